@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Start the demo: four local MariaDB nodes, the proxy in front of them, and the demo data.
+#
+#   ./scripts/demo.sh          build, start everything, load demo/shop.sql through the proxy
+#   ./scripts/demo.sh stop     stop the proxy and the nodes
+#
+# Environment:
+#   SHARDPROXY_DEMO_DIR   where nodes, logs and pid files live (default /tmp/shardproxy-demo)
+#   SHARDPROXY_PROFILE    release (default) or debug
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly repo
+readonly demo_dir=${SHARDPROXY_DEMO_DIR:-/tmp/shardproxy-demo}
+readonly profile=${SHARDPROXY_PROFILE:-release}
+readonly config=$repo/rules/demo.toml
+readonly proxy_port=3307
+readonly node_count=4
+readonly node_baseport=3311
+readonly proxy_timeout=30
+
+die() {
+    echo "demo.sh: $*" >&2
+    exit 1
+}
+
+# True when process $1 exists and is not a zombie.
+proc_alive() {
+    local pid=$1 stat
+    kill -0 "$pid" 2>/dev/null || return 1
+    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [[ ${stat%% *} != Z ]]
+}
+
+# Prints the pid of the running proxy, if proxy.pid names a live shardproxy process.
+running_proxy_pid() {
+    local pidfile=$demo_dir/proxy.pid pid
+    [[ -f $pidfile ]] || return 1
+    pid=$(<"$pidfile")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    proc_alive "$pid" || return 1
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null || true) == shardproxy ]] || return 1
+    echo "$pid"
+}
+
+stop_proxy() {
+    local pid i
+    if pid=$(running_proxy_pid); then
+        echo "demo.sh: stopping proxy (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for ((i = 0; i < 100; i++)); do
+            proc_alive "$pid" || break
+            sleep 0.1
+        done
+        if proc_alive "$pid"; then
+            echo "demo.sh: proxy still alive after 10s, sending SIGKILL" >&2
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$demo_dir/proxy.pid"
+}
+
+install_mariadb_if_missing() {
+    if command -v mariadbd >/dev/null 2>&1 || [[ -x /usr/sbin/mariadbd ]]; then
+        return 0
+    fi
+    local sudo=()
+    if [[ $(id -u) -ne 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || die "mariadbd is missing and sudo is not available: install mariadb-server and mariadb-client"
+        sudo=(sudo)
+    fi
+    echo "demo.sh: installing mariadb-server and mariadb-client with apt-get"
+    "${sudo[@]}" apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server mariadb-client
+}
+
+build() {
+    command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
+    case $profile in
+    release)
+        echo "demo.sh: building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
+        (cd "$repo" && cargo build --release)
+        ;;
+    debug)
+        echo "demo.sh: building shardproxy (debug): about 5 minutes on a fresh 2-core machine, seconds once built"
+        (cd "$repo" && cargo build)
+        ;;
+    *)
+        die "SHARDPROXY_PROFILE must be release or debug, got '$profile'"
+        ;;
+    esac
+}
+
+# True when something accepts TCP connections on 127.0.0.1:$1.
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+proxy_answers() {
+    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp -e 'select 1' >/dev/null 2>&1
+}
+
+start_proxy() {
+    local bin=$1 pid deadline
+    stop_proxy
+    if port_in_use "$proxy_port"; then
+        die "port $proxy_port is already in use by another process (not the proxy started by this script)"
+    fi
+    echo "demo.sh: starting proxy on 127.0.0.1:$proxy_port (log: $demo_dir/proxy.log)"
+    (
+        cd "$repo" || exit 1
+        setsid nohup "$bin" serve --config "$config" </dev/null >>"$demo_dir/proxy.log" 2>&1 &
+        echo "$!" >"$demo_dir/proxy.pid"
+    )
+    pid=$(<"$demo_dir/proxy.pid")
+    deadline=$((SECONDS + proxy_timeout))
+    until proxy_answers; do
+        if ! proc_alive "$pid"; then
+            echo "demo.sh: the proxy exited; tail of $demo_dir/proxy.log:" >&2
+            tail -n 30 "$demo_dir/proxy.log" >&2 || true
+            exit 1
+        fi
+        if ((SECONDS >= deadline)); then
+            echo "demo.sh: the proxy did not answer on port $proxy_port within ${proxy_timeout}s; tail of $demo_dir/proxy.log:" >&2
+            tail -n 30 "$demo_dir/proxy.log" >&2 || true
+            exit 1
+        fi
+        sleep 0.2
+    done
+}
+
+print_help() {
+    local bin=$1
+    local rel=${bin#"$repo"/}
+    cat <<EOF
+
+The demo is running: 4 MariaDB nodes (127.0.0.1:3311-3314) behind shardproxy on 127.0.0.1:$proxy_port.
+
+Connect:
+  mariadb -h127.0.0.1 -P$proxy_port -uapp -papp shop
+
+Try:
+  SELECT * FROM t_order WHERE user_id = 7;                       -- one shard
+  SELECT status, COUNT(*), SUM(amount) FROM t_order GROUP BY status ORDER BY status;   -- all shards, merged
+  SELECT order_id, user_id, created_at FROM t_order ORDER BY created_at DESC LIMIT 5;  -- merge-sorted
+  SELECT * FROM t_order_item WHERE user_id = 7;                  -- same shard as user 7's orders
+  SELECT * FROM t_country;                                       -- broadcast table, read from one node
+  SELECT * FROM t_merchant;                                      -- single table on ds1
+  SELECT * FROM t_user WHERE user_id = 7;                        -- unlisted table, default node ds0
+
+See where a statement goes:
+  $rel route --config rules/demo.toml "SELECT * FROM t_order WHERE user_id = 7"
+
+Logs: $demo_dir/proxy.log, $demo_dir/node*.err
+Stop: ./scripts/demo.sh stop
+EOF
+}
+
+cmd_start() {
+    local bin
+    install_mariadb_if_missing
+    build
+    bin=$repo/target/$profile/shardproxy
+    [[ -x $bin ]] || die "$bin not found after the build"
+
+    mkdir -p "$demo_dir"
+    "$repo/scripts/cluster.sh" start "$demo_dir" "$node_count" "$node_baseport"
+    start_proxy "$bin"
+
+    echo "demo.sh: loading demo/shop.sql through the proxy"
+    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp shop <"$repo/demo/shop.sql"
+    print_help "$bin"
+}
+
+cmd_stop() {
+    stop_proxy
+    "$repo/scripts/cluster.sh" stop "$demo_dir"
+}
+
+case ${1:-start} in
+start) cmd_start ;;
+stop) cmd_stop ;;
+*)
+    echo "usage: ./scripts/demo.sh [start|stop]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,6 @@
+//! The server side of the MySQL protocol, on mysql_common's packet types.
+
+pub mod auth;
+pub mod codec;
+pub mod packet;
+pub mod session;

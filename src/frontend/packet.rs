@@ -1,0 +1,161 @@
+//! MySQL packet framing on a client socket: 3-byte length + sequence id, payloads of 16 MiB
+//! and more split into several packets. Writes are buffered so a small response leaves in one
+//! syscall.
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+
+const MAX_PAYLOAD: usize = 0xFF_FFFF;
+/// Flush the write buffer past this size while streaming a result set.
+const FLUSH_AT: usize = 64 * 1024;
+
+pub struct PacketIo<S> {
+    stream: BufReader<S>,
+    out: Vec<u8>,
+    seq: u8,
+    /// Largest request accepted (max_allowed_packet).
+    max_request: usize,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
+    pub fn new(stream: S, max_request: usize) -> Self {
+        PacketIo {
+            stream: BufReader::with_capacity(16 * 1024, stream),
+            out: Vec::with_capacity(16 * 1024),
+            seq: 0,
+            max_request,
+        }
+    }
+
+    /// Reads one logical packet; `Ok(None)` on a clean end of stream.
+    pub async fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
+        let mut payload = Vec::new();
+        loop {
+            let mut header = [0u8; 4];
+            match self.stream.read_exact(&mut header).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && payload.is_empty() => {
+                    return Ok(None)
+                }
+                Err(e) => return Err(e),
+            }
+            let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+            self.seq = header[3].wrapping_add(1);
+            if payload.len() + len > self.max_request {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("packet larger than max_allowed_packet ({} bytes)", self.max_request),
+                ));
+            }
+            let start = payload.len();
+            payload.resize(start + len, 0);
+            self.stream.read_exact(&mut payload[start..]).await?;
+            if len < MAX_PAYLOAD {
+                return Ok(Some(payload));
+            }
+        }
+    }
+
+    /// Sets the sequence id of the next packet written (0 starts a new exchange).
+    pub fn set_seq(&mut self, seq: u8) {
+        self.seq = seq;
+    }
+
+    /// Appends one packet (split if needed) to the write buffer.
+    pub fn write(&mut self, payload: &[u8]) {
+        let mut chunks = payload.chunks(MAX_PAYLOAD);
+        let mut last_len = 0;
+        for chunk in chunks.by_ref() {
+            self.header(chunk.len());
+            self.out.extend_from_slice(chunk);
+            last_len = chunk.len();
+        }
+        if payload.is_empty() || last_len == MAX_PAYLOAD {
+            self.header(0);
+        }
+    }
+
+    fn header(&mut self, len: usize) {
+        let l = len as u32;
+        self.out
+            .extend_from_slice(&[l as u8, (l >> 8) as u8, (l >> 16) as u8, self.seq]);
+        self.seq = self.seq.wrapping_add(1);
+    }
+
+    /// Builds a packet in place with `f` (avoids a copy for rows).
+    pub fn write_with(&mut self, f: impl FnOnce(&mut Vec<u8>)) {
+        let at = self.out.len();
+        self.out.extend_from_slice(&[0, 0, 0, 0]);
+        f(&mut self.out);
+        let len = self.out.len() - at - 4;
+        if len >= MAX_PAYLOAD {
+            let payload = self.out.split_off(at + 4);
+            self.out.truncate(at);
+            self.write(&payload);
+            return;
+        }
+        let l = len as u32;
+        self.out[at..at + 4].copy_from_slice(&[l as u8, (l >> 8) as u8, (l >> 16) as u8, self.seq]);
+        self.seq = self.seq.wrapping_add(1);
+    }
+
+    /// Flushes when the buffer has grown large (while streaming rows).
+    pub async fn maybe_flush(&mut self) -> io::Result<()> {
+        if self.out.len() >= FLUSH_AT {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    pub async fn flush(&mut self) -> io::Result<()> {
+        if !self.out.is_empty() {
+            self.stream.get_mut().write_all(&self.out).await?;
+            self.out.clear();
+            if self.out.capacity() > 1 << 20 {
+                self.out.shrink_to(16 * 1024);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn get_mut(&mut self) -> &mut S {
+        self.stream.get_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn round_trip_small_and_split_packets() {
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let mut w = PacketIo::new(a, 64 << 20);
+        let mut r = PacketIo::new(b, 64 << 20);
+        let big = vec![7u8; MAX_PAYLOAD + 10];
+        let sent = big.clone();
+        let writer = tokio::spawn(async move {
+            w.set_seq(0);
+            w.write(b"hello");
+            w.write(&sent);
+            w.write_with(|b| b.extend_from_slice(b"row"));
+            w.flush().await.unwrap();
+            w
+        });
+        assert_eq!(r.read().await.unwrap().unwrap(), b"hello");
+        assert_eq!(r.read().await.unwrap().unwrap(), big);
+        assert_eq!(r.read().await.unwrap().unwrap(), b"row");
+        writer.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn oversized_request_is_an_error() {
+        let (a, b) = tokio::io::duplex(1 << 16);
+        let mut w = PacketIo::new(a, 1 << 20);
+        let mut r = PacketIo::new(b, 8);
+        w.write(b"0123456789");
+        w.flush().await.unwrap();
+        assert!(r.read().await.is_err());
+    }
+}

@@ -1,0 +1,958 @@
+//! One client connection: authentication, the command loop, and running plans on the
+//! session's backend connections.
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::Arc;
+
+use futures::future::join_all;
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
+use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::Column;
+use mysql_common::value::{BinValue, Value, ValueDeserializer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::{debug, warn};
+
+use super::auth;
+use super::codec;
+use super::packet::PacketIo;
+use crate::backend::MyError;
+use crate::config::Topology;
+use crate::plan::{self, OkMerge, Plan, SessionOp, Target};
+use crate::server::Shared;
+use crate::sql::{self, Parsed};
+
+const COM_QUIT: u8 = 0x01;
+const COM_INIT_DB: u8 = 0x02;
+const COM_QUERY: u8 = 0x03;
+const COM_FIELD_LIST: u8 = 0x04;
+const COM_PING: u8 = 0x0E;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
+const COM_STMT_CLOSE: u8 = 0x19;
+const COM_STMT_RESET: u8 = 0x1A;
+const COM_SET_OPTION: u8 = 0x1B;
+const COM_RESET_CONNECTION: u8 = 0x1F;
+
+/// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
+struct Tx {
+    begin: String,
+    node: Option<usize>,
+}
+
+/// A client's prepared statement.
+struct Prepared {
+    sql: String,
+    parsed: Result<Parsed, String>,
+    num_params: usize,
+    /// Parameter types from the last execute that sent them.
+    types: Vec<(ColumnType, ColumnFlags)>,
+    long_data: HashMap<usize, Vec<u8>>,
+}
+
+pub struct Session<S> {
+    io: PacketIo<S>,
+    shared: Arc<Shared>,
+    conn_id: u32,
+    conns: Vec<Option<Conn>>,
+    db: Option<String>,
+    /// Session SETs, replayed on every backend connection the session opens later.
+    sets: Vec<String>,
+    autocommit: bool,
+    tx: Option<Tx>,
+    last_node: Option<usize>,
+    stmts: HashMap<u32, Prepared>,
+    next_stmt: u32,
+}
+
+/// A result set being read from one node, in either protocol.
+enum Res<'a> {
+    Text(QueryResult<'a, 'static, TextProtocol>),
+    Bin(QueryResult<'a, 'static, BinaryProtocol>),
+}
+
+impl Res<'_> {
+    fn columns(&self) -> Option<Arc<[Column]>> {
+        let cols = match self {
+            Res::Text(r) => r.columns(),
+            Res::Bin(r) => r.columns(),
+        };
+        cols.filter(|c| !c.is_empty())
+    }
+    async fn next(&mut self) -> mysql_async::Result<Option<mysql_async::Row>> {
+        match self {
+            Res::Text(r) => r.next().await,
+            Res::Bin(r) => r.next().await,
+        }
+    }
+    fn ok_info(&self) -> (u64, u64, u16, String) {
+        match self {
+            Res::Text(r) => (
+                r.affected_rows(),
+                r.last_insert_id().unwrap_or(0),
+                r.warnings(),
+                r.info().into_owned(),
+            ),
+            Res::Bin(r) => (
+                r.affected_rows(),
+                r.last_insert_id().unwrap_or(0),
+                r.warnings(),
+                r.info().into_owned(),
+            ),
+        }
+    }
+    fn warnings(&self) -> u16 {
+        match self {
+            Res::Text(r) => r.warnings(),
+            Res::Bin(r) => r.warnings(),
+        }
+    }
+    async fn finish(self) -> mysql_async::Result<()> {
+        match self {
+            Res::Text(r) => r.drop_result().await,
+            Res::Bin(r) => r.drop_result().await,
+        }
+    }
+}
+
+async fn start<'a>(conn: &'a mut Conn, t: &'a Target, binary: bool) -> mysql_async::Result<Res<'a>> {
+    if binary {
+        let params = if t.params.is_empty() {
+            mysql_async::Params::Empty
+        } else {
+            mysql_async::Params::Positional(t.params.clone())
+        };
+        conn.exec_iter(t.sql.as_str(), params).await.map(Res::Bin)
+    } else {
+        conn.query_iter(t.sql.as_str()).await.map(Res::Text)
+    }
+}
+
+type Outcome = Result<(), MyError>;
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32) -> Self {
+        let nodes = shared.topology().nodes.len();
+        Session {
+            io: PacketIo::new(stream, shared.max_packet),
+            shared,
+            conn_id,
+            conns: (0..nodes).map(|_| None).collect(),
+            db: None,
+            sets: Vec::new(),
+            autocommit: true,
+            tx: None,
+            last_node: None,
+            stmts: HashMap::new(),
+            next_stmt: 1,
+        }
+    }
+
+    fn status(&self) -> StatusFlags {
+        let mut s = StatusFlags::empty();
+        if self.autocommit {
+            s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        }
+        if self.tx.is_some() {
+            s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        s
+    }
+
+    fn write_err(&mut self, e: &MyError) {
+        self.io.write(&codec::err(e.code, &e.state, &e.message));
+    }
+
+    fn write_ok(&mut self, affected: u64, last_id: u64, warnings: u16, info: &str) {
+        let status = self.status();
+        self.io.write(&codec::ok(affected, last_id, status, warnings, info));
+    }
+
+    /// The whole life of the connection.
+    pub async fn run(mut self) -> io::Result<()> {
+        if !self.authenticate().await? {
+            return Ok(());
+        }
+        loop {
+            let Some(packet) = self.io.read().await? else {
+                return Ok(());
+            };
+            let Some((&cmd, body)) = packet.split_first() else {
+                continue;
+            };
+            if cmd == COM_QUIT {
+                return Ok(());
+            }
+            self.command(cmd, body).await?;
+            self.io.flush().await?;
+        }
+    }
+
+    async fn authenticate(&mut self) -> io::Result<bool> {
+        let salt = auth::new_salt();
+        self.io.set_seq(0);
+        self.io.write(&auth::handshake_packet(&self.shared.server_version, self.conn_id, &salt));
+        self.io.flush().await?;
+        let Some(payload) = self.io.read().await? else {
+            return Ok(false);
+        };
+        let hello = match auth::parse_response(&payload) {
+            Ok(h) => h,
+            Err(m) => {
+                self.write_err(&MyError::new(1043, m));
+                self.io.flush().await?;
+                return Ok(false);
+            }
+        };
+        let response = match hello.native_response.clone() {
+            Some(r) => r,
+            None => {
+                self.io.write(&auth::switch_request(&salt));
+                self.io.flush().await?;
+                match self.io.read().await? {
+                    Some(r) => r,
+                    None => return Ok(false),
+                }
+            }
+        };
+        let topo = self.shared.topology();
+        if auth::verify(&topo.users, &hello.user, &salt, &response).is_none() {
+            let peer = "shardproxy-client";
+            self.write_err(&MyError::new(
+                1045,
+                format!(
+                    "Access denied for user '{}'@'{peer}' (using password: {})",
+                    hello.user,
+                    if response.is_empty() { "NO" } else { "YES" }
+                ),
+            ));
+            self.io.flush().await?;
+            return Ok(false);
+        }
+        self.db = hello.db;
+        self.write_ok(0, 0, 0, "");
+        self.io.flush().await?;
+        debug!(conn = self.conn_id, user = %hello.user, "client authenticated");
+        Ok(true)
+    }
+
+    async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
+        let result = match cmd {
+            COM_QUERY => {
+                let sql = String::from_utf8_lossy(body).into_owned();
+                self.query(&sql).await
+            }
+            COM_INIT_DB => {
+                let db = String::from_utf8_lossy(body).into_owned();
+                self.use_db(db).await
+            }
+            COM_PING => {
+                self.write_ok(0, 0, 0, "");
+                Ok(())
+            }
+            COM_STMT_PREPARE => {
+                let sql = String::from_utf8_lossy(body).into_owned();
+                self.prepare(sql).await
+            }
+            COM_STMT_EXECUTE => self.execute(body).await,
+            COM_STMT_SEND_LONG_DATA => {
+                self.long_data(body);
+                return Ok(()); // no response
+            }
+            COM_STMT_CLOSE => {
+                if let Some(id) = body.get(..4) {
+                    self.stmts.remove(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                }
+                return Ok(()); // no response
+            }
+            COM_STMT_RESET => {
+                if let Some(id) = body.get(..4) {
+                    if let Some(s) = self.stmts.get_mut(&u32::from_le_bytes([id[0], id[1], id[2], id[3]])) {
+                        s.long_data.clear();
+                    }
+                }
+                self.write_ok(0, 0, 0, "");
+                Ok(())
+            }
+            COM_FIELD_LIST => self.field_list(body).await,
+            COM_RESET_CONNECTION => {
+                self.reset().await;
+                self.write_ok(0, 0, 0, "");
+                Ok(())
+            }
+            COM_SET_OPTION => {
+                // 1 = MYSQL_OPTION_MULTI_STATEMENTS_OFF, which is how this server always runs.
+                if body.first() == Some(&1) && body.get(1) == Some(&0) {
+                    let status = self.status();
+                    self.io.write(&codec::eof(status, 0));
+                    Ok(())
+                } else {
+                    Err(MyError::new(1235, "multiple statements per query are not supported by shardproxy yet"))
+                }
+            }
+            other => Err(MyError::new(1047, format!("Unknown command {other:#04x}"))),
+        };
+        if let Err(e) = result {
+            self.write_err(&e);
+        }
+        Ok(())
+    }
+
+    /// COM_RESET_CONNECTION: back to a fresh session (backend connections go back to their
+    /// pools, which reset them).
+    async fn reset(&mut self) {
+        for c in self.conns.iter_mut() {
+            c.take();
+        }
+        self.sets.clear();
+        self.autocommit = true;
+        self.tx = None;
+        self.last_node = None;
+        self.stmts.clear();
+    }
+
+    async fn query(&mut self, sql: &str) -> Outcome {
+        let topo = self.shared.topology();
+        let parsed = sql::parse(sql);
+        let plan = plan::plan(sql, parsed.as_ref().map_err(String::as_str), &[], &topo);
+        let read = is_read(parsed.as_ref().ok(), sql);
+        debug!(conn = self.conn_id, %sql, ?plan, "query");
+        self.run_plan(plan, false, read).await
+    }
+
+    async fn use_db(&mut self, db: String) -> Outcome {
+        let node = self.sticky_node();
+        let stmt = format!("USE `{}`", db.replace('`', "``"));
+        // Check it on one node first so an unknown database fails cleanly.
+        self.conn(node).await?;
+        self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone()))).await?;
+        // Every other open connection follows.
+        for n in 0..self.conns.len() {
+            if n != node && self.conns[n].is_some() {
+                self.on_conn(n, |c| Box::pin(c.query_drop(stmt.clone()))).await?;
+            }
+        }
+        self.db = Some(db);
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
+    /// Runs `f` on node's held connection; a broken connection is dropped from the session.
+    async fn on_conn<T>(
+        &mut self,
+        node: usize,
+        f: impl for<'c> FnOnce(&'c mut Conn) -> futures::future::BoxFuture<'c, mysql_async::Result<T>>,
+    ) -> Result<T, MyError> {
+        let name = self.shared.backends.name(node).to_string();
+        let conn = self.conn(node).await?;
+        match f(conn).await {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if MyError::breaks_connection(&e) {
+                    self.drop_conn(node);
+                }
+                Err(MyError::from_backend(&name, &e))
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, node: usize) {
+        if let Some(slot) = self.conns.get_mut(node) {
+            slot.take();
+        }
+        if self.tx.as_ref().and_then(|t| t.node) == Some(node) {
+            warn!(conn = self.conn_id, node, "lost the connection of an open transaction");
+        }
+    }
+
+    /// The session's connection to `node`, opened and brought to the session's state on first
+    /// use.
+    async fn conn(&mut self, node: usize) -> Result<&mut Conn, MyError> {
+        if node >= self.conns.len() {
+            return Err(MyError::new(1105, format!("shardproxy: no node #{node}")));
+        }
+        if self.conns[node].is_none() {
+            let mut c = self.shared.backends.connect(node).await?;
+            let name = self.shared.backends.name(node).to_string();
+            if let Some(db) = &self.db {
+                c.query_drop(format!("USE `{}`", db.replace('`', "``")))
+                    .await
+                    .map_err(|e| MyError::from_backend(&name, &e))?;
+            }
+            for s in &self.sets {
+                c.query_drop(s.as_str())
+                    .await
+                    .map_err(|e| MyError::from_backend(&name, &e))?;
+            }
+            self.conns[node] = Some(c);
+        }
+        self.conns[node]
+            .as_mut()
+            .ok_or_else(|| MyError::new(1105, "shardproxy: connection vanished"))
+    }
+
+    fn sticky_node(&self) -> usize {
+        self.tx
+            .as_ref()
+            .and_then(|t| t.node)
+            .or(self.last_node)
+            .unwrap_or(self.shared.topology().default_node)
+    }
+
+    /// Before a statement on `node`: inside a transaction, the first node touched gets the
+    /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
+    async fn enter_tx(&mut self, node: usize, read: bool) -> Result<(), MyError> {
+        if self.tx.is_none() && !self.autocommit {
+            self.tx = Some(Tx {
+                begin: "BEGIN".into(),
+                node: None,
+            });
+        }
+        let Some(tx) = &self.tx else {
+            return Ok(());
+        };
+        match tx.node {
+            Some(n) if n == node => Ok(()),
+            Some(n) if read => {
+                let _ = n;
+                Ok(())
+            }
+            Some(n) => Err(MyError::new(
+                1235,
+                format!(
+                    "this transaction runs on node `{}`; a write on node `{}` would make it span two nodes, which shardproxy does not support yet",
+                    self.shared.backends.name(n),
+                    self.shared.backends.name(node)
+                ),
+            )),
+            None => {
+                let begin = tx.begin.clone();
+                self.on_conn(node, |c| Box::pin(c.query_drop(begin))).await?;
+                if let Some(tx) = self.tx.as_mut() {
+                    tx.node = Some(node);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn end_tx(&mut self, commit: bool) -> Outcome {
+        let tx = self.tx.take();
+        if let Some(node) = tx.and_then(|t| t.node) {
+            let word = if commit { "COMMIT" } else { "ROLLBACK" };
+            self.on_conn(node, |c| Box::pin(c.query_drop(word))).await?;
+        }
+        Ok(())
+    }
+
+    async fn session_op(&mut self, op: SessionOp) -> Outcome {
+        match op {
+            SessionOp::Begin(sql) => {
+                if self.tx.as_ref().is_some_and(|t| t.node.is_some()) {
+                    self.end_tx(true).await?;
+                }
+                self.tx = Some(Tx {
+                    begin: sql,
+                    node: None,
+                });
+            }
+            SessionOp::Commit => self.end_tx(true).await?,
+            SessionOp::Rollback => self.end_tx(false).await?,
+            SessionOp::SetAutocommit(on) => {
+                if on && !self.autocommit {
+                    self.end_tx(true).await?;
+                }
+                self.autocommit = on;
+            }
+            SessionOp::Use(db) => return self.use_db(db).await,
+            SessionOp::Set(sql) => {
+                // Check it where the session runs, then on every other open connection.
+                let first = self.sticky_node();
+                self.on_conn(first, |c| Box::pin(c.query_drop(sql.clone()))).await?;
+                for n in 0..self.conns.len() {
+                    if n != first && self.conns[n].is_some() {
+                        self.on_conn(n, |c| Box::pin(c.query_drop(sql.clone()))).await?;
+                    }
+                }
+                self.sets.retain(|s| *s != sql);
+                if self.sets.len() >= 256 {
+                    return Err(MyError::new(1235, "more than 256 distinct session SET statements in one session"));
+                }
+                self.sets.push(sql);
+            }
+        }
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
+    async fn run_plan(&mut self, plan: Plan, binary: bool, read: bool) -> Outcome {
+        match plan {
+            Plan::Session(op) => self.session_op(op).await,
+            Plan::Refuse { code, message } => Err(MyError::new(code, message)),
+            Plan::Sticky { sql, params } => {
+                let node = self.sticky_node();
+                self.single(Target { node, sql, params }, binary, read).await
+            }
+            Plan::Route(t) => self.single(t, binary, read).await,
+            Plan::Scatter { targets, ok } => self.scatter(targets, ok, binary, read).await,
+        }
+    }
+
+    async fn single(&mut self, t: Target, binary: bool, read: bool) -> Outcome {
+        self.enter_tx(t.node, read).await?;
+        self.last_node = Some(t.node);
+        let node = t.node;
+        let name = self.shared.backends.name(node).to_string();
+        self.conn(node).await?;
+        let status = self.status();
+        let Some(conn) = self.conns[node].as_mut() else {
+            return Err(MyError::new(1105, "shardproxy: connection vanished"));
+        };
+        let outcome = match start(conn, &t, binary).await {
+            Ok(res) => relay(&mut self.io, res, binary, status, &name).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if MyError::breaks_connection(&e) {
+                    self.drop_conn(node);
+                }
+                Err(MyError::from_backend(&name, &e))
+            }
+        }
+    }
+
+    async fn scatter(&mut self, targets: Vec<Target>, ok: OkMerge, binary: bool, read: bool) -> Outcome {
+        if !read && self.tx.is_some() || !self.autocommit && !read {
+            return Err(MyError::new(
+                1235,
+                format!(
+                    "this write touches {} nodes inside a transaction; shardproxy does not support transactions across nodes yet",
+                    targets.len()
+                ),
+            ));
+        }
+        // Open missing connections in parallel.
+        let missing: Vec<usize> = targets
+            .iter()
+            .map(|t| t.node)
+            .filter(|n| self.conns.get(*n).is_some_and(|c| c.is_none()))
+            .collect();
+        if !missing.is_empty() {
+            let opened = join_all(missing.iter().map(|n| self.shared.backends.connect(*n))).await;
+            for (n, r) in missing.iter().zip(opened) {
+                let c = r?;
+                self.conns[*n] = Some(c);
+                if self.db.is_some() || !self.sets.is_empty() {
+                    // Bring it to the session's state.
+                    let conn = self.conns[*n].take();
+                    if let Some(mut conn) = conn {
+                        let name = self.shared.backends.name(*n).to_string();
+                        if let Some(db) = &self.db {
+                            conn.query_drop(format!("USE `{}`", db.replace('`', "``")))
+                                .await
+                                .map_err(|e| MyError::from_backend(&name, &e))?;
+                        }
+                        for s in &self.sets {
+                            conn.query_drop(s.as_str())
+                                .await
+                                .map_err(|e| MyError::from_backend(&name, &e))?;
+                        }
+                        self.conns[*n] = Some(conn);
+                    }
+                }
+            }
+        }
+        self.last_node = targets.first().map(|t| t.node);
+        let status = self.status();
+        let mut taken: Vec<(usize, Conn)> = Vec::with_capacity(targets.len());
+        for t in &targets {
+            match self.conns.get_mut(t.node).and_then(Option::take) {
+                Some(c) => taken.push((t.node, c)),
+                None => {
+                    for (n, c) in taken {
+                        self.conns[n] = Some(c);
+                    }
+                    return Err(MyError::new(1105, "shardproxy: a statement names one node twice"));
+                }
+            }
+        }
+        let names: Vec<String> = targets.iter().map(|t| self.shared.backends.name(t.node).to_string()).collect();
+        let outcome = {
+            let starts = taken
+                .iter_mut()
+                .zip(targets.iter())
+                .map(|((_, conn), t)| start(conn, t, binary));
+            let results = join_all(starts).await;
+            merge_append(&mut self.io, results, ok, binary, status, &names).await
+        };
+        let mut broken = Vec::new();
+        for (n, c) in taken {
+            self.conns[n] = Some(c);
+        }
+        if let Err((idx, e)) = &outcome {
+            if MyError::breaks_connection(e) {
+                broken.push(targets[*idx].node);
+            }
+        }
+        for n in broken {
+            self.drop_conn(n);
+        }
+        outcome.map_err(|(idx, e)| MyError::from_backend(&names[idx], &e))
+    }
+
+    async fn prepare(&mut self, sql: String) -> Outcome {
+        let topo = self.shared.topology();
+        let parsed = sql::parse(&sql);
+        let node = match &parsed {
+            Ok(p) => prepare_node(p, &topo).unwrap_or_else(|| self.sticky_node()),
+            Err(_) => self.sticky_node(),
+        };
+        let name = self.shared.backends.name(node).to_string();
+        let stmt = {
+            let conn = self.conn(node).await?;
+            match conn.prep(sql.as_str()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    if MyError::breaks_connection(&e) {
+                        self.drop_conn(node);
+                    }
+                    return Err(MyError::from_backend(&name, &e));
+                }
+            }
+        };
+        let num_params = usize::from(stmt.num_params());
+        // If our parser saw a different number of placeholders than the server, its reading of
+        // the statement cannot be trusted for routing: route it as unparsed.
+        let parsed = match parsed {
+            Ok(p) if p.param_count() == num_params => Ok(p),
+            Ok(_) => Err("placeholder count differs from the server's".to_string()),
+            Err(e) => Err(e),
+        };
+        let id = self.next_stmt;
+        self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
+        let columns = stmt.columns();
+        let params = stmt.params().to_vec();
+        // COM_STMT_PREPARE_OK
+        let mut head = vec![0x00];
+        head.extend_from_slice(&id.to_le_bytes());
+        head.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+        head.extend_from_slice(&(num_params as u16).to_le_bytes());
+        head.push(0);
+        head.extend_from_slice(&0u16.to_le_bytes());
+        self.io.write(&head);
+        let status = self.status();
+        if num_params > 0 {
+            for p in &params {
+                self.io.write(&codec::column_def(p));
+            }
+            self.io.write(&codec::eof(status, 0));
+        }
+        if !columns.is_empty() {
+            for c in columns.iter() {
+                self.io.write(&codec::column_def(c));
+            }
+            self.io.write(&codec::eof(status, 0));
+        }
+        self.stmts.insert(
+            id,
+            Prepared {
+                sql,
+                parsed,
+                num_params,
+                types: Vec::new(),
+                long_data: HashMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn long_data(&mut self, body: &[u8]) {
+        if body.len() < 6 {
+            return;
+        }
+        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let param = usize::from(u16::from_le_bytes([body[4], body[5]]));
+        if let Some(s) = self.stmts.get_mut(&id) {
+            if param < s.num_params {
+                s.long_data.entry(param).or_default().extend_from_slice(&body[6..]);
+            }
+        }
+    }
+
+    async fn execute(&mut self, body: &[u8]) -> Outcome {
+        if body.len() < 9 {
+            return Err(MyError::new(1210, "Incorrect arguments to mysqld_stmt_execute"));
+        }
+        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let Some(stmt) = self.stmts.get_mut(&id) else {
+            return Err(MyError::new(1243, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute")));
+        };
+        let params = decode_params(stmt, &body[9..])
+            .map_err(|m| MyError::new(1210, format!("Incorrect arguments to mysqld_stmt_execute: {m}")))?;
+        stmt.long_data.clear();
+        let topo = self.shared.topology();
+        let plan = plan::plan(&stmt.sql, stmt.parsed.as_ref().map_err(String::as_str), &params, &topo);
+        let read = is_read(stmt.parsed.as_ref().ok(), &stmt.sql);
+        self.run_plan(plan, true, read).await
+    }
+
+    /// COM_FIELD_LIST (deprecated, still sent by the mariadb CLI for completion): the
+    /// table's column definitions, read from the node that holds it.
+    async fn field_list(&mut self, body: &[u8]) -> Outcome {
+        let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+        let table = String::from_utf8_lossy(&body[..end]).into_owned();
+        let topo = self.shared.topology();
+        let sql = format!("SELECT * FROM `{}` LIMIT 0", table.replace('`', "``"));
+        let parsed = sql::parse(&sql).map_err(|e| MyError::new(1064, e))?;
+        let node = prepare_node(&parsed, &topo).unwrap_or_else(|| self.sticky_node());
+        let cols = self
+            .on_conn(node, |c| {
+                Box::pin(async move {
+                    let r = c.query_iter(sql).await?;
+                    let cols = r.columns();
+                    r.drop_result().await?;
+                    Ok(cols)
+                })
+            })
+            .await?;
+        for c in cols.iter().flat_map(|c| c.iter()) {
+            let mut def = codec::column_def(c);
+            def.push(0xFB); // no default value
+            self.io.write(&def);
+        }
+        let status = self.status();
+        self.io.write(&codec::eof(status, 0));
+        Ok(())
+    }
+}
+
+/// The node a statement is prepared on (to learn its parameter and column metadata): a node
+/// holding the first configured table it names.
+fn prepare_node(parsed: &Parsed, topo: &Topology) -> Option<usize> {
+    let mut node = None;
+    let _ = sqlparser::ast::visit_relations(&parsed.stmt, |n| {
+        use crate::config::TableRule;
+        node = match topo.table(&sql::table_name(n)) {
+            Some(TableRule::Single { node }) => Some(*node),
+            Some(TableRule::HashSlot { map, .. }) => map.nodes().first().copied(),
+            Some(TableRule::Broadcast) => Some(topo.default_node),
+            None => Some(topo.default_node),
+        };
+        std::ops::ControlFlow::Break(())
+    });
+    node
+}
+
+/// Is this a statement that only reads (may run outside the session's transaction node)?
+fn is_read(parsed: Option<&Parsed>, sql: &str) -> bool {
+    match parsed {
+        Some(p) => match &p.stmt {
+            sqlparser::ast::Statement::Query(q) => q.locks.is_empty(),
+            _ => false,
+        },
+        None => sql::leading_words(sql, 1)
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("SHOW")),
+    }
+}
+
+/// Decodes COM_STMT_EXECUTE parameters (after statement id, flags and iteration count).
+fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, String> {
+    let n = stmt.num_params;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let bitmap_len = n.div_ceil(8);
+    if rest.len() < bitmap_len + 1 {
+        return Err("truncated parameter block".into());
+    }
+    let bitmap = rest[..bitmap_len].to_vec();
+    let new_bound = rest[bitmap_len];
+    rest = &rest[bitmap_len + 1..];
+    if new_bound == 1 {
+        if rest.len() < 2 * n {
+            return Err("truncated parameter types".into());
+        }
+        stmt.types = (0..n)
+            .map(|i| {
+                let ty = ColumnType::try_from(rest[2 * i]).unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING);
+                let flags = if rest[2 * i + 1] & 0x80 != 0 {
+                    ColumnFlags::UNSIGNED_FLAG
+                } else {
+                    ColumnFlags::empty()
+                };
+                (ty, flags)
+            })
+            .collect();
+        rest = &rest[2 * n..];
+    }
+    if stmt.types.len() != n {
+        return Err("parameter types were never sent".into());
+    }
+    let mut buf = ParseBuf(rest);
+    let mut values = Vec::with_capacity(n);
+    for i in 0..n {
+        if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            values.push(Value::NULL);
+        } else if let Some(data) = stmt.long_data.get(&i) {
+            values.push(Value::Bytes(data.clone()));
+        } else {
+            let v: ValueDeserializer<BinValue> = buf
+                .parse(stmt.types[i])
+                .map_err(|e| format!("parameter {}: {e}", i + 1))?;
+            values.push(v.0);
+        }
+    }
+    Ok(values)
+}
+
+/// Writes one node's answer to the client as it arrives.
+async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    mut res: Res<'_>,
+    binary: bool,
+    status: StatusFlags,
+    _node: &str,
+) -> mysql_async::Result<()> {
+    if let Some(cols) = res.columns() {
+        io.write(&codec::column_count(cols.len()));
+        for c in cols.iter() {
+            io.write(&codec::column_def(c));
+        }
+        io.write(&codec::eof(status, 0));
+        while let Some(row) = res.next().await? {
+            write_row(io, row, &cols, binary);
+            io.maybe_flush().await?;
+        }
+        let warnings = res.warnings();
+        io.write(&codec::eof(status, warnings));
+    } else {
+        let (affected, last_id, warnings, info) = res.ok_info();
+        io.write(&codec::ok(affected, last_id, status, warnings, &info));
+    }
+    res.finish().await
+}
+
+fn write_row<S: AsyncRead + AsyncWrite + Unpin>(io: &mut PacketIo<S>, row: mysql_async::Row, cols: &[Column], binary: bool) {
+    let values = row.unwrap_raw();
+    io.write_with(|out| {
+        if binary {
+            codec::binary_row(&values, cols, out)
+        } else {
+            codec::text_row(&values, out)
+        }
+    });
+}
+
+/// Several nodes' answers to one statement: result rows appended node after node (all nodes
+/// already run the statement in parallel; the ones read later wait on their sockets), OK
+/// packets combined. The error names which node failed.
+async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    results: Vec<mysql_async::Result<Res<'_>>>,
+    ok: OkMerge,
+    binary: bool,
+    status: StatusFlags,
+    _names: &[String],
+) -> Result<(), (usize, mysql_async::Error)> {
+    let mut ress = Vec::with_capacity(results.len());
+    let mut first_err = None;
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(res) => ress.push((i, res)),
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some((i, e));
+                }
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        for (_, res) in ress {
+            let _ = res.finish().await;
+        }
+        return Err(e);
+    }
+    let columns = ress.iter().find_map(|(_, r)| r.columns());
+    match columns {
+        Some(cols) => {
+            io.write(&codec::column_count(cols.len()));
+            for c in cols.iter() {
+                io.write(&codec::column_def(c));
+            }
+            io.write(&codec::eof(status, 0));
+            let mut warnings = 0u16;
+            let mut failed = None;
+            for (i, mut res) in ress {
+                if failed.is_none() {
+                    loop {
+                        match res.next().await {
+                            Ok(Some(row)) => {
+                                write_row(io, row, &cols, binary);
+                                if let Err(e) = io.maybe_flush().await {
+                                    failed = Some((i, mysql_async::Error::Io(e.into())));
+                                    break;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                failed = Some((i, e));
+                                break;
+                            }
+                        }
+                    }
+                    warnings = warnings.saturating_add(res.warnings());
+                }
+                if let Err(e) = res.finish().await {
+                    if failed.is_none() {
+                        failed = Some((i, e));
+                    }
+                }
+            }
+            if let Some(f) = failed {
+                return Err(f);
+            }
+            io.write(&codec::eof(status, warnings));
+        }
+        None => {
+            let mut affected = 0u64;
+            let mut last_id = 0u64;
+            let mut warnings = 0u16;
+            let mut info = String::new();
+            let mut first = true;
+            let mut failed = None;
+            for (i, res) in ress {
+                let (a, l, w, inf) = res.ok_info();
+                match ok {
+                    OkMerge::Sum => {
+                        affected += a;
+                        last_id = last_id.max(l);
+                        warnings = warnings.saturating_add(w);
+                    }
+                    OkMerge::Copies => {
+                        if first {
+                            affected = a;
+                            last_id = l;
+                            warnings = w;
+                            info = inf;
+                        }
+                    }
+                }
+                first = false;
+                if let Err(e) = res.finish().await {
+                    failed.get_or_insert((i, e));
+                }
+            }
+            if let Some(f) = failed {
+                return Err(f);
+            }
+            io.write(&codec::ok(affected, last_id, status, warnings, &info));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,703 @@
+//! Statement + rules snapshot -> [`Plan`]: where a statement runs and how its answers combine.
+//! Pure: no I/O, unit-tested without a socket.
+
+mod insert;
+mod uses;
+
+use std::fmt;
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    Delete, Expr, FromTable, GroupByExpr, ObjectName, ObjectType, Query, SetExpr, Statement,
+    Update,
+};
+
+use crate::config::{TableRule, Topology};
+use crate::routing::slot::slot_of;
+use crate::sql::keys::{where_keys, KeyColumn};
+use crate::sql::{self, Parsed};
+use uses::{collect_uses, Placement, Use};
+
+/// MySQL's ER_NOT_SUPPORTED_YET: what the proxy cannot answer correctly.
+pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+/// MySQL's ER_PARSE_ERROR.
+pub const ER_PARSE_ERROR: u16 = 1064;
+
+/// One statement for one node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub node: usize,
+    pub sql: String,
+    /// Bound parameter values for the statement's `?` placeholders (prepared statements).
+    pub params: Vec<Value>,
+}
+
+/// How the OK packets of a statement that ran on several nodes combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OkMerge {
+    /// Each node changed its own rows: affected rows add up.
+    Sum,
+    /// Each node holds a copy and changed it alike (broadcast, DDL): report one node's count.
+    Copies,
+}
+
+/// Statements the proxy carries out on the session itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionOp {
+    /// BEGIN / START TRANSACTION (the original text, replayed on the node the transaction
+    /// first touches).
+    Begin(String),
+    Commit,
+    Rollback,
+    SetAutocommit(bool),
+    /// `USE db`.
+    Use(String),
+    /// A session `SET` sent to every node the session holds and replayed on new ones.
+    Set(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// One node; its answer is the answer.
+    Route(Target),
+    /// Several nodes in parallel: result rows appended, OK packets combined.
+    Scatter { targets: Vec<Target>, ok: OkMerge },
+    /// Touches no table: runs where the session ran last (its transaction's node, or the node
+    /// that holds its `LAST_INSERT_ID()` and warnings), else on the default node.
+    Sticky { sql: String, params: Vec<Value> },
+    Session(SessionOp),
+    /// Answered with this MySQL error instead of a possibly wrong result.
+    Refuse { code: u16, message: String },
+}
+
+fn refuse(message: impl Into<String>) -> Plan {
+    Plan::Refuse {
+        code: ER_NOT_SUPPORTED_YET,
+        message: message.into(),
+    }
+}
+
+impl Plan {
+    /// The nodes this plan touches (empty for session operations and refusals).
+    pub fn nodes(&self) -> Vec<usize> {
+        match self {
+            Plan::Route(t) => vec![t.node],
+            Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Does it change data or schema (so a transaction must pin its node)?
+    pub fn describe<'a>(&'a self, topo: &'a Topology) -> PlanDescription<'a> {
+        PlanDescription { plan: self, topo }
+    }
+}
+
+/// Human-readable plan, as `shardproxy route` prints it.
+pub struct PlanDescription<'a> {
+    plan: &'a Plan,
+    topo: &'a Topology,
+}
+
+impl fmt::Display for PlanDescription<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let target = |f: &mut fmt::Formatter<'_>, t: &Target| {
+            writeln!(f, "  {}: {}", self.topo.node_name(t.node), t.sql)
+        };
+        match self.plan {
+            Plan::Route(t) => {
+                writeln!(f, "route: single node")?;
+                target(f, t)
+            }
+            Plan::Scatter { targets, ok } => {
+                let how = match ok {
+                    OkMerge::Sum => "rows appended, affected rows summed",
+                    OkMerge::Copies => "same statement on every copy",
+                };
+                writeln!(f, "route: scatter to {} nodes ({how})", targets.len())?;
+                targets.iter().try_for_each(|t| target(f, t))
+            }
+            Plan::Sticky { sql, .. } => {
+                writeln!(f, "route: no table; the session's current node (default {})", self.topo.node_name(self.topo.default_node))?;
+                writeln!(f, "  {sql}")
+            }
+            Plan::Session(op) => writeln!(f, "session: {op:?}"),
+            Plan::Refuse { code, message } => writeln!(f, "refused: ERROR {code}: {message}"),
+        }
+    }
+}
+
+/// Plans one statement. `parsed` is the parse of `sql` (or the parser's error).
+pub fn plan(sql: &str, parsed: Result<&Parsed, &str>, params: &[Value], topo: &Topology) -> Plan {
+    if let Some(p) = session_statement(sql) {
+        return p;
+    }
+    let parsed = match parsed {
+        Ok(p) => p,
+        Err(e) => return unparsed(sql, e, params, topo),
+    };
+    let planner = Planner {
+        sql,
+        parsed,
+        params,
+        topo,
+    };
+    planner.plan()
+}
+
+/// A statement sqlparser cannot read: forwarded if it names no configured table (the node
+/// then answers, with its own syntax error where there is one), refused otherwise.
+fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
+    let mut nodes: Vec<usize> = Vec::new();
+    for w in sql::words(sql) {
+        match topo.table(&w) {
+            None => {}
+            Some(TableRule::Single { node }) => nodes.push(*node),
+            Some(_) => nodes.push(usize::MAX),
+        }
+    }
+    nodes.sort_unstable();
+    nodes.dedup();
+    match nodes.as_slice() {
+        [] => Plan::Sticky {
+            sql: sql.to_string(),
+            params: params.to_vec(),
+        },
+        [node] if *node != usize::MAX => Plan::Route(Target {
+            node: *node,
+            sql: sql.to_string(),
+            params: params.to_vec(),
+        }),
+        _ => Plan::Refuse {
+            code: ER_PARSE_ERROR,
+            message: format!(
+                "You have an error in your SQL syntax, or syntax shardproxy cannot route: {err}"
+            ),
+        },
+    }
+}
+
+fn strip_quotes(s: &str) -> String {
+    s.trim_matches('`').to_string()
+}
+
+/// Transaction control, SET and USE, recognised by their first words so that every form
+/// (even ones sqlparser cannot parse) is handled by the session.
+fn session_statement(sql: &str) -> Option<Plan> {
+    let w = sql::leading_words(sql, 4);
+    let is = |i: usize, k: &str| w.get(i).is_some_and(|x| x.eq_ignore_ascii_case(k));
+    if is(0, "BEGIN") && w.len() == 1
+        || is(0, "BEGIN") && is(1, "WORK")
+        || is(0, "START") && is(1, "TRANSACTION")
+    {
+        return Some(Plan::Session(SessionOp::Begin(sql.trim().to_string())));
+    }
+    if is(0, "COMMIT") {
+        return Some(Plan::Session(SessionOp::Commit));
+    }
+    if is(0, "ROLLBACK") && !w.iter().any(|x| x.eq_ignore_ascii_case("TO")) {
+        return Some(Plan::Session(SessionOp::Rollback));
+    }
+    if is(0, "USE") {
+        return w.get(1).map(|db| Plan::Session(SessionOp::Use(strip_quotes(db))));
+    }
+    if is(0, "SET") {
+        let all = sql::leading_words(sql, 64);
+        let upper: Vec<String> = all.iter().map(|x| x.to_ascii_uppercase()).collect();
+        if upper.iter().any(|x| x == "GLOBAL" || x.starts_with("@@GLOBAL")) {
+            return Some(refuse(
+                "SET GLOBAL through shardproxy would change one node only: set it on each node",
+            ));
+        }
+        let names_autocommit = upper
+            .iter()
+            .any(|x| x == "AUTOCOMMIT" || x.ends_with(".AUTOCOMMIT") || x == "@@AUTOCOMMIT");
+        if names_autocommit {
+            if upper.iter().any(|x| x == ",") {
+                return Some(refuse(
+                    "SET autocommit together with other variables: send it as its own statement",
+                ));
+            }
+            let value = upper
+                .iter()
+                .position(|x| x == "=" || x == ":=")
+                .and_then(|i| upper.get(i + 1));
+            return Some(match value.map(String::as_str) {
+                Some("1" | "ON" | "TRUE") => Plan::Session(SessionOp::SetAutocommit(true)),
+                Some("0" | "OFF" | "FALSE") => Plan::Session(SessionOp::SetAutocommit(false)),
+                _ => refuse("SET autocommit takes 0, 1, ON or OFF"),
+            });
+        }
+        return Some(Plan::Session(SessionOp::Set(sql.trim().to_string())));
+    }
+    None
+}
+
+struct Planner<'a> {
+    sql: &'a str,
+    parsed: &'a Parsed,
+    params: &'a [Value],
+    topo: &'a Topology,
+}
+
+impl<'a> Planner<'a> {
+    fn plan(&self) -> Plan {
+        match &self.parsed.stmt {
+            Statement::Query(q) => self.select(q),
+            Statement::Insert(ins) => insert::plan_insert(self, ins),
+            Statement::Update(u) => self.update(u),
+            Statement::Delete(d) => self.delete(d),
+            Statement::CreateTable(c) => self.ddl(&[&c.name]),
+            Statement::AlterTable(a) => self.ddl(&[&a.name]),
+            Statement::CreateIndex(c) => self.ddl(&[&c.table_name]),
+            Statement::Truncate(t) => {
+                let names: Vec<&ObjectName> = t.table_names.iter().map(|n| &n.name).collect();
+                self.ddl(&names)
+            }
+            Statement::Drop {
+                object_type: ObjectType::Table,
+                names,
+                ..
+            } => self.ddl(&names.iter().collect::<Vec<_>>()),
+            Statement::Drop {
+                object_type: ObjectType::Index,
+                table: Some(table),
+                ..
+            } => self.ddl(&[table]),
+            Statement::CreateDatabase { .. } | Statement::Drop {
+                object_type: ObjectType::Schema | ObjectType::Database,
+                ..
+            } => self.everywhere(OkMerge::Copies),
+            Statement::ShowCreate { obj_name, .. } => self.read_one(&[sql::table_name(obj_name)]),
+            Statement::Explain { statement, .. } => {
+                let inner = Planner {
+                    sql: self.sql,
+                    parsed: &Parsed::wrap(statement.as_ref().clone(), self.parsed),
+                    params: self.params,
+                    topo: self.topo,
+                }
+                .plan();
+                match inner {
+                    Plan::Route(t) => self.on(t.node),
+                    Plan::Sticky { .. } => self.sticky(),
+                    Plan::Refuse { .. } => inner,
+                    _ => refuse("EXPLAIN of a statement that runs on several nodes: see `shardproxy route` for its plan, and EXPLAIN it on one node"),
+                }
+            }
+            other => self.generic(other),
+        }
+    }
+
+    fn target(&self, node: usize) -> Target {
+        Target {
+            node,
+            sql: self.sql.to_string(),
+            params: self.params.to_vec(),
+        }
+    }
+
+    fn on(&self, node: usize) -> Plan {
+        Plan::Route(self.target(node))
+    }
+
+    fn sticky(&self) -> Plan {
+        Plan::Sticky {
+            sql: self.sql.to_string(),
+            params: self.params.to_vec(),
+        }
+    }
+
+    fn on_nodes(&self, nodes: &[usize], ok: OkMerge) -> Plan {
+        match nodes {
+            [one] => self.on(*one),
+            many => Plan::Scatter {
+                targets: many.iter().map(|n| self.target(*n)).collect(),
+                ok,
+            },
+        }
+    }
+
+    fn everywhere(&self, ok: OkMerge) -> Plan {
+        self.on_nodes(&self.topo.all_nodes(), ok)
+    }
+
+    /// Nodes holding the rows with these shard-key values (NULL matches nothing).
+    fn nodes_for_keys(&self, rule: &TableRule, keys: Option<&[Value]>) -> Vec<usize> {
+        match rule {
+            TableRule::HashSlot { map, .. } => match keys {
+                None => map.nodes(),
+                Some(values) => {
+                    let mut nodes: Vec<usize> = values
+                        .iter()
+                        .filter_map(slot_of)
+                        .map(|s| map.node_of_slot(s))
+                        .collect();
+                    nodes.sort_unstable();
+                    nodes.dedup();
+                    nodes
+                }
+            },
+            TableRule::Single { node } => vec![*node],
+            TableRule::Broadcast => self.topo.all_nodes(),
+        }
+    }
+
+    fn key_column(&self, table: &str, alias: Option<&str>) -> Option<(KeyColumn, &'a TableRule)> {
+        let rule = self.topo.table(table)?;
+        let TableRule::HashSlot { column, .. } = rule else {
+            return None;
+        };
+        let mut qualifiers = vec![table.to_string()];
+        if let Some(a) = alias {
+            qualifiers.push(a.to_ascii_lowercase());
+        }
+        Some((
+            KeyColumn {
+                column: column.clone(),
+                qualifiers,
+            },
+            rule,
+        ))
+    }
+
+    fn placement(&self, u: &Use) -> Placement {
+        match self.topo.table(&u.table) {
+            None => Placement::Nodes(vec![self.topo.default_node]),
+            Some(TableRule::Broadcast) => Placement::Anywhere,
+            Some(rule) => Placement::Nodes(self.nodes_for_keys(rule, u.keys.as_deref())),
+        }
+    }
+
+    /// Where a statement reading these table uses can run as a whole: `Ok(node)` when every
+    /// table it reads is on that one node (or everywhere); `Err` with the tables otherwise.
+    fn common_node(&self, uses: &[Use]) -> Result<Option<usize>, String> {
+        let mut node: Option<usize> = None;
+        for u in uses {
+            match self.placement(u) {
+                Placement::Anywhere => {}
+                Placement::Nodes(ns) => {
+                    // An empty set means no row can match: any node of the table answers.
+                    let n = match ns.as_slice() {
+                        [] => match self.topo.table(&u.table) {
+                            Some(TableRule::HashSlot { map, .. }) => {
+                                map.nodes().first().copied().unwrap_or(self.topo.default_node)
+                            }
+                            _ => self.topo.default_node,
+                        },
+                        [one] => *one,
+                        _ => return Err(u.table.clone()),
+                    };
+                    match node {
+                        None => node = Some(n),
+                        Some(m) if m == n => {}
+                        Some(_) => return Err(u.table.clone()),
+                    }
+                }
+            }
+        }
+        Ok(node)
+    }
+
+    fn select(&self, q: &Query) -> Plan {
+        let uses = collect_uses(&self.parsed.stmt, self);
+        if uses.is_empty() {
+            return self.sticky();
+        }
+        match self.common_node(&uses) {
+            Ok(Some(n)) => return self.on(n),
+            Ok(None) => return self.on(self.broadcast_read_node()),
+            Err(_) => {}
+        }
+        // Rows from several nodes: only a plain scan of one sharded table (with broadcast
+        // tables) can be answered by appending the nodes' results.
+        let multi: Vec<&Use> = uses
+            .iter()
+            .filter(|u| !matches!(self.placement(u), Placement::Anywhere))
+            .collect();
+        if multi.len() != 1 && matches!(q.body.as_ref(), SetExpr::SetOperation { .. }) {
+            return refuse(
+                "UNION / INTERSECT / EXCEPT over tables on several nodes needs a merge that shardproxy does not do yet",
+            );
+        }
+        if multi.len() != 1 {
+            let names: Vec<&str> = multi.iter().map(|u| u.table.as_str()).collect();
+            return refuse(format!(
+                "this query needs rows of {} from different nodes (a join or subquery across shards); shardproxy cannot merge it yet",
+                names.join(", ")
+            ));
+        }
+        if let Some(reason) = needs_merge(q) {
+            return refuse(format!(
+                "{reason} over `{}` on several nodes needs a merge that shardproxy does not do yet; pin the shard key `{}` to one node",
+                multi[0].table,
+                self.shard_column(&multi[0].table)
+            ));
+        }
+        let nodes = match self.placement(multi[0]) {
+            Placement::Nodes(ns) => ns,
+            Placement::Anywhere => self.topo.all_nodes(),
+        };
+        self.on_nodes(&nodes, OkMerge::Sum)
+    }
+
+    fn shard_column(&self, table: &str) -> String {
+        match self.topo.table(table) {
+            Some(TableRule::HashSlot { column, .. }) => column.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// Reads of broadcast tables only go to the default node when it is a node of the
+    /// topology (it always is), which keeps them beside unconfigured tables.
+    fn broadcast_read_node(&self) -> usize {
+        self.topo.default_node
+    }
+
+    /// Where the target table of an UPDATE / DELETE is written, given its WHERE.
+    fn write_target(
+        &self,
+        table: &str,
+        alias: Option<&str>,
+        selection: Option<&Expr>,
+        limited: bool,
+        extra: &[Use],
+    ) -> Plan {
+        // Other tables the statement reads (subqueries, joins) must be readable where the
+        // write runs.
+        let rule = self.topo.table(table);
+        let nodes: Vec<usize> = match rule {
+            None => vec![self.topo.default_node],
+            Some(TableRule::Broadcast) => self.topo.all_nodes(),
+            Some(r @ TableRule::HashSlot { .. }) => {
+                let keys = self
+                    .key_column(table, alias)
+                    .and_then(|(k, _)| where_keys(selection, &k, self.parsed, self.params));
+                let ns = self.nodes_for_keys(r, keys.as_deref());
+                if ns.is_empty() {
+                    // No row can match; run on one node for a correct "0 rows affected".
+                    self.nodes_for_keys(r, None).into_iter().take(1).collect()
+                } else {
+                    ns
+                }
+            }
+            Some(r) => self.nodes_for_keys(r, None),
+        };
+        for u in extra {
+            match self.placement(u) {
+                Placement::Anywhere => {}
+                Placement::Nodes(ns) if ns.len() == 1 && nodes == ns => {}
+                Placement::Nodes(_) => {
+                    return refuse(format!(
+                        "this statement writes `{table}` using `{}`, which is not on the same node; shardproxy cannot run it across nodes",
+                        u.table
+                    ))
+                }
+            }
+        }
+        if nodes.len() > 1 && limited && !matches!(rule, Some(TableRule::Broadcast)) {
+            return refuse(format!(
+                "ORDER BY / LIMIT in an UPDATE or DELETE of `{table}` on several nodes would apply per node; pin the shard key to one node"
+            ));
+        }
+        let ok = if matches!(rule, Some(TableRule::Broadcast)) {
+            OkMerge::Copies
+        } else {
+            OkMerge::Sum
+        };
+        self.on_nodes(&nodes, ok)
+    }
+
+    fn update(&self, u: &Update) -> Plan {
+        let uses = collect_uses(&self.parsed.stmt, self);
+        if !u.table.joins.is_empty() || u.from.is_some() {
+            return self.multi_table_write(&uses, "UPDATE");
+        }
+        let (table, alias) = match uses::factor_name(&u.table.relation) {
+            Some(x) => x,
+            None => return refuse("UPDATE of something other than a table"),
+        };
+        if let Some(TableRule::HashSlot { column, .. }) = self.topo.table(&table) {
+            for a in &u.assignments {
+                let targets = match &a.target {
+                    sqlparser::ast::AssignmentTarget::ColumnName(n) => vec![n],
+                    sqlparser::ast::AssignmentTarget::Tuple(ns) => ns.iter().collect(),
+                };
+                if targets.iter().any(|n| sql::table_name(n) == *column) {
+                    return refuse(format!(
+                        "UPDATE of the shard key `{column}` of `{table}` would move rows to another node; DELETE and INSERT them instead"
+                    ));
+                }
+            }
+        }
+        let extra = uses::without_first(uses, &table);
+        self.write_target(
+            &table,
+            alias.as_deref(),
+            u.selection.as_ref(),
+            u.limit.is_some() || !u.order_by.is_empty(),
+            &extra,
+        )
+    }
+
+    fn delete(&self, d: &Delete) -> Plan {
+        let uses = collect_uses(&self.parsed.stmt, self);
+        let from = match &d.from {
+            FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+        };
+        if !d.tables.is_empty() || d.using.is_some() || from.len() != 1 || !from[0].joins.is_empty()
+        {
+            return self.multi_table_write(&uses, "DELETE");
+        }
+        let (table, alias) = match uses::factor_name(&from[0].relation) {
+            Some(x) => x,
+            None => return refuse("DELETE from something other than a table"),
+        };
+        let extra = uses::without_first(uses, &table);
+        self.write_target(
+            &table,
+            alias.as_deref(),
+            d.selection.as_ref(),
+            d.limit.is_some() || !d.order_by.is_empty(),
+            &extra,
+        )
+    }
+
+    /// A write naming several tables runs whole on one node, or not at all.
+    fn multi_table_write(&self, uses: &[Use], what: &str) -> Plan {
+        if uses.iter().any(|u| matches!(self.topo.table(&u.table), Some(TableRule::Broadcast))) {
+            return refuse(format!(
+                "multi-table {what} involving a broadcast table: write each table on its own"
+            ));
+        }
+        match self.common_node(uses) {
+            Ok(Some(n)) => self.on(n),
+            Ok(None) => self.on(self.topo.default_node),
+            Err(t) => refuse(format!(
+                "multi-table {what} needs rows of `{t}` from several nodes; pin the shard keys to one node"
+            )),
+        }
+    }
+
+    /// DDL: sharded and broadcast tables change on every node, others on their node.
+    fn ddl(&self, names: &[&ObjectName]) -> Plan {
+        let mut target: Option<Vec<usize>> = None;
+        for name in names {
+            let table = sql::table_name(name);
+            let nodes = match self.topo.table(&table) {
+                None => vec![self.topo.default_node],
+                Some(TableRule::Single { node }) => vec![*node],
+                Some(TableRule::HashSlot { .. } | TableRule::Broadcast) => self.topo.all_nodes(),
+            };
+            match &target {
+                None => target = Some(nodes),
+                Some(t) if *t == nodes => {}
+                Some(_) => {
+                    return refuse(
+                        "this DDL names tables placed on different nodes: run it once per table",
+                    )
+                }
+            }
+        }
+        let nodes = target.unwrap_or_else(|| vec![self.topo.default_node]);
+        self.on_nodes(&nodes, OkMerge::Copies)
+    }
+
+    /// Metadata reads (SHOW CREATE TABLE, DESCRIBE): one node holding the table answers.
+    fn read_one(&self, tables: &[String]) -> Plan {
+        let node = tables
+            .iter()
+            .find_map(|t| match self.topo.table(t) {
+                None => None,
+                Some(TableRule::Single { node }) => Some(*node),
+                Some(TableRule::Broadcast) => Some(self.topo.default_node),
+                Some(TableRule::HashSlot { map, .. }) => map.nodes().first().copied(),
+            })
+            .unwrap_or(self.topo.default_node);
+        self.on(node)
+    }
+
+    /// Any other statement: SHOW / DESCRIBE read one copy; other statements naming a sharded or
+    /// broadcast table are refused; the rest run on their table's node.
+    fn generic(&self, stmt: &Statement) -> Plan {
+        let mut names: Vec<String> = Vec::new();
+        let _ = sqlparser::ast::visit_relations(stmt, |n| {
+            names.push(sql::table_name(n));
+            std::ops::ControlFlow::<()>::Continue(())
+        });
+        let first = sql::leading_words(self.sql, 1);
+        let is_read = first.first().is_some_and(|w| {
+            ["SHOW", "DESCRIBE", "DESC", "EXPLAIN", "HELP"]
+                .iter()
+                .any(|k| w.eq_ignore_ascii_case(k))
+        });
+        if names.is_empty() {
+            return self.sticky();
+        }
+        if is_read {
+            return self.read_one(&names);
+        }
+        let uses: Vec<Use> = names
+            .into_iter()
+            .map(|table| Use { table, keys: None })
+            .collect();
+        if let Some(u) = uses
+            .iter()
+            .find(|u| matches!(self.topo.table(&u.table), Some(TableRule::HashSlot { .. } | TableRule::Broadcast)))
+        {
+            return refuse(format!(
+                "this kind of statement on the sharded or broadcast table `{}` is not supported through shardproxy",
+                u.table
+            ));
+        }
+        match self.common_node(&uses) {
+            Ok(Some(n)) => self.on(n),
+            Ok(None) => self.sticky(),
+            Err(t) => refuse(format!(
+                "this statement names tables on different nodes (`{t}`); shardproxy cannot run it"
+            )),
+        }
+    }
+}
+
+/// Why a SELECT whose rows come from several nodes cannot be answered by appending them.
+fn needs_merge(q: &Query) -> Option<&'static str> {
+    if q.order_by.is_some() {
+        return Some("ORDER BY");
+    }
+    if q.limit_clause.is_some() || q.fetch.is_some() {
+        return Some("LIMIT");
+    }
+    let s = match q.body.as_ref() {
+        SetExpr::Select(s) => s,
+        SetExpr::Query(inner) => return needs_merge(inner),
+        SetExpr::SetOperation { .. } => return Some("UNION / INTERSECT / EXCEPT"),
+        _ => return Some("this query form"),
+    };
+    if s.distinct.is_some() {
+        return Some("DISTINCT");
+    }
+    match &s.group_by {
+        GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty() => {}
+        _ => return Some("GROUP BY"),
+    }
+    if s.having.is_some() {
+        return Some("HAVING");
+    }
+    if s.into.is_some() {
+        return Some("SELECT ... INTO");
+    }
+    if s
+        .select_modifiers
+        .as_ref()
+        .is_some_and(|m| m.sql_calc_found_rows)
+    {
+        return Some("SQL_CALC_FOUND_ROWS");
+    }
+    if uses::has_aggregate(&s.projection) {
+        return Some("an aggregate or window function");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests;

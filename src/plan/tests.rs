@@ -1,0 +1,242 @@
+use super::*;
+use crate::config::parse as parse_rules;
+
+fn topo() -> Topology {
+    parse_rules(
+        r#"
+version = 1
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+[tables.t_order]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t_item]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t_country]
+rule = "broadcast"
+[tables.t_merchant]
+rule = "single"
+node = "ds1"
+"#,
+        "test.toml",
+    )
+    .unwrap()
+}
+
+fn node_of(key: i64) -> usize {
+    let slot = slot_of(&Value::Int(key)).unwrap();
+    usize::from(slot >= 512)
+}
+
+/// Two keys that land on different nodes.
+fn keys_on_both() -> (i64, i64) {
+    let a = (1..).find(|k| node_of(*k) == 0).unwrap();
+    let b = (1..).find(|k| node_of(*k) == 1).unwrap();
+    (a, b)
+}
+
+fn plan_of(sql: &str) -> Plan {
+    plan_with(sql, &[])
+}
+
+fn plan_with(sql: &str, params: &[Value]) -> Plan {
+    let t = topo();
+    let parsed = crate::sql::parse(sql);
+    plan(sql, parsed.as_ref().map_err(String::as_str), params, &t)
+}
+
+fn refused(p: &Plan) -> &str {
+    match p {
+        Plan::Refuse { code: 1235, message } => message,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn point_reads_go_to_the_keys_node() {
+    let (a, b) = keys_on_both();
+    assert_eq!(
+        plan_of(&format!("SELECT * FROM t_order WHERE user_id = {a}")).nodes(),
+        vec![0]
+    );
+    assert_eq!(
+        plan_of(&format!("SELECT * FROM t_order WHERE user_id = {b} ORDER BY x LIMIT 3")).nodes(),
+        vec![1]
+    );
+    assert_eq!(
+        plan_with("SELECT * FROM t_order WHERE user_id = ?", &[Value::Int(b)]).nodes(),
+        vec![1]
+    );
+}
+
+#[test]
+fn scans_fan_out_and_merges_are_refused() {
+    let p = plan_of("SELECT * FROM t_order WHERE status = 'x'");
+    assert!(matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2));
+    let (a, b) = keys_on_both();
+    assert_eq!(plan_of(&format!("SELECT * FROM t_order WHERE user_id IN ({a}, {b})")).nodes(), vec![0, 1]);
+    for (sql, why) in [
+        ("SELECT * FROM t_order ORDER BY order_id", "ORDER BY"),
+        ("SELECT * FROM t_order LIMIT 5", "LIMIT"),
+        ("SELECT COUNT(*) FROM t_order", "aggregate"),
+        ("SELECT status FROM t_order GROUP BY status", "GROUP BY"),
+        ("SELECT DISTINCT status FROM t_order", "DISTINCT"),
+        ("SELECT user_id FROM t_order UNION SELECT user_id FROM t_order", "UNION"),
+    ] {
+        let p = plan_of(sql);
+        assert!(refused(&p).contains(why), "{sql}: {p:?}");
+    }
+}
+
+#[test]
+fn joins_run_whole_on_one_node_or_are_refused() {
+    let (a, _) = keys_on_both();
+    let p = plan_of(&format!(
+        "SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id WHERE o.user_id = {a} AND i.user_id = {a}"
+    ));
+    assert_eq!(p.nodes(), vec![0]);
+    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
+    assert!(refused(&p).contains("different nodes"));
+    // A broadcast table joins anywhere.
+    let p = plan_of("SELECT * FROM t_order o JOIN t_country c ON o.country = c.code");
+    assert_eq!(p.nodes(), vec![0, 1]);
+    // A single table on ds1 with an unconfigured table on ds0: refused.
+    let p = plan_of("SELECT * FROM t_merchant m JOIN t_user u ON m.id = u.id");
+    assert!(refused(&p).contains("different nodes"));
+    assert_eq!(plan_of("SELECT * FROM t_merchant").nodes(), vec![1]);
+    assert_eq!(plan_of("SELECT * FROM t_country").nodes(), vec![0]);
+    assert_eq!(plan_of("SELECT * FROM t_user").nodes(), vec![0]);
+}
+
+#[test]
+fn multi_row_insert_is_split_by_node() {
+    let (a, b) = keys_on_both();
+    let sql = format!(
+        "INSERT INTO t_order (order_id, user_id, note) VALUES (1, {a}, 'x\\'y'), (2, {b}, 'b'), (3, {a}, 'c')"
+    );
+    match plan_of(&sql) {
+        Plan::Scatter { targets, ok } => {
+            assert_eq!(ok, OkMerge::Sum);
+            assert_eq!(targets.len(), 2);
+            assert_eq!(targets[0].node, 0);
+            assert_eq!(
+                targets[0].sql,
+                format!("INSERT INTO t_order (order_id, user_id, note) VALUES (1, {a}, 'x\\'y'), (3, {a}, 'c')")
+            );
+            assert_eq!(targets[1].node, 1);
+            assert_eq!(
+                targets[1].sql,
+                format!("INSERT INTO t_order (order_id, user_id, note) VALUES (2, {b}, 'b')")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn prepared_insert_split_keeps_each_rows_parameters() {
+    let (a, b) = keys_on_both();
+    let sql = "INSERT INTO t_order (order_id, user_id) VALUES (?, ?), (?, ?) ON DUPLICATE KEY UPDATE note = ?";
+    let params = [
+        Value::Int(1),
+        Value::Int(b),
+        Value::Int(2),
+        Value::Int(a),
+        Value::Bytes(b"n".to_vec()),
+    ];
+    match plan_with(sql, &params) {
+        Plan::Scatter { targets, .. } => {
+            assert_eq!(targets[0].node, 0);
+            assert_eq!(
+                targets[0].sql,
+                "INSERT INTO t_order (order_id, user_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE note = ?"
+            );
+            assert_eq!(targets[0].params, vec![Value::Int(2), Value::Int(a), Value::Bytes(b"n".to_vec())]);
+            assert_eq!(targets[1].node, 1);
+            assert_eq!(targets[1].params, vec![Value::Int(1), Value::Int(b), Value::Bytes(b"n".to_vec())]);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn inserts_need_a_constant_shard_key() {
+    assert!(refused(&plan_of("INSERT INTO t_order (order_id) VALUES (1)")).contains("shard key"));
+    assert!(refused(&plan_of("INSERT INTO t_order VALUES (1, 2)")).contains("column list"));
+    assert!(refused(&plan_of("INSERT INTO t_order (order_id, user_id) VALUES (1, NULL)")).contains("constant"));
+    assert!(refused(&plan_of("INSERT INTO t_order (order_id, user_id) SELECT 1, 2")).contains("SELECT"));
+    let (_, b) = keys_on_both();
+    assert_eq!(plan_of(&format!("INSERT INTO t_order SET order_id = 1, user_id = {b}")).nodes(), vec![1]);
+}
+
+#[test]
+fn broadcast_writes_go_everywhere_reporting_one_copy() {
+    match plan_of("INSERT INTO t_country (code, name) VALUES ('FR', 'France')") {
+        Plan::Scatter { targets, ok } => {
+            assert_eq!(ok, OkMerge::Copies);
+            assert_eq!(targets.len(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn updates_and_deletes() {
+    let (a, _) = keys_on_both();
+    assert_eq!(plan_of(&format!("UPDATE t_order SET status = 'x' WHERE user_id = {a}")).nodes(), vec![0]);
+    assert!(matches!(plan_of("UPDATE t_order SET status = 'x'"), Plan::Scatter { ok: OkMerge::Sum, .. }));
+    assert!(refused(&plan_of("UPDATE t_order SET user_id = 5 WHERE order_id = 1")).contains("shard key"));
+    assert_eq!(plan_of(&format!("DELETE FROM t_order WHERE user_id = {a}")).nodes(), vec![0]);
+    assert!(matches!(plan_of("DELETE FROM t_order WHERE status = 'x'"), Plan::Scatter { .. }));
+    assert!(refused(&plan_of("DELETE FROM t_order LIMIT 1")).contains("LIMIT"));
+    assert_eq!(plan_of("DELETE FROM t_merchant WHERE id = 1").nodes(), vec![1]);
+}
+
+#[test]
+fn ddl_on_sharded_and_broadcast_tables_runs_everywhere() {
+    for sql in [
+        "CREATE TABLE t_order (order_id BIGINT PRIMARY KEY, user_id INT)",
+        "ALTER TABLE t_order ADD COLUMN x INT",
+        "DROP TABLE IF EXISTS t_order",
+        "CREATE INDEX ix ON t_order (user_id)",
+        "TRUNCATE TABLE t_country",
+    ] {
+        assert_eq!(plan_of(sql).nodes(), vec![0, 1], "{sql}");
+    }
+    assert_eq!(plan_of("CREATE TABLE t_merchant (id INT)").nodes(), vec![1]);
+    assert_eq!(plan_of("CREATE TABLE t_other (id INT)").nodes(), vec![0]);
+}
+
+#[test]
+fn session_statements() {
+    assert_eq!(plan_of("BEGIN"), Plan::Session(SessionOp::Begin("BEGIN".into())));
+    assert_eq!(plan_of("start transaction"), Plan::Session(SessionOp::Begin("start transaction".into())));
+    assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
+    assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
+    assert_eq!(plan_of("SET autocommit=0"), Plan::Session(SessionOp::SetAutocommit(false)));
+    assert_eq!(plan_of("set @@session.autocommit = ON"), Plan::Session(SessionOp::SetAutocommit(true)));
+    assert_eq!(plan_of("SET NAMES utf8mb4"), Plan::Session(SessionOp::Set("SET NAMES utf8mb4".into())));
+    assert_eq!(plan_of("USE `shop`"), Plan::Session(SessionOp::Use("shop".into())));
+    assert!(refused(&plan_of("SET GLOBAL max_connections = 10")).contains("GLOBAL"));
+    assert!(matches!(plan_of("SELECT @@version"), Plan::Sticky { .. }));
+    assert!(matches!(plan_of("SELECT LAST_INSERT_ID()"), Plan::Sticky { .. }));
+}
+
+#[test]
+fn unparsable_statements() {
+    // Names no configured table: the node answers (with its own error if it is one).
+    assert!(matches!(plan_of("SELEC 1"), Plan::Sticky { .. }));
+    match plan_of("SELEC * FROM t_order") {
+        Plan::Refuse { code, .. } => assert_eq!(code, 1064),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(plan_of("SELECT * FROM t_merchant LOCK IN SHARE MODE").nodes(), vec![1]);
+}

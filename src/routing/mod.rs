@@ -1,0 +1,3 @@
+//! Routing rules: value -> node.
+
+pub mod slot;

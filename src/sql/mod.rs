@@ -1,0 +1,249 @@
+//! SQL understanding: parse with sqlparser's MySQL dialect, read literals and placeholders,
+//! extract shard-key values from a WHERE clause.
+
+pub mod keys;
+
+use std::ops::ControlFlow;
+
+use mysql_common::value::Value;
+use sqlparser::ast::{Expr, ObjectName, Statement, UnaryOperator, Value as SqlValue, ValueWithSpan};
+use sqlparser::dialect::MySqlDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Location, Token, Tokenizer};
+
+/// A parsed statement with its `?` placeholders numbered in text order.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    pub stmt: Statement,
+    /// Start locations of the `?` placeholders, sorted: the index is the parameter number.
+    placeholders: Vec<(u64, u64)>,
+}
+
+impl Parsed {
+    pub fn param_count(&self) -> usize {
+        self.placeholders.len()
+    }
+
+    /// A statement nested in this one (EXPLAIN's), keeping its placeholder numbering.
+    pub fn wrap(stmt: Statement, outer: &Parsed) -> Parsed {
+        Parsed {
+            stmt,
+            placeholders: outer.placeholders.clone(),
+        }
+    }
+
+    /// Locations of the placeholders, in parameter order.
+    pub fn placeholder_locations(&self) -> impl Iterator<Item = Location> + '_ {
+        self.placeholders
+            .iter()
+            .map(|(line, column)| Location::new(*line, *column))
+    }
+
+    /// The parameter number of a placeholder token at `loc`.
+    pub fn param_index(&self, loc: Location) -> Option<usize> {
+        self.placeholders.binary_search(&(loc.line, loc.column)).ok()
+    }
+}
+
+/// Parses exactly one statement (a trailing `;` is allowed).
+pub fn parse(sql: &str) -> Result<Parsed, String> {
+    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| e.to_string())?;
+    if stmts.len() != 1 {
+        return Err(format!(
+            "expected one statement, found {} (multiple statements in one query are not supported)",
+            stmts.len()
+        ));
+    }
+    let stmt = stmts.remove(0);
+    let mut placeholders = Vec::new();
+    let _ = sqlparser::ast::visit_expressions(&stmt, |e| {
+        if let Expr::Value(ValueWithSpan {
+            value: SqlValue::Placeholder(_),
+            span,
+        }) = e
+        {
+            placeholders.push((span.start.line, span.start.column));
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    placeholders.sort_unstable();
+    placeholders.dedup();
+    Ok(Parsed { stmt, placeholders })
+}
+
+/// The first tokens of a statement as written (identifiers unquoted), comments and whitespace
+/// skipped. Used for the statements the proxy answers itself and for those sqlparser cannot
+/// parse.
+pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
+        return out;
+    };
+    for t in tokens {
+        match t {
+            Token::Whitespace(_) => continue,
+            Token::Word(w) => out.push(w.value),
+            other => out.push(other.to_string()),
+        }
+        if out.len() >= n {
+            break;
+        }
+    }
+    out
+}
+
+/// All identifier-like words of a statement, lower-cased (for routing statements that
+/// sqlparser cannot parse: does it mention a configured table?).
+pub fn words(sql: &str) -> Vec<String> {
+    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
+        return sql
+            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+            .filter(|w| !w.is_empty())
+            .map(|w| w.to_ascii_lowercase())
+            .collect();
+    };
+    tokens
+        .into_iter()
+        .filter_map(|t| match t {
+            Token::Word(w) => Some(w.value.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The last part of a possibly qualified name (`shop.t_order` -> `t_order`), lower-cased.
+pub fn table_name(name: &ObjectName) -> String {
+    name.0
+        .last()
+        .and_then(|p| p.as_ident())
+        .map(|i| i.value.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The value of a literal or placeholder expression, as the MySQL value it stands for.
+/// `None` when the expression is not a constant (a column, a function call, ...).
+pub fn literal(expr: &Expr, parsed: &Parsed, params: &[Value]) -> Option<Value> {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            SqlValue::Placeholder(_) => {
+                let idx = parsed.param_index(v.span.start)?;
+                params.get(idx).cloned()
+            }
+            other => sql_value(other),
+        },
+        Expr::Nested(inner) => literal(inner, parsed, params),
+        Expr::UnaryOp {
+            op: UnaryOperator::Minus,
+            expr,
+        } => match literal(expr, parsed, params)? {
+            Value::Int(i) => i.checked_neg().map(Value::Int),
+            Value::UInt(u) if u <= i64::MAX as u64 + 1 => Some(Value::Int((u as i64).wrapping_neg())),
+            Value::Bytes(b) if is_decimal(&b) => {
+                let mut out = b"-".to_vec();
+                out.extend_from_slice(&b);
+                Some(Value::Bytes(out))
+            }
+            Value::Double(d) => Some(Value::Double(-d)),
+            _ => None,
+        },
+        Expr::UnaryOp {
+            op: UnaryOperator::Plus,
+            expr,
+        } => literal(expr, parsed, params),
+        _ => None,
+    }
+}
+
+fn is_decimal(b: &[u8]) -> bool {
+    !b.is_empty() && b.iter().all(|c| c.is_ascii_digit() || *c == b'.')
+}
+
+fn sql_value(v: &SqlValue) -> Option<Value> {
+    match v {
+        SqlValue::Number(n, _) => {
+            if let Ok(i) = n.parse::<i64>() {
+                Some(Value::Int(i))
+            } else if let Ok(u) = n.parse::<u64>() {
+                Some(Value::UInt(u))
+            } else if is_decimal(n.as_bytes()) {
+                // MySQL keeps a decimal literal's text: CRC32(3.50) hashes "3.50".
+                Some(Value::Bytes(n.as_bytes().to_vec()))
+            } else {
+                None
+            }
+        }
+        SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
+            Some(Value::Bytes(s.as_bytes().to_vec()))
+        }
+        SqlValue::Null => Some(Value::NULL),
+        SqlValue::Boolean(b) => Some(Value::Int(i64::from(*b))),
+        _ => None,
+    }
+}
+
+/// A MySQL value as an SQL literal expression (to inline a bound parameter into rewritten SQL).
+pub fn value_expr(v: &Value) -> Expr {
+    let value = match v {
+        Value::NULL => SqlValue::Null,
+        Value::Int(i) => SqlValue::Number(i.to_string(), false),
+        Value::UInt(u) => SqlValue::Number(u.to_string(), false),
+        Value::Float(f) => SqlValue::Number(format!("{f:e}"), false),
+        Value::Double(d) => SqlValue::Number(format!("{d:e}"), false),
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => SqlValue::SingleQuotedString(s.to_string()),
+            Err(_) => SqlValue::HexStringLiteral(b.iter().map(|x| format!("{x:02X}")).collect()),
+        },
+        Value::Date(..) | Value::Time(..) => {
+            let text = crate::routing::slot::text_form(v).unwrap_or_default();
+            SqlValue::SingleQuotedString(String::from_utf8_lossy(&text).into_owned())
+        }
+    };
+    Expr::value(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_in_text_order() {
+        let p = parse("SELECT * FROM t WHERE a = ? AND b IN (?, ?) LIMIT ?").unwrap();
+        assert_eq!(p.param_count(), 4);
+        let p = parse("INSERT INTO t (a, b) VALUES (?, ?), (?, ?)").unwrap();
+        assert_eq!(p.param_count(), 4);
+    }
+
+    #[test]
+    fn literals_read_as_mysql_values() {
+        let p = parse("SELECT 1").unwrap();
+        let lit = |sql: &str| {
+            let e = Parser::new(&MySqlDialect {})
+                .try_with_sql(sql)
+                .unwrap()
+                .parse_expr()
+                .unwrap();
+            literal(&e, &p, &[])
+        };
+        assert_eq!(lit("42"), Some(Value::Int(42)));
+        assert_eq!(lit("-7"), Some(Value::Int(-7)));
+        assert_eq!(lit("'abc'"), Some(Value::Bytes(b"abc".to_vec())));
+        assert_eq!(lit("3.50"), Some(Value::Bytes(b"3.50".to_vec())));
+        assert_eq!(lit("18446744073709551615"), Some(Value::UInt(u64::MAX)));
+        assert_eq!(lit("NULL"), Some(Value::NULL));
+        assert_eq!(lit("a + 1"), None);
+    }
+
+    #[test]
+    fn more_than_one_statement_is_refused() {
+        assert!(parse("SELECT 1; SELECT 2").is_err());
+        assert!(parse("SELECT 1;").is_ok());
+    }
+
+    #[test]
+    fn leading_words_skip_comments() {
+        assert_eq!(
+            leading_words("/* hi */ set  names utf8mb4", 2),
+            vec!["set".to_string(), "names".to_string()]
+        );
+    }
+}
