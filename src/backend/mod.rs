@@ -54,7 +54,11 @@ pub struct Backends {
 impl Backends {
     pub fn new(topo: &Topology) -> Self {
         Backends {
-            pools: topo.nodes.iter().map(|n| Pool::new(n.opts.clone())).collect(),
+            pools: topo
+                .nodes
+                .iter()
+                .map(|n| Pool::new(n.opts.clone()))
+                .collect(),
             names: topo.nodes.iter().map(|n| n.name.clone()).collect(),
         }
     }

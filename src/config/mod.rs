@@ -235,7 +235,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
                     .as_ref()
                     .ok_or_else(|| terr("rule \"single\" needs `node`".into()))?;
                 let node = node_index(name).ok_or_else(|| {
-                    terr(format!("node `{name}` is not in [nodes] (known: {})", known()))
+                    terr(format!(
+                        "node `{name}` is not in [nodes] (known: {})",
+                        known()
+                    ))
                 })?;
                 TableRule::Single { node }
             }
@@ -246,7 +249,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             }
         };
         if tables.insert(table.to_ascii_lowercase(), rule).is_some() {
-            return Err(terr("named twice (table names are case-insensitive)".into()));
+            return Err(terr(
+                "named twice (table names are case-insensitive)".into(),
+            ));
         }
     }
 
@@ -398,7 +403,10 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "600-1023", node = "ds1" }
 "#,
         );
         assert!(e.contains("table `t_order`"), "{e}");
-        assert!(e.contains("88 of the 1024 slots are not assigned, first 512-599"), "{e}");
+        assert!(
+            e.contains("88 of the 1024 slots are not assigned, first 512-599"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -411,9 +419,15 @@ column = "user_id"
 slots = [{ slots = "0-1023", node = "ds9" }]
 "#,
         );
-        assert!(e.contains("node `ds9`, which is not in [nodes] (known: ds0, ds1)"), "{e}");
+        assert!(
+            e.contains("node `ds9`, which is not in [nodes] (known: ds0, ds1)"),
+            "{e}"
+        );
         let e = error_of("[tables.t_m]\nrule = \"single\"\nnode = \"dsx\"\n");
-        assert!(e.contains("table `t_m`: node `dsx` is not in [nodes]"), "{e}");
+        assert!(
+            e.contains("table `t_m`: node `dsx` is not in [nodes]"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -434,9 +448,12 @@ slots = [{ slots = "0-1023", node = "ds9" }]
     fn toml_errors_and_bad_defaults_are_refused() {
         let e = parse("version = ", "x.toml").unwrap_err().to_string();
         assert!(e.starts_with("x.toml: invalid TOML"), "{e}");
-        let e = parse(&BASE.replace("\"ds0\"\n[server]", "\"ds7\"\n[server]"), "x.toml")
-            .unwrap_err()
-            .to_string();
+        let e = parse(
+            &BASE.replace("\"ds0\"\n[server]", "\"ds7\"\n[server]"),
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("default_node `ds7` is not in [nodes]"), "{e}");
         let e = parse(&BASE.replace("ds1 = ", "ds1 = \"nope\"\nds2 = "), "x.toml")
             .unwrap_err()

@@ -103,7 +103,12 @@ pub fn switch_request(salt: &[u8; 20]) -> Vec<u8> {
 }
 
 /// Checks a mysql_native_password response against the users; the matching user or `None`.
-pub fn verify<'u>(users: &'u [User], user: &str, salt: &[u8; 20], response: &[u8]) -> Option<&'u User> {
+pub fn verify<'u>(
+    users: &'u [User],
+    user: &str,
+    salt: &[u8; 20],
+    response: &[u8],
+) -> Option<&'u User> {
     let u = users.iter().find(|u| u.name == user)?;
     let ok = if u.password.is_empty() {
         response.is_empty()

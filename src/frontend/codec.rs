@@ -8,14 +8,23 @@ use mysql_common::proto::MySerialize;
 use mysql_common::value::Value;
 
 /// An OK packet (protocol 4.1).
-pub fn ok(affected: u64, last_insert_id: u64, status: StatusFlags, warnings: u16, info: &str) -> Vec<u8> {
+pub fn ok(
+    affected: u64,
+    last_insert_id: u64,
+    status: StatusFlags,
+    warnings: u16,
+    info: &str,
+) -> Vec<u8> {
     let mut b = Vec::with_capacity(16 + info.len());
     b.push(0x00);
     b.write_lenenc_int(affected).ok();
     b.write_lenenc_int(last_insert_id).ok();
     b.extend_from_slice(&status.bits().to_le_bytes());
     b.extend_from_slice(&warnings.to_le_bytes());
-    b.extend_from_slice(info.as_bytes());
+    if !info.is_empty() {
+        // Servers send the message length-encoded, and clients (libmariadb) read it so.
+        b.write_lenenc_str(info.as_bytes()).ok();
+    }
     b
 }
 
@@ -34,7 +43,11 @@ pub fn err(code: u16, state: &str, message: &str) -> Vec<u8> {
     if state.len() == 5 {
         st.copy_from_slice(state.as_bytes());
     }
-    let packet = ErrPacket::Error(ServerError::new(code, Some(SqlState::new(st)), message.as_bytes()));
+    let packet = ErrPacket::Error(ServerError::new(
+        code,
+        Some(SqlState::new(st)),
+        message.as_bytes(),
+    ));
     let mut b = Vec::with_capacity(9 + message.len());
     packet.serialize(&mut b);
     b
@@ -119,8 +132,12 @@ fn binary_value(v: &Value, ty: ColumnType, out: &mut Vec<u8>) {
             let i = int(v).unwrap_or_default();
             match ty {
                 MYSQL_TYPE_TINY => out.push(i as u8),
-                MYSQL_TYPE_SHORT | MYSQL_TYPE_YEAR => out.extend_from_slice(&(i as u16).to_le_bytes()),
-                MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG => out.extend_from_slice(&(i as u32).to_le_bytes()),
+                MYSQL_TYPE_SHORT | MYSQL_TYPE_YEAR => {
+                    out.extend_from_slice(&(i as u16).to_le_bytes())
+                }
+                MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG => {
+                    out.extend_from_slice(&(i as u32).to_le_bytes())
+                }
                 _ => out.extend_from_slice(&(i as u64).to_le_bytes()),
             }
         }
@@ -130,7 +147,10 @@ fn binary_value(v: &Value, ty: ColumnType, out: &mut Vec<u8>) {
                 Value::Double(d) => *d as f32,
                 Value::Int(i) => *i as f32,
                 Value::UInt(u) => *u as f32,
-                Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).unwrap_or_default(),
+                Value::Bytes(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_default(),
                 _ => 0.0,
             };
             out.extend_from_slice(&f.to_le_bytes());
@@ -141,13 +161,22 @@ fn binary_value(v: &Value, ty: ColumnType, out: &mut Vec<u8>) {
                 Value::Float(f) => f64::from(*f),
                 Value::Int(i) => *i as f64,
                 Value::UInt(u) => *u as f64,
-                Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).unwrap_or_default(),
+                Value::Bytes(b) => std::str::from_utf8(b)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_default(),
                 _ => 0.0,
             };
             out.extend_from_slice(&d.to_le_bytes());
         }
-        MYSQL_TYPE_DATE | MYSQL_TYPE_DATETIME | MYSQL_TYPE_TIMESTAMP | MYSQL_TYPE_NEWDATE
-        | MYSQL_TYPE_TIME | MYSQL_TYPE_DATETIME2 | MYSQL_TYPE_TIMESTAMP2 | MYSQL_TYPE_TIME2
+        MYSQL_TYPE_DATE
+        | MYSQL_TYPE_DATETIME
+        | MYSQL_TYPE_TIMESTAMP
+        | MYSQL_TYPE_NEWDATE
+        | MYSQL_TYPE_TIME
+        | MYSQL_TYPE_DATETIME2
+        | MYSQL_TYPE_TIMESTAMP2
+        | MYSQL_TYPE_TIME2
             if matches!(v, Value::Date(..) | Value::Time(..)) =>
         {
             v.serialize(out)
@@ -173,7 +202,12 @@ mod tests {
     fn ok_and_eof_layout() {
         let p = ok(3, 7, StatusFlags::SERVER_STATUS_AUTOCOMMIT, 1, "");
         assert_eq!(p, vec![0x00, 3, 7, 0x02, 0x00, 0x01, 0x00]);
-        assert_eq!(eof(StatusFlags::SERVER_STATUS_AUTOCOMMIT, 0), vec![0xFE, 0, 0, 2, 0]);
+        assert_eq!(
+            eof(StatusFlags::SERVER_STATUS_AUTOCOMMIT, 0),
+            vec![0xFE, 0, 0, 2, 0]
+        );
+        let p = ok(2, 0, StatusFlags::empty(), 0, "Records: 2");
+        assert_eq!(&p[7..], b"\x0aRecords: 2");
     }
 
     #[test]
@@ -187,7 +221,10 @@ mod tests {
     #[test]
     fn text_rows_encode_nulls() {
         let mut b = Vec::new();
-        text_row(&[Some(Value::Bytes(b"ab".to_vec())), None, Some(Value::NULL)], &mut b);
+        text_row(
+            &[Some(Value::Bytes(b"ab".to_vec())), None, Some(Value::NULL)],
+            &mut b,
+        );
         assert_eq!(b, vec![2, b'a', b'b', 0xFB, 0xFB]);
     }
 
@@ -201,7 +238,12 @@ mod tests {
         ];
         let mut b = Vec::new();
         binary_row(
-            &[Some(Value::Int(-1)), Some(Value::UInt(7)), None, Some(Value::Int(5))],
+            &[
+                Some(Value::Int(-1)),
+                Some(Value::UInt(7)),
+                None,
+                Some(Value::Int(5)),
+            ],
             &cols,
             &mut b,
         );

@@ -40,12 +40,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
                 }
                 Err(e) => return Err(e),
             }
-            let len = usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
+            let len =
+                usize::from(header[0]) | usize::from(header[1]) << 8 | usize::from(header[2]) << 16;
             self.seq = header[3].wrapping_add(1);
             if payload.len() + len > self.max_request {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    format!("packet larger than max_allowed_packet ({} bytes)", self.max_request),
+                    format!(
+                        "packet larger than max_allowed_packet ({} bytes)",
+                        self.max_request
+                    ),
                 ));
             }
             let start = payload.len();

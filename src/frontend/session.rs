@@ -118,7 +118,11 @@ impl Res<'_> {
     }
 }
 
-async fn start<'a>(conn: &'a mut Conn, t: &'a Target, binary: bool) -> mysql_async::Result<Res<'a>> {
+async fn start<'a>(
+    conn: &'a mut Conn,
+    t: &'a Target,
+    binary: bool,
+) -> mysql_async::Result<Res<'a>> {
     if binary {
         let params = if t.params.is_empty() {
             mysql_async::Params::Empty
@@ -168,7 +172,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     fn write_ok(&mut self, affected: u64, last_id: u64, warnings: u16, info: &str) {
         let status = self.status();
-        self.io.write(&codec::ok(affected, last_id, status, warnings, info));
+        self.io
+            .write(&codec::ok(affected, last_id, status, warnings, info));
     }
 
     /// The whole life of the connection.
@@ -194,7 +199,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn authenticate(&mut self) -> io::Result<bool> {
         let salt = auth::new_salt();
         self.io.set_seq(0);
-        self.io.write(&auth::handshake_packet(&self.shared.server_version, self.conn_id, &salt));
+        self.io.write(&auth::handshake_packet(
+            &self.shared.server_version,
+            self.conn_id,
+            &salt,
+        ));
         self.io.flush().await?;
         let Some(payload) = self.io.read().await? else {
             return Ok(false);
@@ -264,13 +273,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             COM_STMT_CLOSE => {
                 if let Some(id) = body.get(..4) {
-                    self.stmts.remove(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                    self.stmts
+                        .remove(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
                 }
                 return Ok(()); // no response
             }
             COM_STMT_RESET => {
                 if let Some(id) = body.get(..4) {
-                    if let Some(s) = self.stmts.get_mut(&u32::from_le_bytes([id[0], id[1], id[2], id[3]])) {
+                    if let Some(s) = self
+                        .stmts
+                        .get_mut(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
+                    {
                         s.long_data.clear();
                     }
                 }
@@ -290,7 +303,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     self.io.write(&codec::eof(status, 0));
                     Ok(())
                 } else {
-                    Err(MyError::new(1235, "multiple statements per query are not supported by shardproxy yet"))
+                    Err(MyError::new(
+                        1235,
+                        "multiple statements per query are not supported by shardproxy yet",
+                    ))
                 }
             }
             other => Err(MyError::new(1047, format!("Unknown command {other:#04x}"))),
@@ -328,11 +344,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let stmt = format!("USE `{}`", db.replace('`', "``"));
         // Check it on one node first so an unknown database fails cleanly.
         self.conn(node).await?;
-        self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone()))).await?;
+        self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone())))
+            .await?;
         // Every other open connection follows.
         for n in 0..self.conns.len() {
             if n != node && self.conns[n].is_some() {
-                self.on_conn(n, |c| Box::pin(c.query_drop(stmt.clone()))).await?;
+                self.on_conn(n, |c| Box::pin(c.query_drop(stmt.clone())))
+                    .await?;
             }
         }
         self.db = Some(db);
@@ -364,7 +382,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             slot.take();
         }
         if self.tx.as_ref().and_then(|t| t.node) == Some(node) {
-            warn!(conn = self.conn_id, node, "lost the connection of an open transaction");
+            warn!(
+                conn = self.conn_id,
+                node, "lost the connection of an open transaction"
+            );
         }
     }
 
@@ -471,15 +492,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             SessionOp::Set(sql) => {
                 // Check it where the session runs, then on every other open connection.
                 let first = self.sticky_node();
-                self.on_conn(first, |c| Box::pin(c.query_drop(sql.clone()))).await?;
+                self.on_conn(first, |c| Box::pin(c.query_drop(sql.clone())))
+                    .await?;
                 for n in 0..self.conns.len() {
                     if n != first && self.conns[n].is_some() {
-                        self.on_conn(n, |c| Box::pin(c.query_drop(sql.clone()))).await?;
+                        self.on_conn(n, |c| Box::pin(c.query_drop(sql.clone())))
+                            .await?;
                     }
                 }
                 self.sets.retain(|s| *s != sql);
                 if self.sets.len() >= 256 {
-                    return Err(MyError::new(1235, "more than 256 distinct session SET statements in one session"));
+                    return Err(MyError::new(
+                        1235,
+                        "more than 256 distinct session SET statements in one session",
+                    ));
                 }
                 self.sets.push(sql);
             }
@@ -494,7 +520,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Refuse { code, message } => Err(MyError::new(code, message)),
             Plan::Sticky { sql, params } => {
                 let node = self.sticky_node();
-                self.single(Target { node, sql, params }, binary, read).await
+                self.single(Target { node, sql, params }, binary, read)
+                    .await
             }
             Plan::Route(t) => self.single(t, binary, read).await,
             Plan::Scatter { targets, ok } => self.scatter(targets, ok, binary, read).await,
@@ -526,7 +553,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
     }
 
-    async fn scatter(&mut self, targets: Vec<Target>, ok: OkMerge, binary: bool, read: bool) -> Outcome {
+    async fn scatter(
+        &mut self,
+        targets: Vec<Target>,
+        ok: OkMerge,
+        binary: bool,
+        read: bool,
+    ) -> Outcome {
         if !read && self.tx.is_some() || !self.autocommit && !read {
             return Err(MyError::new(
                 1235,
@@ -577,11 +610,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     for (n, c) in taken {
                         self.conns[n] = Some(c);
                     }
-                    return Err(MyError::new(1105, "shardproxy: a statement names one node twice"));
+                    return Err(MyError::new(
+                        1105,
+                        "shardproxy: a statement names one node twice",
+                    ));
                 }
             }
         }
-        let names: Vec<String> = targets.iter().map(|t| self.shared.backends.name(t.node).to_string()).collect();
+        let names: Vec<String> = targets
+            .iter()
+            .map(|t| self.shared.backends.name(t.node).to_string())
+            .collect();
         let outcome = {
             let starts = taken
                 .iter_mut()
@@ -679,24 +718,42 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let param = usize::from(u16::from_le_bytes([body[4], body[5]]));
         if let Some(s) = self.stmts.get_mut(&id) {
             if param < s.num_params {
-                s.long_data.entry(param).or_default().extend_from_slice(&body[6..]);
+                s.long_data
+                    .entry(param)
+                    .or_default()
+                    .extend_from_slice(&body[6..]);
             }
         }
     }
 
     async fn execute(&mut self, body: &[u8]) -> Outcome {
         if body.len() < 9 {
-            return Err(MyError::new(1210, "Incorrect arguments to mysqld_stmt_execute"));
+            return Err(MyError::new(
+                1210,
+                "Incorrect arguments to mysqld_stmt_execute",
+            ));
         }
         let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
         let Some(stmt) = self.stmts.get_mut(&id) else {
-            return Err(MyError::new(1243, format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute")));
+            return Err(MyError::new(
+                1243,
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            ));
         };
-        let params = decode_params(stmt, &body[9..])
-            .map_err(|m| MyError::new(1210, format!("Incorrect arguments to mysqld_stmt_execute: {m}")))?;
+        let params = decode_params(stmt, &body[9..]).map_err(|m| {
+            MyError::new(
+                1210,
+                format!("Incorrect arguments to mysqld_stmt_execute: {m}"),
+            )
+        })?;
         stmt.long_data.clear();
         let topo = self.shared.topology();
-        let plan = plan::plan(&stmt.sql, stmt.parsed.as_ref().map_err(String::as_str), &params, &topo);
+        let plan = plan::plan(
+            &stmt.sql,
+            stmt.parsed.as_ref().map_err(String::as_str),
+            &params,
+            &topo,
+        );
         let read = is_read(stmt.parsed.as_ref().ok(), &stmt.sql);
         self.run_plan(plan, true, read).await
     }
@@ -780,7 +837,8 @@ fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, Str
         }
         stmt.types = (0..n)
             .map(|i| {
-                let ty = ColumnType::try_from(rest[2 * i]).unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING);
+                let ty =
+                    ColumnType::try_from(rest[2 * i]).unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING);
                 let flags = if rest[2 * i + 1] & 0x80 != 0 {
                     ColumnFlags::UNSIGNED_FLAG
                 } else {
@@ -838,7 +896,12 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     res.finish().await
 }
 
-fn write_row<S: AsyncRead + AsyncWrite + Unpin>(io: &mut PacketIo<S>, row: mysql_async::Row, cols: &[Column], binary: bool) {
+fn write_row<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    row: mysql_async::Row,
+    cols: &[Column],
+    binary: bool,
+) {
     let values = row.unwrap_raw();
     io.write_with(|out| {
         if binary {

@@ -94,11 +94,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             "INSERT ... SELECT into the sharded table `{table}`: shardproxy cannot move rows between nodes; insert the rows with VALUES"
         ));
     };
-    let Some(pos) = ins
-        .columns
-        .iter()
-        .position(|c| table_name(c) == *column)
-    else {
+    let Some(pos) = ins.columns.iter().position(|c| table_name(c) == *column) else {
         return refuse(format!(
             "INSERT into the sharded table `{table}` needs a column list that names its shard key `{column}`"
         ));
@@ -153,7 +149,9 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         let keep = |off: usize| {
             off < spans[0].0
                 || off >= spans[spans.len() - 1].1
-                || rows.iter().any(|i| (spans[*i].0..spans[*i].1).contains(&off))
+                || rows
+                    .iter()
+                    .any(|i| (spans[*i].0..spans[*i].1).contains(&off))
         };
         let params = placeholders
             .iter()

@@ -8,8 +8,7 @@ use std::fmt;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    Delete, Expr, FromTable, GroupByExpr, ObjectName, ObjectType, Query, SetExpr, Statement,
-    Update,
+    Delete, Expr, FromTable, GroupByExpr, ObjectName, ObjectType, Query, SetExpr, Statement, Update,
 };
 
 use crate::config::{TableRule, Topology};
@@ -61,13 +60,22 @@ pub enum Plan {
     /// One node; its answer is the answer.
     Route(Target),
     /// Several nodes in parallel: result rows appended, OK packets combined.
-    Scatter { targets: Vec<Target>, ok: OkMerge },
+    Scatter {
+        targets: Vec<Target>,
+        ok: OkMerge,
+    },
     /// Touches no table: runs where the session ran last (its transaction's node, or the node
     /// that holds its `LAST_INSERT_ID()` and warnings), else on the default node.
-    Sticky { sql: String, params: Vec<Value> },
+    Sticky {
+        sql: String,
+        params: Vec<Value>,
+    },
     Session(SessionOp),
     /// Answered with this MySQL error instead of a possibly wrong result.
-    Refuse { code: u16, message: String },
+    Refuse {
+        code: u16,
+        message: String,
+    },
 }
 
 fn refuse(message: impl Into<String>) -> Plan {
@@ -118,7 +126,11 @@ impl fmt::Display for PlanDescription<'_> {
                 targets.iter().try_for_each(|t| target(f, t))
             }
             Plan::Sticky { sql, .. } => {
-                writeln!(f, "route: no table; the session's current node (default {})", self.topo.node_name(self.topo.default_node))?;
+                writeln!(
+                    f,
+                    "route: no table; the session's current node (default {})",
+                    self.topo.node_name(self.topo.default_node)
+                )?;
                 writeln!(f, "  {sql}")
             }
             Plan::Session(op) => writeln!(f, "session: {op:?}"),
@@ -199,12 +211,17 @@ fn session_statement(sql: &str) -> Option<Plan> {
         return Some(Plan::Session(SessionOp::Rollback));
     }
     if is(0, "USE") {
-        return w.get(1).map(|db| Plan::Session(SessionOp::Use(strip_quotes(db))));
+        return w
+            .get(1)
+            .map(|db| Plan::Session(SessionOp::Use(strip_quotes(db))));
     }
     if is(0, "SET") {
         let all = sql::leading_words(sql, 64);
         let upper: Vec<String> = all.iter().map(|x| x.to_ascii_uppercase()).collect();
-        if upper.iter().any(|x| x == "GLOBAL" || x.starts_with("@@GLOBAL")) {
+        if upper
+            .iter()
+            .any(|x| x == "GLOBAL" || x.starts_with("@@GLOBAL"))
+        {
             return Some(refuse(
                 "SET GLOBAL through shardproxy would change one node only: set it on each node",
             ));
@@ -264,7 +281,8 @@ impl<'a> Planner<'a> {
                 table: Some(table),
                 ..
             } => self.ddl(&[table]),
-            Statement::CreateDatabase { .. } | Statement::Drop {
+            Statement::CreateDatabase { .. }
+            | Statement::Drop {
                 object_type: ObjectType::Schema | ObjectType::Database,
                 ..
             } => self.everywhere(OkMerge::Copies),
@@ -379,9 +397,11 @@ impl<'a> Planner<'a> {
                     // An empty set means no row can match: any node of the table answers.
                     let n = match ns.as_slice() {
                         [] => match self.topo.table(&u.table) {
-                            Some(TableRule::HashSlot { map, .. }) => {
-                                map.nodes().first().copied().unwrap_or(self.topo.default_node)
-                            }
+                            Some(TableRule::HashSlot { map, .. }) => map
+                                .nodes()
+                                .first()
+                                .copied()
+                                .unwrap_or(self.topo.default_node),
                             _ => self.topo.default_node,
                         },
                         [one] => *one,
@@ -564,7 +584,10 @@ impl<'a> Planner<'a> {
 
     /// A write naming several tables runs whole on one node, or not at all.
     fn multi_table_write(&self, uses: &[Use], what: &str) -> Plan {
-        if uses.iter().any(|u| matches!(self.topo.table(&u.table), Some(TableRule::Broadcast))) {
+        if uses
+            .iter()
+            .any(|u| matches!(self.topo.table(&u.table), Some(TableRule::Broadcast)))
+        {
             return refuse(format!(
                 "multi-table {what} involving a broadcast table: write each table on its own"
             ));
@@ -640,10 +663,12 @@ impl<'a> Planner<'a> {
             .into_iter()
             .map(|table| Use { table, keys: None })
             .collect();
-        if let Some(u) = uses
-            .iter()
-            .find(|u| matches!(self.topo.table(&u.table), Some(TableRule::HashSlot { .. } | TableRule::Broadcast)))
-        {
+        if let Some(u) = uses.iter().find(|u| {
+            matches!(
+                self.topo.table(&u.table),
+                Some(TableRule::HashSlot { .. } | TableRule::Broadcast)
+            )
+        }) {
             return refuse(format!(
                 "this kind of statement on the sharded or broadcast table `{}` is not supported through shardproxy",
                 u.table
@@ -686,8 +711,7 @@ fn needs_merge(q: &Query) -> Option<&'static str> {
     if s.into.is_some() {
         return Some("SELECT ... INTO");
     }
-    if s
-        .select_modifiers
+    if s.select_modifiers
         .as_ref()
         .is_some_and(|m| m.sql_calc_found_rows)
     {

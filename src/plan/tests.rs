@@ -55,7 +55,10 @@ fn plan_with(sql: &str, params: &[Value]) -> Plan {
 
 fn refused(p: &Plan) -> &str {
     match p {
-        Plan::Refuse { code: 1235, message } => message,
+        Plan::Refuse {
+            code: 1235,
+            message,
+        } => message,
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -68,7 +71,10 @@ fn point_reads_go_to_the_keys_node() {
         vec![0]
     );
     assert_eq!(
-        plan_of(&format!("SELECT * FROM t_order WHERE user_id = {b} ORDER BY x LIMIT 3")).nodes(),
+        plan_of(&format!(
+            "SELECT * FROM t_order WHERE user_id = {b} ORDER BY x LIMIT 3"
+        ))
+        .nodes(),
         vec![1]
     );
     assert_eq!(
@@ -82,14 +88,23 @@ fn scans_fan_out_and_merges_are_refused() {
     let p = plan_of("SELECT * FROM t_order WHERE status = 'x'");
     assert!(matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2));
     let (a, b) = keys_on_both();
-    assert_eq!(plan_of(&format!("SELECT * FROM t_order WHERE user_id IN ({a}, {b})")).nodes(), vec![0, 1]);
+    assert_eq!(
+        plan_of(&format!(
+            "SELECT * FROM t_order WHERE user_id IN ({a}, {b})"
+        ))
+        .nodes(),
+        vec![0, 1]
+    );
     for (sql, why) in [
         ("SELECT * FROM t_order ORDER BY order_id", "ORDER BY"),
         ("SELECT * FROM t_order LIMIT 5", "LIMIT"),
         ("SELECT COUNT(*) FROM t_order", "aggregate"),
         ("SELECT status FROM t_order GROUP BY status", "GROUP BY"),
         ("SELECT DISTINCT status FROM t_order", "DISTINCT"),
-        ("SELECT user_id FROM t_order UNION SELECT user_id FROM t_order", "UNION"),
+        (
+            "SELECT user_id FROM t_order UNION SELECT user_id FROM t_order",
+            "UNION",
+        ),
     ] {
         let p = plan_of(sql);
         assert!(refused(&p).contains(why), "{sql}: {p:?}");
@@ -159,9 +174,15 @@ fn prepared_insert_split_keeps_each_rows_parameters() {
                 targets[0].sql,
                 "INSERT INTO t_order (order_id, user_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE note = ?"
             );
-            assert_eq!(targets[0].params, vec![Value::Int(2), Value::Int(a), Value::Bytes(b"n".to_vec())]);
+            assert_eq!(
+                targets[0].params,
+                vec![Value::Int(2), Value::Int(a), Value::Bytes(b"n".to_vec())]
+            );
             assert_eq!(targets[1].node, 1);
-            assert_eq!(targets[1].params, vec![Value::Int(1), Value::Int(b), Value::Bytes(b"n".to_vec())]);
+            assert_eq!(
+                targets[1].params,
+                vec![Value::Int(1), Value::Int(b), Value::Bytes(b"n".to_vec())]
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -171,10 +192,22 @@ fn prepared_insert_split_keeps_each_rows_parameters() {
 fn inserts_need_a_constant_shard_key() {
     assert!(refused(&plan_of("INSERT INTO t_order (order_id) VALUES (1)")).contains("shard key"));
     assert!(refused(&plan_of("INSERT INTO t_order VALUES (1, 2)")).contains("column list"));
-    assert!(refused(&plan_of("INSERT INTO t_order (order_id, user_id) VALUES (1, NULL)")).contains("constant"));
-    assert!(refused(&plan_of("INSERT INTO t_order (order_id, user_id) SELECT 1, 2")).contains("SELECT"));
+    assert!(refused(&plan_of(
+        "INSERT INTO t_order (order_id, user_id) VALUES (1, NULL)"
+    ))
+    .contains("constant"));
+    assert!(refused(&plan_of(
+        "INSERT INTO t_order (order_id, user_id) SELECT 1, 2"
+    ))
+    .contains("SELECT"));
     let (_, b) = keys_on_both();
-    assert_eq!(plan_of(&format!("INSERT INTO t_order SET order_id = 1, user_id = {b}")).nodes(), vec![1]);
+    assert_eq!(
+        plan_of(&format!(
+            "INSERT INTO t_order SET order_id = 1, user_id = {b}"
+        ))
+        .nodes(),
+        vec![1]
+    );
 }
 
 #[test]
@@ -191,13 +224,37 @@ fn broadcast_writes_go_everywhere_reporting_one_copy() {
 #[test]
 fn updates_and_deletes() {
     let (a, _) = keys_on_both();
-    assert_eq!(plan_of(&format!("UPDATE t_order SET status = 'x' WHERE user_id = {a}")).nodes(), vec![0]);
-    assert!(matches!(plan_of("UPDATE t_order SET status = 'x'"), Plan::Scatter { ok: OkMerge::Sum, .. }));
-    assert!(refused(&plan_of("UPDATE t_order SET user_id = 5 WHERE order_id = 1")).contains("shard key"));
-    assert_eq!(plan_of(&format!("DELETE FROM t_order WHERE user_id = {a}")).nodes(), vec![0]);
-    assert!(matches!(plan_of("DELETE FROM t_order WHERE status = 'x'"), Plan::Scatter { .. }));
+    assert_eq!(
+        plan_of(&format!(
+            "UPDATE t_order SET status = 'x' WHERE user_id = {a}"
+        ))
+        .nodes(),
+        vec![0]
+    );
+    assert!(matches!(
+        plan_of("UPDATE t_order SET status = 'x'"),
+        Plan::Scatter {
+            ok: OkMerge::Sum,
+            ..
+        }
+    ));
+    assert!(refused(&plan_of(
+        "UPDATE t_order SET user_id = 5 WHERE order_id = 1"
+    ))
+    .contains("shard key"));
+    assert_eq!(
+        plan_of(&format!("DELETE FROM t_order WHERE user_id = {a}")).nodes(),
+        vec![0]
+    );
+    assert!(matches!(
+        plan_of("DELETE FROM t_order WHERE status = 'x'"),
+        Plan::Scatter { .. }
+    ));
     assert!(refused(&plan_of("DELETE FROM t_order LIMIT 1")).contains("LIMIT"));
-    assert_eq!(plan_of("DELETE FROM t_merchant WHERE id = 1").nodes(), vec![1]);
+    assert_eq!(
+        plan_of("DELETE FROM t_merchant WHERE id = 1").nodes(),
+        vec![1]
+    );
 }
 
 #[test]
@@ -217,17 +274,38 @@ fn ddl_on_sharded_and_broadcast_tables_runs_everywhere() {
 
 #[test]
 fn session_statements() {
-    assert_eq!(plan_of("BEGIN"), Plan::Session(SessionOp::Begin("BEGIN".into())));
-    assert_eq!(plan_of("start transaction"), Plan::Session(SessionOp::Begin("start transaction".into())));
+    assert_eq!(
+        plan_of("BEGIN"),
+        Plan::Session(SessionOp::Begin("BEGIN".into()))
+    );
+    assert_eq!(
+        plan_of("start transaction"),
+        Plan::Session(SessionOp::Begin("start transaction".into()))
+    );
     assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
     assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
-    assert_eq!(plan_of("SET autocommit=0"), Plan::Session(SessionOp::SetAutocommit(false)));
-    assert_eq!(plan_of("set @@session.autocommit = ON"), Plan::Session(SessionOp::SetAutocommit(true)));
-    assert_eq!(plan_of("SET NAMES utf8mb4"), Plan::Session(SessionOp::Set("SET NAMES utf8mb4".into())));
-    assert_eq!(plan_of("USE `shop`"), Plan::Session(SessionOp::Use("shop".into())));
+    assert_eq!(
+        plan_of("SET autocommit=0"),
+        Plan::Session(SessionOp::SetAutocommit(false))
+    );
+    assert_eq!(
+        plan_of("set @@session.autocommit = ON"),
+        Plan::Session(SessionOp::SetAutocommit(true))
+    );
+    assert_eq!(
+        plan_of("SET NAMES utf8mb4"),
+        Plan::Session(SessionOp::Set("SET NAMES utf8mb4".into()))
+    );
+    assert_eq!(
+        plan_of("USE `shop`"),
+        Plan::Session(SessionOp::Use("shop".into()))
+    );
     assert!(refused(&plan_of("SET GLOBAL max_connections = 10")).contains("GLOBAL"));
     assert!(matches!(plan_of("SELECT @@version"), Plan::Sticky { .. }));
-    assert!(matches!(plan_of("SELECT LAST_INSERT_ID()"), Plan::Sticky { .. }));
+    assert!(matches!(
+        plan_of("SELECT LAST_INSERT_ID()"),
+        Plan::Sticky { .. }
+    ));
 }
 
 #[test]
@@ -238,5 +316,8 @@ fn unparsable_statements() {
         Plan::Refuse { code, .. } => assert_eq!(code, 1064),
         other => panic!("{other:?}"),
     }
-    assert_eq!(plan_of("SELECT * FROM t_merchant LOCK IN SHARE MODE").nodes(), vec![1]);
+    assert_eq!(
+        plan_of("SELECT * FROM t_merchant LOCK IN SHARE MODE").nodes(),
+        vec![1]
+    );
 }

@@ -3,7 +3,9 @@
 use std::ops::ControlFlow;
 
 use mysql_common::value::Value;
-use sqlparser::ast::{Expr, ObjectName, Select, SelectItem, Statement, TableFactor, Visit, Visitor};
+use sqlparser::ast::{
+    Expr, ObjectName, Select, SelectItem, Statement, TableFactor, Visit, Visitor,
+};
 
 use super::Planner;
 use crate::sql::keys::where_keys;
@@ -29,9 +31,10 @@ pub enum Placement {
 /// The name and alias of a plain table factor.
 pub fn factor_name(f: &TableFactor) -> Option<(String, Option<String>)> {
     match f {
-        TableFactor::Table { name, alias, .. } => {
-            Some((table_name(name), alias.as_ref().map(|a| a.name.value.clone())))
-        }
+        TableFactor::Table { name, alias, .. } => Some((
+            table_name(name),
+            alias.as_ref().map(|a| a.name.value.clone()),
+        )),
         _ => None,
     }
 }
@@ -49,20 +52,21 @@ impl Visitor for Collector<'_, '_> {
 
     fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
         for twj in &select.from {
-            let factors = std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
+            let factors =
+                std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
             for f in factors {
                 if let Some((table, alias)) = factor_name(f) {
-                    let keys = self
-                        .planner
-                        .key_column(&table, alias.as_deref())
-                        .and_then(|(k, _)| {
-                            where_keys(
-                                select.selection.as_ref(),
-                                &k,
-                                self.planner.parsed,
-                                self.planner.params,
-                            )
-                        });
+                    let keys =
+                        self.planner
+                            .key_column(&table, alias.as_deref())
+                            .and_then(|(k, _)| {
+                                where_keys(
+                                    select.selection.as_ref(),
+                                    &k,
+                                    self.planner.parsed,
+                                    self.planner.params,
+                                )
+                            });
                     self.keyed.push(Use { table, keys });
                 }
             }
@@ -109,8 +113,23 @@ pub fn without_first(mut uses: Vec<Use>, table: &str) -> Vec<Use> {
 }
 
 const AGGREGATES: &[&str] = &[
-    "COUNT", "SUM", "MIN", "MAX", "AVG", "GROUP_CONCAT", "BIT_AND", "BIT_OR", "BIT_XOR", "STD",
-    "STDDEV", "STDDEV_POP", "STDDEV_SAMP", "VARIANCE", "VAR_POP", "VAR_SAMP", "JSON_ARRAYAGG",
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "GROUP_CONCAT",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+    "STD",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+    "JSON_ARRAYAGG",
     "JSON_OBJECTAGG",
 ];
 

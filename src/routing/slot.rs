@@ -99,8 +99,14 @@ mod tests {
     #[test]
     fn crc32_matches_mariadb() {
         assert_eq!(crc32fast::hash(b"42"), 841_265_288);
-        assert_eq!(slot_of(&Value::Int(42)), Some((841_265_288u32 % 1024) as u16));
-        assert_eq!(slot_of(&Value::Bytes(b"42".to_vec())), slot_of(&Value::Int(42)));
+        assert_eq!(
+            slot_of(&Value::Int(42)),
+            Some((841_265_288u32 % 1024) as u16)
+        );
+        assert_eq!(
+            slot_of(&Value::Bytes(b"42".to_vec())),
+            slot_of(&Value::Int(42))
+        );
         assert_eq!(slot_of(&Value::UInt(42)), slot_of(&Value::Int(42)));
         assert_eq!(slot_of(&Value::NULL), None);
     }

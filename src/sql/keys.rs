@@ -46,7 +46,12 @@ pub fn where_keys(
     selection.and_then(|e| expr_keys(e, key, parsed, params))
 }
 
-fn expr_keys(expr: &Expr, key: &KeyColumn, parsed: &Parsed, params: &[Value]) -> Option<Vec<Value>> {
+fn expr_keys(
+    expr: &Expr,
+    key: &KeyColumn,
+    parsed: &Parsed,
+    params: &[Value],
+) -> Option<Vec<Value>> {
     match expr {
         Expr::Nested(inner) => expr_keys(inner, key, parsed, params),
         Expr::BinaryOp { left, op, right } => match op {
@@ -137,8 +142,14 @@ mod tests {
 
     #[test]
     fn equality_and_in() {
-        assert_eq!(keys("SELECT * FROM t_order WHERE user_id = 7", &[]), ints(&[7]));
-        assert_eq!(keys("SELECT * FROM t_order WHERE 7 = USER_ID", &[]), ints(&[7]));
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE user_id = 7", &[]),
+            ints(&[7])
+        );
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE 7 = USER_ID", &[]),
+            ints(&[7])
+        );
         assert_eq!(
             keys("SELECT * FROM t_order o WHERE o.user_id IN (1, 2, 2)", &[]),
             ints(&[1, 2])
@@ -152,32 +163,59 @@ mod tests {
     #[test]
     fn and_intersects_or_unions() {
         assert_eq!(
-            keys("SELECT * FROM t_order WHERE user_id = 1 AND status = 'a'", &[]),
+            keys(
+                "SELECT * FROM t_order WHERE user_id = 1 AND status = 'a'",
+                &[]
+            ),
             ints(&[1])
         );
         assert_eq!(
-            keys("SELECT * FROM t_order WHERE (user_id = 1 OR user_id = 2) AND x > 3", &[]),
+            keys(
+                "SELECT * FROM t_order WHERE (user_id = 1 OR user_id = 2) AND x > 3",
+                &[]
+            ),
             ints(&[1, 2])
         );
         assert_eq!(
-            keys("SELECT * FROM t_order WHERE user_id IN (1,2,3) AND user_id IN (2,3,4)", &[]),
+            keys(
+                "SELECT * FROM t_order WHERE user_id IN (1,2,3) AND user_id IN (2,3,4)",
+                &[]
+            ),
             ints(&[2, 3])
         );
         assert_eq!(
-            keys("SELECT * FROM t_order WHERE user_id = 1 AND user_id = 2", &[]),
+            keys(
+                "SELECT * FROM t_order WHERE user_id = 1 AND user_id = 2",
+                &[]
+            ),
             Some(vec![])
         );
-        assert_eq!(keys("SELECT * FROM t_order WHERE user_id = 1 OR x = 2", &[]), None);
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE user_id = 1 OR x = 2", &[]),
+            None
+        );
     }
 
     #[test]
     fn unusable_conditions_pin_nothing() {
         assert_eq!(keys("SELECT * FROM t_order", &[]), None);
         assert_eq!(keys("SELECT * FROM t_order WHERE user_id > 5", &[]), None);
-        assert_eq!(keys("SELECT * FROM t_order WHERE user_id NOT IN (1)", &[]), None);
-        assert_eq!(keys("SELECT * FROM t_order WHERE user_id = x + 1", &[]), None);
-        assert_eq!(keys("SELECT * FROM t_order WHERE other.user_id = 1", &[]), None);
-        assert_eq!(keys("SELECT * FROM t_order WHERE user_id IN (1, y)", &[]), None);
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE user_id NOT IN (1)", &[]),
+            None
+        );
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE user_id = x + 1", &[]),
+            None
+        );
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE other.user_id = 1", &[]),
+            None
+        );
+        assert_eq!(
+            keys("SELECT * FROM t_order WHERE user_id IN (1, y)", &[]),
+            None
+        );
     }
 
     #[test]

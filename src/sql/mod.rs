@@ -6,7 +6,9 @@ pub mod keys;
 use std::ops::ControlFlow;
 
 use mysql_common::value::Value;
-use sqlparser::ast::{Expr, ObjectName, Statement, UnaryOperator, Value as SqlValue, ValueWithSpan};
+use sqlparser::ast::{
+    Expr, ObjectName, Statement, UnaryOperator, Value as SqlValue, ValueWithSpan,
+};
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token, Tokenizer};
@@ -41,7 +43,9 @@ impl Parsed {
 
     /// The parameter number of a placeholder token at `loc`.
     pub fn param_index(&self, loc: Location) -> Option<usize> {
-        self.placeholders.binary_search(&(loc.line, loc.column)).ok()
+        self.placeholders
+            .binary_search(&(loc.line, loc.column))
+            .ok()
     }
 }
 
@@ -137,7 +141,9 @@ pub fn literal(expr: &Expr, parsed: &Parsed, params: &[Value]) -> Option<Value> 
             expr,
         } => match literal(expr, parsed, params)? {
             Value::Int(i) => i.checked_neg().map(Value::Int),
-            Value::UInt(u) if u <= i64::MAX as u64 + 1 => Some(Value::Int((u as i64).wrapping_neg())),
+            Value::UInt(u) if u <= i64::MAX as u64 + 1 => {
+                Some(Value::Int((u as i64).wrapping_neg()))
+            }
             Value::Bytes(b) if is_decimal(&b) => {
                 let mut out = b"-".to_vec();
                 out.extend_from_slice(&b);
