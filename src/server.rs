@@ -90,7 +90,10 @@ impl Server {
             let shared = self.shared.clone();
             let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed);
             tokio::spawn(async move {
-                if let Err(e) = Session::new(stream, shared, id).run().await {
+                if let Err(e) = Session::new(stream, shared, id, peer.ip().to_string())
+                    .run()
+                    .await
+                {
                     tracing::debug!(conn = id, %peer, "connection closed: {e}");
                 }
             });

@@ -72,10 +72,29 @@ pub fn column_count(n: usize) -> Vec<u8> {
     b
 }
 
-/// A column definition exactly as the backend described it.
+/// A column definition (Protocol::ColumnDefinition41) exactly as the backend described it.
+///
+/// Written by hand: mysql_common 0.37's `Column::serialize` puts the 4-byte length before the
+/// 2-byte character set, the reverse of the wire order its own deserializer reads.
 pub fn column_def(c: &Column) -> Vec<u8> {
     let mut b = Vec::with_capacity(64);
-    c.serialize(&mut b);
+    b.write_lenenc_str(b"def").ok();
+    for part in [
+        c.schema_ref(),
+        c.table_ref(),
+        c.org_table_ref(),
+        c.name_ref(),
+        c.org_name_ref(),
+    ] {
+        b.write_lenenc_str(part).ok();
+    }
+    b.push(0x0C);
+    b.extend_from_slice(&c.character_set().to_le_bytes());
+    b.extend_from_slice(&c.column_length().to_le_bytes());
+    b.push(c.column_type() as u8);
+    b.extend_from_slice(&c.flags().bits().to_le_bytes());
+    b.push(c.decimals());
+    b.extend_from_slice(&[0, 0]);
     b
 }
 
@@ -216,6 +235,31 @@ mod tests {
         assert_eq!(&p[..3], &[0xFF, 0x15, 0x04]);
         assert_eq!(&p[3..9], b"#28000");
         assert_eq!(&p[9..], b"Access denied");
+    }
+
+    #[test]
+    fn column_definitions_round_trip_in_wire_order() {
+        let c = Column::new(ColumnType::MYSQL_TYPE_BLOB)
+            .with_schema(b"shop")
+            .with_table(b"t")
+            .with_org_table(b"t")
+            .with_name(b"data")
+            .with_org_name(b"data")
+            .with_character_set(63)
+            .with_column_length(65535)
+            .with_flags(ColumnFlags::BLOB_FLAG | ColumnFlags::BINARY_FLAG)
+            .with_decimals(0);
+        let bytes = column_def(&c);
+        let back: Column = mysql_common::io::ParseBuf(&bytes).parse(()).unwrap();
+        assert_eq!(back.character_set(), 63);
+        assert_eq!(back.column_length(), 65535);
+        assert_eq!(back.column_type(), ColumnType::MYSQL_TYPE_BLOB);
+        assert_eq!(back.name_ref(), b"data");
+        assert_eq!(back.schema_ref(), b"shop");
+        assert_eq!(
+            back.flags(),
+            ColumnFlags::BLOB_FLAG | ColumnFlags::BINARY_FLAG
+        );
     }
 
     #[test]

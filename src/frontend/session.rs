@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::join_all;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
+use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::Column;
@@ -57,6 +58,8 @@ pub struct Session<S> {
     io: PacketIo<S>,
     shared: Arc<Shared>,
     conn_id: u32,
+    /// The client's host, as MySQL names it in errors.
+    peer: String,
     conns: Vec<Option<Conn>>,
     db: Option<String>,
     /// Session SETs, replayed on every backend connection the session opens later.
@@ -64,6 +67,8 @@ pub struct Session<S> {
     autocommit: bool,
     tx: Option<Tx>,
     last_node: Option<usize>,
+    /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is asked there.
+    insert_id_node: Option<usize>,
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
 }
@@ -138,18 +143,20 @@ async fn start<'a>(
 type Outcome = Result<(), MyError>;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
-    pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32) -> Self {
+    pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32, peer: String) -> Self {
         let nodes = shared.topology().nodes.len();
         Session {
             io: PacketIo::new(stream, shared.max_packet),
             shared,
             conn_id,
+            peer,
             conns: (0..nodes).map(|_| None).collect(),
             db: None,
             sets: Vec::new(),
             autocommit: true,
             tx: None,
             last_node: None,
+            insert_id_node: None,
             stmts: HashMap::new(),
             next_stmt: 1,
         }
@@ -229,12 +236,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         };
         let topo = self.shared.topology();
         if auth::verify(&topo.users, &hello.user, &salt, &response).is_none() {
-            let peer = "shardproxy-client";
             self.write_err(&MyError::new(
                 1045,
                 format!(
-                    "Access denied for user '{}'@'{peer}' (using password: {})",
+                    "Access denied for user '{}'@'{}' (using password: {})",
                     hello.user,
+                    self.peer,
                     if response.is_empty() { "NO" } else { "YES" }
                 ),
             ));
@@ -242,6 +249,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return Ok(false);
         }
         self.db = hello.db;
+        // Backend connections speak utf8mb4; a client that asked for another character set
+        // gets it on every node it reaches.
+        let collation = Collation::resolve(CollationId::from(u16::from(hello.collation)));
+        if collation.id() != CollationId::UNKNOWN_COLLATION_ID && collation.charset() != "utf8mb4" {
+            self.sets.push(format!("SET NAMES {}", collation.charset()));
+        }
         self.write_ok(0, 0, 0, "");
         self.io.flush().await?;
         debug!(conn = self.conn_id, user = %hello.user, "client authenticated");
@@ -327,6 +340,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.autocommit = true;
         self.tx = None;
         self.last_node = None;
+        self.insert_id_node = None;
         self.stmts.clear();
     }
 
@@ -519,7 +533,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Session(op) => self.session_op(op).await,
             Plan::Refuse { code, message } => Err(MyError::new(code, message)),
             Plan::Sticky { sql, params } => {
-                let node = self.sticky_node();
+                let asks_insert_id = {
+                    let lower = sql.to_ascii_lowercase();
+                    lower.contains("last_insert_id") || lower.contains("@@identity")
+                };
+                let node = match self.insert_id_node {
+                    Some(n)
+                        if asks_insert_id && self.tx.as_ref().and_then(|t| t.node).is_none() =>
+                    {
+                        n
+                    }
+                    _ => self.sticky_node(),
+                };
                 self.single(Target { node, sql, params }, binary, read)
                     .await
             }
@@ -543,7 +568,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(()) => Ok(()),
+            Ok(generated) => {
+                if generated != 0 {
+                    self.insert_id_node = Some(node);
+                }
+                Ok(())
+            }
             Err(e) => {
                 if MyError::breaks_connection(&e) {
                     self.drop_conn(node);
@@ -560,7 +590,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
     ) -> Outcome {
-        if !read && self.tx.is_some() || !self.autocommit && !read {
+        if !read && (self.tx.is_some() || !self.autocommit) {
             return Err(MyError::new(
                 1235,
                 format!(
@@ -876,7 +906,8 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     binary: bool,
     status: StatusFlags,
     _node: &str,
-) -> mysql_async::Result<()> {
+) -> mysql_async::Result<u64> {
+    let mut generated = 0;
     if let Some(cols) = res.columns() {
         io.write(&codec::column_count(cols.len()));
         for c in cols.iter() {
@@ -891,9 +922,11 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
         io.write(&codec::eof(status, warnings));
     } else {
         let (affected, last_id, warnings, info) = res.ok_info();
+        generated = last_id;
         io.write(&codec::ok(affected, last_id, status, warnings, &info));
     }
-    res.finish().await
+    res.finish().await?;
+    Ok(generated)
 }
 
 fn write_row<S: AsyncRead + AsyncWrite + Unpin>(

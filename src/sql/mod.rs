@@ -77,20 +77,54 @@ pub fn parse(sql: &str) -> Result<Parsed, String> {
 
 /// The first tokens of a statement as written (identifiers unquoted), comments and whitespace
 /// skipped. Used for the statements the proxy answers itself and for those sqlparser cannot
-/// parse.
+/// parse. Only the leading part of the text is scanned, so it stays cheap on every statement.
 pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
     let mut out = Vec::new();
-    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
-        return out;
-    };
-    for t in tokens {
-        match t {
-            Token::Whitespace(_) => continue,
-            Token::Word(w) => out.push(w.value),
-            other => out.push(other.to_string()),
-        }
-        if out.len() >= n {
-            break;
+    let b = sql.as_bytes();
+    let mut i = 0;
+    while i < b.len() && out.len() < n {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'#' || (c == b'-' && b.get(i + 1) == Some(&b'-')) {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c == b'`' || c == b'"' || c == b'\'' {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i] != c {
+                i += 1;
+            }
+            out.push(
+                sql.get(start..i.min(b.len()))
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            i += 1;
+        } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'@' || c == b'$' || c >= 0x80 {
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric()
+                    || matches!(b[i], b'_' | b'@' | b'$' | b'.')
+                    || b[i] >= 0x80)
+            {
+                i += 1;
+            }
+            out.push(sql[start..i].to_string());
+        } else if c == b':' && b.get(i + 1) == Some(&b'=') {
+            out.push(":=".into());
+            i += 2;
+        } else {
+            // One punctuation character (multi-byte characters were taken above).
+            out.push((c as char).to_string());
+            i += 1;
         }
     }
     out
@@ -251,5 +285,10 @@ mod tests {
             leading_words("/* hi */ set  names utf8mb4", 2),
             vec!["set".to_string(), "names".to_string()]
         );
+        assert_eq!(
+            leading_words("-- c\nSET @@session.autocommit:=0, `x`", 9),
+            vec!["SET", "@@session.autocommit", ":=", "0", ",", "x"]
+        );
+        assert_eq!(leading_words("USE `my db`", 2), vec!["USE", "my db"]);
     }
 }

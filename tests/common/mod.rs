@@ -88,6 +88,7 @@ pub struct Cluster {
     mariadbd: PathBuf,
     /// The watchdog `sh` of each running node.
     watchdogs: Vec<Mutex<Option<Child>>>,
+    _reaper: Child,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
@@ -115,8 +116,9 @@ impl Cluster {
             .tempdir()
             .expect("create a temp dir")
             .keep();
-        // Removes the temp dir once this process and its nodes are gone.
-        Command::new("sh")
+        // Removes the temp dir once this process and its nodes are gone (so it is never
+        // waited for: it outlives this process).
+        let reaper = Command::new("sh")
             .arg("-c")
             .arg(REAPER)
             .arg("sh")
@@ -128,8 +130,7 @@ impl Cluster {
             .spawn()
             .expect("spawn the temp dir reaper");
 
-        let template = dir.join("template");
-        make_template(&install_db, &dir, &template);
+        let template = cached_template(&install_db, &mariadbd);
         for i in 0..n {
             let status = Command::new("cp")
                 .arg("-a")
@@ -140,11 +141,13 @@ impl Cluster {
             assert!(status.success(), "copying the template datadir failed");
         }
 
+        let t_copied = t0.elapsed();
         let mut cluster = Cluster {
             ports: free_ports(n),
             dir,
             mariadbd,
             watchdogs: (0..n).map(|_| Mutex::new(None)).collect(),
+            _reaper: reaper,
         };
         // Start every node, then wait for them all: they boot in parallel. A port taken in the
         // meantime by someone else gets one more try on a new port.
@@ -166,20 +169,20 @@ impl Cluster {
         let dirs: Vec<PathBuf> = (0..n).map(|i| cluster.datadir(i)).collect();
         block_on(async move {
             for (url, datadir) in urls.iter().zip(dirs) {
-                let mut conn = mysql_async::Conn::new(
-                    mysql_async::Opts::from_url(url).expect("node URL"),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+                let mut conn =
+                    mysql_async::Conn::new(mysql_async::Opts::from_url(url).expect("node URL"))
+                        .await
+                        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
                 // The server answering is ours, not some other one on the same port.
                 let answer: Option<String> = conn
                     .query_first("SELECT @@datadir")
                     .await
                     .expect("SELECT @@datadir");
                 let answer = answer.unwrap_or_default();
+                let real = |p: &Path| fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
                 assert_eq!(
-                    Path::new(answer.trim_end_matches('/')),
-                    datadir.as_path(),
+                    real(Path::new(answer.trim_end_matches('/'))),
+                    real(&datadir),
                     "{url} is served by another MariaDB"
                 );
                 conn.query_drop(
@@ -191,9 +194,10 @@ impl Cluster {
             }
         });
         eprintln!(
-            "test cluster: {n} MariaDB nodes on ports {:?} in {} ({:.1}s)",
+            "test cluster: {n} MariaDB nodes on ports {:?} in {} (datadirs ready {:.1}s, all up {:.1}s)",
             cluster.ports,
             cluster.dir.display(),
+            t_copied.as_secs_f64(),
             t0.elapsed().as_secs_f64()
         );
         cluster
@@ -249,7 +253,10 @@ impl Cluster {
             .arg(format!("--datadir={}", datadir.display()))
             .arg(format!("--port={}", self.ports[i]))
             .arg(format!("--socket={}", datadir.join("sock").display()))
-            .arg(format!("--pid-file={}", datadir.join("mariadbd.pid").display()))
+            .arg(format!(
+                "--pid-file={}",
+                datadir.join("mariadbd.pid").display()
+            ))
             .arg(format!("--log-error={}", self.err_log(i).display()))
             .arg("--bind-address=127.0.0.1")
             .arg("--innodb-buffer-pool-size=32M")
@@ -358,6 +365,43 @@ fn handshake_on(port: u16) -> bool {
     s.read_exact(&mut buf).is_ok() && buf[4] == 10
 }
 
+/// The template datadir, made by `mariadb-install-db` once per MariaDB build and cached under
+/// the target dir (a `.shardproxy-template-ok` marker says it is complete), so that a test
+/// binary only copies it.
+fn cached_template(install_db: &Path, mariadbd: &Path) -> PathBuf {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    INIT_SQL.hash(&mut h);
+    for prog in [install_db, mariadbd] {
+        prog.hash(&mut h);
+        if let Ok(m) = fs::metadata(prog) {
+            m.len().hash(&mut h);
+            m.modified().ok().hash(&mut h);
+        }
+    }
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let cached = root.join(format!("mariadb-template-{:016x}", h.finish()));
+    let marker = ".shardproxy-template-ok";
+    if cached.join(marker).is_file() {
+        return cached;
+    }
+    fs::create_dir_all(&root).expect("create CARGO_TARGET_TMPDIR");
+    let work = tempfile::Builder::new()
+        .prefix("mariadb-template-building-")
+        .tempdir_in(&root)
+        .expect("temp dir for the template");
+    let datadir = work.path().join("data");
+    make_template(install_db, work.path(), &datadir);
+    fs::write(datadir.join(marker), b"").expect("template marker");
+    // Another test binary may have finished the same template meanwhile: either is good.
+    if let Err(e) = fs::rename(&datadir, &cached) {
+        if !cached.join(marker).is_file() {
+            panic!("cannot move the template to {}: {e}", cached.display());
+        }
+    }
+    cached
+}
+
 fn make_template(install_db: &Path, dir: &Path, template: &Path) {
     let extra = dir.join("init.sql");
     fs::write(&extra, INIT_SQL).expect("write init.sql");
@@ -407,7 +451,9 @@ fn find_prog(name: &str) -> PathBuf {
         .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
         .map(|d| d.join(name))
         .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} not found on PATH or in /usr/sbin: install mariadb-server"))
+        .unwrap_or_else(|| {
+            panic!("{name} not found on PATH or in /usr/sbin: install mariadb-server")
+        })
 }
 
 /// `n` distinct free loopback ports, never 3306. Taken below the kernel's ephemeral range when
@@ -415,7 +461,11 @@ fn find_prog(name: &str) -> PathBuf {
 fn free_ports(n: usize) -> Vec<u16> {
     let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<u32>().ok())
+        })
         .unwrap_or(32768);
     let mut ports: Vec<u16> = Vec::with_capacity(n);
     if low > 12_000 {
@@ -632,6 +682,9 @@ pub fn server_error<T: Debug>(r: Result<T, mysql_async::Error>) -> (u16, String)
 /// Asserts that a statement failed with MySQL error `code`; returns the message.
 pub fn expect_code<T: Debug>(r: Result<T, mysql_async::Error>, code: u16, what: &str) -> String {
     let (got, message) = server_error(r);
-    assert_eq!(got, code, "{what}: expected error {code}, got {got}: {message}");
+    assert_eq!(
+        got, code,
+        "{what}: expected error {code}, got {got}: {message}"
+    );
     message
 }

@@ -1,0 +1,1388 @@
+//! Integration tests through the proxy, against 4 real MariaDB nodes.
+//!
+//! Every test starts its own proxy over the binary's shared cluster and uses its own tables,
+//! so the tests run concurrently. Sharded tables use `hash_slot` on `user_id` with slots
+//! 0-255 on ds0, 256-511 on ds1, 512-767 on ds2, 768-1023 on ds3.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Params, Pool, Row, Value};
+use shardproxy::routing::slot::slot_of;
+
+const NODES: usize = 4;
+const L: [(u16, u16); 4] = FOUR_NODES;
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared(NODES)
+}
+
+fn sharded(table: &str) -> String {
+    hash_slot_table(table, "user_id", &L)
+}
+
+async fn direct_conn(c: &Cluster, node: usize) -> (Pool, Conn) {
+    let pool = c.direct(node);
+    let conn = pool.get_conn().await.expect("connect to a node directly");
+    (pool, conn)
+}
+
+async fn table_exists(c: &Cluster, node: usize, table: &str) -> bool {
+    let (_pool, mut conn) = direct_conn(c, node).await;
+    let n: Option<i64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'shop' AND table_name = ?",
+            (table,),
+        )
+        .await
+        .expect("information_schema");
+    n == Some(1)
+}
+
+/// `(user_id, v)` rows of a table read directly on one node, ordered by key.
+async fn direct_rows(c: &Cluster, node: usize, table: &str) -> Vec<(i64, String)> {
+    let (_pool, mut conn) = direct_conn(c, node).await;
+    conn.query(format!("SELECT user_id, v FROM {table} ORDER BY user_id"))
+        .await
+        .expect("direct read")
+}
+
+/// Integer keys: `per_node` keys on each node, interleaved node by node.
+fn spread_keys(per_node: usize, skip: usize) -> Vec<i64> {
+    let by_node: Vec<Vec<i64>> = (0..NODES)
+        .map(|n| keys_on_node(&L, n, skip + per_node)[skip..].to_vec())
+        .collect();
+    let mut out = Vec::new();
+    for j in 0..per_node {
+        for keys in &by_node {
+            out.push(keys[j]);
+        }
+    }
+    out
+}
+
+/// A negative integer key on `node`.
+fn negative_key_on(node: usize) -> i64 {
+    (1..)
+        .map(|k: i64| -k)
+        .find(|k| node_of_key(&L, *k) == node)
+        .expect("a negative key")
+}
+
+fn sql_string(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn slot_hash_matches_mariadb_crc32() {
+    let c = cluster();
+    let (_pool, mut conn) = direct_conn(c, 0).await;
+
+    // (SQL expression, the value the proxy would see for it)
+    let mut cases: Vec<(String, Value)> = Vec::new();
+    let mut ints: Vec<i64> = vec![
+        0,
+        1,
+        -1,
+        7,
+        -7,
+        42,
+        255,
+        256,
+        1023,
+        1024,
+        -1024,
+        99_999,
+        i64::from(i32::MAX),
+        i64::from(i32::MIN),
+        i64::MAX,
+        i64::MIN + 1,
+        i64::MIN,
+    ];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..120 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let magnitude = (x >> (i % 60 + 1)) as i64;
+        ints.push(if i % 3 == 0 { -magnitude } else { magnitude });
+    }
+    for i in &ints {
+        cases.push((i.to_string(), Value::Int(*i)));
+    }
+    for u in [
+        u64::MAX,
+        u64::MAX - 1,
+        1u64 << 63,
+        9_223_372_036_854_775_808,
+    ] {
+        cases.push((u.to_string(), Value::UInt(u)));
+    }
+    let strings = [
+        "",
+        "a",
+        "42",
+        "-7",
+        "hello world",
+        "O'Brien",
+        "back\\slash",
+        "tab\there",
+        "ünïcødé",
+        "日本語のテキスト",
+        "emoji 😀🎉",
+        "Ελληνικά",
+        "кириллица",
+        "user-000123",
+        "  leading and trailing  ",
+        "a,b),(c",
+        "NULL",
+        "0042",
+        "4.20",
+        "x".repeat(300).as_str(),
+    ]
+    .map(String::from);
+    for s in &strings {
+        cases.push((sql_string(s), Value::Bytes(s.as_bytes().to_vec())));
+    }
+    // Decimal literals and decimal text: MySQL hashes them as it prints them.
+    for d in [
+        "3.50",
+        "-3.50",
+        "0.1",
+        "0.000001",
+        "100.000",
+        "12345678901234.123456",
+        "-0.5",
+        "1.0",
+    ] {
+        cases.push((d.to_string(), Value::Bytes(d.as_bytes().to_vec())));
+        cases.push((format!("'{d}'"), Value::Bytes(d.as_bytes().to_vec())));
+    }
+    // Dates, as strings and as date/time values.
+    let dates = [
+        (2024, 1, 31),
+        (1999, 12, 31),
+        (2000, 2, 29),
+        (1970, 1, 1),
+        (2038, 1, 19),
+        (9999, 12, 31),
+    ];
+    for (y, m, d) in dates {
+        let text = format!("{y:04}-{m:02}-{d:02}");
+        cases.push((format!("'{text}'"), Value::Bytes(text.as_bytes().to_vec())));
+        cases.push((format!("DATE '{text}'"), Value::Date(y, m, d, 0, 0, 0, 0)));
+        cases.push((
+            format!("TIMESTAMP '{text} 13:05:09'"),
+            Value::Date(y, m, d, 13, 5, 9, 0),
+        ));
+        cases.push((
+            format!("CAST('{text} 01:02:03.000123' AS DATETIME(6))"),
+            Value::Date(y, m, d, 1, 2, 3, 123),
+        ));
+    }
+    cases.push((
+        "CAST('-26:03:04' AS TIME)".into(),
+        Value::Time(true, 1, 2, 3, 4, 0),
+    ));
+    cases.push((
+        "CAST('12:34:56' AS TIME)".into(),
+        Value::Time(false, 0, 12, 34, 56, 0),
+    ));
+    for d in [1.5f64, -0.25, 3.0, 1024.0] {
+        cases.push((format!("{d:?}e0"), Value::Double(d)));
+    }
+    assert!(cases.len() >= 200, "only {} cases", cases.len());
+
+    let mut mismatches = Vec::new();
+    for (expr, value) in &cases {
+        let db: Option<u64> = conn
+            .query_first(format!("SELECT CRC32({expr}) % 1024"))
+            .await
+            .unwrap_or_else(|e| panic!("SELECT CRC32({expr}): {e}"));
+        let ours = slot_of(value).map(u64::from);
+        if db != ours {
+            mismatches.push(format!(
+                "CRC32({expr}) % 1024 = {db:?}, slot_of({value:?}) = {ours:?}"
+            ));
+        }
+    }
+    // Integers and strings bound as binary-protocol parameters hash the same way.
+    for (_, value) in cases
+        .iter()
+        .filter(|(_, v)| matches!(v, Value::Int(_) | Value::UInt(_) | Value::Bytes(_)))
+    {
+        let db: Option<u64> = conn
+            .exec_first("SELECT CRC32(?) % 1024", (value.clone(),))
+            .await
+            .expect("SELECT CRC32(?)");
+        let ours = slot_of(value).map(u64::from);
+        if db != ours {
+            mismatches.push(format!(
+                "CRC32(? = {value:?}) % 1024 = {db:?}, slot_of = {ours:?}"
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} slot computations differ from MariaDB:\n{}",
+        mismatches.len(),
+        cases.len(),
+        mismatches.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn point_reads_and_writes(table: &str, prepared: bool) {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded(table));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (user_id BIGINT NOT NULL PRIMARY KEY, name VARCHAR(64) NOT NULL, qty INT NOT NULL)"
+    ))
+    .await
+    .expect("CREATE TABLE through the proxy");
+    for n in 0..NODES {
+        assert!(table_exists(c, n, table).await, "ds{n} lacks {table}");
+    }
+
+    let mut keys: Vec<i64> = (0..NODES).map(|n| key_on_node(&L, n)).collect();
+    keys.push(negative_key_on(2));
+    keys.push(9_000_000_000_123);
+    let insert = format!("INSERT INTO {table} (user_id, name, qty) VALUES (?, ?, ?)");
+    let select = format!("SELECT name, qty FROM {table} WHERE user_id = ?");
+    let update = format!("UPDATE {table} SET qty = qty + ? WHERE user_id = ?");
+    let delete = format!("DELETE FROM {table} WHERE user_id = ?");
+
+    for &k in &keys {
+        let name = format!("name-{k}-é");
+        if prepared {
+            conn.exec_drop(&insert, (k, &name, 1)).await
+        } else {
+            conn.query_drop(format!(
+                "INSERT INTO {table} (user_id, name, qty) VALUES ({k}, {}, 1)",
+                sql_string(&name)
+            ))
+            .await
+        }
+        .unwrap_or_else(|e| panic!("INSERT key {k}: {e}"));
+        assert_eq!(conn.affected_rows(), 1, "INSERT key {k}");
+
+        let got: Vec<(String, i64)> = if prepared {
+            conn.exec(&select, (k,)).await
+        } else {
+            conn.query(format!("SELECT name, qty FROM {table} WHERE user_id = {k}"))
+                .await
+        }
+        .unwrap_or_else(|e| panic!("SELECT key {k}: {e}"));
+        assert_eq!(got, vec![(name.clone(), 1)], "SELECT key {k}");
+
+        if prepared {
+            conn.exec_drop(&update, (10, k)).await
+        } else {
+            conn.query_drop(format!(
+                "UPDATE {table} SET qty = qty + 10 WHERE user_id = {k}"
+            ))
+            .await
+        }
+        .unwrap_or_else(|e| panic!("UPDATE key {k}: {e}"));
+        assert_eq!(conn.affected_rows(), 1, "UPDATE key {k}");
+        let got: Vec<(String, i64)> = if prepared {
+            conn.exec(&select, (k,)).await
+        } else {
+            conn.query(format!("SELECT name, qty FROM {table} WHERE user_id = {k}"))
+                .await
+        }
+        .unwrap_or_else(|e| panic!("SELECT key {k}: {e}"));
+        assert_eq!(got, vec![(name.clone(), 11)], "SELECT key {k} after UPDATE");
+    }
+
+    // Each row lives on its owner only.
+    for n in 0..NODES {
+        let (_pool, mut d) = direct_conn(c, n).await;
+        let rows: Vec<(i64, String, i64)> = d
+            .query(format!(
+                "SELECT user_id, name, qty FROM {table} ORDER BY user_id"
+            ))
+            .await
+            .expect("direct read");
+        let mut expected: Vec<(i64, String, i64)> = keys
+            .iter()
+            .filter(|k| node_of_key(&L, **k) == n)
+            .map(|k| (*k, format!("name-{k}-é"), 11))
+            .collect();
+        expected.sort();
+        assert_eq!(rows, expected, "rows of {table} on ds{n}");
+    }
+
+    for &k in &keys {
+        if prepared {
+            conn.exec_drop(&delete, (k,)).await
+        } else {
+            conn.query_drop(format!("DELETE FROM {table} WHERE user_id = {k}"))
+                .await
+        }
+        .unwrap_or_else(|e| panic!("DELETE key {k}: {e}"));
+        assert_eq!(conn.affected_rows(), 1, "DELETE key {k}");
+        let got: Vec<(String, i64)> = conn
+            .query(format!("SELECT name, qty FROM {table} WHERE user_id = {k}"))
+            .await
+            .expect("SELECT after DELETE");
+        assert!(
+            got.is_empty(),
+            "key {k} still readable after DELETE: {got:?}"
+        );
+        let (_pool, mut d) = direct_conn(c, node_of_key(&L, k)).await;
+        let left: Option<i64> = d
+            .query_first(format!("SELECT COUNT(*) FROM {table} WHERE user_id = {k}"))
+            .await
+            .expect("direct count");
+        assert_eq!(left, Some(0), "key {k} still on its node after DELETE");
+    }
+    conn.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn point_reads_and_writes_text_protocol() {
+    point_reads_and_writes("t_point_text", false).await;
+}
+
+#[tokio::test]
+async fn point_reads_and_writes_prepared() {
+    point_reads_and_writes("t_point_ps", true).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn multi_row_insert_splits_rows_by_node() {
+    let c = cluster();
+    let proxy = start_proxy(
+        c,
+        &format!("{}{}", sharded("t_multi"), sharded("t_multi_ps")),
+    );
+    let mut conn = proxy.conn().await;
+    for t in ["t_multi", "t_multi_ps"] {
+        conn.query_drop(format!(
+            "CREATE TABLE {t} (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(64) NOT NULL)"
+        ))
+        .await
+        .expect("CREATE TABLE");
+    }
+
+    // 40 rows, 10 per node, interleaved; some values look like row separators.
+    let keys = spread_keys(10, 0);
+    let value = |k: i64| {
+        if k % 3 == 0 {
+            format!("v{k}), ('x")
+        } else {
+            format!("v{k}")
+        }
+    };
+    let rows: Vec<String> = keys
+        .iter()
+        .map(|k| format!("({k}, {})", sql_string(&value(*k))))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO t_multi (user_id, v) VALUES {}",
+        rows.join(", ")
+    ))
+    .await
+    .expect("multi-row INSERT");
+    assert_eq!(conn.affected_rows(), 40, "affected rows of a 40-row INSERT");
+    for n in 0..NODES {
+        let mut expected: Vec<(i64, String)> = keys
+            .iter()
+            .filter(|k| node_of_key(&L, **k) == n)
+            .map(|k| (*k, value(*k)))
+            .collect();
+        expected.sort();
+        assert_eq!(expected.len(), 10);
+        assert_eq!(
+            direct_rows(c, n, "t_multi").await,
+            expected,
+            "t_multi on ds{n}"
+        );
+    }
+
+    // The same with placeholders: 12 rows, 3 per node.
+    let keys = spread_keys(3, 10);
+    let placeholders = vec!["(?, ?)"; keys.len()].join(", ");
+    let mut params: Vec<Value> = Vec::new();
+    for k in &keys {
+        params.push(Value::Int(*k));
+        params.push(Value::Bytes(value(*k).into_bytes()));
+    }
+    conn.exec_drop(
+        format!("INSERT INTO t_multi_ps (user_id, v) VALUES {placeholders}"),
+        Params::Positional(params),
+    )
+    .await
+    .expect("prepared multi-row INSERT");
+    assert_eq!(
+        conn.affected_rows(),
+        12,
+        "affected rows of a 12-row prepared INSERT"
+    );
+    for n in 0..NODES {
+        let mut expected: Vec<(i64, String)> = keys
+            .iter()
+            .filter(|k| node_of_key(&L, **k) == n)
+            .map(|k| (*k, value(*k)))
+            .collect();
+        expected.sort();
+        assert_eq!(expected.len(), 3);
+        assert_eq!(
+            direct_rows(c, n, "t_multi_ps").await,
+            expected,
+            "t_multi_ps on ds{n}"
+        );
+    }
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn update_and_delete_with_and_without_key() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_upd"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_upd (user_id BIGINT NOT NULL PRIMARY KEY, grp INT NOT NULL, v VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    let keys = spread_keys(6, 0); // 24 rows
+    let rows: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("({k}, {}, 'init')", i % 3))
+        .collect();
+    conn.query_drop(format!(
+        "INSERT INTO t_upd (user_id, grp, v) VALUES {}",
+        rows.join(", ")
+    ))
+    .await
+    .expect("INSERT");
+    let grp_of = |k: i64| keys.iter().position(|x| *x == k).expect("key") % 3;
+    let count_in = |g: usize| keys.iter().filter(|k| grp_of(**k) == g).count() as u64;
+
+    // Without the key: every node runs it, affected rows add up.
+    conn.query_drop("UPDATE t_upd SET v = 'g1' WHERE grp = 1")
+        .await
+        .expect("UPDATE without key");
+    assert_eq!(
+        conn.affected_rows(),
+        count_in(1),
+        "UPDATE ... WHERE grp = 1"
+    );
+    conn.exec_drop("UPDATE t_upd SET v = ? WHERE grp = ?", ("g0", 0))
+        .await
+        .expect("prepared UPDATE without key");
+    assert_eq!(
+        conn.affected_rows(),
+        count_in(0),
+        "prepared UPDATE ... WHERE grp = 0"
+    );
+    conn.query_drop("DELETE FROM t_upd WHERE grp = 2")
+        .await
+        .expect("DELETE without key");
+    assert_eq!(
+        conn.affected_rows(),
+        count_in(2),
+        "DELETE ... WHERE grp = 2"
+    );
+    conn.query_drop("UPDATE t_upd SET v = 'none' WHERE grp = 99")
+        .await
+        .expect("UPDATE matching nothing");
+    assert_eq!(conn.affected_rows(), 0, "UPDATE matching nothing");
+
+    let mut expected: Vec<(i64, String)> = keys
+        .iter()
+        .filter(|k| grp_of(**k) != 2)
+        .map(|k| (*k, format!("g{}", grp_of(*k))))
+        .collect();
+
+    // With the key: only the owner's rows change.
+    let on1: Vec<i64> = keys
+        .iter()
+        .copied()
+        .filter(|k| node_of_key(&L, *k) == 1 && grp_of(*k) != 2)
+        .take(2)
+        .collect();
+    assert_eq!(on1.len(), 2);
+    conn.query_drop(format!(
+        "UPDATE t_upd SET v = 'keyed' WHERE user_id IN ({}, {})",
+        on1[0], on1[1]
+    ))
+    .await
+    .expect("UPDATE by keys");
+    assert_eq!(
+        conn.affected_rows(),
+        2,
+        "UPDATE ... WHERE user_id IN (two keys on ds1)"
+    );
+    let other = keys
+        .iter()
+        .copied()
+        .find(|k| node_of_key(&L, *k) == 3 && grp_of(*k) != 2)
+        .expect("a key on ds3");
+    conn.exec_drop("DELETE FROM t_upd WHERE user_id = ?", (other,))
+        .await
+        .expect("DELETE by key");
+    assert_eq!(conn.affected_rows(), 1, "DELETE ... WHERE user_id = ?");
+    for e in expected.iter_mut() {
+        if on1.contains(&e.0) {
+            e.1 = "keyed".into();
+        }
+    }
+    expected.retain(|e| e.0 != other);
+
+    for n in 0..NODES {
+        let mut want: Vec<(i64, String)> = expected
+            .iter()
+            .filter(|(k, _)| node_of_key(&L, *k) == n)
+            .cloned()
+            .collect();
+        want.sort();
+        assert_eq!(direct_rows(c, n, "t_upd").await, want, "t_upd on ds{n}");
+    }
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn refusals_and_fan_out_select() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_fan"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_fan (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    let keys = spread_keys(5, 0);
+    let rows: Vec<String> = keys.iter().map(|k| format!("({k}, 'v{k}')")).collect();
+    conn.query_drop(format!(
+        "INSERT INTO t_fan (user_id, v) VALUES {}",
+        rows.join(", ")
+    ))
+    .await
+    .expect("INSERT");
+    let k0 = keys[0];
+    let target = keys_on_node(&L, 3, 50)[49];
+
+    // Changing the shard key would move the row to another node.
+    expect_code(
+        conn.query_drop(format!(
+            "UPDATE t_fan SET user_id = {target} WHERE user_id = {k0}"
+        ))
+        .await,
+        1235,
+        "UPDATE of the shard key",
+    );
+    expect_code(
+        conn.query_drop("UPDATE t_fan SET user_id = user_id + 1")
+            .await,
+        1235,
+        "UPDATE of the shard key without WHERE",
+    );
+    expect_code(
+        conn.exec_drop(
+            "UPDATE t_fan SET v = 'x', user_id = ? WHERE user_id = ?",
+            (target, k0),
+        )
+        .await,
+        1235,
+        "prepared UPDATE of the shard key",
+    );
+    // ORDER BY over several nodes needs a merge.
+    expect_code(
+        conn.query_drop("SELECT user_id, v FROM t_fan ORDER BY user_id")
+            .await,
+        1235,
+        "SELECT ... ORDER BY across nodes",
+    );
+    // The connection is still usable, and nothing moved.
+    let one: Option<i64> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+    assert_eq!(one, Some(1));
+    let (_pool, mut d) = direct_conn(c, node_of_key(&L, k0)).await;
+    let still: Option<i64> = d
+        .query_first(format!("SELECT COUNT(*) FROM t_fan WHERE user_id = {k0}"))
+        .await
+        .expect("direct count");
+    assert_eq!(still, Some(1), "the refused UPDATE changed the row");
+
+    // A SELECT without the key is the union of every node's rows.
+    let expected: BTreeSet<(i64, String)> = keys.iter().map(|k| (*k, format!("v{k}"))).collect();
+    let got: Vec<(i64, String)> = conn
+        .query("SELECT user_id, v FROM t_fan")
+        .await
+        .expect("fan-out SELECT");
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "duplicates or missing rows: {got:?}"
+    );
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected);
+    let got: Vec<(i64, String)> = conn
+        .exec("SELECT user_id, v FROM t_fan WHERE v <> ?", ("nothing",))
+        .await
+        .expect("prepared fan-out SELECT");
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "duplicates or missing rows: {got:?}"
+    );
+    assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected);
+    // ORDER BY with the key pinned to one node is fine.
+    let mine: Vec<i64> = keys
+        .iter()
+        .copied()
+        .filter(|k| node_of_key(&L, *k) == 2)
+        .collect();
+    let list = mine
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let got: Vec<i64> = conn
+        .query(format!(
+            "SELECT user_id FROM t_fan WHERE user_id IN ({list}) ORDER BY user_id DESC"
+        ))
+        .await
+        .expect("ORDER BY on one node");
+    let mut want = mine.clone();
+    want.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(got, want);
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn broadcast_table_is_copied_to_every_node() {
+    let c = cluster();
+    let proxy = start_proxy(c, "[tables.t_country]\nrule = \"broadcast\"\n");
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_country (id INT NOT NULL PRIMARY KEY, name VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    conn.query_drop("INSERT INTO t_country (id, name) VALUES (1, 'France')")
+        .await
+        .expect("INSERT");
+    assert_eq!(
+        conn.affected_rows(),
+        1,
+        "one row inserted into a broadcast table"
+    );
+    conn.exec_drop(
+        "INSERT INTO t_country (id, name) VALUES (?, ?), (?, ?), (?, ?)",
+        (2, "Japan", 3, "Perú", 4, "Ελλάδα"),
+    )
+    .await
+    .expect("prepared INSERT");
+    assert_eq!(
+        conn.affected_rows(),
+        3,
+        "three rows inserted into a broadcast table"
+    );
+    conn.query_drop("UPDATE t_country SET name = 'Nippon' WHERE id = 2")
+        .await
+        .expect("UPDATE");
+    assert_eq!(
+        conn.affected_rows(),
+        1,
+        "one row updated in a broadcast table"
+    );
+
+    let expected = vec![
+        (1, "France".to_string()),
+        (2, "Nippon".to_string()),
+        (3, "Perú".to_string()),
+        (4, "Ελλάδα".to_string()),
+    ];
+    for n in 0..NODES {
+        let (_pool, mut d) = direct_conn(c, n).await;
+        let rows: Vec<(i32, String)> = d
+            .query("SELECT id, name FROM t_country ORDER BY id")
+            .await
+            .expect("direct read");
+        assert_eq!(rows, expected, "t_country on ds{n}");
+    }
+    let rows: Vec<(i32, String)> = conn
+        .query("SELECT id, name FROM t_country ORDER BY id")
+        .await
+        .expect("SELECT through the proxy");
+    assert_eq!(rows, expected, "a broadcast read returns one copy");
+    let n: Option<i64> = conn
+        .query_first("SELECT COUNT(*) FROM t_country")
+        .await
+        .expect("COUNT");
+    assert_eq!(n, Some(4));
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn single_table_lives_on_its_node_only() {
+    let c = cluster();
+    let proxy = start_proxy(
+        c,
+        "[tables.t_merchant]\nrule = \"single\"\nnode = \"ds2\"\n",
+    );
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_merchant (id INT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    for n in 0..NODES {
+        assert_eq!(
+            table_exists(c, n, "t_merchant").await,
+            n == 2,
+            "t_merchant on ds{n}"
+        );
+    }
+    conn.query_drop("INSERT INTO t_merchant (id, v) VALUES (1, 'a'), (2, 'b')")
+        .await
+        .expect("INSERT");
+    assert_eq!(conn.affected_rows(), 2);
+    conn.exec_drop("INSERT INTO t_merchant (id, v) VALUES (?, ?)", (3, "c"))
+        .await
+        .expect("prepared INSERT");
+    let rows: Vec<(i32, String)> = conn
+        .query("SELECT id, v FROM t_merchant ORDER BY id")
+        .await
+        .expect("SELECT");
+    let expected = vec![(1, "a".to_string()), (2, "b".into()), (3, "c".into())];
+    assert_eq!(rows, expected);
+    let (_pool, mut d) = direct_conn(c, 2).await;
+    let direct: Vec<(i32, String)> = d
+        .query("SELECT id, v FROM t_merchant ORDER BY id")
+        .await
+        .expect("direct read");
+    assert_eq!(direct, expected);
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn authentication() {
+    let c = cluster();
+    let proxy = start_proxy(c, "");
+    let connect = |url: String| async move {
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&url).expect("URL")).await
+    };
+    let base = format!("127.0.0.1:{}/shop", proxy.port);
+    let msg = expect_code(
+        connect(format!("mysql://app:wrong@{base}")).await,
+        1045,
+        "wrong password",
+    );
+    assert!(msg.contains("app"), "{msg}");
+    expect_code(
+        connect(format!("mysql://nobody:app@{base}")).await,
+        1045,
+        "unknown user",
+    );
+    expect_code(
+        connect(format!("mysql://app@{base}")).await,
+        1045,
+        "no password",
+    );
+    let mut ok = connect(format!("mysql://app:app@{base}"))
+        .await
+        .expect("the right password is accepted");
+    let one: Option<i64> = ok.query_first("SELECT 1").await.expect("SELECT 1");
+    assert_eq!(one, Some(1));
+    ok.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn syntax_errors_leave_the_connection_usable() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_syntax"));
+    let mut conn = proxy.conn().await;
+    for bad in [
+        "SELEC 1",
+        "SELECT * FRM t_x",
+        "SELECT * FRM t_syntax",
+        "SELECT FROM WHERE",
+    ] {
+        expect_code(conn.query_drop(bad).await, 1064, bad);
+        let v: Option<i64> = conn
+            .query_first("SELECT 41 + 1")
+            .await
+            .unwrap_or_else(|e| panic!("a good query after `{bad}`: {e}"));
+        assert_eq!(v, Some(42), "after `{bad}`");
+    }
+    expect_code(conn.prep("SELEC ?").await, 1064, "prepare SELEC ?");
+    let v: Option<i64> = conn
+        .exec_first("SELECT ? + 1", (41,))
+        .await
+        .expect("a good prepared query after a bad one");
+    assert_eq!(v, Some(42));
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn transactions_on_one_node() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_tx"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_tx (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    let k = keys_on_node(&L, 1, 5);
+    let other = key_on_node(&L, 2);
+    let (_p1, mut d1) = direct_conn(c, 1).await;
+    let (_p2, mut d2) = direct_conn(c, 2).await;
+    let count = |keys: &[i64]| {
+        format!(
+            "SELECT COUNT(*) FROM t_tx WHERE user_id IN ({})",
+            keys.iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+
+    // ROLLBACK discards.
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    conn.query_drop(format!(
+        "INSERT INTO t_tx (user_id, v) VALUES ({}, 'a')",
+        k[0]
+    ))
+    .await
+    .expect("INSERT in a transaction");
+    conn.exec_drop("INSERT INTO t_tx (user_id, v) VALUES (?, ?)", (k[1], "b"))
+        .await
+        .expect("prepared INSERT in a transaction");
+    let inside: Option<i64> = conn
+        .query_first(count(&k[..2]))
+        .await
+        .expect("read own writes");
+    assert_eq!(inside, Some(2), "the transaction sees its own rows");
+    let outside: Option<i64> = d1.query_first(count(&k[..2])).await.expect("direct");
+    assert_eq!(
+        outside,
+        Some(0),
+        "uncommitted rows are visible outside the transaction"
+    );
+    conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    let after: Option<i64> = conn.query_first(count(&k[..2])).await.expect("count");
+    assert_eq!(after, Some(0), "rows survived ROLLBACK");
+    let direct: Option<i64> = d1.query_first(count(&k[..2])).await.expect("direct");
+    assert_eq!(direct, Some(0), "rows survived ROLLBACK on ds1");
+
+    // COMMIT keeps.
+    conn.query_drop("START TRANSACTION")
+        .await
+        .expect("START TRANSACTION");
+    conn.query_drop(format!(
+        "INSERT INTO t_tx (user_id, v) VALUES ({}, 'c'), ({}, 'd')",
+        k[2], k[3]
+    ))
+    .await
+    .expect("INSERT in a transaction");
+    conn.query_drop("COMMIT").await.expect("COMMIT");
+    let after: Option<i64> = conn.query_first(count(&k[2..4])).await.expect("count");
+    assert_eq!(after, Some(2), "committed rows are missing");
+    let direct: Option<i64> = d1.query_first(count(&k[2..4])).await.expect("direct");
+    assert_eq!(direct, Some(2), "committed rows are missing on ds1");
+
+    // A write to a second node is refused; the transaction and the connection go on.
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    conn.query_drop(format!(
+        "INSERT INTO t_tx (user_id, v) VALUES ({}, 'e')",
+        k[4]
+    ))
+    .await
+    .expect("INSERT on ds1");
+    expect_code(
+        conn.query_drop(format!(
+            "INSERT INTO t_tx (user_id, v) VALUES ({other}, 'x')"
+        ))
+        .await,
+        1235,
+        "a write on a second node inside a transaction",
+    );
+    let one: Option<i64> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+    assert_eq!(one, Some(1));
+    let inside: Option<i64> = conn.query_first(count(&k[4..5])).await.expect("count");
+    assert_eq!(inside, Some(1), "the transaction lost its row");
+    conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    let direct: Option<i64> = d1.query_first(count(&k[4..5])).await.expect("direct");
+    assert_eq!(
+        direct,
+        Some(0),
+        "the row of the rolled-back transaction is on ds1"
+    );
+    let direct: Option<i64> = d2.query_first(count(&[other])).await.expect("direct");
+    assert_eq!(direct, Some(0), "the refused write reached ds2");
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn session_basics() {
+    let c = cluster();
+    let proxy = start_proxy(c, "");
+    let mut conn = proxy.conn().await;
+    conn.query_drop("SET NAMES utf8mb4")
+        .await
+        .expect("SET NAMES");
+    let version: Option<String> = conn
+        .query_first("SELECT @@version")
+        .await
+        .expect("SELECT @@version");
+    assert!(
+        version.as_deref().is_some_and(|v| !v.is_empty()),
+        "@@version: {version:?}"
+    );
+    let db: Option<Option<String>> = conn
+        .query_first("SELECT DATABASE()")
+        .await
+        .expect("SELECT DATABASE()");
+    assert_eq!(db, Some(Some("shop".to_string())));
+    conn.query_drop("USE shop").await.expect("USE shop");
+    let db: Option<Option<String>> = conn
+        .query_first("SELECT DATABASE()")
+        .await
+        .expect("SELECT DATABASE()");
+    assert_eq!(db, Some(Some("shop".to_string())));
+    expect_code(
+        conn.query_drop("USE no_such_db").await,
+        1049,
+        "USE of an unknown database",
+    );
+    let db: Option<Option<String>> = conn
+        .query_first("SELECT DATABASE()")
+        .await
+        .expect("SELECT DATABASE()");
+    assert_eq!(
+        db,
+        Some(Some("shop".to_string())),
+        "a failed USE changed the database"
+    );
+
+    // Not configured: lives on the default node.
+    conn.query_drop(
+        "CREATE TABLE t_ai (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(16) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE t_ai");
+    for n in 0..NODES {
+        assert_eq!(table_exists(c, n, "t_ai").await, n == 0, "t_ai on ds{n}");
+    }
+    conn.query_drop("INSERT INTO t_ai (v) VALUES ('a')")
+        .await
+        .expect("INSERT");
+    assert_eq!(conn.last_insert_id(), Some(1), "OK packet last insert id");
+    conn.query_drop("INSERT INTO t_ai (v) VALUES ('b')")
+        .await
+        .expect("INSERT");
+    assert_eq!(conn.last_insert_id(), Some(2), "OK packet last insert id");
+    let id: Option<u64> = conn
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("SELECT LAST_INSERT_ID()");
+    assert_eq!(id, Some(2), "SELECT LAST_INSERT_ID()");
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// MySQL keeps `LAST_INSERT_ID()` until the session's next insert: a read of a sharded table on
+/// another node in between must not change what `SELECT LAST_INSERT_ID()` returns.
+#[tokio::test]
+async fn last_insert_id_survives_a_read_on_another_node() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_lid_sharded"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_lid_sharded (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(16) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE t_lid_sharded");
+    conn.query_drop(
+        "CREATE TABLE t_lid (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, v VARCHAR(16) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE t_lid");
+    for v in ["a", "b", "c"] {
+        conn.exec_drop("INSERT INTO t_lid (v) VALUES (?)", (v,))
+            .await
+            .expect("INSERT");
+    }
+    assert_eq!(conn.last_insert_id(), Some(3));
+    let k = key_on_node(&L, 3);
+    let n: Option<i64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM t_lid_sharded WHERE user_id = {k}"
+        ))
+        .await
+        .expect("a read on ds3");
+    assert_eq!(n, Some(0));
+    let id: Option<u64> = conn
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("SELECT LAST_INSERT_ID()");
+    assert_eq!(
+        id,
+        Some(3),
+        "SELECT LAST_INSERT_ID() after a read of a table on ds3 (the insert ran on ds0)"
+    );
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Differences between the column definitions the proxy sent and the node's own.
+fn column_diffs(proxy: &Row, direct: &Row) -> Vec<String> {
+    let p = proxy.columns_ref();
+    let d = direct.columns_ref();
+    if p.len() != d.len() {
+        return vec![format!("{} columns, the node sends {}", p.len(), d.len())];
+    }
+    let mut diffs = Vec::new();
+    for (a, b) in p.iter().zip(d) {
+        let name = b.name_str();
+        let facets = [
+            ("name", a.name_str().into_owned(), name.clone().into_owned()),
+            (
+                "type",
+                format!("{:?}", a.column_type()),
+                format!("{:?}", b.column_type()),
+            ),
+            (
+                "flags",
+                format!("{:?}", a.flags()),
+                format!("{:?}", b.flags()),
+            ),
+            (
+                "charset",
+                a.character_set().to_string(),
+                b.character_set().to_string(),
+            ),
+            (
+                "length",
+                a.column_length().to_string(),
+                b.column_length().to_string(),
+            ),
+            (
+                "decimals",
+                a.decimals().to_string(),
+                b.decimals().to_string(),
+            ),
+            (
+                "table",
+                a.table_str().into_owned(),
+                b.table_str().into_owned(),
+            ),
+            (
+                "org_name",
+                a.org_name_str().into_owned(),
+                b.org_name_str().into_owned(),
+            ),
+        ];
+        for (facet, via, direct) in facets {
+            if via != direct {
+                diffs.push(format!("`{name}` {facet}: proxy {via}, node {direct}"));
+            }
+        }
+    }
+    diffs
+}
+
+/// Differences between the values the proxy sent and the node's own.
+fn value_diffs(proxy: Row, direct: Row) -> Vec<String> {
+    let names: Vec<String> = direct
+        .columns_ref()
+        .iter()
+        .map(|c| c.name_str().into_owned())
+        .collect();
+    let (p, d) = (proxy.unwrap(), direct.unwrap());
+    if p.len() != d.len() {
+        return vec![format!("{} values, the node sends {}", p.len(), d.len())];
+    }
+    names
+        .iter()
+        .zip(p.iter().zip(&d))
+        .filter(|(_, (a, b))| a != b)
+        .map(|(n, (a, b))| format!("`{n}`: proxy {a:?}, node {b:?}"))
+        .collect()
+}
+
+/// Creates TABLE (sharded) through the proxy with one column of each type and two rows, on ds1
+/// and ds3; returns their keys.
+async fn types_table(conn: &mut Conn, table: &str) -> [(i64, usize); 2] {
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (
+            user_id BIGINT NOT NULL PRIMARY KEY,
+            d DECIMAL(20,6),
+            dt DATETIME(6),
+            da DATE,
+            tm TIME(6),
+            b BLOB,
+            n INT NULL,
+            u BIGINT UNSIGNED,
+            ti TINYINT,
+            dbl DOUBLE,
+            s VARCHAR(64) CHARACTER SET utf8mb4,
+            f FLOAT,
+            bin VARBINARY(16),
+            e ENUM('red', 'green')
+        )"
+    ))
+    .await
+    .expect("CREATE TABLE");
+    let blob_hex: String = (0u8..=255).map(|b| format!("{b:02X}")).collect();
+    let k1 = key_on_node(&L, 1);
+    let k3 = key_on_node(&L, 3);
+    conn.query_drop(format!(
+        "INSERT INTO {table} (user_id, d, dt, da, tm, b, n, u, ti, dbl, s, f, bin, e) VALUES
+         ({k1}, 12345678901234.123456, '2024-02-29 23:59:59.123456', '2024-02-29',
+          '-25:03:04.500000', UNHEX('{blob_hex}'), NULL, 18446744073709551615, -128,
+          3.141592653589793, 'héllo wörld 日本 😀', 1.5, UNHEX('00FF00'), 'green'),
+         ({k3}, -0.000001, '1970-01-01 00:00:00.000001', '1000-01-01',
+          '12:34:56.000001', '', 7, 0, 127,
+          -1.5e300, '', -0.25, '', 'red')"
+    ))
+    .await
+    .expect("INSERT");
+    assert_eq!(conn.affected_rows(), 2);
+    [(k1, 1), (k3, 3)]
+}
+
+#[tokio::test]
+async fn binary_protocol_values_round_trip() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_types_v"));
+    let mut conn = proxy.conn().await;
+    let rows = types_table(&mut conn, "t_types_v").await;
+    let mut problems = Vec::new();
+    for (k, node) in rows {
+        let (_pool, mut d) = direct_conn(c, node).await;
+        let sql = "SELECT * FROM t_types_v WHERE user_id = ?";
+        let via: Vec<Row> = conn
+            .exec(sql, (k,))
+            .await
+            .expect("prepared SELECT via proxy");
+        let direct: Vec<Row> = d.exec(sql, (k,)).await.expect("prepared SELECT direct");
+        assert_eq!(via.len(), 1, "prepared SELECT key {k}");
+        assert_eq!(direct.len(), 1);
+        for (p, d) in via.into_iter().zip(direct) {
+            problems.extend(
+                value_diffs(p, d)
+                    .into_iter()
+                    .map(|e| format!("prepared SELECT key {k}: {e}")),
+            );
+        }
+        let sql = format!("SELECT * FROM t_types_v WHERE user_id = {k}");
+        let via: Vec<Row> = conn.query(&sql).await.expect("text SELECT via proxy");
+        let direct: Vec<Row> = d.query(&sql).await.expect("text SELECT direct");
+        assert_eq!(via.len(), 1, "text SELECT key {k}");
+        for (p, d) in via.into_iter().zip(direct) {
+            problems.extend(
+                value_diffs(p, d)
+                    .into_iter()
+                    .map(|e| format!("text SELECT key {k}: {e}")),
+            );
+        }
+    }
+
+    // Spot checks against known values (not only "same as the node").
+    let row: Row = conn
+        .exec_first(
+            "SELECT d, dt, da, tm, b, n, u, ti, dbl, s FROM t_types_v WHERE user_id = ?",
+            (rows[0].0,),
+        )
+        .await
+        .expect("SELECT")
+        .expect("a row");
+    let expected = [
+        Value::Bytes(b"12345678901234.123456".to_vec()),
+        Value::Date(2024, 2, 29, 23, 59, 59, 123_456),
+        Value::Date(2024, 2, 29, 0, 0, 0, 0),
+        Value::Time(true, 1, 1, 3, 4, 500_000),
+        Value::Bytes((0u8..=255).collect()),
+        Value::NULL,
+        Value::UInt(u64::MAX),
+        Value::Int(-128),
+        Value::Double(std::f64::consts::PI),
+        Value::Bytes("héllo wörld 日本 😀".as_bytes().to_vec()),
+    ];
+    for (i, (got, want)) in row.unwrap().iter().zip(&expected).enumerate() {
+        if got != want {
+            problems.push(format!("spot check #{i}: got {got:?}, expected {want:?}"));
+        }
+    }
+
+    // Rows from several nodes in the binary protocol.
+    let via: Vec<Row> = conn
+        .exec("SELECT * FROM t_types_v WHERE ti <> ?", (0,))
+        .await
+        .expect("prepared fan-out SELECT");
+    let mut via: Vec<Vec<Value>> = via.into_iter().map(Row::unwrap).collect();
+    via.sort_by_key(|r| r[0].as_sql(false));
+    let mut direct = Vec::new();
+    for (_, node) in rows {
+        let (_pool, mut d) = direct_conn(c, node).await;
+        let rows: Vec<Row> = d
+            .exec("SELECT * FROM t_types_v WHERE ti <> ?", (0,))
+            .await
+            .expect("direct");
+        direct.extend(rows.into_iter().map(Row::unwrap));
+    }
+    direct.sort_by_key(|r| r[0].as_sql(false));
+    if via != direct {
+        problems.push(format!(
+            "prepared fan-out SELECT: proxy {via:?}, nodes {direct:?}"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    conn.disconnect().await.ok();
+}
+
+/// Drivers decode values by the column definitions (charset 63 = binary, length, flags): the
+/// proxy must hand over the node's own, in both protocols.
+#[tokio::test]
+async fn column_definitions_match_the_node() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_types_m"));
+    let mut conn = proxy.conn().await;
+    let rows = types_table(&mut conn, "t_types_m").await;
+    let mut problems = Vec::new();
+    for (k, node) in rows {
+        let (_pool, mut d) = direct_conn(c, node).await;
+        let sql = "SELECT * FROM t_types_m WHERE user_id = ?";
+        let via: Vec<Row> = conn
+            .exec(sql, (k,))
+            .await
+            .expect("prepared SELECT via proxy");
+        let direct: Vec<Row> = d.exec(sql, (k,)).await.expect("prepared SELECT direct");
+        assert_eq!(via.len(), 1, "prepared SELECT key {k}");
+        problems.extend(
+            column_diffs(&via[0], &direct[0])
+                .into_iter()
+                .map(|e| format!("prepared SELECT key {k}: {e}")),
+        );
+        let sql = format!("SELECT * FROM t_types_m WHERE user_id = {k}");
+        let via: Vec<Row> = conn.query(&sql).await.expect("text SELECT via proxy");
+        let direct: Vec<Row> = d.query(&sql).await.expect("text SELECT direct");
+        assert_eq!(via.len(), 1, "text SELECT key {k}");
+        problems.extend(
+            column_diffs(&via[0], &direct[0])
+                .into_iter()
+                .map(|e| format!("text SELECT key {k}: {e}")),
+        );
+    }
+    assert!(
+        problems.is_empty(),
+        "{} column definition facets differ from the node's:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    conn.disconnect().await.ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn cli(port: u16, args: &[&str]) -> (bool, String, String) {
+    let out = tokio::process::Command::new("mariadb")
+        .arg("-h127.0.0.1")
+        .arg(format!("-P{port}"))
+        .arg("-uapp")
+        .arg("-papp")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .expect("run the mariadb client");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn mariadb_cli_through_the_proxy() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_cli"));
+    let port = proxy.port;
+    let k1 = key_on_node(&L, 1);
+    let k2 = key_on_node(&L, 2);
+
+    let (ok, out, err) = cli(port, &["shop", "-e", "SELECT 1 + 1 AS two, 'x' AS s"]).await;
+    assert!(ok, "mariadb -e failed: {err}");
+    assert_eq!(out, "two\ts\n2\tx\n", "stderr: {err}");
+
+    let (ok, _, err) = cli(
+        port,
+        &[
+            "shop",
+            "-e",
+            "CREATE TABLE t_cli (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(16) NOT NULL)",
+        ],
+    )
+    .await;
+    assert!(ok, "CREATE TABLE with the CLI failed: {err}");
+    let insert = format!("INSERT INTO t_cli (user_id, v) VALUES ({k1}, 'one'), ({k2}, 'two')");
+    let (ok, _, err) = cli(port, &["shop", "-e", &insert]).await;
+    assert!(ok, "INSERT with the CLI failed: {err}");
+
+    let select = format!("SELECT user_id, v FROM t_cli WHERE user_id = {k2}");
+    let (ok, out, err) = cli(
+        port,
+        &["--batch", "--skip-column-names", "shop", "-e", &select],
+    )
+    .await;
+    assert!(ok, "SELECT with the CLI failed: {err}");
+    assert_eq!(out, format!("{k2}\ttwo\n"));
+
+    let (ok, out, err) = cli(
+        port,
+        &[
+            "--batch",
+            "--skip-column-names",
+            "shop",
+            "-e",
+            "SELECT v FROM t_cli WHERE v <> ''; SELECT DATABASE()",
+        ],
+    )
+    .await;
+    assert!(ok, "fan-out SELECT with the CLI failed: {err}");
+    let mut lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.pop(), Some("shop"), "output: {out}");
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["one", "two"], "output: {out}");
+
+    let (ok, _, err) = cli(port, &["shop", "-e", "SELEC 1"]).await;
+    assert!(!ok, "a syntax error exited 0");
+    assert!(err.contains("ERROR 1064"), "stderr: {err}");
+
+    let (ok, _, err) = cli(port, &["-papp-wrong", "shop", "-e", "SELECT 1"]).await;
+    assert!(!ok, "a wrong password exited 0");
+    assert!(err.contains("ERROR 1045"), "stderr: {err}");
+}
