@@ -356,10 +356,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn use_db(&mut self, db: String) -> Outcome {
         let node = self.sticky_node();
         let stmt = format!("USE `{}`", db.replace('`', "``"));
-        // Check it on one node first so an unknown database fails cleanly.
-        self.conn(node).await?;
-        self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone())))
-            .await?;
+        // Check it on one node first so an unknown database fails cleanly. With no connection
+        // open and that node unreachable, it is only remembered (and checked on the first
+        // connection the session opens): a node that is down fails only what needs it.
+        let reachable = self.conns[node].is_some() || self.conn(node).await.is_ok();
+        if reachable {
+            self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone())))
+                .await?;
+        }
         // Every other open connection follows.
         for n in 0..self.conns.len() {
             if n != node && self.conns[n].is_some() {
