@@ -16,7 +16,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         return refuse("INSERT into a table function");
     };
     let table = table_name(name);
-    let uses = without_first(collect_uses(&p.parsed.stmt, p), &table);
+    let uses = without_first(collect_uses(p.stmt, p), &table);
     let rule = p.topo.table(&table);
     let (column, map) = match rule {
         Some(TableRule::HashSlot { column, map }) => (column, map),

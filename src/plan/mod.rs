@@ -150,6 +150,7 @@ pub fn plan(sql: &str, parsed: Result<&Parsed, &str>, params: &[Value], topo: &T
     };
     let planner = Planner {
         sql,
+        stmt: &parsed.stmt,
         parsed,
         params,
         topo,
@@ -252,6 +253,8 @@ fn session_statement(sql: &str) -> Option<Plan> {
 
 struct Planner<'a> {
     sql: &'a str,
+    /// The statement being planned (the parsed one, or the one inside its EXPLAIN).
+    stmt: &'a Statement,
     parsed: &'a Parsed,
     params: &'a [Value],
     topo: &'a Topology,
@@ -259,7 +262,7 @@ struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     fn plan(&self) -> Plan {
-        match &self.parsed.stmt {
+        match self.stmt {
             Statement::Query(q) => self.select(q),
             Statement::Insert(ins) => insert::plan_insert(self, ins),
             Statement::Update(u) => self.update(u),
@@ -290,7 +293,8 @@ impl<'a> Planner<'a> {
             Statement::Explain { statement, .. } => {
                 let inner = Planner {
                     sql: self.sql,
-                    parsed: &Parsed::wrap(statement.as_ref().clone(), self.parsed),
+                    stmt: statement.as_ref(),
+                    parsed: self.parsed,
                     params: self.params,
                     topo: self.topo,
                 }
@@ -419,7 +423,7 @@ impl<'a> Planner<'a> {
     }
 
     fn select(&self, q: &Query) -> Plan {
-        let uses = collect_uses(&self.parsed.stmt, self);
+        let uses = collect_uses(self.stmt, self);
         if uses.is_empty() {
             return self.sticky();
         }
@@ -528,7 +532,7 @@ impl<'a> Planner<'a> {
     }
 
     fn update(&self, u: &Update) -> Plan {
-        let uses = collect_uses(&self.parsed.stmt, self);
+        let uses = collect_uses(self.stmt, self);
         if !u.table.joins.is_empty() || u.from.is_some() {
             return self.multi_table_write(&uses, "UPDATE");
         }
@@ -560,7 +564,7 @@ impl<'a> Planner<'a> {
     }
 
     fn delete(&self, d: &Delete) -> Plan {
-        let uses = collect_uses(&self.parsed.stmt, self);
+        let uses = collect_uses(self.stmt, self);
         let from = match &d.from {
             FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
         };

@@ -321,3 +321,30 @@ fn unparsable_statements() {
         vec![1]
     );
 }
+
+#[test]
+fn deeply_nested_conditions_do_not_overflow_the_stack() {
+    let (a, _) = keys_on_both();
+    let chain = vec![format!("user_id = {a}"); 50_000].join(" AND ");
+    let sql = format!("SELECT * FROM t_order WHERE {chain}");
+    // Run where the stack is as small as a runtime worker's.
+    let p = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || plan_of(&sql).nodes())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(p, vec![0]);
+    let nested = format!(
+        "SELECT * FROM t_order WHERE {}user_id = 1{}",
+        "(".repeat(5000),
+        ")".repeat(5000)
+    );
+    let p = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || plan_of(&nested))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(matches!(p, Plan::Refuse { code: 1064, .. }), "{p:?}");
+}

@@ -17,6 +17,7 @@ pub struct KeyColumn {
 
 impl KeyColumn {
     /// Is `expr` a reference to this column (`col`, `t.col`, `schema.t.col`)?
+    #[recursive::recursive]
     pub fn matches(&self, expr: &Expr) -> bool {
         match expr {
             Expr::Identifier(id) => id.value.eq_ignore_ascii_case(&self.column),
@@ -46,6 +47,9 @@ pub fn where_keys(
     selection.and_then(|e| expr_keys(e, key, parsed, params))
 }
 
+// Expressions can nest as deep as the client writes them (a chain of 100k ANDs is one
+// left-deep tree): recursion grows the stack instead of overflowing it.
+#[recursive::recursive]
 fn expr_keys(
     expr: &Expr,
     key: &KeyColumn,

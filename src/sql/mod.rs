@@ -7,31 +7,73 @@ use std::ops::ControlFlow;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    Expr, ObjectName, Statement, UnaryOperator, Value as SqlValue, ValueWithSpan,
+    Expr, ObjectName, Statement, UnaryOperator, Value as SqlValue, ValueWithSpan, VisitMut,
 };
 use sqlparser::dialect::MySqlDialect;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token, Tokenizer};
 
 /// A parsed statement with its `?` placeholders numbered in text order.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Parsed {
     pub stmt: Statement,
     /// Start locations of the `?` placeholders, sorted: the index is the parameter number.
     placeholders: Vec<(u64, u64)>,
+    /// Long enough to nest expressions deeper than drop glue can safely recurse.
+    deep: bool,
+}
+
+/// Statements up to this many bytes cannot nest expressions deep enough to exhaust a stack.
+const SHALLOW_LEN: usize = 4096;
+
+impl Drop for Parsed {
+    fn drop(&mut self) {
+        if self.deep {
+            let stmt = std::mem::replace(
+                &mut self.stmt,
+                Statement::Commit {
+                    chain: false,
+                    end: false,
+                    modifier: None,
+                },
+            );
+            drop_iteratively(stmt);
+        }
+    }
+}
+
+/// Drops a statement without recursing along chains of binary operators (`a AND b AND ...`
+/// is one left-deep tree as deep as the chain is long; the compiler's drop glue would recurse
+/// once per level and overflow the stack).
+fn drop_iteratively(stmt: Statement) {
+    fn detach<V: VisitMut>(v: &mut V, pending: &mut Vec<Expr>) {
+        let _ = sqlparser::ast::visit_expressions_mut(v, |e| {
+            if let Expr::BinaryOp { left, right, .. } = e {
+                pending.push(std::mem::replace(
+                    left.as_mut(),
+                    Expr::value(SqlValue::Null),
+                ));
+                pending.push(std::mem::replace(
+                    right.as_mut(),
+                    Expr::value(SqlValue::Null),
+                ));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+    }
+    let mut pending = Vec::new();
+    let mut stmt = stmt;
+    detach(&mut stmt, &mut pending);
+    drop(stmt);
+    while let Some(mut e) = pending.pop() {
+        detach(&mut e, &mut pending);
+        drop(e);
+    }
 }
 
 impl Parsed {
     pub fn param_count(&self) -> usize {
         self.placeholders.len()
-    }
-
-    /// A statement nested in this one (EXPLAIN's), keeping its placeholder numbering.
-    pub fn wrap(stmt: Statement, outer: &Parsed) -> Parsed {
-        Parsed {
-            stmt,
-            placeholders: outer.placeholders.clone(),
-        }
     }
 
     /// Locations of the placeholders, in parameter order.
@@ -72,7 +114,11 @@ pub fn parse(sql: &str) -> Result<Parsed, String> {
     });
     placeholders.sort_unstable();
     placeholders.dedup();
-    Ok(Parsed { stmt, placeholders })
+    Ok(Parsed {
+        stmt,
+        placeholders,
+        deep: sql.len() > SHALLOW_LEN,
+    })
 }
 
 /// The first tokens of a statement as written (identifiers unquoted), comments and whitespace
@@ -160,6 +206,7 @@ pub fn table_name(name: &ObjectName) -> String {
 
 /// The value of a literal or placeholder expression, as the MySQL value it stands for.
 /// `None` when the expression is not a constant (a column, a function call, ...).
+#[recursive::recursive]
 pub fn literal(expr: &Expr, parsed: &Parsed, params: &[Value]) -> Option<Value> {
     match expr {
         Expr::Value(v) => match &v.value {
