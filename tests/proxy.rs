@@ -941,6 +941,73 @@ async fn transactions_on_one_node() {
     conn.disconnect().await.ok();
 }
 
+#[tokio::test]
+async fn a_transaction_whose_node_connection_dies_is_not_continued_silently() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_txlost"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop(
+        "CREATE TABLE t_txlost (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+    )
+    .await
+    .expect("CREATE TABLE");
+    let k = keys_on_node(&L, 3, 3);
+    let (_p3, mut d3) = direct_conn(c, 3).await;
+
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    conn.query_drop(format!(
+        "INSERT INTO t_txlost (user_id, v) VALUES ({}, 'a')",
+        k[0]
+    ))
+    .await
+    .expect("INSERT in a transaction");
+    // The transaction's own backend connection, as the node sees it.
+    let backend_id: Option<u64> = conn
+        .query_first("SELECT CONNECTION_ID()")
+        .await
+        .expect("CONNECTION_ID()");
+    let backend_id = backend_id.expect("a connection id");
+    d3.query_drop(format!("KILL {backend_id}"))
+        .await
+        .expect("KILL the backend connection");
+    // The next statement fails (its connection is gone) ...
+    assert!(
+        conn.query_drop(format!(
+            "INSERT INTO t_txlost (user_id, v) VALUES ({}, 'b')",
+            k[1]
+        ))
+        .await
+        .is_err(),
+        "a statement on a killed transaction connection succeeded"
+    );
+    // ... and so does every later one, until the client ends the transaction: none may run
+    // outside it in autocommit mode.
+    expect_code(
+        conn.query_drop(format!(
+            "INSERT INTO t_txlost (user_id, v) VALUES ({}, 'c')",
+            k[2]
+        ))
+        .await,
+        1213,
+        "a write after the transaction was lost",
+    );
+    expect_code(
+        conn.query_drop("COMMIT").await,
+        1213,
+        "COMMIT of a lost transaction",
+    );
+    // COMMIT ended it; the session works again, and nothing of the transaction was kept.
+    let rows: Option<i64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM t_txlost WHERE user_id IN ({}, {}, {})",
+            k[0], k[1], k[2]
+        ))
+        .await
+        .expect("count after the lost transaction");
+    assert_eq!(rows, Some(0), "rows of the lost transaction were kept");
+    conn.disconnect().await.ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -38,10 +38,15 @@ const COM_STMT_RESET: u8 = 0x1A;
 const COM_SET_OPTION: u8 = 0x1B;
 const COM_RESET_CONNECTION: u8 = 0x1F;
 
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
 struct Tx {
     begin: String,
     node: Option<usize>,
+    /// The connection it ran on was lost: the node rolled it back. Every statement fails
+    /// until the client ends it, so no later write can silently run outside it.
+    lost: bool,
 }
 
 /// A client's prepared statement.
@@ -185,8 +190,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     /// The whole life of the connection.
     pub async fn run(mut self) -> io::Result<()> {
-        if !self.authenticate().await? {
-            return Ok(());
+        // A client that never finishes the handshake does not hold a task forever.
+        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.authenticate()).await {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => return Ok(()),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Ok(()),
         }
         loop {
             let Some(packet) = self.io.read().await? else {
@@ -399,10 +408,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(slot) = self.conns.get_mut(node) {
             slot.take();
         }
-        if self.tx.as_ref().and_then(|t| t.node) == Some(node) {
+        if let Some(tx) = self.tx.as_mut().filter(|t| t.node == Some(node)) {
+            tx.lost = true;
             warn!(
                 conn = self.conn_id,
-                node, "lost the connection of an open transaction"
+                node, "lost the connection of an open transaction; it was rolled back"
             );
         }
     }
@@ -448,11 +458,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.tx = Some(Tx {
                 begin: "BEGIN".into(),
                 node: None,
+                lost: false,
             });
         }
         let Some(tx) = &self.tx else {
             return Ok(());
         };
+        if tx.lost {
+            return Err(lost_tx());
+        }
         match tx.node {
             Some(n) if n == node => Ok(()),
             Some(n) if read => {
@@ -480,6 +494,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     async fn end_tx(&mut self, commit: bool) -> Outcome {
         let tx = self.tx.take();
+        if tx.as_ref().is_some_and(|t| t.lost) {
+            return if commit { Err(lost_tx()) } else { Ok(()) };
+        }
         if let Some(node) = tx.and_then(|t| t.node) {
             let word = if commit { "COMMIT" } else { "ROLLBACK" };
             self.on_conn(node, |c| Box::pin(c.query_drop(word))).await?;
@@ -496,6 +513,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.tx = Some(Tx {
                     begin: sql,
                     node: None,
+                    lost: false,
                 });
             }
             SessionOp::Commit => self.end_tx(true).await?,
@@ -820,6 +838,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.io.write(&codec::eof(status, 0));
         Ok(())
     }
+}
+
+fn lost_tx() -> MyError {
+    MyError::new(
+        1213,
+        "shardproxy: the connection of this transaction to its node was lost and the node rolled the transaction back; ROLLBACK and retry it",
+    )
 }
 
 /// The node a statement is prepared on (to learn its parameter and column metadata): a node
