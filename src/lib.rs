@@ -6,6 +6,7 @@
 pub mod backend;
 pub mod config;
 pub mod frontend;
+pub mod merge;
 pub mod plan;
 pub mod routing;
 pub mod server;

@@ -603,12 +603,12 @@ async fn refusals_and_fan_out_select() {
         1235,
         "prepared UPDATE of the shard key",
     );
-    // ORDER BY over several nodes needs a merge.
+    // A UNION over several nodes is not merged: refused, never answered wrongly.
     expect_code(
-        conn.query_drop("SELECT user_id, v FROM t_fan ORDER BY user_id")
+        conn.query_drop("SELECT user_id FROM t_fan UNION SELECT user_id + 1 FROM t_fan")
             .await,
         1235,
-        "SELECT ... ORDER BY across nodes",
+        "SELECT ... UNION across nodes",
     );
     // The connection is still usable, and nothing moved.
     let one: Option<i64> = conn.query_first("SELECT 1").await.expect("SELECT 1");
@@ -642,6 +642,35 @@ async fn refusals_and_fan_out_select() {
         "duplicates or missing rows: {got:?}"
     );
     assert_eq!(got.into_iter().collect::<BTreeSet<_>>(), expected);
+    // ORDER BY + LIMIT across nodes: a k-way merge, in text and prepared form.
+    let mut sorted: Vec<i64> = keys.clone();
+    sorted.sort_unstable();
+    let got: Vec<i64> = conn
+        .query("SELECT user_id FROM t_fan ORDER BY user_id DESC LIMIT 3, 5")
+        .await
+        .expect("ordered merge");
+    let want: Vec<i64> = sorted.iter().rev().skip(3).take(5).copied().collect();
+    assert_eq!(got, want);
+    let got: Vec<(i64, String)> = conn
+        .exec(
+            "SELECT user_id, v FROM t_fan ORDER BY v, user_id LIMIT ?, ?",
+            (2, 4),
+        )
+        .await
+        .expect("prepared ordered merge");
+    let mut by_v: Vec<(i64, String)> = expected.iter().cloned().collect();
+    by_v.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    assert_eq!(got, by_v.into_iter().skip(2).take(4).collect::<Vec<_>>());
+    // Aggregates across nodes.
+    let (n, total, lo, hi): (i64, i64, i64, i64) = conn
+        .query_first("SELECT COUNT(*), SUM(user_id), MIN(user_id), MAX(user_id) FROM t_fan")
+        .await
+        .expect("aggregates")
+        .expect("one row");
+    assert_eq!(n as usize, keys.len());
+    assert_eq!(total, keys.iter().sum::<i64>());
+    assert_eq!(lo, sorted[0]);
+    assert_eq!(hi, sorted[sorted.len() - 1]);
     // ORDER BY with the key pinned to one node is fine.
     let mine: Vec<i64> = keys
         .iter()

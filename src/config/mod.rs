@@ -40,6 +40,13 @@ struct RulesFile {
 struct ServerSection {
     listen: String,
     users: Vec<User>,
+    /// Rows a merge may read from the nodes (or hold, when it groups) for one statement.
+    #[serde(default = "default_max_rows")]
+    max_rows_per_statement: u64,
+}
+
+fn default_max_rows() -> u64 {
+    1_000_000
 }
 
 /// An application user the frontend accepts.
@@ -102,6 +109,8 @@ pub struct Topology {
     pub origin: String,
     pub listen: String,
     pub users: Vec<User>,
+    /// Rows a merge may read from the nodes for one statement before it fails.
+    pub max_rows_per_statement: u64,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.
@@ -177,6 +186,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         ))
     })?;
 
+    if file.server.max_rows_per_statement == 0 {
+        return Err(err(
+            "[server] max_rows_per_statement must be at least 1".into()
+        ));
+    }
     if file.server.users.is_empty() {
         return Err(err("[server] users is empty: no client could log in".into()));
     }
@@ -260,6 +274,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         origin: origin.to_string(),
         listen: file.server.listen,
         users: file.server.users,
+        max_rows_per_statement: file.server.max_rows_per_statement,
         nodes,
         default_node,
         tables,

@@ -21,6 +21,7 @@ use super::codec;
 use super::packet::PacketIo;
 use crate::backend::MyError;
 use crate::config::Topology;
+use crate::merge::{MergeSpec, Row};
 use crate::plan::{self, OkMerge, Plan, SessionOp, Target};
 use crate::server::Shared;
 use crate::sql::{self, Parsed};
@@ -571,7 +572,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .await
             }
             Plan::Route(t) => self.single(t, binary, read).await,
-            Plan::Scatter { targets, ok } => self.scatter(targets, ok, binary, read).await,
+            Plan::Scatter { targets, ok, merge } => {
+                self.scatter(targets, ok, merge, binary, read).await
+            }
         }
     }
 
@@ -609,6 +612,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         &mut self,
         targets: Vec<Target>,
         ok: OkMerge,
+        merge: Option<MergeSpec>,
         binary: bool,
         read: bool,
     ) -> Outcome {
@@ -679,21 +683,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .zip(targets.iter())
                 .map(|((_, conn), t)| start(conn, t, binary));
             let results = join_all(starts).await;
-            merge_append(&mut self.io, results, ok, binary, status, &names).await
+            match &merge {
+                None => merge_append(&mut self.io, results, ok, binary, status, &names).await,
+                Some(spec) => {
+                    let cap = self.shared.topology().max_rows_per_statement;
+                    merge_rows(&mut self.io, results, spec, binary, status, cap).await
+                }
+            }
         };
-        let mut broken = Vec::new();
         for (n, c) in taken {
             self.conns[n] = Some(c);
         }
-        if let Err((idx, e)) = &outcome {
-            if MyError::breaks_connection(e) {
-                broken.push(targets[*idx].node);
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(ScatterError::Merge(e)) => Err(e),
+            Err(ScatterError::Node(idx, e)) => {
+                if MyError::breaks_connection(&e) {
+                    self.drop_conn(targets[idx].node);
+                }
+                Err(MyError::from_backend(&names[idx], &e))
             }
         }
-        for n in broken {
-            self.drop_conn(n);
-        }
-        outcome.map_err(|(idx, e)| MyError::from_backend(&names[idx], &e))
     }
 
     async fn prepare(&mut self, sql: String) -> Outcome {
@@ -984,7 +994,7 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
     binary: bool,
     status: StatusFlags,
     _names: &[String],
-) -> Result<(), (usize, mysql_async::Error)> {
+) -> Result<(), ScatterError> {
     let mut ress = Vec::with_capacity(results.len());
     let mut first_err = None;
     for (i, r) in results.into_iter().enumerate() {
@@ -997,11 +1007,11 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
             }
         }
     }
-    if let Some(e) = first_err {
+    if let Some((i, e)) = first_err {
         for (_, res) in ress {
             let _ = res.finish().await;
         }
-        return Err(e);
+        return Err(ScatterError::Node(i, e));
     }
     let columns = ress.iter().find_map(|(_, r)| r.columns());
     match columns {
@@ -1039,8 +1049,8 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
                     }
                 }
             }
-            if let Some(f) = failed {
-                return Err(f);
+            if let Some((i, e)) = failed {
+                return Err(ScatterError::Node(i, e));
             }
             io.write(&codec::eof(status, warnings));
         }
@@ -1073,11 +1083,215 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
                     failed.get_or_insert((i, e));
                 }
             }
-            if let Some(f) = failed {
-                return Err(f);
+            if let Some((i, e)) = failed {
+                return Err(ScatterError::Node(i, e));
             }
             io.write(&codec::ok(affected, last_id, status, warnings, &info));
         }
     }
     Ok(())
+}
+
+/// Why a statement over several nodes failed: a node's error, or the merge's own.
+enum ScatterError {
+    Node(usize, mysql_async::Error),
+    Merge(MyError),
+}
+
+fn merge_error(m: impl Into<String>) -> ScatterError {
+    ScatterError::Merge(MyError::new(1235, m.into()))
+}
+
+/// Reads the next row of node `i`, counting rows read against the statement's cap.
+async fn next_row(
+    res: &mut Res<'_>,
+    i: usize,
+    read: &mut u64,
+    cap: u64,
+) -> Result<Option<Row>, ScatterError> {
+    match res.next().await {
+        Ok(Some(row)) => {
+            *read += 1;
+            if *read > cap {
+                return Err(merge_error(format!(
+                    "shardproxy: this statement would read more than {cap} rows from the nodes (max_rows_per_statement); narrow it or page with a key instead of a deep OFFSET"
+                )));
+            }
+            Ok(Some(row.unwrap_raw()))
+        }
+        Ok(None) => Ok(None),
+        Err(e) => Err(ScatterError::Node(i, e)),
+    }
+}
+
+fn write_values<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    values: &[Option<Value>],
+    cols: &[Column],
+    binary: bool,
+) {
+    io.write_with(|out| {
+        if binary {
+            codec::binary_row(values, cols, out)
+        } else {
+            codec::text_row(values, out)
+        }
+    });
+}
+
+/// Several nodes' answers merged into one: buffered (grouping, DISTINCT) or streamed (a k-way
+/// merge holding one row per node, or an append), then offset and limit, helper columns
+/// removed.
+async fn merge_rows<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    results: Vec<mysql_async::Result<Res<'_>>>,
+    spec: &MergeSpec,
+    binary: bool,
+    status: StatusFlags,
+    cap: u64,
+) -> Result<(), ScatterError> {
+    let mut ress = Vec::with_capacity(results.len());
+    let mut first_err = None;
+    for (i, r) in results.into_iter().enumerate() {
+        match r {
+            Ok(res) => ress.push(res),
+            Err(e) => {
+                first_err.get_or_insert((i, e));
+            }
+        }
+    }
+    if let Some((i, e)) = first_err {
+        for res in ress {
+            let _ = res.finish().await;
+        }
+        return Err(ScatterError::Node(i, e));
+    }
+    let outcome = merge_streams(io, &mut ress, spec, binary, status, cap).await;
+    let mut warnings = 0u16;
+    let mut failed = None;
+    for (i, res) in ress.into_iter().enumerate() {
+        warnings = warnings.saturating_add(res.warnings());
+        if let Err(e) = res.finish().await {
+            failed.get_or_insert(ScatterError::Node(i, e));
+        }
+    }
+    outcome?;
+    if let Some(f) = failed {
+        return Err(f);
+    }
+    io.write(&codec::eof(status, warnings));
+    Ok(())
+}
+
+async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    ress: &mut [Res<'_>],
+    spec: &MergeSpec,
+    binary: bool,
+    status: StatusFlags,
+    cap: u64,
+) -> Result<(), ScatterError> {
+    let Some(cols) = ress.iter().find_map(|r| r.columns()) else {
+        return Err(merge_error(
+            "shardproxy: the nodes returned no result set to merge",
+        ));
+    };
+    let spec = spec.resolve(cols.len());
+    let visible = cols.len().saturating_sub(spec.hidden);
+    let header = |io: &mut PacketIo<S>| {
+        io.write(&codec::column_count(visible));
+        for c in cols.iter().take(visible) {
+            io.write(&codec::column_def(c));
+        }
+        io.write(&codec::eof(status, 0));
+    };
+    let mut read = 0u64;
+    if spec.buffers() {
+        let mut rows = Vec::new();
+        for (i, res) in ress.iter_mut().enumerate() {
+            while let Some(row) = next_row(res, i, &mut read, cap).await? {
+                rows.push(row);
+            }
+        }
+        let cap_rows = usize::try_from(cap).unwrap_or(usize::MAX);
+        let rows = crate::merge::finish_buffered(rows, &spec, &cols, binary, cap_rows)
+            .map_err(|e| merge_error(format!("shardproxy: {}", e.0)))?;
+        header(io);
+        for row in rows {
+            write_values(io, &row[..visible.min(row.len())], &cols, binary);
+            io.maybe_flush()
+                .await
+                .map_err(|e| ScatterError::Node(0, mysql_async::Error::Io(e.into())))?;
+        }
+        return Ok(());
+    }
+    header(io);
+    let mut skip = spec.offset;
+    let mut left = spec.limit.unwrap_or(u64::MAX);
+    if left == 0 {
+        return Ok(());
+    }
+    if spec.order.is_empty() {
+        // Append, node after node.
+        for (i, res) in ress.iter_mut().enumerate() {
+            while let Some(row) = next_row(res, i, &mut read, cap).await? {
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
+                write_values(io, &row[..visible.min(row.len())], &cols, binary);
+                io.maybe_flush()
+                    .await
+                    .map_err(|e| ScatterError::Node(i, mysql_async::Error::Io(e.into())))?;
+                left -= 1;
+                if left == 0 {
+                    return Ok(());
+                }
+            }
+        }
+        return Ok(());
+    }
+    // k-way merge: each node's rows arrive in ORDER BY order; hold one row per node.
+    let classes = crate::merge::classes(&cols);
+    let mut heads: Vec<Option<Row>> = Vec::with_capacity(ress.len());
+    for (i, res) in ress.iter_mut().enumerate() {
+        heads.push(next_row(res, i, &mut read, cap).await?);
+    }
+    loop {
+        let mut best: Option<usize> = None;
+        for (i, h) in heads.iter().enumerate() {
+            let Some(row) = h else { continue };
+            best = match best {
+                Some(b) => match heads[b].as_ref() {
+                    Some(brow)
+                        if crate::merge::cmp_rows(row, brow, &spec.order, &classes)
+                            == std::cmp::Ordering::Less =>
+                    {
+                        Some(i)
+                    }
+                    _ => Some(b),
+                },
+                None => Some(i),
+            };
+        }
+        let Some(i) = best else {
+            return Ok(());
+        };
+        let next = next_row(&mut ress[i], i, &mut read, cap).await?;
+        let Some(row) = std::mem::replace(&mut heads[i], next) else {
+            return Ok(());
+        };
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
+        write_values(io, &row[..visible.min(row.len())], &cols, binary);
+        io.maybe_flush()
+            .await
+            .map_err(|e| ScatterError::Node(i, mysql_async::Error::Io(e.into())))?;
+        left -= 1;
+        if left == 0 {
+            return Ok(());
+        }
+    }
 }

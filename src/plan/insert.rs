@@ -164,6 +164,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     Plan::Scatter {
         targets,
         ok: OkMerge::Sum,
+        merge: None,
     }
 }
 

@@ -2,6 +2,7 @@
 //! Pure: no I/O, unit-tested without a socket.
 
 mod insert;
+mod select;
 mod uses;
 
 use std::fmt;
@@ -12,6 +13,7 @@ use sqlparser::ast::{
 };
 
 use crate::config::{TableRule, Topology};
+use crate::merge::MergeSpec;
 use crate::routing::slot::slot_of;
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::{self, Parsed};
@@ -59,10 +61,12 @@ pub enum SessionOp {
 pub enum Plan {
     /// One node; its answer is the answer.
     Route(Target),
-    /// Several nodes in parallel: result rows appended, OK packets combined.
+    /// Several nodes in parallel: OK packets combined; result rows appended, or merged as
+    /// `merge` says (ordered, aggregated, paginated).
     Scatter {
         targets: Vec<Target>,
         ok: OkMerge,
+        merge: Option<MergeSpec>,
     },
     /// Touches no table: runs where the session ran last (its transaction's node, or the node
     /// that holds its `LAST_INSERT_ID()` and warnings), else on the default node.
@@ -117,10 +121,11 @@ impl fmt::Display for PlanDescription<'_> {
                 writeln!(f, "route: single node")?;
                 target(f, t)
             }
-            Plan::Scatter { targets, ok } => {
-                let how = match ok {
-                    OkMerge::Sum => "rows appended, affected rows summed",
-                    OkMerge::Copies => "same statement on every copy",
+            Plan::Scatter { targets, ok, merge } => {
+                let how = match (merge, ok) {
+                    (Some(m), _) => describe_merge(m),
+                    (None, OkMerge::Sum) => "rows appended, affected rows summed".to_string(),
+                    (None, OkMerge::Copies) => "same statement on every copy".to_string(),
                 };
                 writeln!(f, "route: scatter to {} nodes ({how})", targets.len())?;
                 targets.iter().try_for_each(|t| target(f, t))
@@ -137,6 +142,46 @@ impl fmt::Display for PlanDescription<'_> {
             Plan::Refuse { code, message } => writeln!(f, "refused: ERROR {code}: {message}"),
         }
     }
+}
+
+fn describe_merge(m: &MergeSpec) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = &m.group {
+        parts.push(if g.keys.is_empty() {
+            "aggregates merged".to_string()
+        } else {
+            format!("groups merged on {} key(s)", g.keys.len())
+        });
+    }
+    if m.having.is_some() {
+        parts.push("HAVING after the merge".into());
+    }
+    if m.distinct {
+        parts.push("DISTINCT after the merge".into());
+    }
+    if !m.order.is_empty() {
+        parts.push(if m.buffers() {
+            "sorted after the merge".into()
+        } else {
+            "streaming ordered merge".into()
+        });
+    }
+    if m.offset > 0 || m.limit.is_some() {
+        parts.push(format!(
+            "then skip {} and take {}",
+            m.offset,
+            m.limit
+                .map(|l| l.to_string())
+                .unwrap_or_else(|| "all".into())
+        ));
+    }
+    if m.hidden > 0 {
+        parts.push(format!("{} helper column(s) removed", m.hidden));
+    }
+    if parts.is_empty() {
+        parts.push("rows appended".into());
+    }
+    parts.join(", ")
 }
 
 /// Plans one statement. `parsed` is the parse of `sql` (or the parser's error).
@@ -335,6 +380,7 @@ impl<'a> Planner<'a> {
             many => Plan::Scatter {
                 targets: many.iter().map(|n| self.target(*n)).collect(),
                 ok,
+                merge: None,
             },
         }
     }
@@ -450,18 +496,35 @@ impl<'a> Planner<'a> {
                 names.join(", ")
             ));
         }
-        if let Some(reason) = needs_merge(q) {
-            return refuse(format!(
-                "{reason} over `{}` on several nodes needs a merge that shardproxy does not do yet; pin the shard key `{}` to one node",
-                multi[0].table,
-                self.shard_column(&multi[0].table)
-            ));
-        }
         let nodes = match self.placement(multi[0]) {
             Placement::Nodes(ns) => ns,
             Placement::Anywhere => self.topo.all_nodes(),
         };
-        self.on_nodes(&nodes, OkMerge::Sum)
+        if needs_merge(q).is_none() {
+            return self.on_nodes(&nodes, OkMerge::Sum);
+        }
+        let rewrite = match select::rewrite(q, self.parsed, self.params) {
+            Ok(r) => r,
+            Err(reason) => {
+                return refuse(format!(
+                    "{reason} over `{}` needs a merge that shardproxy cannot do correctly; pin the shard key `{}` to one node",
+                    multi[0].table,
+                    self.shard_column(&multi[0].table)
+                ))
+            }
+        };
+        Plan::Scatter {
+            targets: nodes
+                .iter()
+                .map(|&node| Target {
+                    node,
+                    sql: rewrite.node_sql.clone(),
+                    params: Vec::new(),
+                })
+                .collect(),
+            ok: OkMerge::Sum,
+            merge: Some(rewrite.merge),
+        }
     }
 
     fn shard_column(&self, table: &str) -> String {
@@ -702,7 +765,10 @@ fn needs_merge(q: &Query) -> Option<&'static str> {
         SetExpr::SetOperation { .. } => return Some("UNION / INTERSECT / EXCEPT"),
         _ => return Some("this query form"),
     };
-    if s.distinct.is_some() {
+    if matches!(
+        s.distinct,
+        Some(sqlparser::ast::Distinct::Distinct | sqlparser::ast::Distinct::On(_))
+    ) {
         return Some("DISTINCT");
     }
     match &s.group_by {

@@ -95,16 +95,28 @@ fn scans_fan_out_and_merges_are_refused() {
         .nodes(),
         vec![0, 1]
     );
+    for sql in [
+        "SELECT * FROM t_order ORDER BY order_id",
+        "SELECT * FROM t_order LIMIT 5",
+        "SELECT COUNT(*) FROM t_order",
+        "SELECT status FROM t_order GROUP BY status",
+        "SELECT DISTINCT status FROM t_order",
+    ] {
+        assert!(
+            matches!(plan_of(sql), Plan::Scatter { merge: Some(_), .. }),
+            "{sql}"
+        );
+    }
     for (sql, why) in [
-        ("SELECT * FROM t_order ORDER BY order_id", "ORDER BY"),
-        ("SELECT * FROM t_order LIMIT 5", "LIMIT"),
-        ("SELECT COUNT(*) FROM t_order", "aggregate"),
-        ("SELECT status FROM t_order GROUP BY status", "GROUP BY"),
-        ("SELECT DISTINCT status FROM t_order", "DISTINCT"),
         (
             "SELECT user_id FROM t_order UNION SELECT user_id FROM t_order",
             "UNION",
         ),
+        ("SELECT COUNT(DISTINCT status) FROM t_order", "DISTINCT"),
+        ("SELECT SUM(a) / COUNT(b) FROM t_order", "over aggregate"),
+        ("SELECT GROUP_CONCAT(status) FROM t_order", "GROUP_CONCAT"),
+        ("SELECT status, ROW_NUMBER() OVER () FROM t_order", "window"),
+        ("SELECT * FROM t_order GROUP BY status", "SELECT *"),
     ] {
         let p = plan_of(sql);
         assert!(refused(&p).contains(why), "{sql}: {p:?}");
@@ -138,7 +150,7 @@ fn multi_row_insert_is_split_by_node() {
         "INSERT INTO t_order (order_id, user_id, note) VALUES (1, {a}, 'x\\'y'), (2, {b}, 'b'), (3, {a}, 'c')"
     );
     match plan_of(&sql) {
-        Plan::Scatter { targets, ok } => {
+        Plan::Scatter { targets, ok, .. } => {
             assert_eq!(ok, OkMerge::Sum);
             assert_eq!(targets.len(), 2);
             assert_eq!(targets[0].node, 0);
@@ -213,7 +225,7 @@ fn inserts_need_a_constant_shard_key() {
 #[test]
 fn broadcast_writes_go_everywhere_reporting_one_copy() {
     match plan_of("INSERT INTO t_country (code, name) VALUES ('FR', 'France')") {
-        Plan::Scatter { targets, ok } => {
+        Plan::Scatter { targets, ok, .. } => {
             assert_eq!(ok, OkMerge::Copies);
             assert_eq!(targets.len(), 2);
         }
@@ -347,4 +359,83 @@ fn deeply_nested_conditions_do_not_overflow_the_stack() {
         .join()
         .unwrap();
     assert!(matches!(p, Plan::Refuse { code: 1064, .. }), "{p:?}");
+}
+
+fn merged(sql: &str) -> (String, crate::merge::MergeSpec) {
+    match plan_of(sql) {
+        Plan::Scatter {
+            targets,
+            merge: Some(m),
+            ..
+        } => (targets[0].sql.clone(), m),
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+#[test]
+fn ordered_merges_push_offset_plus_count_to_the_nodes() {
+    let (sql, m) =
+        merged("SELECT order_id, status FROM t_order ORDER BY created DESC, 1 LIMIT 10, 20");
+    assert_eq!(
+        sql,
+        "SELECT order_id, status, created AS __sp_h0 FROM t_order ORDER BY created DESC, 1 LIMIT 30"
+    );
+    assert_eq!(m.hidden, 1);
+    assert_eq!(
+        m.order,
+        vec![
+            crate::merge::SortKey {
+                index: 2,
+                desc: true
+            },
+            crate::merge::SortKey {
+                index: 0,
+                desc: false
+            }
+        ]
+    );
+    assert_eq!((m.offset, m.limit), (10, Some(20)));
+    let (sql, m) = merged("SELECT * FROM t_order ORDER BY order_id LIMIT 5 OFFSET 2");
+    assert_eq!(
+        sql,
+        "SELECT *, order_id AS __sp_h0 FROM t_order ORDER BY order_id LIMIT 7"
+    );
+    assert!(m.from_end);
+    let p = plan_with(
+        "SELECT order_id FROM t_order WHERE status = ? ORDER BY order_id LIMIT ?, ?",
+        &[Value::Bytes(b"a\\b".to_vec()), Value::Int(1), Value::Int(2)],
+    );
+    match p {
+        Plan::Scatter { targets, .. } => assert_eq!(
+            targets[0].sql,
+            "SELECT order_id FROM t_order WHERE status = 'a\\\\b' ORDER BY order_id LIMIT 3"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn aggregates_are_rewritten_for_the_merge() {
+    use crate::merge::AggFn;
+    let (sql, m) = merged(
+        "SELECT status, COUNT(*) AS c, AVG(amount) FROM t_order GROUP BY status HAVING c > 1 ORDER BY c DESC LIMIT 3",
+    );
+    assert_eq!(
+        sql,
+        "SELECT status, COUNT(*) AS c, AVG(amount), SUM(amount) AS __sp_h0, COUNT(amount) AS __sp_h1 FROM t_order GROUP BY status"
+    );
+    let g = m.group.unwrap();
+    assert_eq!(g.keys, vec![0]);
+    assert_eq!(
+        g.columns,
+        vec![
+            AggFn::First,
+            AggFn::Count,
+            AggFn::Avg { sum: 3, count: 4 },
+            AggFn::Sum,
+            AggFn::Count
+        ]
+    );
+    assert!(m.having.is_some());
+    assert_eq!(m.limit, Some(3));
 }

@@ -1,0 +1,520 @@
+//! Merging the partial results of a statement that ran on several nodes into the answer one
+//! MySQL server holding all the rows would give. Pure functions over rows; the session feeds
+//! them from the nodes' result streams.
+
+pub mod value;
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use mysql_common::constants::ColumnType;
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+use value::{class_of, compare, key_of, num_of, Class, Dec, Num};
+
+/// A row as read from a node: one value per column, `None` for NULL.
+pub type Row = Vec<Option<Value>>;
+
+/// One ORDER BY key: a column of the node rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub index: usize,
+    pub desc: bool,
+}
+
+/// How one column of the node rows is re-aggregated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AggFn {
+    /// A group key, or a plain column: the first value seen.
+    First,
+    Count,
+    Sum,
+    Min,
+    Max,
+    /// AVG: the column itself holds each node's average (kept for its type); the merged value
+    /// is the sum of column `sum` over the sum of column `count`.
+    Avg {
+        sum: usize,
+        count: usize,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grouping {
+    /// Columns whose values form the group (empty: one group, as for `SELECT COUNT(*)`).
+    pub keys: Vec<usize>,
+    /// One entry per node-row column.
+    pub columns: Vec<AggFn>,
+}
+
+/// A HAVING condition over merged rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cond {
+    Col(usize),
+    Num(Num),
+    Str(Vec<u8>),
+    Null,
+    Cmp(CmpOp, Box<Cond>, Box<Cond>),
+    Arith(ArithOp, Box<Cond>, Box<Cond>),
+    And(Box<Cond>, Box<Cond>),
+    Or(Box<Cond>, Box<Cond>),
+    Not(Box<Cond>),
+    IsNull(Box<Cond>, bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmpOp {
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// Everything the merge does after the nodes answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MergeSpec {
+    /// Trailing columns added for the merge (sort keys, AVG's parts), removed before the
+    /// client sees the rows.
+    pub hidden: usize,
+    /// `SELECT *`: the number of visible columns is known only from the nodes' answer, so
+    /// column indexes count from the first hidden column.
+    pub from_end: bool,
+    pub group: Option<Grouping>,
+    pub having: Option<Cond>,
+    /// SELECT DISTINCT: identical visible rows (by the columns' collations) appear once.
+    pub distinct: bool,
+    pub order: Vec<SortKey>,
+    pub offset: u64,
+    pub limit: Option<u64>,
+}
+
+impl MergeSpec {
+    /// Must every row be held in memory (grouping, DISTINCT), or can rows stream?
+    pub fn buffers(&self) -> bool {
+        self.group.is_some() || self.distinct
+    }
+
+    /// The spec with column indexes made absolute for rows of `ncols` columns.
+    pub fn resolve(&self, ncols: usize) -> MergeSpec {
+        let mut m = self.clone();
+        if m.from_end {
+            let base = ncols.saturating_sub(m.hidden);
+            for k in &mut m.order {
+                k.index += base;
+            }
+            m.from_end = false;
+        }
+        m
+    }
+}
+
+/// A merge that cannot be completed correctly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeError(pub String);
+
+/// Per-column comparison classes.
+pub fn classes(cols: &[Column]) -> Vec<Class> {
+    cols.iter().map(class_of).collect()
+}
+
+pub fn cmp_rows(a: &Row, b: &Row, order: &[SortKey], classes: &[Class]) -> Ordering {
+    for k in order {
+        let class = classes
+            .get(k.index)
+            .copied()
+            .unwrap_or(Class::Binary { pad: false });
+        let o = compare(
+            a.get(k.index).unwrap_or(&None),
+            b.get(k.index).unwrap_or(&None),
+            class,
+        );
+        let o = if k.desc { o.reverse() } else { o };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    Ordering::Equal
+}
+
+fn row_key(row: &Row, cols: &[usize], classes: &[Class]) -> Vec<u8> {
+    let mut k = Vec::new();
+    for &i in cols {
+        let class = classes
+            .get(i)
+            .copied()
+            .unwrap_or(Class::Binary { pad: false });
+        let part = key_of(row.get(i).unwrap_or(&None), class);
+        k.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        k.extend_from_slice(&part);
+    }
+    k
+}
+
+/// Accumulated state of one group.
+struct Acc {
+    row: Row,
+    nums: Vec<Option<Num>>,
+}
+
+fn as_num(v: &Option<Value>, class: Class) -> Option<Num> {
+    v.as_ref()
+        .filter(|v| **v != Value::NULL)
+        .and_then(|v| num_of(v, class))
+}
+
+/// Re-aggregates node rows group by group. Rows are the nodes' partial results (each node
+/// grouped its own rows); the output has one row per group, in first-seen order.
+pub fn aggregate(
+    rows: impl IntoIterator<Item = Row>,
+    g: &Grouping,
+    cols: &[Column],
+    binary: bool,
+    cap: usize,
+) -> Result<Vec<Row>, MergeError> {
+    let classes = classes(cols);
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut groups: Vec<Acc> = Vec::new();
+    for row in rows {
+        let key = row_key(&row, &g.keys, &classes);
+        let gi = match index.get(&key) {
+            Some(i) => *i,
+            None => {
+                if groups.len() >= cap {
+                    return Err(MergeError(format!(
+                        "more than {cap} groups to merge in memory (max_rows_per_statement)"
+                    )));
+                }
+                let nums = row
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| as_num(v, classes.get(i).copied().unwrap_or(Class::Float)))
+                    .collect();
+                index.insert(key, groups.len());
+                groups.push(Acc { row, nums });
+                continue;
+            }
+        };
+        let acc = &mut groups[gi];
+        for (i, f) in g.columns.iter().enumerate() {
+            let class = classes.get(i).copied().unwrap_or(Class::Float);
+            let v = row.get(i).cloned().unwrap_or(None);
+            match f {
+                AggFn::First | AggFn::Avg { .. } => {}
+                AggFn::Count | AggFn::Sum => {
+                    let n = as_num(&v, class);
+                    acc.nums[i] = match (acc.nums[i], n) {
+                        (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| {
+                            MergeError("a SUM or COUNT overflowed while merging".into())
+                        })?),
+                        (a, b) => a.or(b),
+                    };
+                }
+                AggFn::Min | AggFn::Max => {
+                    let better = match (&acc.row[i], &v) {
+                        (_, None) => false,
+                        (None, Some(x)) => *x != Value::NULL,
+                        (Some(Value::NULL), Some(x)) => *x != Value::NULL,
+                        (cur, new) => {
+                            let o = compare(new, cur, class);
+                            if *f == AggFn::Min {
+                                o == Ordering::Less
+                            } else {
+                                o == Ordering::Greater
+                            }
+                        }
+                    };
+                    if better {
+                        acc.row[i] = v;
+                    }
+                }
+            }
+        }
+    }
+    // Finalise: sums and counts from their accumulators, averages from their parts.
+    let mut out = Vec::with_capacity(groups.len());
+    for mut acc in groups {
+        for (i, f) in g.columns.iter().enumerate() {
+            let col = &cols[i];
+            match f {
+                AggFn::Count | AggFn::Sum => {
+                    acc.row[i] = acc.nums[i].map(|n| encode_num(n, col, binary));
+                }
+                AggFn::Avg { sum, count } => {
+                    let total = acc.nums.get(*sum).copied().flatten();
+                    let n = match acc.nums.get(*count).copied().flatten() {
+                        Some(Num::Int(n)) => n,
+                        _ => 0,
+                    };
+                    acc.row[i] = match total {
+                        Some(_) if n == 0 => None,
+                        None => None,
+                        Some(t) => Some(avg(t, n, col, binary)?),
+                    };
+                }
+                _ => {}
+            }
+        }
+        out.push(acc.row);
+    }
+    Ok(out)
+}
+
+fn avg(total: Num, n: i128, col: &Column, binary: bool) -> Result<Value, MergeError> {
+    match class_of(col) {
+        Class::Float => Ok(encode_num(
+            Num::Float(total.to_f64() / n as f64),
+            col,
+            binary,
+        )),
+        _ => {
+            let d = match total {
+                Num::Int(i) => Dec::from_int(i),
+                Num::Dec(d) => d,
+                Num::Float(f) => return Ok(encode_num(Num::Float(f / n as f64), col, binary)),
+            };
+            let scale = u32::from(col.decimals());
+            let q = d
+                .div_round(n, scale)
+                .ok_or_else(|| MergeError("an AVG overflowed while merging".into()))?;
+            Ok(encode_num(Num::Dec(q), col, binary))
+        }
+    }
+}
+
+/// MySQL's text for a DOUBLE.
+pub fn format_float(f: f64) -> String {
+    if f != 0.0 && (f.abs() >= 1e15 || f.abs() < 1e-4) {
+        format!("{f:e}")
+    } else {
+        format!("{f}")
+    }
+}
+
+/// A merged number in the column's type, in the protocol the client reads.
+fn encode_num(n: Num, col: &Column, binary: bool) -> Value {
+    let ty = col.column_type();
+    let is_int_col = matches!(
+        ty,
+        ColumnType::MYSQL_TYPE_TINY
+            | ColumnType::MYSQL_TYPE_SHORT
+            | ColumnType::MYSQL_TYPE_INT24
+            | ColumnType::MYSQL_TYPE_LONG
+            | ColumnType::MYSQL_TYPE_LONGLONG
+    );
+    let is_float_col = matches!(
+        ty,
+        ColumnType::MYSQL_TYPE_DOUBLE | ColumnType::MYSQL_TYPE_FLOAT
+    );
+    if binary {
+        if is_int_col {
+            return match n {
+                Num::Int(i) => i64::try_from(i)
+                    .map(Value::Int)
+                    .unwrap_or_else(|_| Value::UInt(u64::try_from(i).unwrap_or(u64::MAX))),
+                other => Value::Int(other.to_f64() as i64),
+            };
+        }
+        if is_float_col {
+            return Value::Double(n.to_f64());
+        }
+    }
+    let dec = u32::from(col.decimals());
+    let text = if is_float_col {
+        format_float(n.to_f64())
+    } else {
+        match n {
+            Num::Int(i) if dec > 0 && !is_int_col => Dec::from_int(i).format(dec),
+            Num::Int(i) => i.to_string(),
+            Num::Dec(d) => d.format(dec),
+            Num::Float(f) => format_float(f),
+        }
+    };
+    Value::Bytes(text.into_bytes())
+}
+
+/// Keeps the first of rows equal on `cols`.
+pub fn distinct(rows: Vec<Row>, cols: &[usize], classes: &[Class]) -> Vec<Row> {
+    let mut seen = std::collections::HashSet::new();
+    rows.into_iter()
+        .filter(|r| seen.insert(row_key(r, cols, classes)))
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum CVal {
+    Null,
+    Num(Num),
+    Str(Vec<u8>),
+}
+
+fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
+    match c {
+        Cond::Col(i) => match row.get(*i).cloned().flatten() {
+            None | Some(Value::NULL) => CVal::Null,
+            Some(v) => {
+                let class = classes.get(*i).copied().unwrap_or(Class::Float);
+                match class {
+                    Class::Integer | Class::Decimal | Class::Float => {
+                        num_of(&v, class).map(CVal::Num).unwrap_or(CVal::Null)
+                    }
+                    _ => match v {
+                        Value::Bytes(b) => CVal::Str(b),
+                        other => {
+                            CVal::Str(crate::routing::slot::text_form(&other).unwrap_or_default())
+                        }
+                    },
+                }
+            }
+        },
+        Cond::Num(n) => CVal::Num(*n),
+        Cond::Str(s) => CVal::Str(s.clone()),
+        Cond::Null => CVal::Null,
+        Cond::Arith(op, a, b) => {
+            let (CVal::Num(x), CVal::Num(y)) =
+                (to_num(eval(a, row, classes)), to_num(eval(b, row, classes)))
+            else {
+                return CVal::Null;
+            };
+            let (x, y) = (x.to_f64(), y.to_f64());
+            let r = match op {
+                ArithOp::Add => x + y,
+                ArithOp::Sub => x - y,
+                ArithOp::Mul => x * y,
+                ArithOp::Div if y == 0.0 => return CVal::Null,
+                ArithOp::Div => x / y,
+            };
+            CVal::Num(Num::Float(r))
+        }
+        Cond::Cmp(op, a, b) => {
+            let (x, y) = (eval(a, row, classes), eval(b, row, classes));
+            let o = match (&x, &y) {
+                (CVal::Null, _) | (_, CVal::Null) => return CVal::Null,
+                (CVal::Str(p), CVal::Str(q)) => value::fold(&String::from_utf8_lossy(p))
+                    .trim_end()
+                    .cmp(value::fold(&String::from_utf8_lossy(q)).trim_end()),
+                _ => match (to_num(x), to_num(y)) {
+                    (CVal::Num(p), CVal::Num(q)) => p.compare(q),
+                    _ => return CVal::Null,
+                },
+            };
+            let t = match op {
+                CmpOp::Eq => o == Ordering::Equal,
+                CmpOp::NotEq => o != Ordering::Equal,
+                CmpOp::Lt => o == Ordering::Less,
+                CmpOp::LtEq => o != Ordering::Greater,
+                CmpOp::Gt => o == Ordering::Greater,
+                CmpOp::GtEq => o != Ordering::Less,
+            };
+            CVal::Num(Num::Int(i128::from(t)))
+        }
+        Cond::And(a, b) => match (truth(&eval(a, row, classes)), truth(&eval(b, row, classes))) {
+            (Some(false), _) | (_, Some(false)) => CVal::Num(Num::Int(0)),
+            (Some(true), Some(true)) => CVal::Num(Num::Int(1)),
+            _ => CVal::Null,
+        },
+        Cond::Or(a, b) => match (truth(&eval(a, row, classes)), truth(&eval(b, row, classes))) {
+            (Some(true), _) | (_, Some(true)) => CVal::Num(Num::Int(1)),
+            (Some(false), Some(false)) => CVal::Num(Num::Int(0)),
+            _ => CVal::Null,
+        },
+        Cond::Not(a) => match truth(&eval(a, row, classes)) {
+            Some(t) => CVal::Num(Num::Int(i128::from(!t))),
+            None => CVal::Null,
+        },
+        Cond::IsNull(a, negated) => {
+            let is_null = eval(a, row, classes) == CVal::Null;
+            CVal::Num(Num::Int(i128::from(is_null != *negated)))
+        }
+    }
+}
+
+fn to_num(v: CVal) -> CVal {
+    match v {
+        CVal::Str(s) => {
+            let text = String::from_utf8_lossy(&s);
+            num_of(&Value::Bytes(text.trim().as_bytes().to_vec()), Class::Float)
+                .map(CVal::Num)
+                .unwrap_or(CVal::Num(Num::Int(0)))
+        }
+        other => other,
+    }
+}
+
+fn truth(v: &CVal) -> Option<bool> {
+    match v {
+        CVal::Null => None,
+        CVal::Num(n) => Some(n.to_f64() != 0.0),
+        CVal::Str(_) => match to_num(v.clone()) {
+            CVal::Num(n) => Some(n.to_f64() != 0.0),
+            _ => None,
+        },
+    }
+}
+
+/// Does the merged row satisfy HAVING?
+pub fn having(c: &Cond, row: &Row, classes: &[Class]) -> bool {
+    truth(&eval(c, row, classes)) == Some(true)
+}
+
+/// Everything after the rows are in memory: aggregate, HAVING, DISTINCT, sort, offset/limit.
+pub fn finish_buffered(
+    rows: Vec<Row>,
+    spec: &MergeSpec,
+    cols: &[Column],
+    binary: bool,
+    cap: usize,
+) -> Result<Vec<Row>, MergeError> {
+    let classes = classes(cols);
+    let visible = cols.len().saturating_sub(spec.hidden);
+    let mut rows = match &spec.group {
+        Some(g) => aggregate(rows, g, cols, binary, cap)?,
+        None => rows,
+    };
+    if let Some(h) = &spec.having {
+        rows.retain(|r| having(h, r, &classes));
+    }
+    if spec.distinct {
+        rows = distinct(rows, &(0..visible).collect::<Vec<_>>(), &classes);
+    }
+    let order: Vec<SortKey> = if spec.order.is_empty() {
+        // MariaDB returns GROUP BY results sorted by the group keys.
+        spec.group
+            .as_ref()
+            .map(|g| {
+                g.keys
+                    .iter()
+                    .map(|&index| SortKey { index, desc: false })
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        spec.order.clone()
+    };
+    if !order.is_empty() {
+        rows.sort_by(|a, b| cmp_rows(a, b, &order, &classes));
+    }
+    let start = usize::try_from(spec.offset)
+        .unwrap_or(usize::MAX)
+        .min(rows.len());
+    let end = match spec.limit {
+        Some(l) => start
+            .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
+            .min(rows.len()),
+        None => rows.len(),
+    };
+    Ok(rows.drain(start..end).collect())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,482 @@
+//! Values as MySQL compares and adds them: numbers numerically (DECIMAL exactly), strings by
+//! the column's collation, NULL first.
+
+use std::cmp::Ordering;
+
+use mysql_common::collations::{Collation, CollationId};
+use mysql_common::constants::ColumnType;
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+/// An exact decimal: `mantissa / 10^scale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dec {
+    pub mantissa: i128,
+    pub scale: u32,
+}
+
+const MAX_SCALE: u32 = 30;
+
+impl Dec {
+    pub fn parse(s: &str) -> Option<Dec> {
+        let s = s.trim();
+        let (neg, digits) = match s.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, s.strip_prefix('+').unwrap_or(s)),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        if int.is_empty() && frac.is_empty() {
+            return None;
+        }
+        if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let mut m: i128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            m = m.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+        }
+        let scale = u32::try_from(frac.len()).ok()?;
+        Some(Dec {
+            mantissa: if neg { -m } else { m },
+            scale,
+        })
+    }
+
+    pub fn from_int(i: i128) -> Dec {
+        Dec {
+            mantissa: i,
+            scale: 0,
+        }
+    }
+
+    fn rescale(self, scale: u32) -> Option<Dec> {
+        if scale < self.scale {
+            return None;
+        }
+        let f = 10i128.checked_pow(scale - self.scale)?;
+        Some(Dec {
+            mantissa: self.mantissa.checked_mul(f)?,
+            scale,
+        })
+    }
+
+    pub fn checked_add(self, o: Dec) -> Option<Dec> {
+        let scale = self.scale.max(o.scale);
+        let a = self.rescale(scale)?;
+        let b = o.rescale(scale)?;
+        Some(Dec {
+            mantissa: a.mantissa.checked_add(b.mantissa)?,
+            scale,
+        })
+    }
+
+    pub fn compare(self, o: Dec) -> Ordering {
+        let scale = self.scale.max(o.scale);
+        match (self.rescale(scale), o.rescale(scale)) {
+            (Some(a), Some(b)) => a.mantissa.cmp(&b.mantissa),
+            _ => self.to_f64().total_cmp(&o.to_f64()),
+        }
+    }
+
+    pub fn to_f64(self) -> f64 {
+        self.mantissa as f64 / 10f64.powi(self.scale as i32)
+    }
+
+    /// `self / n` rounded half away from zero to `scale` decimals, as MySQL's AVG.
+    pub fn div_round(self, n: i128, scale: u32) -> Option<Dec> {
+        if n == 0 {
+            return None;
+        }
+        let scale = scale.min(MAX_SCALE);
+        // mantissa * 10^(scale - self.scale + 1) / n, then round the extra digit.
+        let extra = (scale + 1).checked_sub(self.scale);
+        let (num, den) = match extra {
+            Some(e) => (self.mantissa.checked_mul(10i128.checked_pow(e)?)?, n),
+            None => (
+                self.mantissa,
+                n.checked_mul(10i128.checked_pow(self.scale - scale - 1)?)?,
+            ),
+        };
+        let q = num / den;
+        let rounded = if q >= 0 { (q + 5) / 10 } else { (q - 5) / 10 };
+        Some(Dec {
+            mantissa: rounded,
+            scale,
+        })
+    }
+
+    /// The text MySQL prints for this value with exactly `scale` decimals.
+    pub fn format(self, scale: u32) -> String {
+        let d = match self.rescale(scale) {
+            Some(d) => d,
+            None => self.div_round(1, scale).unwrap_or(self),
+        };
+        let neg = d.mantissa < 0;
+        let digits = d.mantissa.unsigned_abs().to_string();
+        let s = d.scale as usize;
+        let body = if s == 0 {
+            digits
+        } else if digits.len() > s {
+            format!(
+                "{}.{}",
+                &digits[..digits.len() - s],
+                &digits[digits.len() - s..]
+            )
+        } else {
+            format!("0.{}{}", "0".repeat(s - digits.len()), digits)
+        };
+        if neg {
+            format!("-{body}")
+        } else {
+            body
+        }
+    }
+}
+
+/// A number as it takes part in comparisons and sums.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Num {
+    Int(i128),
+    Dec(Dec),
+    Float(f64),
+}
+
+impl Num {
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Num::Int(i) => i as f64,
+            Num::Dec(d) => d.to_f64(),
+            Num::Float(f) => f,
+        }
+    }
+
+    fn to_dec(self) -> Option<Dec> {
+        match self {
+            Num::Int(i) => Some(Dec::from_int(i)),
+            Num::Dec(d) => Some(d),
+            Num::Float(_) => None,
+        }
+    }
+
+    pub fn compare(self, o: Num) -> Ordering {
+        match (self, o) {
+            (Num::Int(a), Num::Int(b)) => a.cmp(&b),
+            (Num::Float(_), _) | (_, Num::Float(_)) => self.to_f64().total_cmp(&o.to_f64()),
+            (a, b) => match (a.to_dec(), b.to_dec()) {
+                (Some(x), Some(y)) => x.compare(y),
+                _ => a.to_f64().total_cmp(&b.to_f64()),
+            },
+        }
+    }
+
+    /// Exact for integers and decimals (`None` on overflow), IEEE for floats.
+    pub fn checked_add(self, o: Num) -> Option<Num> {
+        match (self, o) {
+            (Num::Int(a), Num::Int(b)) => a.checked_add(b).map(Num::Int),
+            (Num::Float(_), _) | (_, Num::Float(_)) => Some(Num::Float(self.to_f64() + o.to_f64())),
+            (a, b) => a.to_dec()?.checked_add(b.to_dec()?).map(Num::Dec),
+        }
+    }
+}
+
+/// How a column's values compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Integer,
+    Decimal,
+    Float,
+    /// Strings compared byte by byte (binary strings and `_bin` collations).
+    Binary {
+        pad: bool,
+    },
+    /// Strings compared case- and accent-insensitively (`_ci` collations).
+    Folded {
+        pad: bool,
+    },
+    /// Dates and times: their text forms order correctly.
+    Temporal,
+}
+
+pub fn class_of(col: &Column) -> Class {
+    use ColumnType::*;
+    match col.column_type() {
+        MYSQL_TYPE_TINY | MYSQL_TYPE_SHORT | MYSQL_TYPE_INT24 | MYSQL_TYPE_LONG
+        | MYSQL_TYPE_LONGLONG | MYSQL_TYPE_YEAR | MYSQL_TYPE_BIT => Class::Integer,
+        MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => Class::Decimal,
+        MYSQL_TYPE_FLOAT | MYSQL_TYPE_DOUBLE => Class::Float,
+        MYSQL_TYPE_DATE
+        | MYSQL_TYPE_DATETIME
+        | MYSQL_TYPE_TIMESTAMP
+        | MYSQL_TYPE_NEWDATE
+        | MYSQL_TYPE_TIME
+        | MYSQL_TYPE_DATETIME2
+        | MYSQL_TYPE_TIMESTAMP2
+        | MYSQL_TYPE_TIME2 => Class::Temporal,
+        _ => {
+            let id = col.character_set();
+            if id == 63 {
+                return Class::Binary { pad: false };
+            }
+            let c = Collation::resolve(CollationId::from(id));
+            let name = c.collation();
+            let pad = !name.contains("nopad");
+            if name.ends_with("_bin")
+                || name.ends_with("_cs")
+                || c.id() == CollationId::UNKNOWN_COLLATION_ID
+            {
+                Class::Binary { pad }
+            } else {
+                Class::Folded { pad }
+            }
+        }
+    }
+}
+
+/// The number a value stands for in a numeric column.
+pub fn num_of(v: &Value, class: Class) -> Option<Num> {
+    match v {
+        Value::Int(i) => Some(Num::Int(i128::from(*i))),
+        Value::UInt(u) => Some(Num::Int(i128::from(*u))),
+        Value::Float(f) => Some(Num::Float(f64::from(*f))),
+        Value::Double(d) => Some(Num::Float(*d)),
+        Value::Bytes(b) => {
+            let s = std::str::from_utf8(b).ok()?;
+            match class {
+                Class::Integer => s.trim().parse::<i128>().ok().map(Num::Int),
+                Class::Decimal => Dec::parse(s).map(Num::Dec),
+                Class::Float => s.trim().parse::<f64>().ok().map(Num::Float),
+                _ => s
+                    .trim()
+                    .parse::<i128>()
+                    .ok()
+                    .map(Num::Int)
+                    .or_else(|| Dec::parse(s).map(Num::Dec))
+                    .or_else(|| s.trim().parse::<f64>().ok().map(Num::Float)),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Accent- and case-folded form of a string under a `_ci` collation (utf8mb4_general_ci's
+/// weights for Latin letters: `a` = `A` = `á` = `Ä`).
+pub fn fold(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let base = match c {
+            'À'..='Å' | 'à'..='å' => 'a',
+            'Ç' | 'ç' => 'c',
+            'È'..='Ë' | 'è'..='ë' => 'e',
+            'Ì'..='Ï' | 'ì'..='ï' => 'i',
+            'Ñ' | 'ñ' => 'n',
+            'Ò'..='Ö' | 'ò'..='ö' | 'Ø' | 'ø' => 'o',
+            'Ù'..='Ü' | 'ù'..='ü' => 'u',
+            'Ý' | 'ý' | 'ÿ' => 'y',
+            'ß' => 's',
+            other => other,
+        };
+        out.extend(base.to_lowercase());
+    }
+    out
+}
+
+fn bytes_of(v: &Value) -> std::borrow::Cow<'_, [u8]> {
+    match v {
+        Value::Bytes(b) => std::borrow::Cow::Borrowed(b.as_slice()),
+        other => {
+            std::borrow::Cow::Owned(crate::routing::slot::text_form(other).unwrap_or_default())
+        }
+    }
+}
+
+fn trim_pad(b: &[u8]) -> &[u8] {
+    let mut end = b.len();
+    while end > 0 && b[end - 1] == b' ' {
+        end -= 1;
+    }
+    &b[..end]
+}
+
+/// A key under which equal values (by the column's comparison) are identical: for grouping
+/// and DISTINCT.
+pub fn key_of(v: &Option<Value>, class: Class) -> Vec<u8> {
+    let Some(v) = v.as_ref().filter(|v| **v != Value::NULL) else {
+        return vec![0];
+    };
+    let mut out = vec![1];
+    match class {
+        Class::Integer | Class::Decimal | Class::Float => match num_of(v, class) {
+            // Normalise so 1.50 and 1.5 (or 2 and 2.0) group together.
+            Some(Num::Int(i)) => out.extend_from_slice(format!("i{i}").as_bytes()),
+            Some(Num::Dec(d)) => {
+                let mut m = d.mantissa;
+                let mut s = d.scale;
+                while s > 0 && m % 10 == 0 {
+                    m /= 10;
+                    s -= 1;
+                }
+                if s == 0 {
+                    out.extend_from_slice(format!("i{m}").as_bytes());
+                } else {
+                    out.extend_from_slice(format!("d{m}e{s}").as_bytes());
+                }
+            }
+            Some(Num::Float(f)) => out.extend_from_slice(format!("f{f:?}").as_bytes()),
+            None => out.extend_from_slice(&bytes_of(v)),
+        },
+        Class::Binary { pad } => {
+            let b = bytes_of(v);
+            out.extend_from_slice(if pad { trim_pad(&b) } else { &b });
+        }
+        Class::Folded { pad } => {
+            let b = bytes_of(v);
+            let b = if pad { trim_pad(&b) } else { &b[..] };
+            out.extend_from_slice(fold(&String::from_utf8_lossy(b)).as_bytes());
+        }
+        Class::Temporal => out.extend_from_slice(&bytes_of(v)),
+    }
+    out
+}
+
+/// Compares two values of one column as MySQL orders them (NULL first).
+pub fn compare(a: &Option<Value>, b: &Option<Value>, class: Class) -> Ordering {
+    let a = a.as_ref().filter(|v| **v != Value::NULL);
+    let b = b.as_ref().filter(|v| **v != Value::NULL);
+    match (a, b) {
+        (None, None) => Ordering::Equal,
+        (None, Some(_)) => Ordering::Less,
+        (Some(_), None) => Ordering::Greater,
+        (Some(x), Some(y)) => match class {
+            Class::Integer | Class::Decimal | Class::Float => {
+                match (num_of(x, class), num_of(y, class)) {
+                    (Some(p), Some(q)) => p.compare(q),
+                    _ => bytes_of(x).cmp(&bytes_of(y)),
+                }
+            }
+            Class::Binary { pad } => {
+                let (p, q) = (bytes_of(x), bytes_of(y));
+                if pad {
+                    trim_pad(&p).cmp(trim_pad(&q))
+                } else {
+                    p.cmp(&q)
+                }
+            }
+            Class::Folded { pad } => {
+                let (p, q) = (bytes_of(x), bytes_of(y));
+                let (p, q) = if pad {
+                    (trim_pad(&p), trim_pad(&q))
+                } else {
+                    (&p[..], &q[..])
+                };
+                fold(&String::from_utf8_lossy(p)).cmp(&fold(&String::from_utf8_lossy(q)))
+            }
+            Class::Temporal => match (x, y) {
+                (Value::Date(..) | Value::Time(..), Value::Date(..) | Value::Time(..)) => {
+                    temporal_tuple(x).cmp(&temporal_tuple(y))
+                }
+                _ => bytes_of(x).cmp(&bytes_of(y)),
+            },
+        },
+    }
+}
+
+fn temporal_tuple(v: &Value) -> (i64, i64, i64) {
+    match v {
+        Value::Date(y, mo, d, h, mi, s, us) => (
+            i64::from(*y) * 10_000 + i64::from(*mo) * 100 + i64::from(*d),
+            i64::from(*h) * 10_000 + i64::from(*mi) * 100 + i64::from(*s),
+            i64::from(*us),
+        ),
+        Value::Time(neg, days, h, m, s, us) => {
+            let secs =
+                ((i64::from(*days) * 24 + i64::from(*h)) * 60 + i64::from(*m)) * 60 + i64::from(*s);
+            let sign = if *neg { -1 } else { 1 };
+            (0, sign * secs, sign * i64::from(*us))
+        }
+        _ => (0, 0, 0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Option<Value> {
+        Some(Value::Bytes(s.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn decimals_are_exact() {
+        let a = Dec::parse("0.10").unwrap();
+        let c = Dec::parse("-0.3").unwrap();
+        assert_eq!(
+            a.checked_add(Dec::parse("0.2").unwrap()).unwrap().format(2),
+            "0.30"
+        );
+        assert_eq!(a.checked_add(c).unwrap().format(3), "-0.200");
+        assert_eq!(
+            Dec::parse("10").unwrap().div_round(3, 4).unwrap().format(4),
+            "3.3333"
+        );
+        assert_eq!(
+            Dec::parse("2").unwrap().div_round(3, 4).unwrap().format(4),
+            "0.6667"
+        );
+        assert_eq!(
+            Dec::parse("-2").unwrap().div_round(3, 4).unwrap().format(4),
+            "-0.6667"
+        );
+        assert_eq!(
+            Dec::parse("5.125")
+                .unwrap()
+                .div_round(1, 2)
+                .unwrap()
+                .format(2),
+            "5.13"
+        );
+        assert_eq!(
+            Dec::parse("1.5").unwrap().compare(Dec::parse("1.50").unwrap()),
+            Ordering::Equal
+        );
+        assert!(Dec::parse("abc").is_none());
+    }
+
+    #[test]
+    fn numbers_compare_numerically() {
+        assert_eq!(
+            compare(&b("10"), &b("9"), Class::Integer),
+            Ordering::Greater
+        );
+        assert_eq!(
+            compare(&b("-1.5"), &b("-1.25"), Class::Decimal),
+            Ordering::Less
+        );
+        assert_eq!(
+            compare(&b("1e3"), &b("999.5"), Class::Float),
+            Ordering::Greater
+        );
+        assert_eq!(compare(&None, &b("-100"), Class::Integer), Ordering::Less);
+        assert_eq!(
+            compare(&Some(Value::NULL), &None, Class::Integer),
+            Ordering::Equal
+        );
+    }
+
+    #[test]
+    fn strings_follow_the_collation() {
+        let ci = Class::Folded { pad: true };
+        assert_eq!(compare(&b("abc"), &b("ABC"), ci), Ordering::Equal);
+        assert_eq!(compare(&b("abc "), &b("ABC"), ci), Ordering::Equal);
+        assert_eq!(compare(&b("Ábc"), &b("abd"), ci), Ordering::Less);
+        assert_eq!(compare(&b("B"), &b("a"), ci), Ordering::Greater);
+        let bin = Class::Binary { pad: false };
+        assert_eq!(compare(&b("B"), &b("a"), bin), Ordering::Less);
+        assert_eq!(key_of(&b("abc"), ci), key_of(&b("AbC  "), ci));
+        assert_ne!(key_of(&b("abc"), bin), key_of(&b("AbC"), bin));
+        assert_eq!(
+            key_of(&b("1.50"), Class::Decimal),
+            key_of(&b("1.5"), Class::Decimal)
+        );
+        assert_ne!(key_of(&None, ci), key_of(&b(""), ci));
+    }
+}

@@ -1,0 +1,472 @@
+//! A SELECT whose rows come from several nodes: the SQL each node runs (with the columns the
+//! merge needs added at the end) and the [`MergeSpec`] that turns the nodes' partial results
+//! into the one answer.
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    BinaryOperator, Distinct, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
+    FunctionArguments, GroupByExpr, Ident, LimitClause, OrderByKind, OrderBySort, Query, Select,
+    SelectItem, SetExpr, UnaryOperator, Value as SqlValue,
+};
+
+use crate::merge::value::{Dec, Num};
+use crate::merge::{AggFn, ArithOp, CmpOp, Cond, Grouping, MergeSpec, SortKey};
+use crate::sql::{literal, Parsed};
+
+/// The node query and the merge, or why it cannot be merged correctly.
+pub struct Rewrite {
+    pub node_sql: String,
+    pub merge: MergeSpec,
+}
+
+const AGGS: &[&str] = &["COUNT", "SUM", "MIN", "MAX", "AVG"];
+const OTHER_AGGS: &[&str] = &[
+    "GROUP_CONCAT",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+    "STD",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+    "JSON_ARRAYAGG",
+    "JSON_OBJECTAGG",
+];
+
+fn func_name(f: &Function) -> String {
+    crate::sql::table_name(&f.name).to_ascii_uppercase()
+}
+
+/// Normalised text of an expression, to find "the same expression" in two places.
+fn norm(e: &Expr) -> String {
+    e.to_string().replace('`', "").to_ascii_lowercase()
+}
+
+/// A plain `COUNT(*)`, `COUNT(x)`, `SUM(x)`, `MIN(x)`, `MAX(x)` or `AVG(x)` call: its name
+/// and argument (`None` for `*`).
+fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
+    let Expr::Function(f) = e else {
+        return Ok(None);
+    };
+    let name = func_name(f);
+    if f.over.is_some() {
+        return Err(format!("window function {name}() over several nodes"));
+    }
+    if OTHER_AGGS.contains(&name.as_str()) {
+        return Err(format!("{name}() over several nodes"));
+    }
+    if !AGGS.contains(&name.as_str()) {
+        return Ok(None);
+    }
+    let FunctionArguments::List(list) = &f.args else {
+        return Err(format!("{name}() with this argument form"));
+    };
+    if matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct)) {
+        return Err(format!("{name}(DISTINCT ...) over several nodes"));
+    }
+    if f.filter.is_some() || !list.clauses.is_empty() || list.args.len() != 1 {
+        return Err(format!("{name}() with this argument form"));
+    }
+    match &list.args[0] {
+        FunctionArg::Unnamed(FunctionArgExpr::Wildcard) if name == "COUNT" => {
+            Ok(Some((name, None)))
+        }
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) => {
+            if contains_agg(a) {
+                return Err("nested aggregate functions".into());
+            }
+            Ok(Some((name, Some(a.clone()))))
+        }
+        _ => Err(format!("{name}() with this argument form")),
+    }
+}
+
+/// Does the expression call an aggregate (outside subqueries)?
+fn contains_agg(e: &Expr) -> bool {
+    let mut depth = 0usize;
+    let mut found = false;
+    struct V<'a> {
+        depth: &'a mut usize,
+        found: &'a mut bool,
+    }
+    impl sqlparser::ast::Visitor for V<'_> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
+            *self.depth += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
+            *self.depth -= 1;
+            std::ops::ControlFlow::Continue(())
+        }
+        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
+            if *self.depth == 0 {
+                if let Expr::Function(f) = e {
+                    let n = func_name(f);
+                    if f.over.is_some()
+                        || AGGS.contains(&n.as_str())
+                        || OTHER_AGGS.contains(&n.as_str())
+                    {
+                        *self.found = true;
+                        return std::ops::ControlFlow::Break(());
+                    }
+                }
+            }
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let _ = sqlparser::ast::Visit::visit(
+        e,
+        &mut V {
+            depth: &mut depth,
+            found: &mut found,
+        },
+    );
+    found
+}
+
+struct Builder<'a> {
+    parsed: &'a Parsed,
+    params: &'a [Value],
+    /// Projection items: expression (None for a wildcard) and alias.
+    items: Vec<(Option<Expr>, Option<String>)>,
+    hidden: Vec<Expr>,
+    columns: Vec<AggFn>,
+    grouping: bool,
+    wildcard: bool,
+}
+
+impl Builder<'_> {
+    fn visible(&self) -> usize {
+        self.items.len()
+    }
+
+    /// The column index of an expression the client wrote in ORDER BY / GROUP BY / HAVING:
+    /// a position, an alias, the same expression as a select item, or a new hidden column.
+    fn column_of(&mut self, e: &Expr, positional: bool) -> Result<usize, String> {
+        if positional {
+            if let Some(Value::Int(n)) = literal(e, self.parsed, self.params) {
+                if self.wildcard {
+                    return Err("a column position together with SELECT *".into());
+                }
+                return usize::try_from(n - 1)
+                    .ok()
+                    .filter(|i| *i < self.visible())
+                    .ok_or_else(|| format!("unknown column position {n}"));
+            }
+        }
+        if let Expr::Identifier(id) = e {
+            if let Some(i) = self.items.iter().position(|(_, a)| {
+                a.as_deref()
+                    .is_some_and(|a| a.eq_ignore_ascii_case(&id.value))
+            }) {
+                return Ok(i);
+            }
+        }
+        let n = norm(e);
+        if let Some(i) = self
+            .items
+            .iter()
+            .position(|(x, _)| x.as_ref().is_some_and(|x| norm(x) == n))
+        {
+            return Ok(i);
+        }
+        if let Some(i) = self.hidden.iter().position(|x| norm(x) == n) {
+            return Ok(self.visible() + i);
+        }
+        let f = match agg_call(e)? {
+            Some((name, arg)) => self.agg_fn(&name, arg)?,
+            None if contains_agg(e) => {
+                return Err("an expression over aggregates in ORDER BY / HAVING".into())
+            }
+            None => AggFn::First,
+        };
+        Ok(self.add_hidden(e.clone(), f))
+    }
+
+    fn add_hidden(&mut self, e: Expr, f: AggFn) -> usize {
+        self.hidden.push(e);
+        self.columns.push(f);
+        self.visible() + self.hidden.len() - 1
+    }
+
+    fn agg_fn(&mut self, name: &str, arg: Option<Expr>) -> Result<AggFn, String> {
+        Ok(match name {
+            "COUNT" => AggFn::Count,
+            "SUM" => AggFn::Sum,
+            "MIN" => AggFn::Min,
+            "MAX" => AggFn::Max,
+            "AVG" => {
+                let arg = arg.ok_or("AVG(*)")?;
+                let sum = self.add_hidden(call("SUM", arg.clone()), AggFn::Sum);
+                let count = self.add_hidden(call("COUNT", arg), AggFn::Count);
+                AggFn::Avg { sum, count }
+            }
+            other => return Err(format!("{other}() over several nodes")),
+        })
+    }
+
+    fn cond(&mut self, e: &Expr) -> Result<Cond, String> {
+        Ok(match e {
+            Expr::Nested(x) => self.cond(x)?,
+            Expr::BinaryOp { left, op, right } => {
+                let (l, r) = (Box::new(self.cond(left)?), Box::new(self.cond(right)?));
+                match op {
+                    BinaryOperator::And => Cond::And(l, r),
+                    BinaryOperator::Or => Cond::Or(l, r),
+                    BinaryOperator::Eq => Cond::Cmp(CmpOp::Eq, l, r),
+                    BinaryOperator::NotEq => Cond::Cmp(CmpOp::NotEq, l, r),
+                    BinaryOperator::Lt => Cond::Cmp(CmpOp::Lt, l, r),
+                    BinaryOperator::LtEq => Cond::Cmp(CmpOp::LtEq, l, r),
+                    BinaryOperator::Gt => Cond::Cmp(CmpOp::Gt, l, r),
+                    BinaryOperator::GtEq => Cond::Cmp(CmpOp::GtEq, l, r),
+                    BinaryOperator::Plus => Cond::Arith(ArithOp::Add, l, r),
+                    BinaryOperator::Minus => Cond::Arith(ArithOp::Sub, l, r),
+                    BinaryOperator::Multiply => Cond::Arith(ArithOp::Mul, l, r),
+                    BinaryOperator::Divide => Cond::Arith(ArithOp::Div, l, r),
+                    other => return Err(format!("operator {other} in HAVING over several nodes")),
+                }
+            }
+            Expr::UnaryOp {
+                op: UnaryOperator::Not,
+                expr,
+            } => Cond::Not(Box::new(self.cond(expr)?)),
+            Expr::IsNull(x) => Cond::IsNull(Box::new(self.cond(x)?), false),
+            Expr::IsNotNull(x) => Cond::IsNull(Box::new(self.cond(x)?), true),
+            other => match literal(other, self.parsed, self.params) {
+                Some(Value::NULL) => Cond::Null,
+                Some(Value::Int(i)) => Cond::Num(Num::Int(i128::from(i))),
+                Some(Value::UInt(u)) => Cond::Num(Num::Int(i128::from(u))),
+                Some(Value::Double(d)) => Cond::Num(Num::Float(d)),
+                Some(Value::Bytes(b)) => match other {
+                    Expr::Value(v) if matches!(v.value, SqlValue::Number(..)) => {
+                        let s = String::from_utf8_lossy(&b);
+                        Dec::parse(&s)
+                            .map(|d| Cond::Num(Num::Dec(d)))
+                            .ok_or("a number in HAVING")?
+                    }
+                    _ => Cond::Str(b),
+                },
+                Some(_) => return Err("a literal of this kind in HAVING".into()),
+                None => Cond::Col(self.column_of(other, false)?),
+            },
+        })
+    }
+}
+
+fn call(name: &str, arg: Expr) -> Expr {
+    Expr::Function(Function {
+        name: sqlparser::ast::ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
+            duplicate_treatment: None,
+            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn count_value(e: &Expr, parsed: &Parsed, params: &[Value]) -> Result<u64, String> {
+    match literal(e, parsed, params) {
+        Some(Value::Int(i)) if i >= 0 => Ok(i as u64),
+        Some(Value::UInt(u)) => Ok(u),
+        Some(Value::Bytes(b)) => String::from_utf8_lossy(&b)
+            .trim()
+            .parse()
+            .map_err(|_| "LIMIT takes integers".to_string()),
+        _ => Err("LIMIT takes integers".into()),
+    }
+}
+
+/// Plans the merge of a SELECT over several nodes; `Err` says why it cannot be merged.
+pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, String> {
+    let SetExpr::Select(s) = q.body.as_ref() else {
+        return Err(match q.body.as_ref() {
+            SetExpr::SetOperation { .. } => "UNION / INTERSECT / EXCEPT over several nodes".into(),
+            _ => "this query form over several nodes".into(),
+        });
+    };
+    if q.with.is_some() || q.fetch.is_some() || s.into.is_some() {
+        return Err("WITH / FETCH / SELECT INTO over several nodes".into());
+    }
+    if s.select_modifiers
+        .as_ref()
+        .is_some_and(|m| m.sql_calc_found_rows)
+    {
+        return Err("SQL_CALC_FOUND_ROWS over several nodes".into());
+    }
+    let distinct = match &s.distinct {
+        None | Some(Distinct::All) => false,
+        Some(Distinct::Distinct) => true,
+        Some(_) => return Err("DISTINCT ON over several nodes".into()),
+    };
+    let group_exprs: Vec<Expr> = match &s.group_by {
+        GroupByExpr::Expressions(e, m) if m.is_empty() => e.clone(),
+        _ => return Err("GROUP BY ALL / WITH ROLLUP over several nodes".into()),
+    };
+
+    let mut b = Builder {
+        parsed,
+        params,
+        items: Vec::new(),
+        hidden: Vec::new(),
+        columns: Vec::new(),
+        grouping: false,
+        wildcard: false,
+    };
+    // Select items: which are aggregates.
+    let mut item_aggs: Vec<Option<(String, Option<Expr>)>> = Vec::new();
+    for item in &s.projection {
+        match item {
+            SelectItem::UnnamedExpr(e) => {
+                b.items.push((Some(e.clone()), None));
+                item_aggs.push(agg_call(e)?);
+            }
+            SelectItem::ExprWithAlias { expr, alias } => {
+                b.items
+                    .push((Some(expr.clone()), Some(alias.value.clone())));
+                item_aggs.push(agg_call(expr)?);
+            }
+            SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => {
+                b.wildcard = true;
+                b.items.push((None, None));
+                item_aggs.push(None);
+            }
+            _ => return Err("this select item form over several nodes".into()),
+        }
+    }
+    for ((e, _), a) in b.items.iter().zip(&item_aggs) {
+        if a.is_none() && e.as_ref().is_some_and(contains_agg) {
+            return Err("an expression over aggregate functions (e.g. SUM(a) / COUNT(b)) over several nodes".into());
+        }
+    }
+    b.grouping = !group_exprs.is_empty() || item_aggs.iter().any(Option::is_some);
+    if b.wildcard && (b.grouping || distinct || b.items.len() > 1 && s.having.is_some()) {
+        return Err("SELECT * with GROUP BY, aggregates or DISTINCT over several nodes".into());
+    }
+    if b.wildcard && b.items.len() > 1 {
+        return Err("SELECT * mixed with other select items over several nodes".into());
+    }
+    if b.wildcard {
+        // Column count unknown until the nodes answer: hidden columns are counted from the end.
+        b.items.clear();
+    }
+    b.columns = vec![AggFn::First; b.items.len()];
+    for (i, a) in item_aggs.into_iter().enumerate() {
+        if let Some((name, arg)) = a {
+            b.columns[i] = b.agg_fn(&name, arg)?;
+        }
+    }
+    let mut keys = Vec::new();
+    for g in &group_exprs {
+        keys.push(b.column_of(g, true)?);
+    }
+    let having = match &s.having {
+        Some(h) if b.grouping => Some(b.cond(h)?),
+        Some(_) => return Err("HAVING without GROUP BY over several nodes".into()),
+        None => None,
+    };
+    let mut order = Vec::new();
+    if let Some(ob) = &q.order_by {
+        let OrderByKind::Expressions(exprs) = &ob.kind else {
+            return Err("ORDER BY ALL over several nodes".into());
+        };
+        if ob.interpolate.is_some() {
+            return Err("ORDER BY ... INTERPOLATE".into());
+        }
+        for o in exprs {
+            if o.options.nulls_first.is_some() || o.with_fill.is_some() {
+                return Err("NULLS FIRST / LAST or WITH FILL".into());
+            }
+            let desc = match o.options.sort {
+                None | Some(OrderBySort::Asc) => false,
+                Some(OrderBySort::Desc) => true,
+                Some(_) => return Err("this ORDER BY form".into()),
+            };
+            let index = b.column_of(&o.expr, true)?;
+            order.push(SortKey { index, desc });
+        }
+    }
+    let (offset, limit) = match &q.limit_clause {
+        None => (0, None),
+        Some(LimitClause::LimitOffset {
+            limit,
+            offset,
+            limit_by,
+        }) => {
+            if !limit_by.is_empty() {
+                return Err("LIMIT BY".into());
+            }
+            let off = match offset {
+                Some(o) => count_value(&o.value, parsed, params)?,
+                None => 0,
+            };
+            let lim = match limit {
+                Some(l) => Some(count_value(l, parsed, params)?),
+                None => None,
+            };
+            (off, lim)
+        }
+        Some(LimitClause::OffsetCommaLimit { offset, limit }) => (
+            count_value(offset, parsed, params)?,
+            Some(count_value(limit, parsed, params)?),
+        ),
+    };
+
+    let merge = MergeSpec {
+        hidden: b.hidden.len(),
+        from_end: b.wildcard,
+        group: b.grouping.then(|| Grouping {
+            keys: keys.clone(),
+            columns: b.columns.clone(),
+        }),
+        having,
+        distinct,
+        order,
+        offset,
+        limit,
+    };
+    let node_sql = node_query(q, s, &b, &merge)?;
+    Ok(Rewrite { node_sql, merge })
+}
+
+/// The SQL each node runs: the client's SELECT with the hidden columns appended, HAVING
+/// removed when groups are merged, and LIMIT covering offset + count (no offset).
+fn node_query(q: &Query, s: &Select, b: &Builder<'_>, m: &MergeSpec) -> Result<String, String> {
+    let mut sel = s.clone();
+    for (i, e) in b.hidden.iter().enumerate() {
+        sel.projection.push(SelectItem::ExprWithAlias {
+            expr: e.clone(),
+            alias: Ident::new(format!("__sp_h{i}")),
+        });
+    }
+    if m.group.is_some() {
+        sel.having = None;
+    }
+    let mut nq = q.clone();
+    *nq.body = SetExpr::Select(Box::new(sel));
+    if m.buffers() {
+        nq.order_by = None;
+        nq.limit_clause = None;
+    } else if let Some(l) = m.limit {
+        let n = m.offset.checked_add(l).ok_or("LIMIT overflows")?;
+        nq.limit_clause = Some(LimitClause::LimitOffset {
+            limit: Some(Expr::value(SqlValue::Number(n.to_string(), false))),
+            offset: None,
+            limit_by: vec![],
+        });
+    } else if m.offset > 0 {
+        nq.limit_clause = None;
+    }
+    crate::sql::inline_params(&mut nq, b.parsed, b.params);
+    crate::sql::sanitize_literals(&mut nq);
+    Ok(nq.to_string())
+}
