@@ -435,7 +435,9 @@ mod tests {
             "5.13"
         );
         assert_eq!(
-            Dec::parse("1.5").unwrap().compare(Dec::parse("1.50").unwrap()),
+            Dec::parse("1.5")
+                .unwrap()
+                .compare(Dec::parse("1.50").unwrap()),
             Ordering::Equal
         );
         assert!(Dec::parse("abc").is_none());

@@ -469,7 +469,7 @@ impl<'a> Planner<'a> {
     }
 
     fn select(&self, q: &Query) -> Plan {
-        let uses = collect_uses(self.stmt, self);
+        let (uses, links) = uses::collect_linked(self.stmt, self);
         if uses.is_empty() {
             return self.sticky();
         }
@@ -478,28 +478,36 @@ impl<'a> Planner<'a> {
             Ok(None) => return self.on(self.broadcast_read_node()),
             Err(_) => {}
         }
-        // Rows from several nodes: only a plain scan of one sharded table (with broadcast
-        // tables) can be answered by appending the nodes' results.
-        let multi: Vec<&Use> = uses
-            .iter()
-            .filter(|u| !matches!(self.placement(u), Placement::Anywhere))
+        // Rows from several nodes: one sharded table (with broadcast tables), or tables
+        // sharded alike and joined on their shard keys (each node joins its own rows).
+        let multi: Vec<usize> = (0..uses.len())
+            .filter(|&i| !matches!(self.placement(&uses[i]), Placement::Anywhere))
             .collect();
         if multi.len() != 1 && matches!(q.body.as_ref(), SetExpr::SetOperation { .. }) {
             return refuse(
                 "UNION / INTERSECT / EXCEPT over tables on several nodes needs a merge that shardproxy does not do yet",
             );
         }
-        if multi.len() != 1 {
-            let names: Vec<&str> = multi.iter().map(|u| u.table.as_str()).collect();
-            return refuse(format!(
-                "this query needs rows of {} from different nodes (a join or subquery across shards); shardproxy cannot merge it yet",
-                names.join(", ")
-            ));
-        }
-        let nodes = match self.placement(multi[0]) {
-            Placement::Nodes(ns) => ns,
-            Placement::Anywhere => self.topo.all_nodes(),
+        let nodes = match multi.as_slice() {
+            [one] => match self.placement(&uses[*one]) {
+                Placement::Nodes(ns) => ns,
+                Placement::Anywhere => self.topo.all_nodes(),
+            },
+            _ => match self.colocated(&uses, &links, &multi) {
+                Some(ns) => ns,
+                None => {
+                    let names: Vec<&str> = multi.iter().map(|&i| uses[i].table.as_str()).collect();
+                    return refuse(format!(
+                        "this query needs rows of {} from different nodes (a join or subquery across shards that is not on equal shard keys of tables sharded alike); shardproxy cannot run it",
+                        names.join(", ")
+                    ));
+                }
+            },
         };
+        let first = &uses[multi[0]];
+        if nodes.len() == 1 {
+            return self.on(nodes[0]);
+        }
         if needs_merge(q).is_none() {
             return self.on_nodes(&nodes, OkMerge::Sum);
         }
@@ -508,8 +516,8 @@ impl<'a> Planner<'a> {
             Err(reason) => {
                 return refuse(format!(
                     "{reason} over `{}` needs a merge that shardproxy cannot do correctly; pin the shard key `{}` to one node",
-                    multi[0].table,
-                    self.shard_column(&multi[0].table)
+                    first.table,
+                    self.shard_column(&first.table)
                 ))
             }
         };
@@ -525,6 +533,60 @@ impl<'a> Planner<'a> {
             ok: OkMerge::Sum,
             merge: Some(rewrite.merge),
         }
+    }
+
+    /// Nodes for a query over several sharded tables, when that is correct: all use the same
+    /// slot map and the query equates their shard keys, so matching rows sit on one node.
+    fn colocated(
+        &self,
+        uses: &[Use],
+        links: &[(usize, usize)],
+        multi: &[usize],
+    ) -> Option<Vec<usize>> {
+        let Some(TableRule::HashSlot { map, .. }) = self.topo.table(&uses[multi[0]].table) else {
+            return None;
+        };
+        for &i in multi {
+            match self.topo.table(&uses[i].table) {
+                Some(TableRule::HashSlot { map: m, .. }) if m == map => {}
+                _ => return None,
+            }
+        }
+        let mut parent: Vec<usize> = (0..uses.len()).collect();
+        fn root(p: &mut [usize], mut i: usize) -> usize {
+            while p[i] != i {
+                p[i] = p[p[i]];
+                i = p[i];
+            }
+            i
+        }
+        for &(a, b) in links {
+            if a < parent.len() && b < parent.len() {
+                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                parent[ra] = rb;
+            }
+        }
+        let r0 = root(&mut parent, multi[0]);
+        if multi.iter().any(|&i| root(&mut parent, i) != r0) {
+            return None;
+        }
+        let rule = self.topo.table(&uses[multi[0]].table)?;
+        let mut nodes: Option<Vec<usize>> = None;
+        for &i in multi {
+            if let Some(keys) = &uses[i].keys {
+                let ns = self.nodes_for_keys(rule, Some(keys));
+                nodes = Some(match nodes {
+                    None => ns,
+                    Some(prev) => prev.into_iter().filter(|n| ns.contains(n)).collect(),
+                });
+            }
+        }
+        let all = map.nodes();
+        Some(match nodes {
+            None => all,
+            Some(ns) if ns.is_empty() => all.into_iter().take(1).collect(),
+            Some(ns) => ns,
+        })
     }
 
     fn shard_column(&self, table: &str) -> String {
@@ -728,7 +790,11 @@ impl<'a> Planner<'a> {
         }
         let uses: Vec<Use> = names
             .into_iter()
-            .map(|table| Use { table, keys: None })
+            .map(|table| Use {
+                table,
+                alias: None,
+                keys: None,
+            })
             .collect();
         if let Some(u) = uses.iter().find(|u| {
             matches!(

@@ -439,3 +439,33 @@ fn aggregates_are_rewritten_for_the_merge() {
     assert!(m.having.is_some());
     assert_eq!(m.limit, Some(3));
 }
+
+#[test]
+fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
+    let (a, _) = keys_on_both();
+    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.user_id AND o.order_id = i.order_id");
+    assert!(
+        matches!(&p, Plan::Scatter { targets, merge: None, .. } if targets.len() == 2),
+        "{p:?}"
+    );
+    let p = plan_of("SELECT * FROM t_order JOIN t_item USING (user_id)");
+    assert!(
+        matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2),
+        "{p:?}"
+    );
+    // One side pinned: the join runs whole on that node.
+    let p = plan_of(&format!(
+        "SELECT * FROM t_order o LEFT JOIN t_item i ON i.user_id = o.user_id WHERE o.user_id = {a}"
+    ));
+    assert_eq!(p.nodes(), vec![0]);
+    // A correlated subquery on the shard key is co-located too.
+    let p = plan_of(
+        "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.user_id) ORDER BY o.order_id LIMIT 3",
+    );
+    assert!(matches!(&p, Plan::Scatter { merge: Some(_), .. }), "{p:?}");
+    // Not on the shard keys: refused.
+    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
+    assert!(refused(&p).contains("different nodes"));
+    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.order_id");
+    assert!(refused(&p).contains("different nodes"));
+}

@@ -4,7 +4,8 @@ use std::ops::ControlFlow;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    Expr, ObjectName, Select, SelectItem, Statement, TableFactor, Visit, Visitor,
+    BinaryOperator, Expr, JoinConstraint, JoinOperator, ObjectName, Select, SelectItem, Statement,
+    TableFactor, Visit, Visitor,
 };
 
 use super::Planner;
@@ -16,6 +17,8 @@ use crate::sql::table_name;
 pub struct Use {
     /// Lower-cased table name.
     pub table: String,
+    /// The alias it goes by in the query.
+    pub alias: Option<String>,
     /// The key values its WHERE pins (`None`: any row).
     pub keys: Option<Vec<Value>>,
 }
@@ -43,8 +46,63 @@ struct Collector<'p, 'a> {
     planner: &'p Planner<'a>,
     /// Uses seen in a SELECT's FROM, with keys from that SELECT's WHERE.
     keyed: Vec<Use>,
+    /// Pairs of `keyed` uses whose shard keys a join or WHERE equates (`o.user_id = i.user_id`).
+    links: Vec<(usize, usize)>,
     /// Every relation name the statement mentions.
     all: Vec<String>,
+}
+
+impl Collector<'_, '_> {
+    /// The latest use (innermost scope) whose shard key this qualified column names.
+    fn key_use(&self, e: &Expr) -> Option<usize> {
+        if !matches!(e, Expr::CompoundIdentifier(_)) {
+            return None;
+        }
+        self.keyed.iter().enumerate().rev().find_map(|(i, u)| {
+            let (k, _) = self.planner.key_column(&u.table, u.alias.as_deref())?;
+            k.matches(e).then_some(i)
+        })
+    }
+
+    fn find_use(&self, table: &str, alias: Option<&str>) -> Option<usize> {
+        self.keyed
+            .iter()
+            .rposition(|u| u.table == table && u.alias.as_deref() == alias)
+    }
+}
+
+fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
+    use JoinOperator::*;
+    match op {
+        Join(c) | Inner(c) | Left(c) | LeftOuter(c) | Right(c) | RightOuter(c) | FullOuter(c)
+        | Semi(c) | LeftSemi(c) | RightSemi(c) | Anti(c) | LeftAnti(c) | RightAnti(c)
+        | StraightJoin(c) => Some(c),
+        _ => None,
+    }
+}
+
+/// The `a = b` conjuncts of an AND tree.
+fn equalities<'e>(e: &'e Expr, out: &mut Vec<(&'e Expr, &'e Expr)>) {
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Nested(x) => stack.push(x),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                stack.push(left);
+                stack.push(right);
+            }
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::Eq,
+                right,
+            } => out.push((left, right)),
+            _ => {}
+        }
+    }
 }
 
 impl Visitor for Collector<'_, '_> {
@@ -67,8 +125,54 @@ impl Visitor for Collector<'_, '_> {
                                     self.planner.params,
                                 )
                             });
-                    self.keyed.push(Use { table, keys });
+                    self.keyed.push(Use { table, alias, keys });
                 }
+            }
+        }
+        // Equalities between shard keys, in WHERE and in JOIN ... ON / USING.
+        let mut eqs: Vec<(&Expr, &Expr)> = Vec::new();
+        if let Some(w) = &select.selection {
+            equalities(w, &mut eqs);
+        }
+        for twj in &select.from {
+            for j in &twj.joins {
+                if let Some(JoinConstraint::On(on)) = join_constraint(&j.join_operator) {
+                    equalities(on, &mut eqs);
+                }
+            }
+        }
+        for (l, r) in eqs {
+            if let (Some(a), Some(b)) = (self.key_use(l), self.key_use(r)) {
+                if a != b {
+                    self.links.push((a, b));
+                }
+            }
+        }
+        // JOIN ... USING (shard_key): the joined table with the tables before it.
+        for twj in &select.from {
+            let mut before: Vec<usize> = Vec::new();
+            let names = std::iter::once((&twj.relation, None)).chain(
+                twj.joins
+                    .iter()
+                    .map(|j| (&j.relation, join_constraint(&j.join_operator))),
+            );
+            for (f, constraint) in names {
+                let Some((table, alias)) = factor_name(f) else {
+                    continue;
+                };
+                let Some(me) = self.find_use(&table, alias.as_deref()) else {
+                    continue;
+                };
+                if let Some(JoinConstraint::Using(cols)) = constraint {
+                    if let Some((k, _)) = self.planner.key_column(&table, alias.as_deref()) {
+                        if cols.iter().any(|c| table_name(c) == k.column) {
+                            for &b in &before {
+                                self.links.push((me, b));
+                            }
+                        }
+                    }
+                }
+                before.push(me);
             }
         }
         ControlFlow::Continue(())
@@ -83,9 +187,15 @@ impl Visitor for Collector<'_, '_> {
 /// Every table reference of the statement; those in a SELECT's FROM carry the keys of that
 /// SELECT's WHERE, the others (write targets, names outside a FROM) carry none.
 pub fn collect_uses(stmt: &Statement, planner: &Planner<'_>) -> Vec<Use> {
+    collect_linked(stmt, planner).0
+}
+
+/// [`collect_uses`], with the pairs of uses whose shard keys the query equates.
+pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec<(usize, usize)>) {
     let mut c = Collector {
         planner,
         keyed: Vec::new(),
+        links: Vec::new(),
         all: Vec::new(),
     };
     let _ = stmt.visit(&mut c);
@@ -97,11 +207,12 @@ pub fn collect_uses(stmt: &Statement, planner: &Planner<'_>) -> Vec<Use> {
         } else {
             uses.push(Use {
                 table: name,
+                alias: None,
                 keys: None,
             });
         }
     }
-    uses
+    (uses, c.links)
 }
 
 /// The uses other than the first one of `table` (the write target itself).
