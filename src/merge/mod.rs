@@ -24,7 +24,7 @@ pub struct SortKey {
 }
 
 /// How one column of the node rows is re-aggregated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum AggFn {
     /// A group key, or a plain column: the first value seen.
     First,
@@ -38,9 +38,12 @@ pub enum AggFn {
         sum: usize,
         count: usize,
     },
+    /// An expression over aggregates (`SUM(a) / COUNT(b)`), computed from other merged
+    /// columns; the column itself holds each node's value and gives the result type.
+    Expr(Cond),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Grouping {
     /// Columns whose values form the group (empty: one group, as for `SELECT COUNT(*)`).
     pub keys: Vec<usize>,
@@ -210,7 +213,7 @@ pub fn aggregate(
             let class = classes.get(i).copied().unwrap_or(Class::Float);
             let v = row.get(i).cloned().unwrap_or(None);
             match f {
-                AggFn::First | AggFn::Avg { .. } => {}
+                AggFn::First | AggFn::Avg { .. } | AggFn::Expr(_) => {}
                 AggFn::Count | AggFn::Sum => {
                     let n = as_num(&v, class);
                     acc.nums[i] = match (acc.nums[i], n) {
@@ -263,6 +266,16 @@ pub fn aggregate(
                     };
                 }
                 _ => {}
+            }
+        }
+        // Expressions over aggregates, from the merged values.
+        for (i, f) in g.columns.iter().enumerate() {
+            if let AggFn::Expr(c) = f {
+                acc.row[i] = match eval(c, &acc.row, &classes) {
+                    CVal::Num(n) => Some(encode_num(n, &cols[i], binary)),
+                    CVal::Str(s) => Some(Value::Bytes(s)),
+                    CVal::Null => None,
+                };
             }
         }
         out.push(acc.row);
@@ -386,15 +399,13 @@ fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
             else {
                 return CVal::Null;
             };
-            let (x, y) = (x.to_f64(), y.to_f64());
-            let r = match op {
-                ArithOp::Add => x + y,
-                ArithOp::Sub => x - y,
-                ArithOp::Mul => x * y,
-                ArithOp::Div if y == 0.0 => return CVal::Null,
-                ArithOp::Div => x / y,
+            let op = match op {
+                ArithOp::Add => '+',
+                ArithOp::Sub => '-',
+                ArithOp::Mul => '*',
+                ArithOp::Div => '/',
             };
-            CVal::Num(Num::Float(r))
+            x.arith(op, y).map(CVal::Num).unwrap_or(CVal::Null)
         }
         Cond::Cmp(op, a, b) => {
             let (x, y) = (eval(a, row, classes), eval(b, row, classes));

@@ -82,6 +82,39 @@ impl Dec {
         self.mantissa as f64 / 10f64.powi(self.scale as i32)
     }
 
+    /// `self / o` as MySQL divides decimals: the dividend's scale plus
+    /// `div_precision_increment` (4) digits, rounded half away from zero. `None` when `o` is 0
+    /// (SQL NULL) or on overflow.
+    pub fn div(self, o: Dec) -> Option<Dec> {
+        if o.mantissa == 0 {
+            return None;
+        }
+        let scale = (self.scale + 4).min(MAX_SCALE);
+        // self.m * 10^(o.s + scale - self.s + 1) / o.m, then round off the extra digit.
+        let exp = (o.scale + scale + 1).checked_sub(self.scale)?;
+        let num = self.mantissa.checked_mul(10i128.checked_pow(exp)?)?;
+        let q = num / o.mantissa;
+        let rounded = if q >= 0 { (q + 5) / 10 } else { (q - 5) / 10 };
+        Some(Dec {
+            mantissa: rounded,
+            scale,
+        })
+    }
+
+    pub fn checked_mul(self, o: Dec) -> Option<Dec> {
+        Some(Dec {
+            mantissa: self.mantissa.checked_mul(o.mantissa)?,
+            scale: self.scale + o.scale,
+        })
+    }
+
+    pub fn neg(self) -> Dec {
+        Dec {
+            mantissa: -self.mantissa,
+            scale: self.scale,
+        }
+    }
+
     /// `self / n` rounded half away from zero to `scale` decimals, as MySQL's AVG.
     pub fn div_round(self, n: i128, scale: u32) -> Option<Dec> {
         if n == 0 {
@@ -167,6 +200,38 @@ impl Num {
                 _ => a.to_f64().total_cmp(&b.to_f64()),
             },
         }
+    }
+
+    /// Arithmetic as MySQL does it on these types: exact for integers and decimals (division
+    /// gives a decimal with 4 more digits), IEEE for floats. `None` for division by zero (SQL
+    /// NULL) and on overflow.
+    pub fn arith(self, op: char, o: Num) -> Option<Num> {
+        if let (Num::Float(_), _) | (_, Num::Float(_)) = (self, o) {
+            let (x, y) = (self.to_f64(), o.to_f64());
+            return match op {
+                '+' => Some(Num::Float(x + y)),
+                '-' => Some(Num::Float(x - y)),
+                '*' => Some(Num::Float(x * y)),
+                _ if y == 0.0 => None,
+                _ => Some(Num::Float(x / y)),
+            };
+        }
+        if let (Num::Int(a), Num::Int(b), '+' | '-' | '*') = (self, o, op) {
+            return match op {
+                '+' => a.checked_add(b),
+                '-' => a.checked_sub(b),
+                _ => a.checked_mul(b),
+            }
+            .map(Num::Int);
+        }
+        let (a, b) = (self.to_dec()?, o.to_dec()?);
+        match op {
+            '+' => a.checked_add(b),
+            '-' => a.checked_add(b.neg()),
+            '*' => a.checked_mul(b),
+            _ => a.div(b),
+        }
+        .map(Num::Dec)
     }
 
     /// Exact for integers and decimals (`None` on overflow), IEEE for floats.
@@ -441,6 +506,16 @@ mod tests {
             Ordering::Equal
         );
         assert!(Dec::parse("abc").is_none());
+        let d = |s: &str| Num::Dec(Dec::parse(s).unwrap());
+        let show = |n: Option<Num>| match n {
+            Some(Num::Dec(x)) => x.format(x.scale),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(show(d("7.000").arith('/', Num::Int(3))), "2.3333333");
+        assert_eq!(show(Num::Int(5).arith('/', Num::Int(2))), "2.5000");
+        assert_eq!(show(Num::Int(-2).arith('/', Num::Int(3))), "-0.6667");
+        assert_eq!(show(d("1.5").arith('*', d("2.25"))), "3.375");
+        assert_eq!(Num::Int(1).arith('/', Num::Int(0)), None);
     }
 
     #[test]

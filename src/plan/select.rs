@@ -209,6 +209,33 @@ impl Builder<'_> {
         })
     }
 
+    /// An item's expression over aggregates: like HAVING, but the item itself must not be
+    /// matched as a column (it is the column being computed).
+    fn cond_over_aggs(&mut self, e: &Expr) -> Result<Cond, String> {
+        match e {
+            Expr::Nested(x) => self.cond_over_aggs(x),
+            Expr::BinaryOp { left, op, right }
+                if matches!(
+                    op,
+                    BinaryOperator::Plus
+                        | BinaryOperator::Minus
+                        | BinaryOperator::Multiply
+                        | BinaryOperator::Divide
+                ) =>
+            {
+                let (l, r) = (Box::new(self.cond(left)?), Box::new(self.cond(right)?));
+                let op = match op {
+                    BinaryOperator::Plus => ArithOp::Add,
+                    BinaryOperator::Minus => ArithOp::Sub,
+                    BinaryOperator::Multiply => ArithOp::Mul,
+                    _ => ArithOp::Div,
+                };
+                Ok(Cond::Arith(op, l, r))
+            }
+            _ => Err("this expression over aggregate functions over several nodes".into()),
+        }
+    }
+
     fn cond(&mut self, e: &Expr) -> Result<Cond, String> {
         Ok(match e {
             Expr::Nested(x) => self.cond(x)?,
@@ -343,11 +370,6 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
             _ => return Err("this select item form over several nodes".into()),
         }
     }
-    for ((e, _), a) in b.items.iter().zip(&item_aggs) {
-        if a.is_none() && e.as_ref().is_some_and(contains_agg) {
-            return Err("an expression over aggregate functions (e.g. SUM(a) / COUNT(b)) over several nodes".into());
-        }
-    }
     b.grouping = !group_exprs.is_empty() || item_aggs.iter().any(Option::is_some);
     if b.wildcard && (b.grouping || distinct || b.items.len() > 1 && s.having.is_some()) {
         return Err("SELECT * with GROUP BY, aggregates or DISTINCT over several nodes".into());
@@ -363,6 +385,13 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
     for (i, a) in item_aggs.into_iter().enumerate() {
         if let Some((name, arg)) = a {
             b.columns[i] = b.agg_fn(&name, arg)?;
+        }
+    }
+    // Expressions over aggregates: computed after the merge from their aggregates.
+    for i in 0..b.items.len() {
+        let expr = b.items[i].0.clone();
+        if let Some(e) = expr.filter(|e| agg_call(e).ok().flatten().is_none() && contains_agg(e)) {
+            b.columns[i] = AggFn::Expr(b.cond_over_aggs(&e)?);
         }
     }
     let mut keys = Vec::new();
