@@ -41,6 +41,19 @@ pub enum AggFn {
     /// An expression over aggregates (`SUM(a) / COUNT(b)`), computed from other merged
     /// columns; the column itself holds each node's value and gives the result type.
     Expr(Cond),
+    /// COUNT / SUM / AVG (DISTINCT x): the nodes group by x too, column `arg` carries x, and
+    /// the merge collects each group's distinct values.
+    Distinct {
+        arg: usize,
+        kind: DistinctKind,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistinctKind {
+    Count,
+    Sum,
+    Avg,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -168,6 +181,35 @@ fn row_key(row: &Row, cols: &[usize], classes: &[Class]) -> Vec<u8> {
 struct Acc {
     row: Row,
     nums: Vec<Option<Num>>,
+    /// Distinct values of the DISTINCT aggregates' arguments, by column.
+    sets: HashMap<usize, HashMap<Vec<u8>, Option<Num>>>,
+}
+
+fn collect_distinct(
+    acc: &mut Acc,
+    g: &Grouping,
+    row: &Row,
+    classes: &[Class],
+    cap: usize,
+) -> Result<(), MergeError> {
+    for f in &g.columns {
+        if let AggFn::Distinct { arg, .. } = f {
+            let v = row.get(*arg).cloned().unwrap_or(None);
+            if v.is_none() || v == Some(Value::NULL) {
+                continue;
+            }
+            let class = classes.get(*arg).copied().unwrap_or(Class::Float);
+            let set = acc.sets.entry(*arg).or_default();
+            if set.len() >= cap {
+                return Err(MergeError(format!(
+                    "more than {cap} distinct values to merge in memory (max_rows_per_statement)"
+                )));
+            }
+            set.entry(key_of(&v, class))
+                .or_insert_with(|| as_num(&v, class));
+        }
+    }
+    Ok(())
 }
 
 fn as_num(v: &Option<Value>, class: Class) -> Option<Num> {
@@ -204,16 +246,24 @@ pub fn aggregate(
                     .map(|(i, v)| as_num(v, classes.get(i).copied().unwrap_or(Class::Float)))
                     .collect();
                 index.insert(key, groups.len());
-                groups.push(Acc { row, nums });
+                let mut acc = Acc {
+                    row,
+                    nums,
+                    sets: HashMap::new(),
+                };
+                let first = acc.row.clone();
+                collect_distinct(&mut acc, g, &first, &classes, cap)?;
+                groups.push(acc);
                 continue;
             }
         };
         let acc = &mut groups[gi];
+        collect_distinct(acc, g, &row, &classes, cap)?;
         for (i, f) in g.columns.iter().enumerate() {
             let class = classes.get(i).copied().unwrap_or(Class::Float);
             let v = row.get(i).cloned().unwrap_or(None);
             match f {
-                AggFn::First | AggFn::Avg { .. } | AggFn::Expr(_) => {}
+                AggFn::First | AggFn::Avg { .. } | AggFn::Expr(_) | AggFn::Distinct { .. } => {}
                 AggFn::Count | AggFn::Sum => {
                     let n = as_num(&v, class);
                     acc.nums[i] = match (acc.nums[i], n) {
@@ -263,6 +313,41 @@ pub fn aggregate(
                         Some(_) if n == 0 => None,
                         None => None,
                         Some(t) => Some(avg(t, n, col, binary)?),
+                    };
+                }
+                AggFn::Distinct { arg, kind } => {
+                    let values = acc.sets.get(arg);
+                    let n = values.map(HashMap::len).unwrap_or(0);
+                    let sum = values.and_then(|vs| {
+                        vs.values().flatten().try_fold(None::<Num>, |t, v| {
+                            Some(Some(match t {
+                                None => *v,
+                                Some(t) => t.checked_add(*v)?,
+                            }))
+                        })
+                    });
+                    acc.row[i] = match kind {
+                        DistinctKind::Count => Some(encode_num(Num::Int(n as i128), col, binary)),
+                        DistinctKind::Sum => match sum {
+                            Some(Some(t)) => Some(encode_num(t, col, binary)),
+                            Some(None) => None,
+                            None if n == 0 => None,
+                            None => {
+                                return Err(MergeError(
+                                    "a SUM(DISTINCT) overflowed while merging".into(),
+                                ))
+                            }
+                        },
+                        DistinctKind::Avg => match sum {
+                            Some(Some(t)) if n > 0 => Some(avg(t, n as i128, col, binary)?),
+                            Some(_) => None,
+                            None if n == 0 => None,
+                            None => {
+                                return Err(MergeError(
+                                    "an AVG(DISTINCT) overflowed while merging".into(),
+                                ))
+                            }
+                        },
                     };
                 }
                 _ => {}
@@ -354,6 +439,21 @@ fn encode_num(n: Num, col: &Column, binary: bool) -> Value {
         }
     };
     Value::Bytes(text.into_bytes())
+}
+
+fn empty_aggregates(g: &Grouping, cols: &[Column], binary: bool) -> Row {
+    g.columns
+        .iter()
+        .zip(cols)
+        .map(|(f, col)| match f {
+            AggFn::Count
+            | AggFn::Distinct {
+                kind: DistinctKind::Count,
+                ..
+            } => Some(encode_num(Num::Int(0), col, binary)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Keeps the first of rows equal on `cols`.
@@ -489,6 +589,9 @@ pub fn finish_buffered(
     let classes = classes(cols);
     let visible = cols.len().saturating_sub(spec.hidden);
     let mut rows = match &spec.group {
+        // Aggregates without GROUP BY answer one row even over no rows (COUNT 0, others NULL);
+        // nodes that grouped by a DISTINCT argument may have sent none.
+        Some(g) if g.keys.is_empty() && rows.is_empty() => vec![empty_aggregates(g, cols, binary)],
         Some(g) => aggregate(rows, g, cols, binary, cap)?,
         None => rows,
     };

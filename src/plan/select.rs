@@ -10,7 +10,7 @@ use sqlparser::ast::{
 };
 
 use crate::merge::value::{Dec, Num};
-use crate::merge::{AggFn, ArithOp, CmpOp, Cond, Grouping, MergeSpec, SortKey};
+use crate::merge::{AggFn, ArithOp, CmpOp, Cond, DistinctKind, Grouping, MergeSpec, SortKey};
 use crate::sql::{literal, Parsed};
 
 /// The node query and the merge, or why it cannot be merged correctly.
@@ -46,7 +46,7 @@ fn norm(e: &Expr) -> String {
 }
 
 /// A plain `COUNT(*)`, `COUNT(x)`, `SUM(x)`, `MIN(x)`, `MAX(x)` or `AVG(x)` call: its name
-/// and argument (`None` for `*`).
+/// and argument (`None` for `*`); `COUNT/SUM/AVG(DISTINCT x)` are named `COUNT DISTINCT` etc.
 fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
     let Expr::Function(f) = e else {
         return Ok(None);
@@ -64,9 +64,14 @@ fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
     let FunctionArguments::List(list) = &f.args else {
         return Err(format!("{name}() with this argument form"));
     };
-    if matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct)) {
-        return Err(format!("{name}(DISTINCT ...) over several nodes"));
-    }
+    // MIN/MAX (DISTINCT x) equal MIN/MAX (x).
+    let name = if matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct))
+        && matches!(name.as_str(), "COUNT" | "SUM" | "AVG")
+    {
+        format!("{name} DISTINCT")
+    } else {
+        name
+    };
     if f.filter.is_some() || !list.clauses.is_empty() || list.args.len() != 1 {
         return Err(format!("{name}() with this argument form"));
     }
@@ -137,6 +142,8 @@ struct Builder<'a> {
     columns: Vec<AggFn>,
     grouping: bool,
     wildcard: bool,
+    /// Arguments of DISTINCT aggregates: the nodes also group by them.
+    distinct_args: Vec<Expr>,
 }
 
 impl Builder<'_> {
@@ -199,6 +206,23 @@ impl Builder<'_> {
             "SUM" => AggFn::Sum,
             "MIN" => AggFn::Min,
             "MAX" => AggFn::Max,
+            "COUNT DISTINCT" | "SUM DISTINCT" | "AVG DISTINCT" => {
+                let arg = arg.ok_or("DISTINCT *")?;
+                let kind = match name {
+                    "COUNT DISTINCT" => DistinctKind::Count,
+                    "SUM DISTINCT" => DistinctKind::Sum,
+                    _ => DistinctKind::Avg,
+                };
+                let n = norm(&arg);
+                let at = match self.hidden.iter().position(|x| norm(x) == n) {
+                    Some(i) => self.visible() + i,
+                    None => self.add_hidden(arg.clone(), AggFn::First),
+                };
+                if !self.distinct_args.iter().any(|x| norm(x) == n) {
+                    self.distinct_args.push(arg);
+                }
+                AggFn::Distinct { arg: at, kind }
+            }
             "AVG" => {
                 let arg = arg.ok_or("AVG(*)")?;
                 let sum = self.add_hidden(call("SUM", arg.clone()), AggFn::Sum);
@@ -348,6 +372,7 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
         columns: Vec::new(),
         grouping: false,
         wildcard: false,
+        distinct_args: Vec::new(),
     };
     // Select items: which are aggregates.
     let mut item_aggs: Vec<Option<(String, Option<Expr>)>> = Vec::new();
@@ -479,6 +504,11 @@ fn node_query(q: &Query, s: &Select, b: &Builder<'_>, m: &MergeSpec) -> Result<S
     }
     if m.group.is_some() {
         sel.having = None;
+    }
+    if !b.distinct_args.is_empty() {
+        if let GroupByExpr::Expressions(exprs, _) = &mut sel.group_by {
+            exprs.extend(b.distinct_args.iter().cloned());
+        }
     }
     let mut nq = q.clone();
     *nq.body = SetExpr::Select(Box::new(sel));

@@ -112,7 +112,10 @@ fn scans_fan_out_and_merges_are_refused() {
             "SELECT user_id FROM t_order UNION SELECT user_id FROM t_order",
             "UNION",
         ),
-        ("SELECT COUNT(DISTINCT status) FROM t_order", "DISTINCT"),
+        (
+            "SELECT COUNT(DISTINCT status, user_id) FROM t_order",
+            "argument form",
+        ),
         ("SELECT ROUND(SUM(a), 2) FROM t_order", "over aggregate"),
         ("SELECT GROUP_CONCAT(status) FROM t_order", "GROUP_CONCAT"),
         ("SELECT status, ROW_NUMBER() OVER () FROM t_order", "window"),
