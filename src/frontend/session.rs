@@ -1231,6 +1231,22 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
     if left == 0 {
         return Ok(());
     }
+    let classes = crate::merge::classes(&cols);
+    // Rows of the current group (at most one per node) while groups stream past.
+    let mut group: Vec<Row> = Vec::new();
+    let cap_rows = usize::try_from(cap).unwrap_or(usize::MAX);
+    let emit_group = |group: &mut Vec<Row>| -> Result<Option<Row>, ScatterError> {
+        let Some(g) = spec.group.as_ref() else {
+            return Ok(None);
+        };
+        let merged = crate::merge::aggregate(std::mem::take(group), g, &cols, binary, cap_rows)
+            .map_err(|e| merge_error(format!("shardproxy: {}", e.0)))?;
+        Ok(merged.into_iter().next().filter(|r| {
+            spec.having
+                .as_ref()
+                .is_none_or(|h| crate::merge::having(h, r, &classes))
+        }))
+    };
     if spec.order.is_empty() {
         // Append, node after node.
         for (i, res) in ress.iter_mut().enumerate() {
@@ -1252,7 +1268,6 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         return Ok(());
     }
     // k-way merge: each node's rows arrive in ORDER BY order; hold one row per node.
-    let classes = crate::merge::classes(&cols);
     let mut heads: Vec<Option<Row>> = Vec::with_capacity(ress.len());
     for (i, res) in ress.iter_mut().enumerate() {
         heads.push(next_row(res, i, &mut read, cap).await?);
@@ -1275,11 +1290,35 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
             };
         }
         let Some(i) = best else {
+            if spec.stream_groups && !group.is_empty() {
+                if let Some(row) = emit_group(&mut group)? {
+                    if skip == 0 {
+                        write_values(io, &row[..visible.min(row.len())], &cols, binary);
+                    }
+                }
+            }
             return Ok(());
         };
         let next = next_row(&mut ress[i], i, &mut read, cap).await?;
         let Some(row) = std::mem::replace(&mut heads[i], next) else {
             return Ok(());
+        };
+        let row = if spec.stream_groups {
+            let same = group.first().is_some_and(|g| {
+                crate::merge::cmp_rows(g, &row, &spec.order, &classes) == std::cmp::Ordering::Equal
+            });
+            if same || group.is_empty() {
+                group.push(row);
+                continue;
+            }
+            let done = emit_group(&mut group)?;
+            group.push(row);
+            match done {
+                Some(r) => r,
+                None => continue,
+            }
+        } else {
+            row
         };
         if skip > 0 {
             skip -= 1;

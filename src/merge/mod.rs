@@ -113,12 +113,15 @@ pub struct MergeSpec {
     pub order: Vec<SortKey>,
     pub offset: u64,
     pub limit: Option<u64>,
+    /// The nodes return their groups sorted by the group keys (`order`), so groups are merged
+    /// as they stream past instead of in a hash table.
+    pub stream_groups: bool,
 }
 
 impl MergeSpec {
     /// Must every row be held in memory (grouping, DISTINCT), or can rows stream?
     pub fn buffers(&self) -> bool {
-        self.group.is_some() || self.distinct
+        (self.group.is_some() && !self.stream_groups) || self.distinct
     }
 
     /// The spec with column indexes made absolute for rows of `ncols` columns.

@@ -131,6 +131,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         }],
         offset: 1,
         limit: Some(1),
+        stream_groups: false,
     };
     let rows = vec![
         vec![b("x"), b("1")],
@@ -151,6 +152,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         order: vec![],
         offset: 0,
         limit: None,
+        stream_groups: false,
     };
     let rows = vec![
         vec![b("a"), b("1")],

@@ -475,8 +475,21 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
         ),
     };
 
+    // Groups stream when the nodes can return them in the order the client wants them in
+    // (MariaDB sorts GROUP BY results by the keys anyway): no hash table, no cap.
+    let stream_groups = !keys.is_empty()
+        && b.distinct_args.is_empty()
+        && !distinct
+        && (order.is_empty() || order.iter().map(|k| k.index).eq(keys.iter().copied()));
+    if stream_groups && order.is_empty() {
+        order = keys
+            .iter()
+            .map(|&index| SortKey { index, desc: false })
+            .collect();
+    }
     let merge = MergeSpec {
         hidden: b.hidden.len(),
+        stream_groups,
         from_end: b.wildcard,
         group: b.grouping.then(|| Grouping {
             keys: keys.clone(),
@@ -514,6 +527,29 @@ fn node_query(q: &Query, s: &Select, b: &Builder<'_>, m: &MergeSpec) -> Result<S
     *nq.body = SetExpr::Select(Box::new(sel));
     if m.buffers() {
         nq.order_by = None;
+        nq.limit_clause = None;
+    } else if m.stream_groups {
+        // Every node sorts its groups by the keys, by position in its select list.
+        nq.order_by = Some(sqlparser::ast::OrderBy {
+            kind: OrderByKind::Expressions(
+                m.order
+                    .iter()
+                    .map(|k| sqlparser::ast::OrderByExpr {
+                        expr: Expr::value(SqlValue::Number((k.index + 1).to_string(), false)),
+                        options: sqlparser::ast::OrderByOptions {
+                            sort: Some(if k.desc {
+                                OrderBySort::Desc
+                            } else {
+                                OrderBySort::Asc
+                            }),
+                            nulls_first: None,
+                        },
+                        with_fill: None,
+                    })
+                    .collect(),
+            ),
+            interpolate: None,
+        });
         nq.limit_clause = None;
     } else if let Some(l) = m.limit {
         let n = m.offset.checked_add(l).ok_or("LIMIT overflows")?;

@@ -472,3 +472,23 @@ fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.order_id");
     assert!(refused(&p).contains("different nodes"));
 }
+
+#[test]
+fn groups_stream_when_the_nodes_can_sort_them() {
+    let (sql, m) = merged("SELECT status, COUNT(*) FROM t_order GROUP BY status LIMIT 2");
+    assert_eq!(
+        sql,
+        "SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 1 ASC"
+    );
+    assert!(m.stream_groups && !m.buffers());
+    // Ordered by something else: the groups are hashed and sorted after the merge.
+    let (_, m) = merged("SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 2");
+    assert!(!m.stream_groups && m.buffers());
+    // DISTINCT aggregates make the nodes group by their argument too.
+    let (sql, m) = merged("SELECT status, COUNT(DISTINCT user_id) FROM t_order GROUP BY status");
+    assert_eq!(
+        sql,
+        "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
+    );
+    assert!(m.buffers());
+}
