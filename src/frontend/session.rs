@@ -555,6 +555,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         match plan {
             Plan::Session(op) => self.session_op(op).await,
             Plan::Refuse { code, message } => Err(MyError::new(code, message)),
+            Plan::Unroutable { node, sql, reason } => {
+                // The node parses it without running it: a real syntax error is its own.
+                let check = sql.clone();
+                self.on_conn(node, |c| {
+                    Box::pin(async move {
+                        let stmt = c.prep(check).await?;
+                        c.close(stmt).await
+                    })
+                })
+                .await?;
+                Err(MyError::new(plan::ER_NOT_SUPPORTED_YET, reason))
+            }
             Plan::Sticky { sql, params } => {
                 let asks_insert_id = {
                     let lower = sql.to_ascii_lowercase();

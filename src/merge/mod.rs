@@ -278,7 +278,8 @@ pub fn aggregate(
                 }
                 AggFn::Min | AggFn::Max => {
                     let better = match (&acc.row[i], &v) {
-                        (_, None) => false,
+                        // A node with no rows in this group sends NULL: never a MIN or MAX.
+                        (_, None) | (_, Some(Value::NULL)) => false,
                         (None, Some(x)) => *x != Value::NULL,
                         (Some(Value::NULL), Some(x)) => *x != Value::NULL,
                         (cur, new) => {

@@ -204,3 +204,33 @@ fn rows_compare_by_several_keys() {
     assert_eq!(format_float(1e20), "1e20");
     assert_eq!(format_float(0.5), "0.5");
 }
+
+#[test]
+fn min_and_max_skip_nodes_without_rows() {
+    // Nodes answer MIN(qty) 9, NULL (no matching rows), 10: the merged MIN is 9.
+    let cols = vec![
+        col(ColumnType::MYSQL_TYPE_LONG, 63, 0),
+        col(ColumnType::MYSQL_TYPE_LONG, 63, 0),
+    ];
+    let g = Grouping {
+        keys: vec![],
+        columns: vec![AggFn::Min, AggFn::Max],
+    };
+    let rows = vec![
+        vec![b("9"), b("9")],
+        vec![Some(Value::NULL), Some(Value::NULL)],
+        vec![b("10"), b("10")],
+    ];
+    assert_eq!(
+        text(&aggregate(rows, &g, &cols, false, 10).unwrap()),
+        vec![vec!["9", "10"]]
+    );
+    let rows = vec![
+        vec![Some(Value::NULL), Some(Value::NULL)],
+        vec![b("-3"), b("-3")],
+    ];
+    assert_eq!(
+        text(&aggregate(rows, &g, &cols, false, 10).unwrap()),
+        vec![vec!["-3", "-3"]]
+    );
+}

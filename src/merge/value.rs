@@ -85,7 +85,7 @@ impl Dec {
     /// `self / o` as MySQL divides decimals: the dividend's scale plus
     /// `div_precision_increment` (4) digits, rounded half away from zero. `None` when `o` is 0
     /// (SQL NULL) or on overflow.
-    pub fn div(self, o: Dec) -> Option<Dec> {
+    pub fn divide(self, o: Dec) -> Option<Dec> {
         if o.mantissa == 0 {
             return None;
         }
@@ -108,7 +108,7 @@ impl Dec {
         })
     }
 
-    pub fn neg(self) -> Dec {
+    pub fn negate(self) -> Dec {
         Dec {
             mantissa: -self.mantissa,
             scale: self.scale,
@@ -227,9 +227,9 @@ impl Num {
         let (a, b) = (self.to_dec()?, o.to_dec()?);
         match op {
             '+' => a.checked_add(b),
-            '-' => a.checked_add(b.neg()),
+            '-' => a.checked_add(b.negate()),
             '*' => a.checked_mul(b),
-            _ => a.div(b),
+            _ => a.divide(b),
         }
         .map(Num::Dec)
     }

@@ -80,6 +80,14 @@ pub enum Plan {
         code: u16,
         message: String,
     },
+    /// A statement shardproxy cannot parse that names sharded or broadcast tables: `node`
+    /// checks its syntax (a real syntax error gets the node's own 1064), otherwise it is
+    /// refused with 1235 and `reason`.
+    Unroutable {
+        node: usize,
+        sql: String,
+        reason: String,
+    },
 }
 
 fn refuse(message: impl Into<String>) -> Plan {
@@ -140,6 +148,11 @@ impl fmt::Display for PlanDescription<'_> {
             }
             Plan::Session(op) => writeln!(f, "session: {op:?}"),
             Plan::Refuse { code, message } => writeln!(f, "refused: ERROR {code}: {message}"),
+            Plan::Unroutable { node, reason, .. } => writeln!(
+                f,
+                "refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
+                self.topo.node_name(*node)
+            ),
         }
     }
 }
@@ -207,11 +220,16 @@ pub fn plan(sql: &str, parsed: Result<&Parsed, &str>, params: &[Value], topo: &T
 /// then answers, with its own syntax error where there is one), refused otherwise.
 fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
     let mut nodes: Vec<usize> = Vec::new();
+    let mut check_on = topo.default_node;
     for w in sql::words(sql) {
         match topo.table(&w) {
             None => {}
             Some(TableRule::Single { node }) => nodes.push(*node),
-            Some(_) => nodes.push(usize::MAX),
+            Some(TableRule::HashSlot { map, .. }) => {
+                check_on = map.nodes().first().copied().unwrap_or(check_on);
+                nodes.push(usize::MAX);
+            }
+            Some(TableRule::Broadcast) => nodes.push(usize::MAX),
         }
     }
     nodes.sort_unstable();
@@ -226,11 +244,10 @@ fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
             sql: sql.to_string(),
             params: params.to_vec(),
         }),
-        _ => Plan::Refuse {
-            code: ER_PARSE_ERROR,
-            message: format!(
-                "You have an error in your SQL syntax, or syntax shardproxy cannot route: {err}"
-            ),
+        _ => Plan::Unroutable {
+            node: check_on,
+            sql: sql.to_string(),
+            reason: format!("shardproxy cannot parse this statement to route it ({err})"),
         },
     }
 }

@@ -688,3 +688,71 @@ pub fn expect_code<T: Debug>(r: Result<T, mysql_async::Error>, code: u16, what: 
     );
     message
 }
+
+/// The rules file of a proxy over some nodes of `cluster`: cluster node `nodes[i]` is `ds{i}`.
+/// Nodes left out are never named by the rules (e.g. the reference node of the differential
+/// tests).
+pub fn rules_toml_on(cluster: &Cluster, nodes: &[usize], tables_toml: &str) -> String {
+    let mut s = String::from(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{ name = \"app\", password = \"app\" }]\n\n[nodes]\n",
+    );
+    for (i, node) in nodes.iter().enumerate() {
+        s.push_str(&format!("ds{i} = \"{}\"\n", cluster.url(*node)));
+    }
+    s.push('\n');
+    s.push_str(tables_toml);
+    s
+}
+
+/// Starts a proxy over cluster nodes `nodes` (named `ds0`, `ds1`, ... in that order) whose
+/// rules name these `[tables.*]` sections.
+pub fn start_proxy_on(cluster: &Cluster, nodes: &[usize], tables_toml: &str) -> Proxy {
+    start_proxy_with_rules(rules_toml_on(cluster, nodes, tables_toml))
+}
+
+/// Starts a proxy serving this whole rules file (its `[server] listen` is ignored: the proxy
+/// binds a free loopback port).
+pub fn start_proxy_with_rules(rules: String) -> Proxy {
+    let topo = shardproxy::config::parse(&rules, "tests/common (generated)")
+        .unwrap_or_else(|e| panic!("{e}\n--- rules ---\n{rules}"));
+    let (port_tx, port_rx) = std::sync::mpsc::channel::<u16>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server_topo = topo.clone();
+    let thread = std::thread::Builder::new()
+        .name("shardproxy-under-test".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("proxy runtime");
+            rt.block_on(async move {
+                let server = Server::bind_to(server_topo, "127.0.0.1:0")
+                    .await
+                    .expect("bind the proxy");
+                let port = server.local_addr().expect("proxy address").port();
+                port_tx.send(port).expect("report the proxy port");
+                tokio::select! {
+                    r = server.serve() => {
+                        if let Err(e) = r {
+                            eprintln!("shardproxy under test stopped: {e}");
+                        }
+                    }
+                    _ = stop_rx => {}
+                }
+            });
+            rt.shutdown_timeout(Duration::from_secs(2));
+        })
+        .expect("spawn the proxy thread");
+    let port = port_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the proxy did not bind");
+    Proxy {
+        port,
+        topo,
+        rules,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    }
+}
