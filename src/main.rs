@@ -92,6 +92,24 @@ fn main() -> ExitCode {
             };
             let result = rt.block_on(async move {
                 let srv = server::Server::bind(topo).await?;
+                // Rules changes are picked up while traffic flows: when the file changes, and
+                // at once on SIGHUP.
+                let shared = srv.shared();
+                tokio::spawn(server::watch(
+                    shared.clone(),
+                    config.clone(),
+                    std::time::Duration::from_secs(1),
+                ));
+                if let Ok(mut hup) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                {
+                    let path = config.clone();
+                    tokio::spawn(async move {
+                        while hup.recv().await.is_some() {
+                            shared.reload_file(&path);
+                        }
+                    });
+                }
                 tokio::select! {
                     r = srv.serve() => r,
                     _ = tokio::signal::ctrl_c() => {

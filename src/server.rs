@@ -1,8 +1,10 @@
 //! The listener: accepts clients and runs one session task per connection.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::net::TcpListener;
@@ -20,6 +22,25 @@ pub struct Shared {
     /// Largest client packet accepted.
     pub max_packet: usize,
     next_conn_id: AtomicU32,
+    /// Rules versions swapped in, and rules files refused (invalid, or not newer).
+    pub reloads_applied: AtomicU64,
+    pub reloads_refused: AtomicU64,
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reload {
+    Applied {
+        from: u64,
+        to: u64,
+    },
+    /// Same or older version: the running rules stay (not an error: every proxy sees each
+    /// version once, and an unchanged file is re-read after a touch).
+    Ignored {
+        running: u64,
+        offered: u64,
+    },
+    Refused(String),
 }
 
 impl Shared {
@@ -31,12 +52,81 @@ impl Shared {
             server_version: format!("5.7.99-shardproxy-{}", env!("CARGO_PKG_VERSION")),
             max_packet: 64 << 20,
             next_conn_id: AtomicU32::new(1),
+            reloads_applied: AtomicU64::new(0),
+            reloads_refused: AtomicU64::new(0),
         }
+    }
+
+    /// Offers a new rules snapshot: swapped in atomically if its version is newer (running
+    /// statements keep the snapshot they took), otherwise ignored. Node indexes stay stable
+    /// and the pools follow the new node list.
+    pub fn offer(&self, new: Topology) -> Reload {
+        let current = self.topology();
+        if new.version <= current.version {
+            return Reload::Ignored {
+                running: current.version,
+                offered: new.version,
+            };
+        }
+        let aligned = new.align_to(&current);
+        self.backends.apply(&aligned);
+        let to = aligned.version;
+        self.topology.store(Arc::new(aligned));
+        self.reloads_applied.fetch_add(1, Ordering::Relaxed);
+        Reload::Applied {
+            from: current.version,
+            to,
+        }
+    }
+
+    /// Reads, validates and offers a rules file, and says what happened in the log.
+    pub fn reload_file(&self, path: &Path) -> Reload {
+        let outcome = match crate::config::load(path) {
+            Ok(t) => self.offer(t),
+            Err(e) => Reload::Refused(e.to_string()),
+        };
+        match &outcome {
+            Reload::Applied { from, to } => {
+                info!(file = %path.display(), "rules reloaded: version {from} -> {to}")
+            }
+            Reload::Ignored { running, offered } => {
+                self.reloads_refused.fetch_add(1, Ordering::Relaxed);
+                warn!(
+                    file = %path.display(),
+                    "rules reload refused: version {offered} is not newer than the running version {running}"
+                )
+            }
+            Reload::Refused(reason) => {
+                self.reloads_refused.fetch_add(1, Ordering::Relaxed);
+                warn!("rules reload refused, the running rules stay: {reason}")
+            }
+        }
+        outcome
     }
 
     /// The routing snapshot in force; a statement takes it once and keeps it to the end.
     pub fn topology(&self) -> Arc<Topology> {
         self.topology.load_full()
+    }
+}
+
+/// Watches a rules file and reloads it when it changes (checked every `every`).
+pub async fn watch(shared: Arc<Shared>, path: PathBuf, every: Duration) {
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    let mut last = stamp(&path);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = stamp(&path);
+        if now != last {
+            last = now;
+            shared.reload_file(&path);
+        }
     }
 }
 

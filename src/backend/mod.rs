@@ -45,34 +45,86 @@ impl MyError {
     }
 }
 
-/// The pools of every node, indexed like `Topology::nodes`.
+/// One node's pool, as the topology in force describes the node.
+#[derive(Clone)]
+struct Entry {
+    name: String,
+    url: String,
+    pool: Option<Pool>,
+}
+
+/// The pools of every node, indexed like `Topology::nodes` (indexes are stable across
+/// reloads, see `Topology::align_to`).
 pub struct Backends {
-    pools: Vec<Pool>,
-    names: Vec<String>,
+    entries: std::sync::RwLock<Vec<Entry>>,
 }
 
 impl Backends {
     pub fn new(topo: &Topology) -> Self {
-        Backends {
-            pools: topo
-                .nodes
-                .iter()
-                .map(|n| Pool::new(n.opts.clone()))
-                .collect(),
-            names: topo.nodes.iter().map(|n| n.name.clone()).collect(),
+        let b = Backends {
+            entries: std::sync::RwLock::new(Vec::new()),
+        };
+        b.apply(topo);
+        b
+    }
+
+    /// Brings the pools in line with a (new) topology: pools for new nodes, a fresh pool for
+    /// a node whose URL changed, and retired nodes' pools drained. Connections sessions hold
+    /// stay theirs until they give them back.
+    pub fn apply(&self, topo: &Topology) {
+        let mut retire = Vec::new();
+        {
+            let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+            for (i, n) in topo.nodes.iter().enumerate() {
+                let fresh = || Entry {
+                    name: n.name.clone(),
+                    url: n.url.clone(),
+                    pool: (!n.retired).then(|| Pool::new(n.opts.clone())),
+                };
+                match entries.get_mut(i) {
+                    None => entries.push(fresh()),
+                    Some(e) if n.retired => {
+                        if let Some(p) = e.pool.take() {
+                            retire.push(p);
+                        }
+                    }
+                    Some(e) if e.url != n.url || e.pool.is_none() => {
+                        if let Some(p) = e.pool.take() {
+                            retire.push(p);
+                        }
+                        *e = fresh();
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for p in retire {
+            tokio::spawn(async move {
+                let _ = p.disconnect().await;
+            });
         }
     }
 
-    pub fn name(&self, node: usize) -> &str {
-        self.names.get(node).map(String::as_str).unwrap_or("?")
+    pub fn name(&self, node: usize) -> String {
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .map(|e| e.name.clone())
+            .unwrap_or_else(|| "?".into())
     }
 
     /// A connection to `node` from its pool.
     pub async fn connect(&self, node: usize) -> Result<Conn, MyError> {
         let pool = self
-            .pools
+            .entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .get(node)
-            .ok_or_else(|| MyError::new(1105, format!("shardproxy: no node #{node}")))?;
+            .and_then(|e| e.pool.clone())
+            .ok_or_else(|| {
+                MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
+            })?;
         match tokio::time::timeout(CONNECT_TIMEOUT, pool.get_conn()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(MyError::new(
@@ -91,8 +143,15 @@ impl Backends {
     }
 
     /// Closes every pool (at shutdown).
-    pub async fn disconnect(self) {
-        for p in self.pools {
+    pub async fn disconnect(&self) {
+        let pools: Vec<Pool> = self
+            .entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .filter_map(|e| e.pool.take())
+            .collect();
+        for p in pools {
             let _ = p.disconnect().await;
         }
     }

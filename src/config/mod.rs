@@ -79,6 +79,8 @@ pub struct Node {
     pub name: String,
     pub url: String,
     pub opts: mysql_async::Opts,
+    /// Removed by a reload: kept so node indexes stay stable, never routed to.
+    pub retired: bool,
 }
 
 /// How one table is placed.
@@ -133,8 +135,50 @@ impl Topology {
         self.nodes.get(idx).map(|n| n.name.as_str()).unwrap_or("?")
     }
 
+    /// Every node in service.
     pub fn all_nodes(&self) -> Vec<usize> {
-        (0..self.nodes.len()).collect()
+        (0..self.nodes.len())
+            .filter(|i| !self.nodes[*i].retired)
+            .collect()
+    }
+
+    /// This topology with its nodes numbered as in `old`: a node keeps its index across
+    /// reloads (sessions and pools are indexed by it), new nodes come after, removed ones stay
+    /// as retired placeholders.
+    pub fn align_to(mut self, old: &Topology) -> Topology {
+        let mut nodes: Vec<Node> = Vec::with_capacity(old.nodes.len().max(self.nodes.len()));
+        let mut remap = vec![0usize; self.nodes.len()];
+        let mut taken = vec![false; self.nodes.len()];
+        for o in &old.nodes {
+            match self.nodes.iter().position(|n| n.name == o.name) {
+                Some(i) => {
+                    remap[i] = nodes.len();
+                    taken[i] = true;
+                    nodes.push(self.nodes[i].clone());
+                }
+                None => nodes.push(Node {
+                    retired: true,
+                    ..o.clone()
+                }),
+            }
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !taken[i] {
+                remap[i] = nodes.len();
+                nodes.push(n.clone());
+            }
+        }
+        let at = |i: usize| remap.get(i).copied().unwrap_or(i);
+        self.default_node = at(self.default_node);
+        for rule in self.tables.values_mut() {
+            match rule {
+                TableRule::HashSlot { map, .. } => *map = map.remap(&at),
+                TableRule::Single { node } => *node = at(*node),
+                TableRule::Broadcast => {}
+            }
+        }
+        self.nodes = nodes;
+        self
     }
 }
 
@@ -167,6 +211,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             name: name.clone(),
             url: url.clone(),
             opts,
+            retired: false,
         });
     }
     let node_index = |name: &str| nodes.iter().position(|n| n.name == name);
@@ -389,6 +434,32 @@ node = "ds1"
 
     fn error_of(tables: &str) -> String {
         with(tables).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn reloads_keep_node_indexes() {
+        let old = with("[tables.t]\nrule = \"single\"\nnode = \"ds1\"\n").unwrap();
+        let new = parse(
+            &BASE
+                .replace(
+                    "ds0 = ",
+                    "ds9 = \"mysql://root:root@127.0.0.1:3319/shop\"\nds0 = ",
+                )
+                .replace("ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"\n", ""),
+            "x.toml",
+        )
+        .unwrap();
+        // Parsed alone, nodes are ds0, ds9; aligned to the old ds0, ds1 they become
+        // ds0, ds1 (retired), ds9.
+        let aligned = new.align_to(&old);
+        let names: Vec<(&str, bool)> = aligned
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.retired))
+            .collect();
+        assert_eq!(names, vec![("ds0", false), ("ds1", true), ("ds9", false)]);
+        assert_eq!(aligned.all_nodes(), vec![0, 2]);
+        assert_eq!(aligned.default_node, 0);
     }
 
     #[test]

@@ -369,6 +369,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // Check it on one node first so an unknown database fails cleanly. With no connection
         // open and that node unreachable, it is only remembered (and checked on the first
         // connection the session opens): a node that is down fails only what needs it.
+        self.grow(node);
         let reachable = self.conns[node].is_some() || self.conn(node).await.is_ok();
         if reachable {
             self.on_conn(node, |c| Box::pin(c.query_drop(stmt.clone())))
@@ -421,9 +422,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// The session's connection to `node`, opened and brought to the session's state on first
     /// use.
     async fn conn(&mut self, node: usize) -> Result<&mut Conn, MyError> {
-        if node >= self.conns.len() {
-            return Err(MyError::new(1105, format!("shardproxy: no node #{node}")));
-        }
+        self.grow(node);
         if self.conns[node].is_none() {
             let mut c = self.shared.backends.connect(node).await?;
             let name = self.shared.backends.name(node).to_string();
@@ -442,6 +441,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.conns[node]
             .as_mut()
             .ok_or_else(|| MyError::new(1105, "shardproxy: connection vanished"))
+    }
+
+    /// Room for a connection to `node` (a reload may have added nodes).
+    fn grow(&mut self, node: usize) {
+        if node >= self.conns.len() {
+            self.conns.resize_with(node + 1, || None);
+        }
     }
 
     fn sticky_node(&self) -> usize {
@@ -597,7 +603,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let name = self.shared.backends.name(node).to_string();
         self.conn(node).await?;
         let status = self.status();
-        let Some(conn) = self.conns[node].as_mut() else {
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(MyError::new(1105, "shardproxy: connection vanished"));
         };
         let outcome = match start(conn, &t, binary).await {
@@ -636,6 +642,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     targets.len()
                 ),
             ));
+        }
+        if let Some(max) = targets.iter().map(|t| t.node).max() {
+            self.grow(max);
         }
         // Open missing connections in parallel.
         let missing: Vec<usize> = targets

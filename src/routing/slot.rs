@@ -77,6 +77,15 @@ impl SlotMap {
         v
     }
 
+    /// The same map with node indexes renumbered.
+    pub fn remap(&self, f: &dyn Fn(usize) -> usize) -> SlotMap {
+        let mut nodes = self.nodes.clone();
+        for n in nodes.iter_mut() {
+            *n = f(usize::from(*n)) as u16;
+        }
+        SlotMap { nodes }
+    }
+
     /// Contiguous `(first, last, node)` runs, for display.
     pub fn runs(&self) -> Vec<(u16, u16, usize)> {
         let mut out: Vec<(u16, u16, usize)> = Vec::new();

@@ -15,14 +15,14 @@ use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, Value};
 use shardproxy::config::Topology;
 use shardproxy::routing::slot::slot_of;
-use shardproxy::server::Server;
+use shardproxy::server::{Server, Shared};
 
 /// How long a node may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -523,6 +523,8 @@ pub struct Proxy {
     pub port: u16,
     pub topo: Topology,
     pub rules: String,
+    /// The proxy's shared state (rules snapshot in force, reload counters).
+    pub shared: Arc<Shared>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -573,48 +575,7 @@ pub fn rules_toml(cluster: &Cluster, tables_toml: &str) -> String {
 
 /// Starts a proxy over `cluster` whose rules name these `[tables.*]` sections.
 pub fn start_proxy(cluster: &Cluster, tables_toml: &str) -> Proxy {
-    let rules = rules_toml(cluster, tables_toml);
-    let topo = shardproxy::config::parse(&rules, "tests/common (generated)")
-        .unwrap_or_else(|e| panic!("{e}\n--- rules ---\n{rules}"));
-    let (port_tx, port_rx) = std::sync::mpsc::channel::<u16>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server_topo = topo.clone();
-    let thread = std::thread::Builder::new()
-        .name("shardproxy-under-test".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("proxy runtime");
-            rt.block_on(async move {
-                let server = Server::bind_to(server_topo, "127.0.0.1:0")
-                    .await
-                    .expect("bind the proxy");
-                let port = server.local_addr().expect("proxy address").port();
-                port_tx.send(port).expect("report the proxy port");
-                tokio::select! {
-                    r = server.serve() => {
-                        if let Err(e) = r {
-                            eprintln!("shardproxy under test stopped: {e}");
-                        }
-                    }
-                    _ = stop_rx => {}
-                }
-            });
-            rt.shutdown_timeout(Duration::from_secs(2));
-        })
-        .expect("spawn the proxy thread");
-    let port = port_rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the proxy did not bind");
-    Proxy {
-        port,
-        topo,
-        rules,
-        stop: Some(stop_tx),
-        thread: Some(thread),
-    }
+    start_proxy_with_rules(rules_toml(cluster, tables_toml))
 }
 
 /// A slot layout: node `i` owns slots `layout[i].0 ..= layout[i].1`.
@@ -714,9 +675,20 @@ pub fn start_proxy_on(cluster: &Cluster, nodes: &[usize], tables_toml: &str) -> 
 /// Starts a proxy serving this whole rules file (its `[server] listen` is ignored: the proxy
 /// binds a free loopback port).
 pub fn start_proxy_with_rules(rules: String) -> Proxy {
+    spawn_proxy(rules, None)
+}
+
+/// Starts a proxy serving the rules file at `path` and reloading it when it changes (checked
+/// every 50 ms), as `shardproxy serve` does.
+pub fn start_proxy_watching(path: &Path) -> Proxy {
+    let rules = fs::read_to_string(path).expect("read the rules file");
+    spawn_proxy(rules, Some(path.to_path_buf()))
+}
+
+fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
     let topo = shardproxy::config::parse(&rules, "tests/common (generated)")
         .unwrap_or_else(|e| panic!("{e}\n--- rules ---\n{rules}"));
-    let (port_tx, port_rx) = std::sync::mpsc::channel::<u16>();
+    let (port_tx, port_rx) = std::sync::mpsc::channel::<(u16, Arc<Shared>)>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server_topo = topo.clone();
     let thread = std::thread::Builder::new()
@@ -732,7 +704,16 @@ pub fn start_proxy_with_rules(rules: String) -> Proxy {
                     .await
                     .expect("bind the proxy");
                 let port = server.local_addr().expect("proxy address").port();
-                port_tx.send(port).expect("report the proxy port");
+                if let Some(path) = watch {
+                    tokio::spawn(shardproxy::server::watch(
+                        server.shared(),
+                        path,
+                        Duration::from_millis(50),
+                    ));
+                }
+                port_tx
+                    .send((port, server.shared()))
+                    .expect("report the proxy port");
                 tokio::select! {
                     r = server.serve() => {
                         if let Err(e) = r {
@@ -745,13 +726,14 @@ pub fn start_proxy_with_rules(rules: String) -> Proxy {
             rt.shutdown_timeout(Duration::from_secs(2));
         })
         .expect("spawn the proxy thread");
-    let port = port_rx
+    let (port, shared) = port_rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the proxy did not bind");
     Proxy {
         port,
         topo,
         rules,
+        shared,
         stop: Some(stop_tx),
         thread: Some(thread),
     }

@@ -1,0 +1,244 @@
+//! Hot reload by version: a newer valid rules file is swapped in while traffic flows; an
+//! invalid or older one is refused and the running rules stay.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{start_proxy_watching, Cluster, Proxy};
+use mysql_async::prelude::Queryable;
+
+fn rules(c: &Cluster, version: u64, nodes: usize, slots: &str) -> String {
+    let mut s = format!(
+        "version = {version}\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{{ name = \"app\", password = \"app\" }}]\n\n[nodes]\n"
+    );
+    for i in 0..nodes {
+        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
+    }
+    s.push_str(&format!(
+        "\n[tables.t_rl]\nrule = \"hash_slot\"\ncolumn = \"id\"\nslots = {slots}\n"
+    ));
+    s
+}
+
+/// Replaces the file at once, as an editor or a deploy tool does (write, then rename).
+fn write_atomically(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write the rules");
+    std::fs::rename(&tmp, path).expect("rename the rules into place");
+}
+
+async fn wait_for_version(p: &Proxy, version: u64) {
+    let start = Instant::now();
+    while p.shared.topology().version != version {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "version {version} was not applied (running {})",
+            p.shared.topology().version
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn count_on(c: &Cluster, node: usize, id: i64) -> i64 {
+    let pool = c.direct(node);
+    let mut conn = pool.get_conn().await.expect("direct connection");
+    let n: Option<i64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM t_rl WHERE id = {id}"))
+        .await
+        .expect("direct count");
+    drop(conn);
+    pool.disconnect().await.ok();
+    n.unwrap_or(0)
+}
+
+#[tokio::test]
+async fn newer_rules_are_swapped_in_and_bad_ones_refused() {
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("rules.toml");
+    let all_on = |node: usize| format!("[{{ slots = \"0-1023\", node = \"ds{node}\" }}]");
+    write_atomically(&path, &rules(c, 1, 2, &all_on(0)));
+    let p = start_proxy_watching(&path);
+    let mut conn = p.conn().await;
+    conn.query_drop("CREATE TABLE t_rl (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+        .await
+        .expect("CREATE TABLE on every node");
+    // The node that joins later has the table too.
+    let pool = c.direct(2);
+    pool.get_conn()
+        .await
+        .expect("direct")
+        .query_drop("CREATE TABLE IF NOT EXISTS t_rl (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+        .await
+        .expect("CREATE TABLE on ds2");
+    pool.disconnect().await.ok();
+
+    conn.query_drop("INSERT INTO t_rl (id, v) VALUES (1, 1)")
+        .await
+        .expect("insert under v1");
+    assert_eq!(count_on(c, 0, 1).await, 1);
+
+    // v2 moves every slot to ds1: the same session's next write follows it.
+    write_atomically(&path, &rules(c, 2, 2, &all_on(1)));
+    wait_for_version(&p, 2).await;
+    conn.query_drop("INSERT INTO t_rl (id, v) VALUES (2, 2)")
+        .await
+        .expect("insert under v2");
+    assert_eq!((count_on(c, 0, 2).await, count_on(c, 1, 2).await), (0, 1));
+
+    // An invalid file (overlapping slots) and an older version are refused; v2 stays.
+    let refused = p
+        .shared
+        .reloads_refused
+        .load(std::sync::atomic::Ordering::Relaxed);
+    write_atomically(
+        &path,
+        &rules(
+            c,
+            3,
+            2,
+            "[{ slots = \"0-600\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]",
+        ),
+    );
+    let start = Instant::now();
+    while p
+        .shared
+        .reloads_refused
+        .load(std::sync::atomic::Ordering::Relaxed)
+        == refused
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the invalid file was not refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    write_atomically(&path, &rules(c, 1, 2, &all_on(0)));
+    while p
+        .shared
+        .reloads_refused
+        .load(std::sync::atomic::Ordering::Relaxed)
+        < refused + 2
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the older file was not refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(p.shared.topology().version, 2);
+    conn.query_drop("INSERT INTO t_rl (id, v) VALUES (3, 3)")
+        .await
+        .expect("insert, v2 still");
+    assert_eq!(count_on(c, 1, 3).await, 1);
+
+    // v4 adds a node and gives it every slot: its pool opens and takes the writes.
+    write_atomically(&path, &rules(c, 4, 3, &all_on(2)));
+    wait_for_version(&p, 4).await;
+    conn.query_drop("INSERT INTO t_rl (id, v) VALUES (4, 4)")
+        .await
+        .expect("insert under v4");
+    assert_eq!(count_on(c, 2, 4).await, 1);
+    conn.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn twenty_slot_map_changes_under_load_fail_no_statement() {
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("rules.toml");
+    let split = |v: u64| {
+        // Alternate which half of the slots each node serves.
+        if v.is_multiple_of(2) {
+            "[{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]"
+        } else {
+            "[{ slots = \"0-511\", node = \"ds1\" }, { slots = \"512-1023\", node = \"ds0\" }]"
+        }
+    };
+    write_atomically(
+        &path,
+        &rules(c, 100, 2, split(100)).replace("t_rl", "t_rl_load"),
+    );
+    let p = start_proxy_watching(&path);
+    let mut setup = p.conn().await;
+    setup
+        .query_drop("CREATE TABLE t_rl_load (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+        .await
+        .expect("CREATE TABLE");
+    setup.disconnect().await.ok();
+
+    // Writers insert distinct ids and read each back, while the map changes 20 times.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..3i64 {
+        let url = p.url("shop");
+        let stop = stop.clone();
+        writers.push(tokio::spawn(async move {
+            let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).expect("url"))
+                .await
+                .expect("connect");
+            let mut ids = Vec::new();
+            let mut n = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let id = w * 1_000_000 + n;
+                n += 1;
+                conn.exec_drop("INSERT INTO t_rl_load (id, v) VALUES (?, ?)", (id, w))
+                    .await
+                    .unwrap_or_else(|e| panic!("insert {id} failed during reloads: {e}"));
+                let _: Vec<(i64, i64)> = conn
+                    .query("SELECT id, v FROM t_rl_load WHERE v = 1 LIMIT 5")
+                    .await
+                    .unwrap_or_else(|e| panic!("read failed during reloads: {e}"));
+                ids.push(id);
+            }
+            conn.disconnect().await.ok();
+            ids
+        }));
+    }
+    for v in 101..=120u64 {
+        write_atomically(
+            &path,
+            &rules(c, v, 2, split(v)).replace("t_rl", "t_rl_load"),
+        );
+        wait_for_version(&p, v).await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut written = Vec::new();
+    for w in writers {
+        written.extend(w.await.expect("writer"));
+    }
+    assert!(
+        written.len() > 20,
+        "too few writes to mean anything: {}",
+        written.len()
+    );
+    // Every row was written exactly once, on one node.
+    let mut total = 0i64;
+    for node in 0..2 {
+        let pool = c.direct(node);
+        let n: Option<i64> = pool
+            .get_conn()
+            .await
+            .expect("direct")
+            .query_first("SELECT COUNT(*) FROM t_rl_load")
+            .await
+            .expect("count");
+        total += n.unwrap_or(0);
+        pool.disconnect().await.ok();
+    }
+    assert_eq!(
+        total as usize,
+        written.len(),
+        "rows lost or duplicated across reloads"
+    );
+    assert_eq!(
+        p.shared
+            .reloads_applied
+            .load(std::sync::atomic::Ordering::Relaxed),
+        20
+    );
+}
