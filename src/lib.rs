@@ -3,6 +3,7 @@
 //! The flow of one statement: `frontend` (protocol, session) -> `plan` (statement + rules
 //! snapshot -> plan) -> the session runs it on `backend` pools -> results relayed or merged.
 
+pub mod admin;
 pub mod backend;
 pub mod config;
 pub mod frontend;

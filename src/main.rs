@@ -91,7 +91,9 @@ fn main() -> ExitCode {
                 }
             };
             let result = rt.block_on(async move {
-                let srv = server::Server::bind(topo).await?;
+                let srv = server::Server::bind(topo)
+                    .await?
+                    .with_rules_file(config.clone());
                 // Rules changes are picked up while traffic flows: when the file changes, and
                 // at once on SIGHUP.
                 let shared = srv.shared();

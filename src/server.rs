@@ -25,6 +25,8 @@ pub struct Shared {
     /// Rules versions swapped in, and rules files refused (invalid, or not newer).
     pub reloads_applied: AtomicU64,
     pub reloads_refused: AtomicU64,
+    /// Rules files whose version was not newer than the one running.
+    pub reloads_ignored: AtomicU64,
 }
 
 /// What a reload did.
@@ -54,6 +56,7 @@ impl Shared {
             next_conn_id: AtomicU32::new(1),
             reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),
+            reloads_ignored: AtomicU64::new(0),
         }
     }
 
@@ -90,10 +93,10 @@ impl Shared {
                 info!(file = %path.display(), "rules reloaded: version {from} -> {to}")
             }
             Reload::Ignored { running, offered } => {
-                self.reloads_refused.fetch_add(1, Ordering::Relaxed);
-                warn!(
+                self.reloads_ignored.fetch_add(1, Ordering::Relaxed);
+                info!(
                     file = %path.display(),
-                    "rules reload refused: version {offered} is not newer than the running version {running}"
+                    "rules file ignored: its version {offered} is not newer than the running version {running}"
                 )
             }
             Reload::Refused(reason) => {
@@ -133,27 +136,47 @@ pub async fn watch(shared: Arc<Shared>, path: PathBuf, every: Duration) {
 /// A bound proxy, ready to serve.
 pub struct Server {
     listener: TcpListener,
+    admin: Option<TcpListener>,
+    rules: Option<PathBuf>,
     shared: Arc<Shared>,
 }
 
 impl Server {
     pub async fn bind(topo: Topology) -> anyhow::Result<Server> {
-        let listener = TcpListener::bind(&topo.listen)
+        let addr = topo.listen.clone();
+        Self::bind_to(topo, &addr).await
+    }
+
+    /// Binds clients to an explicit address instead of the rules file's (tests use port 0);
+    /// the admin interface, if the rules have one, on its own address.
+    pub async fn bind_to(topo: Topology, addr: &str) -> anyhow::Result<Server> {
+        let listener = TcpListener::bind(addr)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", topo.listen))?;
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        let admin = match &topo.admin {
+            Some(a) => Some(
+                TcpListener::bind(&a.listen)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on {} (admin): {e}", a.listen))?,
+            ),
+            None => None,
+        };
         Ok(Server {
             listener,
+            admin,
+            rules: None,
             shared: Arc::new(Shared::new(topo)),
         })
     }
 
-    /// Binds to an explicit address instead of the rules file's (tests use port 0).
-    pub async fn bind_to(topo: Topology, addr: &str) -> anyhow::Result<Server> {
-        let listener = TcpListener::bind(addr).await?;
-        Ok(Server {
-            listener,
-            shared: Arc::new(Shared::new(topo)),
-        })
+    /// The rules file this proxy serves: admin changes write new versions of it.
+    pub fn with_rules_file(mut self, path: PathBuf) -> Self {
+        self.rules = Some(path);
+        self
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -165,8 +188,15 @@ impl Server {
     }
 
     /// Accepts clients until the task is dropped.
-    pub async fn serve(self) -> anyhow::Result<()> {
+    pub async fn serve(mut self) -> anyhow::Result<()> {
         info!(addr = %self.local_addr()?, "shardproxy listening");
+        if let Some(admin) = self.admin.take() {
+            tokio::spawn(crate::admin::serve(
+                admin,
+                self.shared.clone(),
+                self.rules.clone(),
+            ));
+        }
         loop {
             let (stream, peer) = match self.listener.accept().await {
                 Ok(x) => x,

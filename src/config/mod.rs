@@ -30,9 +30,18 @@ struct RulesFile {
     version: u64,
     default_node: String,
     server: ServerSection,
+    admin: Option<AdminSection>,
     nodes: BTreeMap<String, String>,
     #[serde(default)]
     tables: BTreeMap<String, TableSection>,
+}
+
+/// The ops' MySQL-protocol interface: its own address and its own users.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSection {
+    pub listen: String,
+    pub users: Vec<User>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +122,7 @@ pub struct Topology {
     pub users: Vec<User>,
     /// Rows a merge may read from the nodes for one statement before it fails.
     pub max_rows_per_statement: u64,
+    pub admin: Option<AdminSection>,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.
@@ -231,6 +241,29 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         ))
     })?;
 
+    if let Some(a) = &file.admin {
+        a.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+            err(format!(
+                "[admin] listen `{}` is not an address: {e}",
+                a.listen
+            ))
+        })?;
+        if a.users.is_empty() {
+            return Err(err(
+                "[admin] users is empty: no operator could log in".into()
+            ));
+        }
+        if let Some(u) = a
+            .users
+            .iter()
+            .find(|u| file.server.users.iter().any(|s| s.name == u.name))
+        {
+            return Err(err(format!(
+                "user `{}` is both an application user and an admin user: keep them apart",
+                u.name
+            )));
+        }
+    }
     if file.server.max_rows_per_statement == 0 {
         return Err(err(
             "[server] max_rows_per_statement must be at least 1".into()
@@ -320,6 +353,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         listen: file.server.listen,
         users: file.server.users,
         max_rows_per_statement: file.server.max_rows_per_statement,
+        admin: file.admin,
         nodes,
         default_node,
         tables,

@@ -521,6 +521,8 @@ where
 /// A shardproxy serving the cluster on its own thread; stops when dropped.
 pub struct Proxy {
     pub port: u16,
+    /// The admin interface's port, when the rules have an `[admin]` section.
+    pub admin_port: Option<u16>,
     pub topo: Topology,
     pub rules: String,
     /// The proxy's shared state (rules snapshot in force, reload counters).
@@ -688,7 +690,7 @@ pub fn start_proxy_watching(path: &Path) -> Proxy {
 fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
     let topo = shardproxy::config::parse(&rules, "tests/common (generated)")
         .unwrap_or_else(|e| panic!("{e}\n--- rules ---\n{rules}"));
-    let (port_tx, port_rx) = std::sync::mpsc::channel::<(u16, Arc<Shared>)>();
+    let (port_tx, port_rx) = std::sync::mpsc::channel::<(u16, Option<u16>, Arc<Shared>)>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server_topo = topo.clone();
     let thread = std::thread::Builder::new()
@@ -700,19 +702,21 @@ fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
                 .build()
                 .expect("proxy runtime");
             rt.block_on(async move {
-                let server = Server::bind_to(server_topo, "127.0.0.1:0")
+                let mut server = Server::bind_to(server_topo, "127.0.0.1:0")
                     .await
                     .expect("bind the proxy");
                 let port = server.local_addr().expect("proxy address").port();
                 if let Some(path) = watch {
                     tokio::spawn(shardproxy::server::watch(
                         server.shared(),
-                        path,
+                        path.clone(),
                         Duration::from_millis(50),
                     ));
+                    server = server.with_rules_file(path);
                 }
+                let admin = server.admin_addr().map(|a| a.port());
                 port_tx
-                    .send((port, server.shared()))
+                    .send((port, admin, server.shared()))
                     .expect("report the proxy port");
                 tokio::select! {
                     r = server.serve() => {
@@ -726,11 +730,12 @@ fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
             rt.shutdown_timeout(Duration::from_secs(2));
         })
         .expect("spawn the proxy thread");
-    let (port, shared) = port_rx
+    let (port, admin_port, shared) = port_rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the proxy did not bind");
     Proxy {
         port,
+        admin_port,
         topo,
         rules,
         shared,

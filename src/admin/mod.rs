@@ -1,0 +1,577 @@
+//! The ops' interface: a MySQL-protocol listener of its own, with its own users, so ops use
+//! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
+//! the rules file, which is then loaded like any other reload.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_common::constants::{ColumnType, StatusFlags};
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
+
+use crate::backend::MyError;
+use crate::config::{TableRule, Topology};
+use crate::frontend::packet::PacketIo;
+use crate::frontend::{auth, codec};
+use crate::routing::slot::SLOTS;
+use crate::server::{Reload, Shared};
+use crate::sql;
+
+/// What an admin statement answers.
+#[derive(Debug, PartialEq)]
+pub enum Answer {
+    Rows {
+        columns: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+    Done(String),
+}
+
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...'";
+
+/// Accepts operators until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
+    if let Ok(a) = listener.local_addr() {
+        info!(addr = %a, "admin interface listening");
+    }
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("admin accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let rules = rules.clone();
+        tokio::spawn(async move {
+            if let Err(e) = session(stream, shared, rules, peer.ip().to_string()).await {
+                debug!(%peer, "admin connection closed: {e}");
+            }
+        });
+    }
+}
+
+async fn session<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    shared: Arc<Shared>,
+    rules: Option<PathBuf>,
+    peer: String,
+) -> std::io::Result<()> {
+    let mut io = PacketIo::new(stream, 1 << 20);
+    let salt = auth::new_salt();
+    io.set_seq(0);
+    io.write(&auth::handshake_packet(&shared.server_version, 0, &salt));
+    io.flush().await?;
+    let Some(payload) = io.read().await? else {
+        return Ok(());
+    };
+    let hello = match auth::parse_response(&payload) {
+        Ok(h) => h,
+        Err(m) => {
+            io.write(&codec::err(1043, "08S01", &m));
+            return io.flush().await;
+        }
+    };
+    let response = match hello.native_response.clone() {
+        Some(r) => r,
+        None => {
+            io.write(&auth::switch_request(&salt));
+            io.flush().await?;
+            match io.read().await? {
+                Some(r) => r,
+                None => return Ok(()),
+            }
+        }
+    };
+    let users = shared
+        .topology()
+        .admin
+        .as_ref()
+        .map(|a| a.users.clone())
+        .unwrap_or_default();
+    if auth::verify(&users, &hello.user, &salt, &response).is_none() {
+        io.write(&codec::err(
+            1045,
+            "28000",
+            &format!(
+                "Access denied for user '{}'@'{peer}' to the shardproxy admin interface (using password: {})",
+                hello.user,
+                if response.is_empty() { "NO" } else { "YES" }
+            ),
+        ));
+        return io.flush().await;
+    }
+    let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+    io.write(&codec::ok(0, 0, status, 0, ""));
+    io.flush().await?;
+    info!(user = %hello.user, %peer, "operator logged in to the admin interface");
+    loop {
+        let Some(packet) = io.read().await? else {
+            return Ok(());
+        };
+        let Some((&cmd, body)) = packet.split_first() else {
+            continue;
+        };
+        match cmd {
+            0x01 => return Ok(()),
+            0x0E | 0x02 => io.write(&codec::ok(0, 0, status, 0, "")),
+            0x03 => {
+                let text = String::from_utf8_lossy(body).into_owned();
+                match execute(&text, &shared, rules.as_deref()).await {
+                    Ok(Answer::Rows { columns, rows }) => {
+                        write_rows(&mut io, &columns, &rows, status)
+                    }
+                    Ok(Answer::Done(info)) => io.write(&codec::ok(0, 0, status, 0, &info)),
+                    Err(e) => io.write(&codec::err(e.code, &e.state, &e.message)),
+                }
+            }
+            other => io.write(&codec::err(
+                1047,
+                "08S01",
+                &format!("Unknown command {other:#04x} on the admin interface"),
+            )),
+        }
+        io.flush().await?;
+    }
+}
+
+fn write_rows<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    columns: &[String],
+    rows: &[Vec<String>],
+    status: StatusFlags,
+) {
+    io.write(&codec::column_count(columns.len()));
+    for name in columns {
+        let c = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING)
+            .with_name(name.as_bytes())
+            .with_org_name(name.as_bytes())
+            .with_character_set(45)
+            .with_column_length(1024);
+        io.write(&codec::column_def(&c));
+    }
+    io.write(&codec::eof(status, 0));
+    for r in rows {
+        let values: Vec<Option<Value>> = r
+            .iter()
+            .map(|s| Some(Value::Bytes(s.clone().into_bytes())))
+            .collect();
+        io.write_with(|out| codec::text_row(&values, out));
+    }
+    io.write(&codec::eof(status, 0));
+}
+
+fn headers(n: &[&str]) -> Vec<String> {
+    n.iter().map(|s| s.to_string()).collect()
+}
+
+fn unsupported(m: impl Into<String>) -> MyError {
+    MyError::new(1235, m.into())
+}
+
+/// A node URL with its password hidden.
+fn masked(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn rule_summary(t: &Topology, rule: &TableRule) -> (String, String, String) {
+    match rule {
+        TableRule::HashSlot { column, map } => {
+            let nodes: Vec<String> = map
+                .nodes()
+                .iter()
+                .map(|n| t.node_name(*n).to_string())
+                .collect();
+            ("hash_slot".into(), column.clone(), nodes.join(","))
+        }
+        TableRule::Broadcast => (
+            "broadcast".into(),
+            String::new(),
+            t.all_nodes()
+                .iter()
+                .map(|n| t.node_name(*n).to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        TableRule::Single { node } => (
+            "single".into(),
+            String::new(),
+            t.node_name(*node).to_string(),
+        ),
+    }
+}
+
+/// Runs one admin statement.
+pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Result<Answer, MyError> {
+    let t = shared.topology();
+    let w = sql::leading_words(text, 12);
+    let up: Vec<String> = w.iter().map(|x| x.to_ascii_uppercase()).collect();
+    let is = |i: usize, k: &str| up.get(i).is_some_and(|x| x == k);
+    if is(0, "SELECT") {
+        // What clients ask on connect: `SELECT @@version_comment LIMIT 1`,
+        // `SELECT @@max_allowed_packet, @@wait_timeout`, ...
+        if let Some(vars) = system_variables(text) {
+            let columns = vars.clone();
+            let row = vars
+                .iter()
+                .map(
+                    |v| match v.trim_start_matches("@@").to_ascii_lowercase().as_str() {
+                        "version_comment" => "shardproxy admin interface".to_string(),
+                        "version" => shared.server_version.clone(),
+                        "max_allowed_packet" => (1u32 << 20).to_string(),
+                        "wait_timeout" | "interactive_timeout" => "28800".into(),
+                        "autocommit" => "1".into(),
+                        _ => String::new(),
+                    },
+                )
+                .collect();
+            return Ok(Answer::Rows {
+                columns,
+                rows: vec![row],
+            });
+        }
+        return Err(unsupported(format!("the admin interface answers: {HELP}")));
+    }
+    if is(0, "HELP") {
+        return Ok(Answer::Rows {
+            columns: headers(&["statement"]),
+            rows: HELP.split(" | ").map(|s| vec![s.to_string()]).collect(),
+        });
+    }
+    if is(0, "SHOW") && is(1, "VERSION") {
+        return Ok(Answer::Rows {
+            columns: headers(&["version", "source", "nodes", "tables"]),
+            rows: vec![vec![
+                t.version.to_string(),
+                t.origin.clone(),
+                t.all_nodes().len().to_string(),
+                t.tables.len().to_string(),
+            ]],
+        });
+    }
+    if is(0, "SHOW") && is(1, "RULES") {
+        let mut names: Vec<&String> = t.tables.keys().collect();
+        names.sort();
+        let rows = names
+            .into_iter()
+            .filter_map(|n| {
+                let (rule, column, nodes) = rule_summary(&t, t.tables.get(n)?);
+                Some(vec![n.clone(), rule, column, nodes])
+            })
+            .collect();
+        return Ok(Answer::Rows {
+            columns: headers(&["table", "rule", "column", "nodes"]),
+            rows,
+        });
+    }
+    if is(0, "SHOW") && is(1, "TABLE") && is(2, "RULE") {
+        let name = w
+            .get(3)
+            .ok_or_else(|| unsupported("SHOW TABLE RULE needs a table"))?;
+        let rule = t.table(name);
+        let mut rows = vec![vec!["table".to_string(), name.to_ascii_lowercase()]];
+        match rule {
+            None => rows.push(vec![
+                "rule".into(),
+                format!(
+                    "not configured: lives on the default node {}",
+                    t.node_name(t.default_node)
+                ),
+            ]),
+            Some(r) => {
+                let (kind, column, nodes) = rule_summary(&t, r);
+                rows.push(vec!["rule".into(), kind]);
+                if !column.is_empty() {
+                    rows.push(vec!["column".into(), column]);
+                }
+                rows.push(vec!["nodes".into(), nodes]);
+                if let TableRule::HashSlot { map, .. } = r {
+                    for (a, b, n) in map.runs() {
+                        rows.push(vec![format!("slots {a}-{b}"), t.node_name(n).to_string()]);
+                    }
+                }
+            }
+        }
+        return Ok(Answer::Rows {
+            columns: headers(&["property", "value"]),
+            rows,
+        });
+    }
+    if is(0, "SHOW") && is(1, "SLOTS") {
+        let only = if is(2, "FOR") {
+            w.get(3).map(|s| s.to_ascii_lowercase())
+        } else {
+            None
+        };
+        let mut names: Vec<&String> = t.tables.keys().collect();
+        names.sort();
+        let mut rows = Vec::new();
+        for n in names {
+            if only.as_ref().is_some_and(|o| o != n) {
+                continue;
+            }
+            if let Some(TableRule::HashSlot { map, .. }) = t.tables.get(n) {
+                for (a, b, node) in map.runs() {
+                    rows.push(vec![
+                        n.clone(),
+                        a.to_string(),
+                        b.to_string(),
+                        t.node_name(node).to_string(),
+                        "stable".into(),
+                    ]);
+                }
+            }
+        }
+        if rows.is_empty() && only.is_some() {
+            return Err(unsupported("no hash_slot table by that name"));
+        }
+        return Ok(Answer::Rows {
+            columns: headers(&["table", "first_slot", "last_slot", "node", "state"]),
+            rows,
+        });
+    }
+    if is(0, "SHOW") && is(1, "NODES") {
+        let mut rows = Vec::new();
+        for (i, n) in t.nodes.iter().enumerate() {
+            let health = if n.retired {
+                "retired".to_string()
+            } else {
+                match tokio::time::timeout(Duration::from_secs(2), async {
+                    let mut c = shared.backends.connect(i).await?;
+                    c.ping()
+                        .await
+                        .map_err(|e| MyError::from_backend(&n.name, &e))
+                })
+                .await
+                {
+                    Ok(Ok(())) => "up".into(),
+                    Ok(Err(e)) => format!("down: {}", e.message),
+                    Err(_) => "down: no answer within 2s".into(),
+                }
+            };
+            let role = if i == t.default_node { "default" } else { "" };
+            rows.push(vec![
+                n.name.clone(),
+                masked(&n.url),
+                health,
+                role.to_string(),
+            ]);
+        }
+        return Ok(Answer::Rows {
+            columns: headers(&["node", "url", "health", "role"]),
+            rows,
+        });
+    }
+    if is(0, "PREVIEW") {
+        let rest = text.trim_start();
+        let stmt = rest.get(7..).unwrap_or("").trim();
+        if stmt.is_empty() {
+            return Err(unsupported("PREVIEW needs a statement"));
+        }
+        let parsed = sql::parse(stmt);
+        let p = crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t);
+        let rows = p
+            .describe(&t)
+            .to_string()
+            .lines()
+            .map(|l| vec![l.to_string()])
+            .collect();
+        return Ok(Answer::Rows {
+            columns: headers(&["plan"]),
+            rows,
+        });
+    }
+    let path = || rules.ok_or_else(|| unsupported("this proxy was not started from a rules file"));
+    if is(0, "RELOAD") {
+        return match shared.reload_file(path()?) {
+            Reload::Applied { to, .. } => Ok(Answer::Done(format!("rules version {to} applied"))),
+            Reload::Ignored { running, offered } => Ok(Answer::Done(format!(
+                "rules file version {offered} is not newer than {running}: nothing to do"
+            ))),
+            Reload::Refused(reason) => Err(MyError::new(1105, reason)),
+        };
+    }
+    if is(0, "SET") && is(1, "SLOTS") {
+        // SET SLOTS a-b NODE n FOR t (the words split `0-511`, so the range is read from
+        // the text).
+        let after = |k: &str| {
+            w.iter()
+                .position(|x| x.eq_ignore_ascii_case(k))
+                .and_then(|i| w.get(i + 1))
+                .cloned()
+        };
+        let (Some(range), Some(node), Some(table)) =
+            (slot_range_from(text), after("NODE"), after("FOR"))
+        else {
+            return Err(unsupported("usage: SET SLOTS a-b NODE n FOR t"));
+        };
+        let table = table.to_ascii_lowercase();
+        let Some(TableRule::HashSlot { map, .. }) = t.table(&table) else {
+            return Err(unsupported(format!("`{table}` is not a hash_slot table")));
+        };
+        let Some(target) = t.node_index(&node).filter(|i| !t.nodes[*i].retired) else {
+            return Err(unsupported(format!("unknown node `{node}`")));
+        };
+        let (a, b) =
+            parse_range(&range).ok_or_else(|| unsupported(format!("bad slot range `{range}`")))?;
+        let mut owner: Vec<usize> = (0..SLOTS).map(|s| map.node_of_slot(s as u16)).collect();
+        for o in owner.iter_mut().take(b + 1).skip(a) {
+            *o = target;
+        }
+        let mut slots = toml_edit::Array::new();
+        let mut start = 0;
+        for s in 1..=SLOTS {
+            if s == SLOTS || owner[s] != owner[start] {
+                let mut it = toml_edit::InlineTable::new();
+                it.insert("slots", format!("{start}-{}", s - 1).into());
+                it.insert("node", t.node_name(owner[start]).into());
+                slots.push(it);
+                start = s;
+            }
+        }
+        return edit(shared, path()?, |doc| {
+            doc["tables"][table.as_str()]["slots"] = toml_edit::value(slots);
+        });
+    }
+    if is(0, "ADD") && is(1, "NODE") {
+        let name = w
+            .get(2)
+            .ok_or_else(|| unsupported("usage: ADD NODE n 'mysql://...'"))?
+            .clone();
+        let url = w
+            .get(3)
+            .ok_or_else(|| unsupported("usage: ADD NODE n 'mysql://...'"))?
+            .clone();
+        if t.node_index(&name).is_some_and(|i| !t.nodes[i].retired) {
+            return Err(unsupported(format!("node `{name}` exists already")));
+        }
+        return edit(shared, path()?, |doc| {
+            doc["nodes"][name.as_str()] = toml_edit::value(url.clone());
+        });
+    }
+    Err(unsupported(format!(
+        "unknown admin statement; the admin interface answers: {HELP}"
+    )))
+}
+
+/// The `@@variables` of a `SELECT @@a, @@b [LIMIT n]`, as written.
+fn system_variables(text: &str) -> Option<Vec<String>> {
+    let parsed = sql::parse(text).ok()?;
+    let sqlparser::ast::Statement::Query(q) = &parsed.stmt else {
+        return None;
+    };
+    let sqlparser::ast::SetExpr::Select(s) = q.body.as_ref() else {
+        return None;
+    };
+    if !s.from.is_empty() {
+        return None;
+    }
+    s.projection
+        .iter()
+        .map(|item| match item {
+            sqlparser::ast::SelectItem::UnnamedExpr(e) => {
+                let t = e.to_string();
+                t.starts_with("@@").then_some(t)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn slot_range_from(text: &str) -> Option<String> {
+    let up = text.to_ascii_uppercase();
+    let at = up.find("SLOTS")? + 5;
+    let end = up[at..].find("NODE")? + at;
+    Some(text[at..end].split_whitespace().collect::<String>())
+}
+
+fn parse_range(r: &str) -> Option<(usize, usize)> {
+    let (a, b) = r.split_once('-').unwrap_or((r, r));
+    let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    (a <= b && b < SLOTS).then_some((a, b))
+}
+
+/// Writes a new version of the rules file (validated first, replaced atomically) and loads it.
+fn edit(
+    shared: &Shared,
+    path: &Path,
+    change: impl FnOnce(&mut toml_edit::DocumentMut),
+) -> Result<Answer, MyError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| MyError::new(1105, format!("cannot read {}: {e}", path.display())))?;
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e| MyError::new(1105, format!("{}: invalid TOML: {e}", path.display())))?;
+    change(&mut doc);
+    let running = shared.topology().version;
+    let file_version = doc
+        .get("version")
+        .and_then(|v| v.as_integer())
+        .unwrap_or(0)
+        .max(0) as u64;
+    let version = running.max(file_version) + 1;
+    doc["version"] = toml_edit::value(version as i64);
+    let new_text = doc.to_string();
+    crate::config::parse(&new_text, &path.display().to_string()).map_err(|e| {
+        MyError::new(
+            1105,
+            format!("change refused, the rules stay as they are: {e}"),
+        )
+    })?;
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, &new_text)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| MyError::new(1105, format!("cannot write {}: {e}", path.display())))?;
+    match shared.reload_file(path) {
+        Reload::Applied { to, .. } => Ok(Answer::Done(format!(
+            "rules version {to} written and applied"
+        ))),
+        Reload::Ignored { running, .. } => Ok(Answer::Done(format!(
+            "rules version {version} written; version {running} was already in force"
+        ))),
+        Reload::Refused(reason) => Err(MyError::new(1105, reason)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_masked() {
+        assert_eq!(
+            masked("mysql://root:secret@127.0.0.1:3311/shop"),
+            "mysql://root:***@127.0.0.1:3311/shop"
+        );
+        assert_eq!(masked("mysql://root@h/db"), "mysql://root@h/db");
+    }
+
+    #[test]
+    fn slot_ranges() {
+        assert_eq!(parse_range("0-511"), Some((0, 511)));
+        assert_eq!(parse_range("7"), Some((7, 7)));
+        assert_eq!(parse_range("9-3"), None);
+        assert_eq!(parse_range("0-1024"), None);
+        assert_eq!(
+            slot_range_from("set slots 0 - 511 node ds1 for t").as_deref(),
+            Some("0-511")
+        );
+    }
+}
