@@ -27,6 +27,7 @@ pub struct Shared {
     pub reloads_refused: AtomicU64,
     /// Rules files whose version was not newer than the one running.
     pub reloads_ignored: AtomicU64,
+    pub metrics: Arc<crate::admin::metrics::Metrics>,
 }
 
 /// What a reload did.
@@ -48,6 +49,10 @@ pub enum Reload {
 impl Shared {
     pub fn new(topo: Topology) -> Self {
         let backends = Backends::new(&topo);
+        let metrics = Arc::new(crate::admin::metrics::Metrics::new());
+        metrics
+            .version
+            .set(i64::try_from(topo.version).unwrap_or(i64::MAX));
         Shared {
             topology: ArcSwap::from_pointee(topo),
             backends,
@@ -57,6 +62,7 @@ impl Shared {
             reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),
             reloads_ignored: AtomicU64::new(0),
+            metrics,
         }
     }
 
@@ -76,6 +82,10 @@ impl Shared {
         let to = aligned.version;
         self.topology.store(Arc::new(aligned));
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
+        self.metrics.reloads.with_label_values(&["applied"]).inc();
+        self.metrics
+            .version
+            .set(i64::try_from(to).unwrap_or(i64::MAX));
         Reload::Applied {
             from: current.version,
             to,
@@ -94,6 +104,7 @@ impl Shared {
             }
             Reload::Ignored { running, offered } => {
                 self.reloads_ignored.fetch_add(1, Ordering::Relaxed);
+                self.metrics.reloads.with_label_values(&["ignored"]).inc();
                 info!(
                     file = %path.display(),
                     "rules file ignored: its version {offered} is not newer than the running version {running}"
@@ -101,6 +112,7 @@ impl Shared {
             }
             Reload::Refused(reason) => {
                 self.reloads_refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.reloads.with_label_values(&["refused"]).inc();
                 warn!("rules reload refused, the running rules stay: {reason}")
             }
         }
@@ -137,6 +149,7 @@ pub async fn watch(shared: Arc<Shared>, path: PathBuf, every: Duration) {
 pub struct Server {
     listener: TcpListener,
     admin: Option<TcpListener>,
+    metrics: Option<SocketAddr>,
     rules: Option<PathBuf>,
     shared: Arc<Shared>,
 }
@@ -161,11 +174,18 @@ impl Server {
             ),
             None => None,
         };
+        let metrics_addr = topo.metrics.as_ref().map(|m| m.listen.clone());
+        let shared = Arc::new(Shared::new(topo));
+        let metrics = match metrics_addr {
+            Some(a) => Some(crate::admin::metrics::serve(&a, shared.metrics.clone())?),
+            None => None,
+        };
         Ok(Server {
             listener,
             admin,
+            metrics,
             rules: None,
-            shared: Arc::new(Shared::new(topo)),
+            shared,
         })
     }
 
@@ -173,6 +193,11 @@ impl Server {
     pub fn with_rules_file(mut self, path: PathBuf) -> Self {
         self.rules = Some(path);
         self
+    }
+
+    /// Where `GET /metrics` answers, when the rules have a `[metrics]` section.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics
     }
 
     pub fn admin_addr(&self) -> Option<SocketAddr> {

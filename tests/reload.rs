@@ -261,7 +261,7 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
     .replace("t_rl", "t_adm")
     .replace(
         "[nodes]",
-        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops-secret\" }]\n\n[nodes]",
+        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops-secret\" }]\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n[nodes]",
     );
     write_atomically(&path, &text);
     let p = start_proxy_watching(&path);
@@ -345,6 +345,57 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
         .await
         .is_err());
     assert_eq!(p.shared.topology().version, 3);
+
+    // The metrics endpoint reports what happened.
+    app.query_drop("CREATE TABLE IF NOT EXISTS t_adm (id BIGINT PRIMARY KEY)")
+        .await
+        .expect("CREATE TABLE");
+    app.query_drop("INSERT INTO t_adm (id) VALUES (5)")
+        .await
+        .expect("INSERT");
+    expect_refused(&mut app).await;
+    let text = scrape(p.metrics_port.expect("a metrics port")).await;
+    for needle in [
+        "shardproxy_rules_version 3",
+        "shardproxy_reloads_total{outcome=\"applied\"} 2",
+        "shardproxy_statements_total{route=\"single\",type=\"insert\"} 1",
+        "shardproxy_statements_total{route=\"broadcast\",type=\"ddl\"} 1",
+        "shardproxy_refused_total{reason=\"shard_key_change\"} 1",
+        "shardproxy_node_statement_seconds_count{node=\"ds",
+        "shardproxy_backend_connections_held{node=\"ds",
+        &format!(
+            "shardproxy_slot_statements_total{{table=\"t_adm\",slot=\"{}\"}} 1",
+            shardproxy::routing::slot::slot_of(&mysql_async::Value::Int(5)).expect("a slot")
+        ),
+    ] {
+        assert!(text.contains(needle), "missing {needle} in\n{text}");
+    }
     app.disconnect().await.ok();
     ops.disconnect().await.ok();
+}
+
+async fn expect_refused(app: &mut mysql_async::Conn) {
+    common::expect_code(
+        app.query_drop("UPDATE t_adm SET id = 6 WHERE id = 5").await,
+        1235,
+        "UPDATE of the shard key",
+    );
+}
+
+/// GET /metrics over a plain TCP connection.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .expect("send the request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read the answer");
+    assert!(
+        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200"),
+        "{out}"
+    );
+    out
 }

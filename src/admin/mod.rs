@@ -2,6 +2,8 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
+pub mod metrics;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -31,9 +31,17 @@ struct RulesFile {
     default_node: String,
     server: ServerSection,
     admin: Option<AdminSection>,
+    metrics: Option<MetricsSection>,
     nodes: BTreeMap<String, String>,
     #[serde(default)]
     tables: BTreeMap<String, TableSection>,
+}
+
+/// Where Prometheus scrapes `GET /metrics`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    pub listen: String,
 }
 
 /// The ops' MySQL-protocol interface: its own address and its own users.
@@ -123,6 +131,7 @@ pub struct Topology {
     /// Rows a merge may read from the nodes for one statement before it fails.
     pub max_rows_per_statement: u64,
     pub admin: Option<AdminSection>,
+    pub metrics: Option<MetricsSection>,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.
@@ -264,6 +273,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             )));
         }
     }
+    if let Some(m) = &file.metrics {
+        m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
+            err(format!(
+                "[metrics] listen `{}` is not an address: {e}",
+                m.listen
+            ))
+        })?;
+    }
     if file.server.max_rows_per_statement == 0 {
         return Err(err(
             "[server] max_rows_per_statement must be at least 1".into()
@@ -354,6 +371,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         users: file.server.users,
         max_rows_per_statement: file.server.max_rows_per_statement,
         admin: file.admin,
+        metrics: file.metrics,
         nodes,
         default_node,
         tables,

@@ -343,8 +343,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// COM_RESET_CONNECTION: back to a fresh session (backend connections go back to their
     /// pools, which reset them).
     async fn reset(&mut self) {
-        for c in self.conns.iter_mut() {
-            c.take();
+        for n in 0..self.conns.len() {
+            self.drop_conn(n);
         }
         self.sets.clear();
         self.autocommit = true;
@@ -357,10 +357,43 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn query(&mut self, sql: &str) -> Outcome {
         let topo = self.shared.topology();
         let parsed = sql::parse(sql);
-        let plan = plan::plan(sql, parsed.as_ref().map_err(String::as_str), &[], &topo);
+        let (plan, slots) =
+            plan::plan_traced(sql, parsed.as_ref().map_err(String::as_str), &[], &topo);
         let read = is_read(parsed.as_ref().ok(), sql);
         debug!(conn = self.conn_id, %sql, ?plan, "query");
+        self.account(&plan, parsed.as_ref().ok(), sql, &slots);
         self.run_plan(plan, false, read).await
+    }
+
+    /// Counts a statement in the metrics: by type and route, and per slot it was routed to.
+    fn account(&self, plan: &Plan, parsed: Option<&Parsed>, sql: &str, slots: &[(String, u16)]) {
+        self.account_kind(plan, statement_kind(parsed, sql), sql.len(), slots);
+    }
+
+    fn account_kind(&self, plan: &Plan, kind: &str, bytes: usize, slots: &[(String, u16)]) {
+        let m = &self.shared.metrics;
+        let route = match plan {
+            Plan::Route(_) | Plan::Sticky { .. } => "single",
+            Plan::Scatter {
+                ok: OkMerge::Copies,
+                ..
+            } => "broadcast",
+            Plan::Scatter { .. } => "scatter",
+            Plan::Session(_) => "session",
+            Plan::Refuse { message, .. }
+            | Plan::Unroutable {
+                reason: message, ..
+            } => {
+                m.refused
+                    .with_label_values(&[crate::admin::metrics::refusal_reason(message)])
+                    .inc();
+                "refused"
+            }
+        };
+        m.statements.with_label_values(&[kind, route]).inc();
+        for (table, slot) in slots {
+            m.slot_hit(table, *slot, bytes);
+        }
     }
 
     async fn use_db(&mut self, db: String) -> Outcome {
@@ -407,8 +440,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     fn drop_conn(&mut self, node: usize) {
-        if let Some(slot) = self.conns.get_mut(node) {
-            slot.take();
+        if self.conns.get_mut(node).and_then(Option::take).is_some() {
+            self.held(node, -1);
         }
         if let Some(tx) = self.tx.as_mut().filter(|t| t.node == Some(node)) {
             tx.lost = true;
@@ -424,23 +457,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn conn(&mut self, node: usize) -> Result<&mut Conn, MyError> {
         self.grow(node);
         if self.conns[node].is_none() {
-            let mut c = self.shared.backends.connect(node).await?;
-            let name = self.shared.backends.name(node).to_string();
-            if let Some(db) = &self.db {
-                c.query_drop(format!("USE `{}`", db.replace('`', "``")))
-                    .await
-                    .map_err(|e| MyError::from_backend(&name, &e))?;
-            }
-            for s in &self.sets {
-                c.query_drop(s.as_str())
-                    .await
-                    .map_err(|e| MyError::from_backend(&name, &e))?;
-            }
-            self.conns[node] = Some(c);
+            let c = self.shared.backends.connect(node).await?;
+            let c = self.bring_to_state(node, c).await?;
+            self.store_conn(node, c);
         }
         self.conns[node]
             .as_mut()
             .ok_or_else(|| MyError::new(1105, "shardproxy: connection vanished"))
+    }
+
+    /// Replays the session's database and SETs on a connection it just opened.
+    async fn bring_to_state(&self, node: usize, mut c: Conn) -> Result<Conn, MyError> {
+        let name = self.shared.backends.name(node);
+        if let Some(db) = &self.db {
+            c.query_drop(format!("USE `{}`", db.replace('`', "``")))
+                .await
+                .map_err(|e| MyError::from_backend(&name, &e))?;
+        }
+        for s in &self.sets {
+            c.query_drop(s.as_str())
+                .await
+                .map_err(|e| MyError::from_backend(&name, &e))?;
+        }
+        Ok(c)
+    }
+
+    fn store_conn(&mut self, node: usize, c: Conn) {
+        self.grow(node);
+        if self.conns[node].replace(c).is_none() {
+            self.held(node, 1);
+        }
+    }
+
+    /// Counts the node connections sessions hold, for the metrics.
+    fn held(&self, node: usize, delta: i64) {
+        self.shared
+            .metrics
+            .held
+            .with_label_values(&[&self.shared.backends.name(node)])
+            .add(delta);
     }
 
     /// Room for a connection to `node` (a reload may have added nodes).
@@ -606,10 +661,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(MyError::new(1105, "shardproxy: connection vanished"));
         };
+        let started = std::time::Instant::now();
         let outcome = match start(conn, &t, binary).await {
             Ok(res) => relay(&mut self.io, res, binary, status, &name).await,
             Err(e) => Err(e),
         };
+        let m = &self.shared.metrics;
+        m.latency
+            .with_label_values(&[&name])
+            .observe(started.elapsed().as_secs_f64());
         match outcome {
             Ok(generated) => {
                 if generated != 0 {
@@ -618,6 +678,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Ok(())
             }
             Err(e) => {
+                m.backend_errors.with_label_values(&[&name]).inc();
                 if MyError::breaks_connection(&e) {
                     self.drop_conn(node);
                 }
@@ -655,26 +716,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if !missing.is_empty() {
             let opened = join_all(missing.iter().map(|n| self.shared.backends.connect(*n))).await;
             for (n, r) in missing.iter().zip(opened) {
-                let c = r?;
-                self.conns[*n] = Some(c);
-                if self.db.is_some() || !self.sets.is_empty() {
-                    // Bring it to the session's state.
-                    let conn = self.conns[*n].take();
-                    if let Some(mut conn) = conn {
-                        let name = self.shared.backends.name(*n).to_string();
-                        if let Some(db) = &self.db {
-                            conn.query_drop(format!("USE `{}`", db.replace('`', "``")))
-                                .await
-                                .map_err(|e| MyError::from_backend(&name, &e))?;
-                        }
-                        for s in &self.sets {
-                            conn.query_drop(s.as_str())
-                                .await
-                                .map_err(|e| MyError::from_backend(&name, &e))?;
-                        }
-                        self.conns[*n] = Some(conn);
-                    }
-                }
+                let c = self.bring_to_state(*n, r?).await?;
+                self.store_conn(*n, c);
             }
         }
         self.last_node = targets.first().map(|t| t.node);
@@ -698,6 +741,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .iter()
             .map(|t| self.shared.backends.name(t.node).to_string())
             .collect();
+        let started = std::time::Instant::now();
         let outcome = {
             let starts = taken
                 .iter_mut()
@@ -708,10 +752,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 None => merge_append(&mut self.io, results, ok, binary, status, &names).await,
                 Some(spec) => {
                     let cap = self.shared.topology().max_rows_per_statement;
-                    merge_rows(&mut self.io, results, spec, binary, status, cap).await
+                    let rows = &self.shared.metrics.rows_merged;
+                    merge_rows(&mut self.io, results, spec, binary, status, cap, rows).await
                 }
             }
         };
+        let elapsed = started.elapsed().as_secs_f64();
+        for name in &names {
+            self.shared
+                .metrics
+                .latency
+                .with_label_values(&[name])
+                .observe(elapsed);
+        }
         for (n, c) in taken {
             self.conns[n] = Some(c);
         }
@@ -719,6 +772,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Ok(()) => Ok(()),
             Err(ScatterError::Merge(e)) => Err(e),
             Err(ScatterError::Node(idx, e)) => {
+                self.shared
+                    .metrics
+                    .backend_errors
+                    .with_label_values(&[&names[idx]])
+                    .inc();
                 if MyError::breaks_connection(&e) {
                     self.drop_conn(targets[idx].node);
                 }
@@ -831,13 +889,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         })?;
         stmt.long_data.clear();
         let topo = self.shared.topology();
-        let plan = plan::plan(
+        let (plan, slots) = plan::plan_traced(
             &stmt.sql,
             stmt.parsed.as_ref().map_err(String::as_str),
             &params,
             &topo,
         );
         let read = is_read(stmt.parsed.as_ref().ok(), &stmt.sql);
+        let kind = statement_kind(stmt.parsed.as_ref().ok(), &stmt.sql);
+        let bytes = stmt.sql.len() + body.len();
+        self.account_kind(&plan, kind, bytes, &slots);
         self.run_plan(plan, true, read).await
     }
 
@@ -893,6 +954,47 @@ fn prepare_node(parsed: &Parsed, topo: &Topology) -> Option<usize> {
         std::ops::ControlFlow::Break(())
     });
     node
+}
+
+impl<S> Drop for Session<S> {
+    fn drop(&mut self) {
+        for (node, c) in self.conns.iter().enumerate() {
+            if c.is_some() {
+                self.shared
+                    .metrics
+                    .held
+                    .with_label_values(&[&self.shared.backends.name(node)])
+                    .dec();
+            }
+        }
+    }
+}
+
+/// The statement's type, for the metrics.
+fn statement_kind(parsed: Option<&Parsed>, sql: &str) -> &'static str {
+    use sqlparser::ast::Statement as S;
+    match parsed.map(|p| &p.stmt) {
+        Some(S::Query(_)) => "select",
+        Some(S::Insert(_)) => "insert",
+        Some(S::Update(_)) => "update",
+        Some(S::Delete(_)) => "delete",
+        Some(
+            S::CreateTable(_)
+            | S::AlterTable(_)
+            | S::CreateIndex(_)
+            | S::Drop { .. }
+            | S::Truncate(_),
+        ) => "ddl",
+        _ => match sql::leading_words(sql, 1)
+            .first()
+            .map(|w| w.to_ascii_uppercase())
+            .as_deref()
+        {
+            Some("SET" | "USE" | "BEGIN" | "START" | "COMMIT" | "ROLLBACK") => "session",
+            Some("SHOW" | "DESCRIBE" | "DESC" | "EXPLAIN") => "show",
+            _ => "other",
+        },
+    }
 }
 
 /// Is this a statement that only reads (may run outside the session's transaction node)?
@@ -1170,6 +1272,7 @@ async fn merge_rows<S: AsyncRead + AsyncWrite + Unpin>(
     binary: bool,
     status: StatusFlags,
     cap: u64,
+    rows_merged: &prometheus::IntCounter,
 ) -> Result<(), ScatterError> {
     let mut ress = Vec::with_capacity(results.len());
     let mut first_err = None;
@@ -1187,7 +1290,9 @@ async fn merge_rows<S: AsyncRead + AsyncWrite + Unpin>(
         }
         return Err(ScatterError::Node(i, e));
     }
-    let outcome = merge_streams(io, &mut ress, spec, binary, status, cap).await;
+    let mut read = 0u64;
+    let outcome = merge_streams(io, &mut ress, spec, binary, status, cap, &mut read).await;
+    rows_merged.inc_by(read);
     let mut warnings = 0u16;
     let mut failed = None;
     for (i, res) in ress.into_iter().enumerate() {
@@ -1211,6 +1316,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
     binary: bool,
     status: StatusFlags,
     cap: u64,
+    read: &mut u64,
 ) -> Result<(), ScatterError> {
     let Some(cols) = ress.iter().find_map(|r| r.columns()) else {
         return Err(merge_error(
@@ -1226,11 +1332,10 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         }
         io.write(&codec::eof(status, 0));
     };
-    let mut read = 0u64;
     if spec.buffers() {
         let mut rows = Vec::new();
         for (i, res) in ress.iter_mut().enumerate() {
-            while let Some(row) = next_row(res, i, &mut read, cap).await? {
+            while let Some(row) = next_row(res, i, read, cap).await? {
                 rows.push(row);
             }
         }
@@ -1271,7 +1376,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
     if spec.order.is_empty() {
         // Append, node after node.
         for (i, res) in ress.iter_mut().enumerate() {
-            while let Some(row) = next_row(res, i, &mut read, cap).await? {
+            while let Some(row) = next_row(res, i, read, cap).await? {
                 if skip > 0 {
                     skip -= 1;
                     continue;
@@ -1291,7 +1396,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
     // k-way merge: each node's rows arrive in ORDER BY order; hold one row per node.
     let mut heads: Vec<Option<Row>> = Vec::with_capacity(ress.len());
     for (i, res) in ress.iter_mut().enumerate() {
-        heads.push(next_row(res, i, &mut read, cap).await?);
+        heads.push(next_row(res, i, read, cap).await?);
     }
     loop {
         let mut best: Option<usize> = None;
@@ -1320,7 +1425,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
             }
             return Ok(());
         };
-        let next = next_row(&mut ress[i], i, &mut read, cap).await?;
+        let next = next_row(&mut ress[i], i, read, cap).await?;
         let Some(row) = std::mem::replace(&mut heads[i], next) else {
             return Ok(());
         };

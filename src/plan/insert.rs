@@ -24,7 +24,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         _ => {
             let nodes = match rule {
                 None => vec![p.topo.default_node],
-                Some(r) => p.nodes_for_keys(r, None),
+                Some(r) => p.nodes_for_keys(&table, r, None),
             };
             if !uses.is_empty() {
                 if matches!(rule, Some(TableRule::Broadcast)) {
@@ -79,7 +79,10 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             ));
         };
         return match literal(expr, p.parsed, p.params).as_ref().and_then(slot_of) {
-            Some(slot) => p.on(map.node_of_slot(slot)),
+            Some(slot) => {
+                p.trace(&table, slot);
+                p.on(map.node_of_slot(slot))
+            }
             None => refuse(format!(
                 "the shard key `{column}` of `{table}` must be a constant, not NULL or an expression"
             )),
@@ -112,6 +115,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
                 i + 1
             ));
         };
+        p.trace(&table, slot);
         by_node.entry(map.node_of_slot(slot)).or_default().push(i);
     }
     if by_node.len() <= 1 {

@@ -199,21 +199,36 @@ fn describe_merge(m: &MergeSpec) -> String {
 
 /// Plans one statement. `parsed` is the parse of `sql` (or the parser's error).
 pub fn plan(sql: &str, parsed: Result<&Parsed, &str>, params: &[Value], topo: &Topology) -> Plan {
+    plan_traced(sql, parsed, params, topo).0
+}
+
+/// [`plan`], with the `(table, slot)` pairs the statement was routed to by key.
+pub fn plan_traced(
+    sql: &str,
+    parsed: Result<&Parsed, &str>,
+    params: &[Value],
+    topo: &Topology,
+) -> (Plan, Vec<(String, u16)>) {
     if let Some(p) = session_statement(sql) {
-        return p;
+        return (p, Vec::new());
     }
     let parsed = match parsed {
         Ok(p) => p,
-        Err(e) => return unparsed(sql, e, params, topo),
+        Err(e) => return (unparsed(sql, e, params, topo), Vec::new()),
     };
     let planner = Planner {
+        slots: Default::default(),
         sql,
         stmt: &parsed.stmt,
         parsed,
         params,
         topo,
     };
-    planner.plan()
+    let plan = planner.plan();
+    let mut slots = planner.slots.take();
+    slots.sort_unstable();
+    slots.dedup();
+    (plan, slots)
 }
 
 /// A statement sqlparser cannot read: forwarded if it names no configured table (the node
@@ -314,6 +329,8 @@ fn session_statement(sql: &str) -> Option<Plan> {
 }
 
 struct Planner<'a> {
+    /// Slots the statement was routed to by key: (table, slot), for the per-slot metrics.
+    slots: std::cell::RefCell<Vec<(String, u16)>>,
     sql: &'a str,
     /// The statement being planned (the parsed one, or the one inside its EXPLAIN).
     stmt: &'a Statement,
@@ -354,6 +371,7 @@ impl<'a> Planner<'a> {
             Statement::ShowCreate { obj_name, .. } => self.read_one(&[sql::table_name(obj_name)]),
             Statement::Explain { statement, .. } => {
                 let inner = Planner {
+                    slots: Default::default(),
                     sql: self.sql,
                     stmt: statement.as_ref(),
                     parsed: self.parsed,
@@ -370,6 +388,10 @@ impl<'a> Planner<'a> {
             }
             other => self.generic(other),
         }
+    }
+
+    fn trace(&self, table: &str, slot: u16) {
+        self.slots.borrow_mut().push((table.to_string(), slot));
     }
 
     fn target(&self, node: usize) -> Target {
@@ -407,7 +429,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Nodes holding the rows with these shard-key values (NULL matches nothing).
-    fn nodes_for_keys(&self, rule: &TableRule, keys: Option<&[Value]>) -> Vec<usize> {
+    fn nodes_for_keys(&self, table: &str, rule: &TableRule, keys: Option<&[Value]>) -> Vec<usize> {
         match rule {
             TableRule::HashSlot { map, .. } => match keys {
                 None => map.nodes(),
@@ -415,7 +437,10 @@ impl<'a> Planner<'a> {
                     let mut nodes: Vec<usize> = values
                         .iter()
                         .filter_map(slot_of)
-                        .map(|s| map.node_of_slot(s))
+                        .map(|s| {
+                            self.trace(table, s);
+                            map.node_of_slot(s)
+                        })
                         .collect();
                     nodes.sort_unstable();
                     nodes.dedup();
@@ -449,7 +474,7 @@ impl<'a> Planner<'a> {
         match self.topo.table(&u.table) {
             None => Placement::Nodes(vec![self.topo.default_node]),
             Some(TableRule::Broadcast) => Placement::Anywhere,
-            Some(rule) => Placement::Nodes(self.nodes_for_keys(rule, u.keys.as_deref())),
+            Some(rule) => Placement::Nodes(self.nodes_for_keys(&u.table, rule, u.keys.as_deref())),
         }
     }
 
@@ -591,7 +616,7 @@ impl<'a> Planner<'a> {
         let mut nodes: Option<Vec<usize>> = None;
         for &i in multi {
             if let Some(keys) = &uses[i].keys {
-                let ns = self.nodes_for_keys(rule, Some(keys));
+                let ns = self.nodes_for_keys(&uses[i].table, rule, Some(keys));
                 nodes = Some(match nodes {
                     None => ns,
                     Some(prev) => prev.into_iter().filter(|n| ns.contains(n)).collect(),
@@ -638,15 +663,18 @@ impl<'a> Planner<'a> {
                 let keys = self
                     .key_column(table, alias)
                     .and_then(|(k, _)| where_keys(selection, &k, self.parsed, self.params));
-                let ns = self.nodes_for_keys(r, keys.as_deref());
+                let ns = self.nodes_for_keys(table, r, keys.as_deref());
                 if ns.is_empty() {
                     // No row can match; run on one node for a correct "0 rows affected".
-                    self.nodes_for_keys(r, None).into_iter().take(1).collect()
+                    self.nodes_for_keys(table, r, None)
+                        .into_iter()
+                        .take(1)
+                        .collect()
                 } else {
                     ns
                 }
             }
-            Some(r) => self.nodes_for_keys(r, None),
+            Some(r) => self.nodes_for_keys(table, r, None),
         };
         for u in extra {
             match self.placement(u) {

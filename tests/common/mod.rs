@@ -523,6 +523,8 @@ pub struct Proxy {
     pub port: u16,
     /// The admin interface's port, when the rules have an `[admin]` section.
     pub admin_port: Option<u16>,
+    /// The metrics endpoint's port, when the rules have a `[metrics]` section.
+    pub metrics_port: Option<u16>,
     pub topo: Topology,
     pub rules: String,
     /// The proxy's shared state (rules snapshot in force, reload counters).
@@ -690,7 +692,8 @@ pub fn start_proxy_watching(path: &Path) -> Proxy {
 fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
     let topo = shardproxy::config::parse(&rules, "tests/common (generated)")
         .unwrap_or_else(|e| panic!("{e}\n--- rules ---\n{rules}"));
-    let (port_tx, port_rx) = std::sync::mpsc::channel::<(u16, Option<u16>, Arc<Shared>)>();
+    let (port_tx, port_rx) =
+        std::sync::mpsc::channel::<(u16, Option<u16>, Option<u16>, Arc<Shared>)>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server_topo = topo.clone();
     let thread = std::thread::Builder::new()
@@ -715,8 +718,9 @@ fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
                     server = server.with_rules_file(path);
                 }
                 let admin = server.admin_addr().map(|a| a.port());
+                let metrics = server.metrics_addr().map(|a| a.port());
                 port_tx
-                    .send((port, admin, server.shared()))
+                    .send((port, admin, metrics, server.shared()))
                     .expect("report the proxy port");
                 tokio::select! {
                     r = server.serve() => {
@@ -730,12 +734,13 @@ fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
             rt.shutdown_timeout(Duration::from_secs(2));
         })
         .expect("spawn the proxy thread");
-    let (port, admin_port, shared) = port_rx
+    let (port, admin_port, metrics_port, shared) = port_rx
         .recv_timeout(Duration::from_secs(10))
         .expect("the proxy did not bind");
     Proxy {
         port,
         admin_port,
+        metrics_port,
         topo,
         rules,
         shared,

@@ -1,0 +1,273 @@
+//! Prometheus metrics: what ops watch (statements by type and route, latency per node,
+//! backend errors, connections held, rows merged, refusals by reason, reloads, the rules
+//! version) and per-slot counters, the input for hot-spot detection.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+use tracing::{info, warn};
+
+use crate::routing::slot::SLOTS;
+
+/// Statements and bytes per logical slot of one table.
+struct SlotCounters {
+    statements: Vec<AtomicU64>,
+    bytes: Vec<AtomicU64>,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub statements: IntCounterVec,
+    pub latency: HistogramVec,
+    pub backend_errors: IntCounterVec,
+    pub held: IntGaugeVec,
+    pub rows_merged: IntCounter,
+    pub refused: IntCounterVec,
+    pub reloads: IntCounterVec,
+    pub version: IntGauge,
+    slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric definition")
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::new(),
+            statements: counter_vec(
+                "shardproxy_statements_total",
+                "Client statements by type and route kind",
+                &["type", "route"],
+            ),
+            latency: HistogramVec::new(
+                HistogramOpts::new(
+                    "shardproxy_node_statement_seconds",
+                    "Time of statements on each node, as the proxy saw it",
+                )
+                .buckets(vec![
+                    0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0,
+                ]),
+                &["node"],
+            )
+            .expect("valid metric definition"),
+            backend_errors: counter_vec(
+                "shardproxy_backend_errors_total",
+                "Statements a node answered with an error or could not answer",
+                &["node"],
+            ),
+            held: IntGaugeVec::new(
+                Opts::new(
+                    "shardproxy_backend_connections_held",
+                    "Node connections held by client sessions",
+                ),
+                &["node"],
+            )
+            .expect("valid metric definition"),
+            rows_merged: IntCounter::new(
+                "shardproxy_rows_merged_total",
+                "Rows read from nodes by merges (ordered, aggregate, paginated)",
+            )
+            .expect("valid metric definition"),
+            refused: counter_vec(
+                "shardproxy_refused_total",
+                "Statements refused instead of answered wrongly, by reason",
+                &["reason"],
+            ),
+            reloads: counter_vec(
+                "shardproxy_reloads_total",
+                "Rules reloads by outcome",
+                &["outcome"],
+            ),
+            version: IntGauge::new("shardproxy_rules_version", "Version of the rules in force")
+                .expect("valid metric definition"),
+            slots: RwLock::new(HashMap::new()),
+        };
+        for c in [
+            Box::new(m.statements.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.latency.clone()),
+            Box::new(m.backend_errors.clone()),
+            Box::new(m.held.clone()),
+            Box::new(m.rows_merged.clone()),
+            Box::new(m.refused.clone()),
+            Box::new(m.reloads.clone()),
+            Box::new(m.version.clone()),
+        ] {
+            let _ = m.registry.register(c);
+        }
+        m
+    }
+
+    /// Counts a statement (and its bytes) against a slot of a table.
+    pub fn slot_hit(&self, table: &str, slot: u16, bytes: usize) {
+        let existing = self
+            .slots
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table)
+            .cloned();
+        let counters = match existing {
+            Some(c) => c,
+            None => {
+                let mut w = self.slots.write().unwrap_or_else(|e| e.into_inner());
+                w.entry(table.to_string())
+                    .or_insert_with(|| {
+                        Arc::new(SlotCounters {
+                            statements: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+                            bytes: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
+                        })
+                    })
+                    .clone()
+            }
+        };
+        let s = usize::from(slot) % SLOTS;
+        counters.statements[s].fetch_add(1, Ordering::Relaxed);
+        counters.bytes[s].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of every metric (slots that saw no statement omitted).
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        let mut out = String::from_utf8_lossy(&buf).into_owned();
+        let slots = self.slots.read().unwrap_or_else(|e| e.into_inner());
+        let mut tables: Vec<&String> = slots.keys().collect();
+        tables.sort();
+        for (name, help, pick) in [
+            (
+                "shardproxy_slot_statements_total",
+                "Statements routed by key to each logical slot",
+                0,
+            ),
+            (
+                "shardproxy_slot_bytes_total",
+                "Statement bytes routed by key to each logical slot",
+                1,
+            ),
+        ] {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
+            for t in &tables {
+                let c = &slots[*t];
+                let v = if pick == 0 { &c.statements } else { &c.bytes };
+                for (slot, n) in v.iter().enumerate() {
+                    let n = n.load(Ordering::Relaxed);
+                    if n > 0 {
+                        out.push_str(&format!("{name}{{table=\"{t}\",slot=\"{slot}\"}} {n}\n"));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// A coarse label for why a statement was refused.
+pub fn refusal_reason(message: &str) -> &'static str {
+    let m = message.to_ascii_lowercase();
+    if m.contains("transaction") {
+        "transaction_spans_nodes"
+    } else if m.contains("shard key") && (m.contains("update") || m.contains("move rows")) {
+        "shard_key_change"
+    } else if m.contains("different nodes") || m.contains("across shards") {
+        "cross_node_query"
+    } else if m.contains("merge") {
+        "unmergeable"
+    } else if m.contains("parse") {
+        "unparsable"
+    } else if m.contains("max_rows_per_statement") {
+        "row_cap"
+    } else {
+        "other"
+    }
+}
+
+/// Serves `GET /metrics` on `addr` from a thread of its own (so a slow scraper never holds a
+/// runtime worker).
+pub fn serve(addr: &str, metrics: Arc<Metrics>) -> anyhow::Result<std::net::SocketAddr> {
+    let server = tiny_http::Server::http(addr)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr} (metrics): {e}"))?;
+    let local = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| anyhow::anyhow!("metrics listener is not an IP socket"))?;
+    info!(%local, "metrics at http://{local}/metrics");
+    std::thread::Builder::new()
+        .name("shardproxy-metrics".into())
+        .spawn(move || {
+            for req in server.incoming_requests() {
+                let resp = if req.url() == "/metrics" || req.url().starts_with("/metrics?") {
+                    let header = tiny_http::Header::from_bytes(
+                        &b"Content-Type"[..],
+                        &b"text/plain; version=0.0.4; charset=utf-8"[..],
+                    );
+                    let mut r = tiny_http::Response::from_string(metrics.render());
+                    if let Ok(h) = header {
+                        r = r.with_header(h);
+                    }
+                    r
+                } else {
+                    tiny_http::Response::from_string("not found; see /metrics\n")
+                        .with_status_code(404)
+                };
+                if let Err(e) = req.respond(resp) {
+                    warn!("metrics response failed: {e}");
+                }
+            }
+        })?;
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_busy_slots_only() {
+        let m = Metrics::new();
+        m.statements.with_label_values(&["select", "single"]).inc();
+        m.slot_hit("t_order", 7, 40);
+        m.slot_hit("t_order", 7, 2);
+        let text = m.render();
+        assert!(
+            text.contains("shardproxy_statements_total{route=\"single\",type=\"select\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardproxy_slot_statements_total{table=\"t_order\",slot=\"7\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardproxy_slot_bytes_total{table=\"t_order\",slot=\"7\"} 42"),
+            "{text}"
+        );
+        assert!(!text.contains("slot=\"8\""), "{text}");
+    }
+
+    #[test]
+    fn refusals_are_labelled() {
+        assert_eq!(
+            refusal_reason("a write on node `ds2` would make this transaction span"),
+            "transaction_spans_nodes"
+        );
+        assert_eq!(
+            refusal_reason("UPDATE of the shard key `user_id` of `t` would move rows"),
+            "shard_key_change"
+        );
+        assert_eq!(
+            refusal_reason("UNION ... needs a merge that shardproxy does not do yet"),
+            "unmergeable"
+        );
+    }
+}
