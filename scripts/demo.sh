@@ -108,9 +108,12 @@ start_proxy() {
         die "port $proxy_port is already in use by another process (not the proxy started by this script)"
     fi
     echo "demo.sh: starting proxy on 127.0.0.1:$proxy_port (log: $demo_dir/proxy.log)"
+    # The proxy serves a copy: admin changes (SET SLOTS, ADD NODE) rewrite the file it serves,
+    # and they belong to this demo, not to the repository's example.
+    [[ -f $demo_dir/rules.toml ]] || cp "$config" "$demo_dir/rules.toml"
     (
         cd "$repo" || exit 1
-        setsid nohup "$bin" serve --config "$config" </dev/null >>"$demo_dir/proxy.log" 2>&1 &
+        setsid nohup "$bin" serve --config "$demo_dir/rules.toml" </dev/null >>"$demo_dir/proxy.log" 2>&1 &
         echo "$!" >"$demo_dir/proxy.pid"
     )
     pid=$(<"$demo_dir/proxy.pid")
@@ -151,6 +154,10 @@ Try:
 
 See where a statement goes:
   $rel route --config rules/demo.toml "SELECT * FROM t_order WHERE user_id = 7"
+
+Operate it (admin interface; the rules it serves: $demo_dir/rules.toml):
+  mariadb -h127.0.0.1 -P3308 -uops -pops -e 'SHOW RULES; SHOW SLOTS FOR t_order; SHOW NODES'
+  mariadb -h127.0.0.1 -P3308 -uops -pops -e "PREVIEW SELECT COUNT(*) FROM t_order"
 
 Logs: $demo_dir/proxy.log, $demo_dir/node*.err
 Stop: ./scripts/demo.sh stop
