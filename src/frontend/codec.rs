@@ -188,15 +188,8 @@ fn binary_value(v: &Value, ty: ColumnType, out: &mut Vec<u8>) {
             };
             out.extend_from_slice(&d.to_le_bytes());
         }
-        MYSQL_TYPE_DATE
-        | MYSQL_TYPE_DATETIME
-        | MYSQL_TYPE_TIMESTAMP
-        | MYSQL_TYPE_NEWDATE
-        | MYSQL_TYPE_TIME
-        | MYSQL_TYPE_DATETIME2
-        | MYSQL_TYPE_TIMESTAMP2
-        | MYSQL_TYPE_TIME2
-            if matches!(v, Value::Date(..) | Value::Time(..)) =>
+        ty if crate::merge::value::is_temporal(ty)
+            && matches!(v, Value::Date(..) | Value::Time(..)) =>
         {
             v.serialize(out)
         }

@@ -1262,6 +1262,35 @@ fn write_values<S: AsyncRead + AsyncWrite + Unpin>(
     });
 }
 
+/// OFFSET and LIMIT applied to merged rows as they are written.
+struct Page {
+    skip: u64,
+    left: u64,
+    visible: usize,
+}
+
+impl Page {
+    /// Writes the row unless it is skipped; `true` once the page is full.
+    async fn emit<S: AsyncRead + AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut PacketIo<S>,
+        row: &Row,
+        cols: &[Column],
+        binary: bool,
+    ) -> Result<bool, ScatterError> {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(false);
+        }
+        write_values(io, &row[..self.visible.min(row.len())], cols, binary);
+        io.maybe_flush()
+            .await
+            .map_err(|e| ScatterError::Node(0, mysql_async::Error::Io(e.into())))?;
+        self.left = self.left.saturating_sub(1);
+        Ok(self.left == 0)
+    }
+}
+
 /// Several nodes' answers merged into one: buffered (grouping, DISTINCT) or streamed (a k-way
 /// merge holding one row per node, or an append), then offset and limit, helper columns
 /// removed.
@@ -1352,9 +1381,12 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         return Ok(());
     }
     header(io);
-    let mut skip = spec.offset;
-    let mut left = spec.limit.unwrap_or(u64::MAX);
-    if left == 0 {
+    let mut page = Page {
+        skip: spec.offset,
+        left: spec.limit.unwrap_or(u64::MAX),
+        visible,
+    };
+    if page.left == 0 {
         return Ok(());
     }
     let classes = crate::merge::classes(&cols);
@@ -1377,16 +1409,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         // Append, node after node.
         for (i, res) in ress.iter_mut().enumerate() {
             while let Some(row) = next_row(res, i, read, cap).await? {
-                if skip > 0 {
-                    skip -= 1;
-                    continue;
-                }
-                write_values(io, &row[..visible.min(row.len())], &cols, binary);
-                io.maybe_flush()
-                    .await
-                    .map_err(|e| ScatterError::Node(i, mysql_async::Error::Io(e.into())))?;
-                left -= 1;
-                if left == 0 {
+                if page.emit(io, &row, &cols, binary).await? {
                     return Ok(());
                 }
             }
@@ -1418,9 +1441,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         let Some(i) = best else {
             if spec.stream_groups && !group.is_empty() {
                 if let Some(row) = emit_group(&mut group)? {
-                    if skip == 0 {
-                        write_values(io, &row[..visible.min(row.len())], &cols, binary);
-                    }
+                    page.emit(io, &row, &cols, binary).await?;
                 }
             }
             return Ok(());
@@ -1446,16 +1467,7 @@ async fn merge_streams<S: AsyncRead + AsyncWrite + Unpin>(
         } else {
             row
         };
-        if skip > 0 {
-            skip -= 1;
-            continue;
-        }
-        write_values(io, &row[..visible.min(row.len())], &cols, binary);
-        io.maybe_flush()
-            .await
-            .map_err(|e| ScatterError::Node(i, mysql_async::Error::Io(e.into())))?;
-        left -= 1;
-        if left == 0 {
+        if page.emit(io, &row, &cols, binary).await? {
             return Ok(());
         }
     }

@@ -262,6 +262,22 @@ pub enum Class {
     Temporal,
 }
 
+/// DATE, TIME, DATETIME and TIMESTAMP in all their wire forms.
+pub fn is_temporal(ty: ColumnType) -> bool {
+    use ColumnType::*;
+    matches!(
+        ty,
+        MYSQL_TYPE_DATE
+            | MYSQL_TYPE_DATETIME
+            | MYSQL_TYPE_TIMESTAMP
+            | MYSQL_TYPE_NEWDATE
+            | MYSQL_TYPE_TIME
+            | MYSQL_TYPE_DATETIME2
+            | MYSQL_TYPE_TIMESTAMP2
+            | MYSQL_TYPE_TIME2
+    )
+}
+
 pub fn class_of(col: &Column) -> Class {
     use ColumnType::*;
     match col.column_type() {
@@ -269,14 +285,7 @@ pub fn class_of(col: &Column) -> Class {
         | MYSQL_TYPE_LONGLONG | MYSQL_TYPE_YEAR | MYSQL_TYPE_BIT => Class::Integer,
         MYSQL_TYPE_DECIMAL | MYSQL_TYPE_NEWDECIMAL => Class::Decimal,
         MYSQL_TYPE_FLOAT | MYSQL_TYPE_DOUBLE => Class::Float,
-        MYSQL_TYPE_DATE
-        | MYSQL_TYPE_DATETIME
-        | MYSQL_TYPE_TIMESTAMP
-        | MYSQL_TYPE_NEWDATE
-        | MYSQL_TYPE_TIME
-        | MYSQL_TYPE_DATETIME2
-        | MYSQL_TYPE_TIMESTAMP2
-        | MYSQL_TYPE_TIME2 => Class::Temporal,
+        ty if is_temporal(ty) => Class::Temporal,
         _ => {
             let id = col.character_set();
             if id == 63 {

@@ -89,8 +89,8 @@ fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
     }
 }
 
-/// Does the expression call an aggregate (outside subqueries)?
-fn contains_agg(e: &Expr) -> bool {
+/// Does the expression call an aggregate or a window function (outside subqueries)?
+pub(super) fn contains_agg(e: &Expr) -> bool {
     let mut depth = 0usize;
     let mut found = false;
     struct V<'a> {

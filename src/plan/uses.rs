@@ -223,65 +223,12 @@ pub fn without_first(mut uses: Vec<Use>, table: &str) -> Vec<Use> {
     uses
 }
 
-const AGGREGATES: &[&str] = &[
-    "COUNT",
-    "SUM",
-    "MIN",
-    "MAX",
-    "AVG",
-    "GROUP_CONCAT",
-    "BIT_AND",
-    "BIT_OR",
-    "BIT_XOR",
-    "STD",
-    "STDDEV",
-    "STDDEV_POP",
-    "STDDEV_SAMP",
-    "VARIANCE",
-    "VAR_POP",
-    "VAR_SAMP",
-    "JSON_ARRAYAGG",
-    "JSON_OBJECTAGG",
-];
-
 /// Does the projection compute an aggregate or a window function (outside subqueries)?
 pub fn has_aggregate(projection: &[SelectItem]) -> bool {
-    struct Finder {
-        depth: usize,
-        found: bool,
-    }
-    impl Visitor for Finder {
-        type Break = ();
-        fn pre_visit_query(&mut self, _q: &sqlparser::ast::Query) -> ControlFlow<()> {
-            self.depth += 1;
-            ControlFlow::Continue(())
+    projection.iter().any(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            super::select::contains_agg(e)
         }
-        fn post_visit_query(&mut self, _q: &sqlparser::ast::Query) -> ControlFlow<()> {
-            self.depth -= 1;
-            ControlFlow::Continue(())
-        }
-        fn pre_visit_expr(&mut self, e: &Expr) -> ControlFlow<()> {
-            if self.depth == 0 {
-                if let Expr::Function(f) = e {
-                    let name = table_name(&f.name).to_ascii_uppercase();
-                    if f.over.is_some() || AGGREGATES.contains(&name.as_str()) {
-                        self.found = true;
-                        return ControlFlow::Break(());
-                    }
-                }
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let mut f = Finder {
-        depth: 0,
-        found: false,
-    };
-    for item in projection {
-        let _ = item.visit(&mut f);
-        if f.found {
-            return true;
-        }
-    }
-    false
+        _ => false,
+    })
 }
