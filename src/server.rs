@@ -222,6 +222,12 @@ impl Server {
                 self.rules.clone(),
             ));
         }
+        if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
+            tokio::spawn(crate::admin::metadata::watch(
+                self.shared.clone(),
+                file.clone(),
+            ));
+        }
         loop {
             let (stream, peer) = match self.listener.accept().await {
                 Ok(x) => x,

@@ -399,3 +399,105 @@ async fn scrape(port: u16) -> String {
     );
     out
 }
+
+#[tokio::test]
+async fn two_proxies_on_one_metadata_schema_converge() {
+    let c = Cluster::shared(3);
+    // The metadata schema lives on node 2, beside the data nodes it describes.
+    let pool = c.direct(2);
+    pool.get_conn()
+        .await
+        .expect("direct")
+        .query_drop("CREATE DATABASE IF NOT EXISTS shardproxy_meta")
+        .await
+        .expect("CREATE DATABASE");
+    pool.disconnect().await.ok();
+    let meta_url = c.url(2).replace("/shop", "/shardproxy_meta");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut proxies = Vec::new();
+    for name in ["a", "b"] {
+        let path = dir.path().join(format!("rules-{name}.toml"));
+        let text = rules(c, 1, 2, "[{ slots = \"0-1023\", node = \"ds0\" }]")
+            .replace("t_rl", "t_meta")
+            .replace(
+                "[nodes]",
+                &format!(
+                    "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n\
+                     [metadata]\nurl = \"{meta_url}\"\npoll_ms = 100\n\n[nodes]"
+                ),
+            );
+        write_atomically(&path, &text);
+        proxies.push(start_proxy_watching(&path));
+    }
+    // Proxy a's operator moves half the slots; the change goes to the metadata tables.
+    let mut ops = mysql_async::Conn::new(
+        mysql_async::Opts::from_url(&format!(
+            "mysql://ops:ops@127.0.0.1:{}",
+            proxies[0].admin_port.expect("admin port")
+        ))
+        .expect("url"),
+    )
+    .await
+    .expect("operator login");
+    ops.query_drop("SET SLOTS 512-1023 NODE ds1 FOR t_meta")
+        .await
+        .expect("SET SLOTS through the metadata");
+    assert_eq!(proxies[0].shared.topology().version, 2);
+    // Proxy b converges within one poll interval (plus scheduling slack).
+    wait_for_version(&proxies[1], 2).await;
+    for p in &proxies {
+        let t = p.shared.topology();
+        match t.table("t_meta") {
+            Some(shardproxy::config::TableRule::HashSlot { map, .. }) => {
+                assert_eq!(t.node_name(map.node_of_slot(100)), "ds0");
+                assert_eq!(t.node_name(map.node_of_slot(600)), "ds1");
+            }
+            other => panic!("t_meta is {other:?}"),
+        }
+    }
+    // Rows written straight into the schema by ops' own tooling converge the same way.
+    let pool = c.direct(2);
+    let mut direct = pool.get_conn().await.expect("direct");
+    direct
+        .query_drop("UPDATE shardproxy_meta.shard_slot_map SET node = 'ds1', version = 3 WHERE table_name = 't_meta' AND slot_id < 512")
+        .await
+        .expect("update the slot rows");
+    drop(direct);
+    pool.disconnect().await.ok();
+    for p in &proxies {
+        wait_for_version(p, 3).await;
+        let t = p.shared.topology();
+        match t.table("t_meta") {
+            Some(shardproxy::config::TableRule::HashSlot { map, .. }) => {
+                assert_eq!(map.nodes(), vec![t.node_index("ds1").expect("ds1")]);
+            }
+            other => panic!("t_meta is {other:?}"),
+        }
+    }
+    // An invalid metadata version (a slot left unassigned) is refused by both; 3 stays.
+    let pool = c.direct(2);
+    let mut direct = pool.get_conn().await.expect("direct");
+    direct
+        .query_drop(
+            "UPDATE shardproxy_meta.shard_slot_map SET version = 4 WHERE table_name = 't_meta'",
+        )
+        .await
+        .expect("bump");
+    direct
+        .query_drop("DELETE FROM shardproxy_meta.shard_slot_map WHERE table_name = 't_meta' AND slot_id = 7")
+        .await
+        .expect("delete a slot row");
+    drop(direct);
+    pool.disconnect().await.ok();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for p in &proxies {
+        assert_eq!(p.shared.topology().version, 3);
+        assert!(
+            p.shared
+                .reloads_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 0
+        );
+    }
+    ops.disconnect().await.ok();
+}

@@ -2,6 +2,7 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
+pub mod metadata;
 pub mod metrics;
 
 use std::path::{Path, PathBuf};
@@ -433,6 +434,32 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         };
         let (a, b) =
             parse_range(&range).ok_or_else(|| unsupported(format!("bad slot range `{range}`")))?;
+        // A source of metadata rows: the change is one new version of them, in one
+        // transaction; every proxy polling the schema picks it up.
+        if let (Some(meta), Some(rule)) = (t.metadata.as_ref(), t.table(&table)) {
+            let TableRule::HashSlot { column, .. } = rule else {
+                return Err(unsupported(format!("`{table}` is not a hash_slot table")));
+            };
+            let owners = metadata::owners_with(&t, rule, a, b, target);
+            let version = t.version + 1;
+            metadata::write_slots(&meta.url, &table, column, &owners, version)
+                .await
+                .map_err(|e| MyError::new(1105, format!("metadata write failed: {e}")))?;
+            let pool = mysql_async::Pool::new(
+                mysql_async::Opts::from_url(&meta.url)
+                    .map_err(|e| MyError::new(1105, e.to_string()))?,
+            );
+            let outcome = metadata::poll_once(shared, &pool, path()?, &masked(&meta.url)).await;
+            pool.disconnect().await.ok();
+            return match outcome {
+                Ok(Some(Reload::Applied { to, .. })) => Ok(Answer::Done(format!(
+                    "metadata version {to} written and applied"
+                ))),
+                Ok(Some(Reload::Refused(reason))) => Err(MyError::new(1105, reason)),
+                Ok(_) => Ok(Answer::Done(format!("metadata version {version} written"))),
+                Err(e) => Err(MyError::new(1105, e)),
+            };
+        }
         let mut owner: Vec<usize> = (0..SLOTS).map(|s| map.node_of_slot(s as u16)).collect();
         for o in owner.iter_mut().take(b + 1).skip(a) {
             *o = target;

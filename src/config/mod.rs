@@ -32,9 +32,24 @@ struct RulesFile {
     server: ServerSection,
     admin: Option<AdminSection>,
     metrics: Option<MetricsSection>,
+    metadata: Option<MetadataSection>,
     nodes: BTreeMap<String, String>,
     #[serde(default)]
     tables: BTreeMap<String, TableSection>,
+}
+
+/// A metadata schema that several proxies share: table rules and slot maps as rows, polled.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataSection {
+    /// `mysql://user:password@host:port/schema`
+    pub url: String,
+    #[serde(default = "default_poll_ms")]
+    pub poll_ms: u64,
+}
+
+fn default_poll_ms() -> u64 {
+    1000
 }
 
 /// Where Prometheus scrapes `GET /metrics`.
@@ -132,6 +147,7 @@ pub struct Topology {
     pub max_rows_per_statement: u64,
     pub admin: Option<AdminSection>,
     pub metrics: Option<MetricsSection>,
+    pub metadata: Option<MetadataSection>,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.
@@ -273,6 +289,17 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             )));
         }
     }
+    if let Some(m) = &file.metadata {
+        mysql_async::Opts::from_url(&m.url).map_err(|e| {
+            err(format!(
+                "[metadata] url `{}` is not a MySQL URL: {e}",
+                m.url
+            ))
+        })?;
+        if m.poll_ms == 0 {
+            return Err(err("[metadata] poll_ms must be at least 1".into()));
+        }
+    }
     if let Some(m) = &file.metrics {
         m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             err(format!(
@@ -372,6 +399,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         max_rows_per_statement: file.server.max_rows_per_statement,
         admin: file.admin,
         metrics: file.metrics,
+        metadata: file.metadata,
         nodes,
         default_node,
         tables,

@@ -1,0 +1,306 @@
+//! The shared metadata source: table rules (`route_config`) and slot maps (`shard_slot_map`,
+//! one row per slot) as rows in a MySQL schema that several proxies poll. Their highest row
+//! version is the rules version; a newer one is merged over the rules file's own tables,
+//! validated like a file, and offered like any reload, so proxies converge within one poll.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Pool, TxOpts};
+use tracing::{info, warn};
+
+use crate::config::{TableRule, Topology};
+use crate::routing::slot::SLOTS;
+use crate::server::{Reload, Shared};
+
+pub const SCHEMA: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS route_config (
+        table_name VARCHAR(64) NOT NULL PRIMARY KEY,
+        rule VARCHAR(16) NOT NULL,
+        column_name VARCHAR(64) NULL,
+        node VARCHAR(64) NULL,
+        version BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS shard_slot_map (
+        table_name VARCHAR(64) NOT NULL,
+        slot_id INT NOT NULL,
+        node VARCHAR(64) NOT NULL,
+        state VARCHAR(16) NOT NULL DEFAULT 'stable',
+        target_node VARCHAR(64) NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (table_name, slot_id))",
+];
+
+/// A `route_config` row: table, rule, column, node.
+pub type RuleRow = (String, String, Option<String>, Option<String>);
+
+/// Everything the schema holds.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Rows {
+    pub version: u64,
+    pub rules: Vec<RuleRow>,
+    /// table, slot, node
+    pub slots: Vec<(String, u16, String)>,
+}
+
+pub async fn version(pool: &Pool) -> mysql_async::Result<u64> {
+    let mut c = pool.get_conn().await?;
+    let v: Option<Option<u64>> = c
+        .query_first(
+            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
+             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0))",
+        )
+        .await?;
+    Ok(v.flatten().unwrap_or(0))
+}
+
+pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
+    let mut c = pool.get_conn().await?;
+    let mut tx = c.start_transaction(TxOpts::default()).await?;
+    let rules: Vec<(RuleRow, u64)> = tx
+        .query_map(
+            "SELECT table_name, rule, column_name, node, version FROM route_config",
+            |(t, r, c, n, v)| ((t, r, c, n), v),
+        )
+        .await?;
+    let slots: Vec<(String, u16, String, u64)> = tx
+        .query("SELECT table_name, slot_id, node, version FROM shard_slot_map ORDER BY table_name, slot_id")
+        .await?;
+    tx.commit().await?;
+    let version = rules
+        .iter()
+        .map(|r| r.1)
+        .chain(slots.iter().map(|s| s.3))
+        .max()
+        .unwrap_or(0);
+    Ok(Rows {
+        version,
+        rules: rules.into_iter().map(|(r, _)| r).collect(),
+        slots: slots.into_iter().map(|(t, s, n, _)| (t, s, n)).collect(),
+    })
+}
+
+/// The rules file with the metadata's tables over its own and the metadata's version.
+pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut = file_text
+        .parse()
+        .map_err(|e| format!("invalid TOML: {e}"))?;
+    doc["version"] = toml_edit::value(i64::try_from(rows.version).unwrap_or(i64::MAX));
+    if doc.get("tables").is_none() {
+        doc["tables"] = toml_edit::table();
+    }
+    for (table, rule, column, node) in &rows.rules {
+        let mut t = toml_edit::Table::new();
+        t.insert("rule", toml_edit::value(rule.as_str()));
+        if let Some(c) = column {
+            t.insert("column", toml_edit::value(c.as_str()));
+        }
+        if let Some(n) = node {
+            t.insert("node", toml_edit::value(n.as_str()));
+        }
+        if rule == "hash_slot" {
+            // Slot rows in order, compressed to ranges; validation catches gaps and overlaps.
+            let mut slots = toml_edit::Array::new();
+            let mine: Vec<&(String, u16, String)> =
+                rows.slots.iter().filter(|s| &s.0 == table).collect();
+            let mut i = 0;
+            while i < mine.len() {
+                let mut j = i;
+                while j + 1 < mine.len()
+                    && mine[j + 1].1 == mine[j].1 + 1
+                    && mine[j + 1].2 == mine[i].2
+                {
+                    j += 1;
+                }
+                let mut it = toml_edit::InlineTable::new();
+                it.insert("slots", format!("{}-{}", mine[i].1, mine[j].1).into());
+                it.insert("node", mine[i].2.as_str().into());
+                slots.push(it);
+                i = j + 1;
+            }
+            t.insert("slots", toml_edit::value(slots));
+        }
+        doc["tables"][table.as_str()] = toml_edit::Item::Table(t);
+    }
+    Ok(doc.to_string())
+}
+
+/// Loads the metadata if its version is newer than the running rules.
+pub async fn poll_once(
+    shared: &Shared,
+    pool: &Pool,
+    file: &Path,
+    origin: &str,
+) -> Result<Option<Reload>, String> {
+    let v = version(pool)
+        .await
+        .map_err(|e| format!("metadata {origin}: {e}"))?;
+    if v <= shared.topology().version {
+        return Ok(None);
+    }
+    let rows = read(pool)
+        .await
+        .map_err(|e| format!("metadata {origin}: {e}"))?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let merged = merge_into(&text, &rows)?;
+    let outcome = match crate::config::parse(
+        &merged,
+        &format!("metadata {origin} over {}", file.display()),
+    ) {
+        Ok(t) => shared.offer(t),
+        Err(e) => Reload::Refused(e.to_string()),
+    };
+    match &outcome {
+        Reload::Applied { from, to } => {
+            info!("rules reloaded from metadata {origin}: version {from} -> {to}")
+        }
+        Reload::Refused(reason) => {
+            shared
+                .reloads_refused
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            shared.metrics.reloads.with_label_values(&["refused"]).inc();
+            warn!("metadata reload refused, the running rules stay: {reason}")
+        }
+        Reload::Ignored { .. } => {}
+    }
+    Ok(Some(outcome))
+}
+
+/// Creates the schema's tables if missing, then polls every `poll_ms`.
+pub async fn watch(shared: Arc<Shared>, file: PathBuf) {
+    let Some(meta) = shared.topology().metadata.clone() else {
+        return;
+    };
+    let origin = masked(&meta.url);
+    let pool = match mysql_async::Opts::from_url(&meta.url) {
+        Ok(o) => Pool::new(o),
+        Err(e) => {
+            warn!("metadata url {origin}: {e}");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(Duration::from_millis(meta.poll_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ready = false;
+    loop {
+        tick.tick().await;
+        if !ready {
+            ready = create_schema(&pool)
+                .await
+                .map_err(|e| warn!("metadata {origin}: {e}"))
+                .is_ok();
+            if !ready {
+                continue;
+            }
+        }
+        if let Err(e) = poll_once(&shared, &pool, &file, &origin).await {
+            warn!("{e}");
+        }
+    }
+}
+
+pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
+    let mut c = pool.get_conn().await?;
+    for ddl in SCHEMA {
+        c.query_drop(ddl).await?;
+    }
+    Ok(())
+}
+
+/// Writes a table's slot map as one new version of the metadata, in one transaction.
+pub async fn write_slots(
+    url: &str,
+    table: &str,
+    column: &str,
+    owners: &[String],
+    version: u64,
+) -> mysql_async::Result<()> {
+    let pool = Pool::new(mysql_async::Opts::from_url(url)?);
+    create_schema(&pool).await?;
+    let mut c = pool.get_conn().await?;
+    let mut tx = c.start_transaction(TxOpts::default()).await?;
+    tx.exec_drop(
+        "INSERT INTO route_config (table_name, rule, column_name, node, version) VALUES (?, 'hash_slot', ?, NULL, ?) \
+         ON DUPLICATE KEY UPDATE rule = 'hash_slot', column_name = VALUES(column_name), node = NULL, version = VALUES(version)",
+        (table, column, version),
+    )
+    .await?;
+    tx.exec_drop("DELETE FROM shard_slot_map WHERE table_name = ?", (table,))
+        .await?;
+    for chunk in owners.iter().enumerate().collect::<Vec<_>>().chunks(256) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|(slot, node)| {
+                format!(
+                    "('{}', {slot}, '{}', 'stable', NULL, {version})",
+                    table.replace('\'', "''"),
+                    node.replace('\'', "''")
+                )
+            })
+            .collect();
+        tx.query_drop(format!(
+            "INSERT INTO shard_slot_map (table_name, slot_id, node, state, target_node, version) VALUES {}",
+            values.join(", ")
+        ))
+        .await?;
+    }
+    tx.commit().await?;
+    drop(c);
+    pool.disconnect().await
+}
+
+/// Slot owners of a hash_slot table by node name, with `a..=b` moved to `target`.
+pub fn owners_with(
+    t: &Topology,
+    rule: &TableRule,
+    a: usize,
+    b: usize,
+    target: usize,
+) -> Vec<String> {
+    let TableRule::HashSlot { map, .. } = rule else {
+        return Vec::new();
+    };
+    (0..SLOTS)
+        .map(|s| {
+            let n = if (a..=b).contains(&s) {
+                target
+            } else {
+                map.node_of_slot(s as u16)
+            };
+            t.node_name(n).to_string()
+        })
+        .collect()
+}
+
+fn masked(url: &str) -> String {
+    super::masked(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_merge_over_the_file_tables() {
+        let file = "version = 3\n[tables.t_keep]\nrule = \"broadcast\"\n";
+        let mut slots: Vec<(String, u16, String)> = (0..512)
+            .map(|s| ("t".to_string(), s, "ds0".to_string()))
+            .collect();
+        slots.extend((512..1024).map(|s| ("t".to_string(), s, "ds1".to_string())));
+        let rows = Rows {
+            version: 9,
+            rules: vec![("t".into(), "hash_slot".into(), Some("id".into()), None)],
+            slots,
+        };
+        let out = merge_into(file, &rows).unwrap();
+        assert!(out.contains("version = 9"), "{out}");
+        assert!(out.contains("[tables.t_keep]"), "{out}");
+        assert!(
+            out.contains(
+                "{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }"
+            ),
+            "{out}"
+        );
+    }
+}
