@@ -1,3 +1,4 @@
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,7 +65,8 @@ fn main() -> ExitCode {
             Ok(t) => {
                 let parsed = sql::parse(&text);
                 let p = plan::plan(&text, parsed.as_ref().map_err(String::as_str), &[], &t);
-                print!("{}", p.describe(&t));
+                // A closed pipe (`| head`) ends the output quietly instead of panicking.
+                let _ = write!(std::io::stdout(), "{}", p.describe(&t));
                 ExitCode::SUCCESS
             }
             Err(e) => {

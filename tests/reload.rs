@@ -180,6 +180,7 @@ async fn twenty_slot_map_changes_under_load_fail_no_statement() {
     for w in 0..3i64 {
         let url = p.url("shop");
         let stop = stop.clone();
+        let shared = p.shared.clone();
         writers.push(tokio::spawn(async move {
             let mut conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).expect("url"))
                 .await
@@ -189,14 +190,17 @@ async fn twenty_slot_map_changes_under_load_fail_no_statement() {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 let id = w * 1_000_000 + n;
                 n += 1;
+                let before = shared.topology().version;
                 conn.exec_drop("INSERT INTO t_rl_load (id, v) VALUES (?, ?)", (id, w))
                     .await
                     .unwrap_or_else(|e| panic!("insert {id} failed during reloads: {e}"));
+                let after = shared.topology().version;
                 let _: Vec<(i64, i64)> = conn
                     .query("SELECT id, v FROM t_rl_load WHERE v = 1 LIMIT 5")
                     .await
                     .unwrap_or_else(|e| panic!("read failed during reloads: {e}"));
-                ids.push(id);
+                // The version in force for the whole write, when no reload landed during it.
+                ids.push((id, (before == after).then_some(before)));
             }
             conn.disconnect().await.ok();
             ids
@@ -239,6 +243,34 @@ async fn twenty_slot_map_changes_under_load_fail_no_statement() {
         written.len(),
         "rows lost or duplicated across reloads"
     );
+    // Every row written under one version sits on the node that version named for its slot.
+    let mut checked = 0;
+    for (id, version) in &written {
+        let Some(v) = version else { continue };
+        let slot = shardproxy::routing::slot::slot_of(&mysql_async::Value::Int(*id)).expect("slot");
+        let first_half = slot < 512;
+        // Even versions: 0-511 on ds0; odd versions: 0-511 on ds1.
+        let node = usize::from(first_half != v.is_multiple_of(2));
+        let pool = c.direct(node);
+        let n: Option<i64> = pool
+            .get_conn()
+            .await
+            .expect("direct")
+            .query_first(format!("SELECT COUNT(*) FROM t_rl_load WHERE id = {id}"))
+            .await
+            .expect("count");
+        pool.disconnect().await.ok();
+        assert_eq!(
+            n,
+            Some(1),
+            "row {id} written under version {v} is not on ds{node}"
+        );
+        checked += 1;
+        if checked >= 200 {
+            break;
+        }
+    }
+    assert!(checked > 0, "no write ran entirely under one version");
     assert_eq!(
         p.shared
             .reloads_applied
@@ -329,7 +361,7 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
         .await
         .expect("ADD NODE");
     assert_eq!(p.shared.topology().version, 3);
-    let nodes: Vec<(String, String, String, String)> =
+    let nodes: Vec<(String, String, String, String, String, String, String)> =
         ops.query("SHOW NODES").await.expect("SHOW NODES");
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n.2 == "up"), "{nodes:?}");

@@ -370,15 +370,27 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 }
             };
             let role = if i == t.default_node { "default" } else { "" };
+            let (in_use, idle) = shared.backends.pool_usage(i).unwrap_or((0, 0));
             rows.push(vec![
                 n.name.clone(),
                 masked(&n.url),
                 health,
                 role.to_string(),
+                in_use.to_string(),
+                idle.to_string(),
+                shared.backends.last_error(i).unwrap_or_default(),
             ]);
         }
         return Ok(Answer::Rows {
-            columns: headers(&["node", "url", "health", "role"]),
+            columns: headers(&[
+                "node",
+                "url",
+                "health",
+                "role",
+                "pool_in_use",
+                "pool_idle",
+                "last_error",
+            ]),
             rows,
         });
     }

@@ -51,6 +51,8 @@ struct Entry {
     name: String,
     url: String,
     pool: Option<Pool>,
+    /// The last failure seen on this node, for SHOW NODES.
+    last_error: Option<String>,
 }
 
 /// The pools of every node, indexed like `Topology::nodes` (indexes are stable across
@@ -80,6 +82,7 @@ impl Backends {
                     name: n.name.clone(),
                     url: n.url.clone(),
                     pool: (!n.retired).then(|| Pool::new(n.opts.clone())),
+                    last_error: None,
                 };
                 match entries.get_mut(i) {
                     None => entries.push(fresh()),
@@ -114,6 +117,38 @@ impl Backends {
             .unwrap_or_else(|| "?".into())
     }
 
+    /// Remembers a failure on `node` (shown by the admin's SHOW NODES).
+    pub fn note_error(&self, node: usize, message: &str) {
+        if let Some(e) = self
+            .entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(node)
+        {
+            e.last_error = Some(message.to_string());
+        }
+    }
+
+    pub fn last_error(&self, node: usize) -> Option<String> {
+        self.entries
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(node)
+            .and_then(|e| e.last_error.clone())
+    }
+
+    /// Connections of `node`'s pool: (in use by sessions, idle in the pool).
+    pub fn pool_usage(&self, node: usize) -> Option<(usize, usize)> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        let m = entries.get(node)?.pool.as_ref()?.metrics();
+        Some((
+            m.connections_in_use
+                .load(std::sync::atomic::Ordering::Relaxed),
+            m.connections_in_pool
+                .load(std::sync::atomic::Ordering::Relaxed),
+        ))
+    }
+
     /// A connection to `node` from its pool.
     pub async fn connect(&self, node: usize) -> Result<Conn, MyError> {
         let pool = self
@@ -125,6 +160,14 @@ impl Backends {
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
+        let r = self.connect_to(node, &pool).await;
+        if let Err(e) = &r {
+            self.note_error(node, &e.message);
+        }
+        r
+    }
+
+    async fn connect_to(&self, node: usize, pool: &Pool) -> Result<Conn, MyError> {
         match tokio::time::timeout(CONNECT_TIMEOUT, pool.get_conn()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(MyError::new(

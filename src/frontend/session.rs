@@ -679,6 +679,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             Err(e) => {
                 m.backend_errors.with_label_values(&[&name]).inc();
+                self.shared.backends.note_error(node, &e.to_string());
                 if MyError::breaks_connection(&e) {
                     self.drop_conn(node);
                 }
@@ -777,6 +778,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .backend_errors
                     .with_label_values(&[&names[idx]])
                     .inc();
+                self.shared
+                    .backends
+                    .note_error(targets[idx].node, &e.to_string());
                 if MyError::breaks_connection(&e) {
                     self.drop_conn(targets[idx].node);
                 }
