@@ -107,7 +107,7 @@ impl Plan {
         }
     }
 
-    /// Does it change data or schema (so a transaction must pin its node)?
+    /// The plan as `shardproxy route` and the admin's PREVIEW print it.
     pub fn describe<'a>(&'a self, topo: &'a Topology) -> PlanDescription<'a> {
         PlanDescription { plan: self, topo }
     }
@@ -638,8 +638,8 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Reads of broadcast tables only go to the default node when it is a node of the
-    /// topology (it always is), which keeps them beside unconfigured tables.
+    /// Where a read of broadcast tables only (every node holds a copy) runs: the default
+    /// node, beside the tables the rules do not name.
     fn broadcast_read_node(&self) -> usize {
         self.topo.default_node
     }
