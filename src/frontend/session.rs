@@ -63,6 +63,9 @@ struct Prepared {
 pub struct Session<S> {
     io: PacketIo<S>,
     shared: Arc<Shared>,
+    /// The rules snapshot of the statement being run: taken once when its command arrives and
+    /// kept to its end, so a reload never changes the rules under a running statement.
+    topo: Arc<Topology>,
     conn_id: u32,
     /// The client's host, as MySQL names it in errors.
     peer: String,
@@ -150,9 +153,11 @@ type Outcome = Result<(), MyError>;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32, peer: String) -> Self {
-        let nodes = shared.topology().nodes.len();
+        let topo = shared.topology();
+        let nodes = topo.nodes.len();
         Session {
             io: PacketIo::new(stream, shared.max_packet),
+            topo,
             shared,
             conn_id,
             peer,
@@ -272,6 +277,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
+        self.topo = self.shared.topology();
         let result = match cmd {
             COM_QUERY => {
                 let sql = String::from_utf8_lossy(body).into_owned();
@@ -355,7 +361,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn query(&mut self, sql: &str) -> Outcome {
-        let topo = self.shared.topology();
+        let topo = self.topo.clone();
         let parsed = sql::parse(sql);
         let (plan, slots) =
             plan::plan_traced(sql, parsed.as_ref().map_err(String::as_str), &[], &topo);
@@ -510,7 +516,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .as_ref()
             .and_then(|t| t.node)
             .or(self.last_node)
-            .unwrap_or(self.shared.topology().default_node)
+            .unwrap_or(self.topo.default_node)
     }
 
     /// Before a statement on `node`: inside a transaction, the first node touched gets the
@@ -752,7 +758,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             match &merge {
                 None => merge_append(&mut self.io, results, ok, binary, status, &names).await,
                 Some(spec) => {
-                    let cap = self.shared.topology().max_rows_per_statement;
+                    let cap = self.topo.max_rows_per_statement;
                     let rows = &self.shared.metrics.rows_merged;
                     merge_rows(&mut self.io, results, spec, binary, status, cap, rows).await
                 }
@@ -790,7 +796,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn prepare(&mut self, sql: String) -> Outcome {
-        let topo = self.shared.topology();
+        let topo = self.topo.clone();
         let parsed = sql::parse(&sql);
         let node = match &parsed {
             Ok(p) => prepare_node(p, &topo).unwrap_or_else(|| self.sticky_node()),
@@ -892,7 +898,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             )
         })?;
         stmt.long_data.clear();
-        let topo = self.shared.topology();
+        let topo = self.topo.clone();
         let (plan, slots) = plan::plan_traced(
             &stmt.sql,
             stmt.parsed.as_ref().map_err(String::as_str),
@@ -911,7 +917,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn field_list(&mut self, body: &[u8]) -> Outcome {
         let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
         let table = String::from_utf8_lossy(&body[..end]).into_owned();
-        let topo = self.shared.topology();
+        let topo = self.topo.clone();
         let sql = format!("SELECT * FROM `{}` LIMIT 0", table.replace('`', "``"));
         let parsed = sql::parse(&sql).map_err(|e| MyError::new(1064, e))?;
         let node = prepare_node(&parsed, &topo).unwrap_or_else(|| self.sticky_node());
