@@ -21,6 +21,9 @@ pub type Row = Vec<Option<Value>>;
 pub struct SortKey {
     pub index: usize,
     pub desc: bool,
+    /// A column position the client wrote (`ORDER BY 2`): an index into the rows as the nodes
+    /// send them, never moved by [`MergeSpec::resolve`].
+    pub fixed: bool,
 }
 
 /// How one column of the node rows is re-aggregated.
@@ -129,7 +132,7 @@ impl MergeSpec {
         let mut m = self.clone();
         if m.from_end {
             let base = ncols.saturating_sub(m.hidden);
-            for k in &mut m.order {
+            for k in m.order.iter_mut().filter(|k| !k.fixed) {
                 k.index += base;
             }
             m.from_end = false;
@@ -612,7 +615,11 @@ pub fn finish_buffered(
             .map(|g| {
                 g.keys
                     .iter()
-                    .map(|&index| SortKey { index, desc: false })
+                    .map(|&index| SortKey {
+                        index,
+                        desc: false,
+                        fixed: false,
+                    })
                     .collect()
             })
             .unwrap_or_default()

@@ -128,6 +128,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         order: vec![SortKey {
             index: 1,
             desc: true,
+            fixed: false,
         }],
         offset: 1,
         limit: Some(1),
@@ -192,10 +193,12 @@ fn rows_compare_by_several_keys() {
         SortKey {
             index: 0,
             desc: false,
+            fixed: false,
         },
         SortKey {
             index: 1,
             desc: true,
+            fixed: false,
         },
     ];
     let a = vec![b("abc"), b("1")];

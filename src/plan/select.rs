@@ -396,10 +396,12 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
         }
     }
     b.grouping = !group_exprs.is_empty() || item_aggs.iter().any(Option::is_some);
-    if b.wildcard && (b.grouping || distinct || b.items.len() > 1 && s.having.is_some()) {
-        return Err("SELECT * with GROUP BY, aggregates or DISTINCT over several nodes".into());
+    if b.wildcard && (b.grouping || s.having.is_some()) {
+        return Err("SELECT * with GROUP BY or aggregates over several nodes".into());
     }
-    if b.wildcard && b.items.len() > 1 {
+    // Wildcards alone (`*`, `o.*, i.*`) are fine: the nodes' answer tells how many columns
+    // they expand to. An explicit item beside them would have no known position.
+    if b.wildcard && b.items.iter().any(|(e, _)| e.is_some()) {
         return Err("SELECT * mixed with other select items over several nodes".into());
     }
     if b.wildcard {
@@ -445,8 +447,26 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
                 Some(OrderBySort::Desc) => true,
                 Some(_) => return Err("this ORDER BY form".into()),
             };
+            // A position in the expanded `SELECT *` list: only the nodes' answer knows its
+            // width, but position n is column n - 1 of their rows.
+            if b.wildcard {
+                if let Some(Value::Int(n)) = literal(&o.expr, parsed, params) {
+                    let index = usize::try_from(n - 1)
+                        .map_err(|_| format!("unknown column position {n}"))?;
+                    order.push(SortKey {
+                        index,
+                        desc,
+                        fixed: true,
+                    });
+                    continue;
+                }
+            }
             let index = b.column_of(&o.expr, true)?;
-            order.push(SortKey { index, desc });
+            order.push(SortKey {
+                index,
+                desc,
+                fixed: false,
+            });
         }
     }
     let (offset, limit) = match &q.limit_clause {
@@ -484,7 +504,11 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
     if stream_groups && order.is_empty() {
         order = keys
             .iter()
-            .map(|&index| SortKey { index, desc: false })
+            .map(|&index| SortKey {
+                index,
+                desc: false,
+                fixed: false,
+            })
             .collect();
     }
     let merge = MergeSpec {

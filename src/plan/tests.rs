@@ -120,6 +120,7 @@ fn scans_fan_out_and_merges_are_refused() {
         ("SELECT GROUP_CONCAT(status) FROM t_order", "GROUP_CONCAT"),
         ("SELECT status, ROW_NUMBER() OVER () FROM t_order", "window"),
         ("SELECT * FROM t_order GROUP BY status", "SELECT *"),
+        ("SELECT *, status FROM t_order ORDER BY 1", "mixed"),
     ] {
         let p = plan_of(sql);
         assert!(refused(&p).contains(why), "{sql}: {p:?}");
@@ -392,11 +393,13 @@ fn ordered_merges_push_offset_plus_count_to_the_nodes() {
         vec![
             crate::merge::SortKey {
                 index: 2,
-                desc: true
+                desc: true,
+                fixed: false,
             },
             crate::merge::SortKey {
                 index: 0,
-                desc: false
+                desc: false,
+                fixed: false,
             }
         ]
     );
@@ -494,4 +497,26 @@ fn groups_stream_when_the_nodes_can_sort_them() {
         "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
     );
     assert!(m.buffers());
+}
+
+#[test]
+fn wildcard_positions_are_columns_of_the_nodes_rows() {
+    let (sql, m) = merged("SELECT * FROM t_order o ORDER BY o.order_id, 2 DESC");
+    assert_eq!(
+        sql,
+        "SELECT *, o.order_id AS __sp_h0 FROM t_order o ORDER BY o.order_id, 2 DESC"
+    );
+    assert_eq!(
+        m.order[1],
+        crate::merge::SortKey {
+            index: 1,
+            desc: true,
+            fixed: true
+        }
+    );
+    // With 5 columns from the nodes: the hidden key is column 5, position 2 stays column 1.
+    let r = m.resolve(6);
+    assert_eq!((r.order[0].index, r.order[1].index), (5, 1));
+    let (_, m) = merged("SELECT DISTINCT * FROM t_order ORDER BY order_id");
+    assert!(m.distinct && m.from_end);
 }
