@@ -14,6 +14,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly repo
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
 readonly rows=${ROWS:-1000000}
 readonly runs=${RUNS:-3}
 readonly buffer_pool=${BUFFER_POOL:-256M}
@@ -45,24 +47,10 @@ work=""
 proxy_pid=""
 cleaned=0
 
-# True when process $1 exists and is not a zombie.
-proc_alive() {
-    local pid=$1 stat
-    kill -0 "$pid" 2>/dev/null || return 1
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [[ ${stat%% *} != Z ]]
-}
 
 stop_proxy() {
-    local i
     [[ -n $proxy_pid ]] || return 0
-    kill -TERM "$proxy_pid" 2>/dev/null || true
-    for ((i = 0; i < 100; i++)); do
-        proc_alive "$proxy_pid" || break
-        sleep 0.1
-    done
-    kill -KILL "$proxy_pid" 2>/dev/null || true
+    stop_pid "$proxy_pid"
     wait "$proxy_pid" 2>/dev/null || true
     proxy_pid=""
 }
@@ -89,16 +77,6 @@ trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-install_packages() {
-    local sudo=()
-    if [[ $(id -u) -ne 0 ]]; then
-        command -v sudo >/dev/null 2>&1 || die "missing $*, and sudo is not available to install them"
-        sudo=(sudo)
-    fi
-    echo "merge.sh: installing $* with apt-get"
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
-}
 
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"

@@ -23,6 +23,9 @@ EOF
     exit 2
 }
 
+# shellcheck source=scripts/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 die() {
     echo "cluster.sh: $*" >&2
     exit 1
@@ -57,14 +60,6 @@ is_uint() {
     [[ $1 =~ ^[0-9]+$ ]]
 }
 
-# True when process $1 exists and is not a zombie (kill -0 alone succeeds on zombies).
-proc_alive() {
-    local pid=$1 stat
-    kill -0 "$pid" 2>/dev/null || return 1
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [[ ${stat%% *} != Z ]]
-}
 
 # True when the pid in file $1 is a live mariadbd process.
 pidfile_alive() {

@@ -11,6 +11,8 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly repo
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
 readonly demo_dir=${SHARDPROXY_DEMO_DIR:-/tmp/shardproxy-demo}
 readonly profile=${SHARDPROXY_PROFILE:-release}
 readonly config=$repo/rules/demo.toml
@@ -24,14 +26,6 @@ die() {
     exit 1
 }
 
-# True when process $1 exists and is not a zombie.
-proc_alive() {
-    local pid=$1 stat
-    kill -0 "$pid" 2>/dev/null || return 1
-    stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }
-    [[ ${stat%% *} != Z ]]
-}
 
 # Prints the pid of the running proxy, if proxy.pid names a live shardproxy process.
 running_proxy_pid() {
