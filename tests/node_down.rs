@@ -31,7 +31,13 @@ async fn value_of(conn: &mut Conn, key: i64) -> Result<Option<String>, mysql_asy
 #[tokio::test]
 async fn a_stopped_node_fails_only_its_statements() {
     let c = Cluster::shared(3);
-    let proxy = start_proxy(c, &hash_slot_table("t_nd", "user_id", &L3));
+    let proxy = start_proxy(
+        c,
+        &format!(
+            "{}\n[tables.t_nd_b]\nrule = \"broadcast\"\n",
+            hash_slot_table("t_nd", "user_id", &L3)
+        ),
+    );
     let mut conn = proxy.conn().await;
     conn.query_drop(
         "CREATE TABLE t_nd (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(16) NOT NULL)",
@@ -140,7 +146,40 @@ async fn a_stopped_node_fails_only_its_statements() {
         .unwrap_or_else(|e| panic!("{name}: fan-out after the restart: {e}"));
         assert_eq!(rows.len(), 5, "{name}: {rows:?}");
     }
-    for s in [fresh, conn, warm] {
+    // A broadcast table is read from any copy: with the default node ds0 down, another
+    // copy answers (and keys on other nodes still work).
+    fresh
+        .query_drop("CREATE TABLE t_nd_b (id INT PRIMARY KEY, v VARCHAR(8))")
+        .await
+        .expect("CREATE TABLE on every node");
+    fresh
+        .query_drop("INSERT INTO t_nd_b (id, v) VALUES (1, 'x'), (2, 'y')")
+        .await
+        .expect("INSERT into every copy");
+    c.stop_node(0);
+    let mut later = proxy.conn().await;
+    for (name, s) in [
+        ("fresh session", &mut fresh),
+        ("session opened with ds0 down", &mut later),
+    ] {
+        let rows = bounded(
+            "broadcast read with ds0 down",
+            s.query::<(i64, String), _>("SELECT id, v FROM t_nd_b ORDER BY id"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: broadcast read with ds0 down: {e}"));
+        assert_eq!(
+            rows,
+            vec![(1, "x".to_string()), (2, "y".to_string())],
+            "{name}"
+        );
+        let v = bounded("read on ds1 with ds0 down", value_of(s, keys[1][0]))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: read of a key on ds1 with ds0 down: {e}"));
+        assert_eq!(v, Some("n1".to_string()), "{name}");
+    }
+    c.start_node(0);
+    for s in [fresh, conn, warm, later] {
         s.disconnect().await.ok();
     }
 }

@@ -16,6 +16,8 @@ pub struct PacketIo<S> {
     seq: u8,
     /// Largest request accepted (max_allowed_packet).
     max_request: usize,
+    /// Packets written so far (to tell whether a response has begun).
+    packets: u64,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
@@ -25,6 +27,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             out: Vec::with_capacity(16 * 1024),
             seq: 0,
             max_request,
+            packets: 0,
         }
     }
 
@@ -80,7 +83,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         }
     }
 
+    /// Packets written so far: unchanged across a failed attempt means the client saw nothing
+    /// of it.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
     fn header(&mut self, len: usize) {
+        self.packets += 1;
         let l = len as u32;
         self.out
             .extend_from_slice(&[l as u8, (l >> 8) as u8, (l >> 16) as u8, self.seq]);
@@ -100,6 +110,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             return;
         }
         let l = len as u32;
+        self.packets += 1;
         self.out[at..at + 4].copy_from_slice(&[l as u8, (l >> 8) as u8, (l >> 16) as u8, self.seq]);
         self.seq = self.seq.wrapping_add(1);
     }

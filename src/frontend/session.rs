@@ -380,6 +380,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let m = &self.shared.metrics;
         let route = match plan {
             Plan::Route(_) | Plan::Sticky { .. } => "single",
+            Plan::AnyCopy { .. } => "broadcast",
             Plan::Scatter {
                 ok: OkMerge::Copies,
                 ..
@@ -639,22 +640,71 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     let lower = sql.to_ascii_lowercase();
                     lower.contains("last_insert_id") || lower.contains("@@identity")
                 };
+                let tx_node = self.tx.as_ref().and_then(|t| t.node);
                 let node = match self.insert_id_node {
-                    Some(n)
-                        if asks_insert_id && self.tx.as_ref().and_then(|t| t.node).is_none() =>
-                    {
-                        n
-                    }
+                    Some(n) if asks_insert_id && tx_node.is_none() => n,
                     _ => self.sticky_node(),
                 };
+                if self.last_node.is_none() && tx_node.is_none() && self.insert_id_node.is_none() {
+                    // Nothing ties this session to a node yet (a driver's connect-time
+                    // `SELECT @@max_allowed_packet`): any reachable node answers, the default
+                    // first, so the default node being down does not refuse connections.
+                    let mut nodes = self.topo.all_nodes();
+                    nodes.retain(|n| *n != node);
+                    nodes.insert(0, node);
+                    return self.any_copy(nodes, sql, params, binary, read).await;
+                }
                 self.single(Target { node, sql, params }, binary, read)
                     .await
             }
             Plan::Route(t) => self.single(t, binary, read).await,
+            Plan::AnyCopy { nodes, sql, params } => {
+                self.any_copy(nodes, sql, params, binary, read).await
+            }
             Plan::Scatter { targets, ok, merge } => {
                 self.scatter(targets, ok, merge, binary, read).await
             }
         }
+    }
+
+    /// Runs on the first reachable of `nodes` (the transaction's node first): for statements
+    /// any copy can answer.
+    async fn any_copy(
+        &mut self,
+        mut nodes: Vec<usize>,
+        sql: String,
+        params: Vec<Value>,
+        binary: bool,
+        read: bool,
+    ) -> Outcome {
+        if let Some(i) = self
+            .tx
+            .as_ref()
+            .and_then(|t| t.node)
+            .and_then(|n| nodes.iter().position(|m| *m == n))
+        {
+            nodes[..=i].rotate_right(1);
+        }
+        let mut last = MyError::new(1105, "shardproxy: no node in service");
+        for node in nodes {
+            if let Err(e) = self.conn(node).await {
+                last = e;
+                continue;
+            }
+            let before = self.io.packets();
+            let t = Target {
+                node,
+                sql: sql.clone(),
+                params: params.clone(),
+            };
+            match self.single(t, binary, read).await {
+                // The node's connection broke before any answer reached the client (a node
+                // that went down since the session last used it): the next copy answers.
+                Err(e) if self.io.packets() == before && self.conns[node].is_none() => last = e,
+                other => return other,
+            }
+        }
+        Err(last)
     }
 
     async fn single(&mut self, t: Target, binary: bool, read: bool) -> Outcome {

@@ -68,6 +68,13 @@ pub enum Plan {
         ok: OkMerge,
         merge: Option<MergeSpec>,
     },
+    /// Reads only tables every one of `nodes` holds a copy of (broadcast): one reachable copy
+    /// answers, so a node that is down does not fail it.
+    AnyCopy {
+        nodes: Vec<usize>,
+        sql: String,
+        params: Vec<Value>,
+    },
     /// Touches no table: runs where the session ran last (its transaction's node, or the node
     /// that holds its `LAST_INSERT_ID()` and warnings), else on the default node.
     Sticky {
@@ -103,6 +110,7 @@ impl Plan {
         match self {
             Plan::Route(t) => vec![t.node],
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
+            Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             _ => Vec::new(),
         }
     }
@@ -137,6 +145,15 @@ impl fmt::Display for PlanDescription<'_> {
                 };
                 writeln!(f, "route: scatter to {} nodes ({how})", targets.len())?;
                 targets.iter().try_for_each(|t| target(f, t))
+            }
+            Plan::AnyCopy { nodes, sql, .. } => {
+                let names: Vec<&str> = nodes.iter().map(|n| self.topo.node_name(*n)).collect();
+                writeln!(
+                    f,
+                    "route: one copy of a broadcast table, the first reachable of {}",
+                    names.join(", ")
+                )?;
+                writeln!(f, "  {sql}")
             }
             Plan::Sticky { sql, .. } => {
                 writeln!(
@@ -517,7 +534,7 @@ impl<'a> Planner<'a> {
         }
         match self.common_node(&uses) {
             Ok(Some(n)) => return self.on(n),
-            Ok(None) => return self.on(self.broadcast_read_node()),
+            Ok(None) => return self.any_copy(),
             Err(_) => {}
         }
         // Rows from several nodes: one sharded table (with broadcast tables), or tables
@@ -638,10 +655,17 @@ impl<'a> Planner<'a> {
         }
     }
 
-    /// Where a read of broadcast tables only (every node holds a copy) runs: the default
-    /// node, beside the tables the rules do not name.
-    fn broadcast_read_node(&self) -> usize {
-        self.topo.default_node
+    /// A read of broadcast tables only: any copy answers, the default node's first.
+    fn any_copy(&self) -> Plan {
+        let mut nodes = self.topo.all_nodes();
+        if let Some(i) = nodes.iter().position(|n| *n == self.topo.default_node) {
+            nodes[..=i].rotate_right(1);
+        }
+        Plan::AnyCopy {
+            nodes,
+            sql: self.sql.to_string(),
+            params: self.params.to_vec(),
+        }
     }
 
     /// Where the target table of an UPDATE / DELETE is written, given its WHERE.

@@ -144,6 +144,9 @@ fn joins_run_whole_on_one_node_or_are_refused() {
     assert!(refused(&p).contains("different nodes"));
     assert_eq!(plan_of("SELECT * FROM t_merchant").nodes(), vec![1]);
     assert_eq!(plan_of("SELECT * FROM t_country").nodes(), vec![0]);
+    assert!(
+        matches!(plan_of("SELECT * FROM t_country"), Plan::AnyCopy { nodes, .. } if nodes == vec![0, 1])
+    );
     assert_eq!(plan_of("SELECT * FROM t_user").nodes(), vec![0]);
 }
 
