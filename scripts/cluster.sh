@@ -45,17 +45,6 @@ find_prog() {
     fi
 }
 
-install_mariadb() {
-    local sudo=()
-    if [[ $(id -u) -ne 0 ]]; then
-        command -v sudo >/dev/null 2>&1 || die "mariadbd is missing and sudo is not available: install mariadb-server and mariadb-client"
-        sudo=(sudo)
-    fi
-    echo "cluster.sh: mariadbd not found, installing mariadb-server and mariadb-client with apt-get"
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server mariadb-client
-}
-
 is_uint() {
     [[ $1 =~ ^[0-9]+$ ]]
 }
@@ -145,7 +134,7 @@ cmd_start() {
     fi
 
     if ! find_prog mariadbd >/dev/null; then
-        install_mariadb
+        install_packages mariadb-server mariadb-client
     fi
     local mariadbd install_db client
     mariadbd=$(find_prog mariadbd) || die "mariadbd not found after installing mariadb-server"

@@ -59,14 +59,7 @@ install_mariadb_if_missing() {
     if command -v mariadbd >/dev/null 2>&1 || [[ -x /usr/sbin/mariadbd ]]; then
         return 0
     fi
-    local sudo=()
-    if [[ $(id -u) -ne 0 ]]; then
-        command -v sudo >/dev/null 2>&1 || die "mariadbd is missing and sudo is not available: install mariadb-server and mariadb-client"
-        sudo=(sudo)
-    fi
-    echo "demo.sh: installing mariadb-server and mariadb-client with apt-get"
-    "${sudo[@]}" apt-get update
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server mariadb-client
+    install_packages mariadb-server mariadb-client
 }
 
 build() {
