@@ -2,6 +2,7 @@
 //! extract shard-key values from a WHERE clause.
 
 pub mod keys;
+pub mod ranges;
 
 use std::ops::ControlFlow;
 
