@@ -20,6 +20,10 @@ enum Command {
     Serve {
         #[arg(long)]
         config: PathBuf,
+        /// Run the proxy's clock from this day (YYYY-MM-DD, UTC midnight): relative tier
+        /// bounds and generated ids follow it. For demos and tests.
+        #[arg(long, value_parser = parse_day)]
+        now: Option<chrono::NaiveDate>,
     },
     /// Validate a rules file; exits non-zero with the reason when it is invalid.
     Check {
@@ -30,9 +34,17 @@ enum Command {
     Route {
         #[arg(long)]
         config: PathBuf,
+        /// Plan as on this day (YYYY-MM-DD), for relative time_tier bounds.
+        #[arg(long, value_parser = parse_day)]
+        now: Option<chrono::NaiveDate>,
         /// The statement.
         sql: String,
     },
+}
+
+fn parse_day(s: &str) -> Result<chrono::NaiveDate, String> {
+    chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        .map_err(|e| format!("`{s}` is not YYYY-MM-DD: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -47,6 +59,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check { config } => match config::load(&config) {
             Ok(t) => {
+                let mut names: Vec<&String> = t.tables.keys().collect();
+                names.sort();
+                for n in names {
+                    if let Some(r) = t.tables.get(n) {
+                        println!("  {n}: {}", r.describe(&t));
+                    }
+                }
                 println!(
                     "{}: ok (version {}, {} nodes, {} tables)",
                     config.display(),
@@ -61,10 +80,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Route { config, sql: text } => match config::load(&config) {
+        Command::Route {
+            config,
+            now,
+            sql: text,
+        } => match config::load(&config) {
             Ok(t) => {
                 let parsed = sql::parse(&text);
-                let p = plan::plan(&text, parsed.as_ref().map_err(String::as_str), &[], &t);
+                let mut ctx = plan::PlanCtx::offline(&t);
+                if let Some(day) = now {
+                    ctx.today = day;
+                }
+                let p = plan::plan(
+                    &text,
+                    parsed.as_ref().map_err(String::as_str),
+                    &[],
+                    &t,
+                    &ctx,
+                );
                 // A closed pipe (`| head`) ends the output quietly instead of panicking.
                 let _ = write!(std::io::stdout(), "{}", p.describe(&t));
                 ExitCode::SUCCESS
@@ -74,7 +107,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve { config } => {
+        Command::Serve { config, now } => {
             let topo = match config::load(&config) {
                 Ok(t) => t,
                 Err(e) => {
@@ -99,6 +132,14 @@ fn main() -> ExitCode {
                 // Rules changes are picked up while traffic flows: when the file changes, and
                 // at once on SIGHUP.
                 let shared = srv.shared();
+                if let Some(day) = now {
+                    let ms = day
+                        .and_hms_opt(0, 0, 0)
+                        .map(|t| t.and_utc().timestamp_millis())
+                        .unwrap_or(0);
+                    shared.clock.set_now_ms(ms);
+                    tracing::info!("the proxy's clock starts at {day}");
+                }
                 tokio::spawn(server::watch(
                     shared.clone(),
                     config.clone(),

@@ -30,6 +30,12 @@ pub struct Metrics {
     pub refused: IntCounterVec,
     pub reloads: IntCounterVec,
     pub version: IntGauge,
+    /// Ids a key generator refused to issue, by reason (clock_back, out_of_range).
+    pub keygen_refused: IntCounterVec,
+    /// Directory lookups: cache hits, misses (read from the lookup table), failures.
+    pub lookups: IntCounterVec,
+    /// Time-tier statements by how they ran (read, page, poll, write) and tier rows counted.
+    pub tier_statements: IntCounterVec,
     slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
 }
 
@@ -87,6 +93,21 @@ impl Metrics {
             ),
             version: IntGauge::new("shardproxy_rules_version", "Version of the rules in force")
                 .expect("valid metric definition"),
+            keygen_refused: counter_vec(
+                "shardproxy_keygen_refused_total",
+                "Generated ids refused, by reason (clock_back: the clock stepped back)",
+                &["reason"],
+            ),
+            lookups: counter_vec(
+                "shardproxy_directory_lookups_total",
+                "Directory keys resolved, by outcome (hit, read, failed)",
+                &["outcome"],
+            ),
+            tier_statements: counter_vec(
+                "shardproxy_tier_statements_total",
+                "Statements over several tiers of time_tier tables, by mode",
+                &["mode"],
+            ),
             slots: RwLock::new(HashMap::new()),
         };
         for c in [
@@ -98,6 +119,9 @@ impl Metrics {
             Box::new(m.refused.clone()),
             Box::new(m.reloads.clone()),
             Box::new(m.version.clone()),
+            Box::new(m.keygen_refused.clone()),
+            Box::new(m.lookups.clone()),
+            Box::new(m.tier_statements.clone()),
         ] {
             let _ = m.registry.register(c);
         }

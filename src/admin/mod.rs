@@ -218,6 +218,16 @@ fn rule_summary(t: &Topology, rule: &TableRule) -> (String, String, String) {
             String::new(),
             t.node_name(*node).to_string(),
         ),
+        other => (
+            other.kind().into(),
+            other.column().unwrap_or_default().to_string(),
+            other
+                .all_nodes(t)
+                .iter()
+                .map(|n| t.node_name(*n).to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
     }
 }
 
@@ -305,6 +315,9 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                     rows.push(vec!["column".into(), column]);
                 }
                 rows.push(vec!["nodes".into(), nodes]);
+                if !matches!(r, TableRule::HashSlot { .. }) {
+                    rows.push(vec!["routing".into(), r.describe(&t)]);
+                }
                 if let TableRule::HashSlot { map, .. } = r {
                     for (a, b, n) in map.runs() {
                         rows.push(vec![format!("slots {a}-{b}"), t.node_name(n).to_string()]);
@@ -401,7 +414,9 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             return Err(unsupported("PREVIEW needs a statement"));
         }
         let parsed = sql::parse(stmt);
-        let p = crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t);
+        let p = shared.with_plan_ctx(&t, |ctx| {
+            crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
+        });
         let rows = p
             .describe(&t)
             .to_string()

@@ -7,7 +7,11 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::routing::directory::{DirectoryRule, Lookup};
+use crate::routing::keygen::IdLayout;
+use crate::routing::range::{KeyKind, RangeMap};
 use crate::routing::slot::{SlotMap, SLOTS};
+use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
 /// A rules file that cannot be used; the message names the file, the table and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +100,81 @@ struct TableSection {
     column: Option<String>,
     slots: Option<Vec<SlotEntry>>,
     node: Option<String>,
+    /// range: `[{ below = 1000, node = "ds0" }, { node = "ds1" }]`
+    ranges: Option<Vec<RangeEntry>>,
+    /// directory: `{ "42" = "ds1" }`
+    entries: Option<BTreeMap<String, String>>,
+    lookup: Option<LookupSection>,
+    fallback: Option<Box<TableSection>>,
+    /// time_tier
+    tiers: Option<Vec<TierSection>>,
+    primary_key: Option<Vec<String>>,
+    poll_columns: Option<Vec<String>>,
+    poll_unique: Option<bool>,
+    poll_retries: Option<u32>,
+    poll_retry_ms: Option<u64>,
+    key_generator: Option<KeyGenSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeEntry {
+    below: Option<toml::Value>,
+    node: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LookupSection {
+    node: String,
+    table: String,
+    key_column: String,
+    node_column: String,
+    #[serde(default = "default_cache_size")]
+    cache_size: u64,
+    #[serde(default = "default_ttl_secs")]
+    ttl_secs: u64,
+}
+
+fn default_cache_size() -> u64 {
+    100_000
+}
+
+fn default_ttl_secs() -> u64 {
+    60
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierSection {
+    name: String,
+    node: String,
+    lower: Option<String>,
+    /// Accepted for clarity; must equal the tier above's `lower` (tiers are contiguous).
+    upper: Option<String>,
+    #[serde(default)]
+    overlap_days: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyGenSection {
+    column: String,
+    kind: String,
+    /// `YYYY-MM-DD` (UTC midnight); default 2024-01-01.
+    epoch: Option<String>,
+    #[serde(default)]
+    worker: u16,
+    #[serde(default)]
+    worker_bits: u8,
+}
+
+/// A generated key column of a sharded table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyGenerator {
+    /// Lower-cased column.
+    pub column: String,
+    pub layout: IdLayout,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,6 +203,12 @@ pub enum TableRule {
     Broadcast,
     /// The whole table on one node.
     Single { node: usize },
+    /// Ordered boundaries on a column, each range on a node.
+    Range { column: String, map: RangeMap },
+    /// Explicit key -> node entries (and a lookup table), a fallback rule for the rest.
+    Directory(Box<DirectoryRule>),
+    /// Hot / warm / cold nodes by a date column.
+    TimeTier(Box<TierRule>),
 }
 
 impl TableRule {
@@ -132,6 +217,96 @@ impl TableRule {
             TableRule::HashSlot { .. } => "hash_slot",
             TableRule::Broadcast => "broadcast",
             TableRule::Single { .. } => "single",
+            TableRule::Range { .. } => "range",
+            TableRule::Directory(_) => "directory",
+            TableRule::TimeTier(_) => "time_tier",
+        }
+    }
+
+    /// The column that routes rows, if any.
+    pub fn column(&self) -> Option<&str> {
+        match self {
+            TableRule::HashSlot { column, .. } | TableRule::Range { column, .. } => Some(column),
+            TableRule::Directory(d) => Some(&d.column),
+            TableRule::TimeTier(t) => Some(&t.column),
+            TableRule::Broadcast | TableRule::Single { .. } => None,
+        }
+    }
+
+    /// Every node that may hold rows of the table.
+    pub fn all_nodes(&self, topo: &Topology) -> Vec<usize> {
+        let mut v = match self {
+            TableRule::HashSlot { map, .. } => map.nodes(),
+            TableRule::Range { map, .. } => map.nodes(),
+            TableRule::Single { node } => vec![*node],
+            TableRule::Broadcast => topo.all_nodes(),
+            TableRule::Directory(d) => {
+                if d.lookup.is_some() {
+                    // The lookup table may name any node.
+                    topo.all_nodes()
+                } else {
+                    let mut v = d.fallback.all_nodes(topo);
+                    v.extend(d.entry_nodes());
+                    v
+                }
+            }
+            TableRule::TimeTier(t) => t.tiers.iter().map(|t| t.node).collect(),
+        };
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The rule with its nodes renumbered.
+    pub fn remap(&mut self, at: &dyn Fn(usize) -> usize) {
+        match self {
+            TableRule::HashSlot { map, .. } => *map = map.remap(at),
+            TableRule::Range { map, .. } => *map = map.remap(at),
+            TableRule::Single { node } => *node = at(*node),
+            TableRule::Broadcast => {}
+            TableRule::Directory(d) => {
+                for n in d.entries.values_mut() {
+                    *n = at(*n);
+                }
+                if let Some(l) = d.lookup.as_mut() {
+                    l.node = at(l.node);
+                }
+                d.fallback.remap(at);
+            }
+            TableRule::TimeTier(t) => {
+                for tier in t.tiers.iter_mut() {
+                    tier.node = at(tier.node);
+                }
+            }
+        }
+    }
+
+    /// A one-line description for `route`, SHOW TABLE RULE and logs.
+    pub fn describe(&self, topo: &Topology) -> String {
+        let name = |i: usize| topo.node_name(i).to_string();
+        match self {
+            TableRule::HashSlot { column, map } => format!(
+                "hash_slot on `{column}`: {}",
+                map.runs()
+                    .iter()
+                    .map(|(a, b, n)| format!("{a}-{b} -> {}", name(*n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            TableRule::Range { column, map } => {
+                format!("range on `{column}`: {}", map.describe(&name))
+            }
+            TableRule::Single { node } => format!("single on {}", name(*node)),
+            TableRule::Broadcast => "broadcast (a copy on every node)".into(),
+            TableRule::Directory(d) => format!(
+                "directory on `{}`: {} ({})",
+                d.column,
+                d.describe(&name),
+                d.fallback.describe(topo)
+            ),
+            TableRule::TimeTier(t) => {
+                format!("time_tier on `{}`: {}", t.column, t.describe(&name))
+            }
         }
     }
 }
@@ -152,6 +327,8 @@ pub struct Topology {
     pub default_node: usize,
     /// Keyed by lower-cased table name.
     pub tables: HashMap<String, TableRule>,
+    /// Generated key columns, keyed by lower-cased table name.
+    pub key_generators: HashMap<String, KeyGenerator>,
 }
 
 impl Topology {
@@ -203,14 +380,13 @@ impl Topology {
                 nodes.push(n.clone());
             }
         }
+        self.default_node = remap
+            .get(self.default_node)
+            .copied()
+            .unwrap_or(self.default_node);
         let at = |i: usize| remap.get(i).copied().unwrap_or(i);
-        self.default_node = at(self.default_node);
         for rule in self.tables.values_mut() {
-            match rule {
-                TableRule::HashSlot { map, .. } => *map = map.remap(&at),
-                TableRule::Single { node } => *node = at(*node),
-                TableRule::Broadcast => {}
-            }
+            rule.remap(&at);
         }
         self.nodes = nodes;
         self
@@ -327,63 +503,18 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         })?;
 
     let mut tables = HashMap::new();
+    let mut key_generators = HashMap::new();
+    let ctx = RuleCtx {
+        node_index: &node_index,
+        known: &known,
+    };
     for (table, section) in &file.tables {
         let terr = |message: String| err(format!("table `{table}`: {message}"));
-        let forbid = |present: bool, key: &str| {
-            if present {
-                Err(terr(format!(
-                    "key `{key}` does not apply to rule \"{}\"",
-                    section.rule
-                )))
-            } else {
-                Ok(())
-            }
-        };
-        let rule = match section.rule.as_str() {
-            "hash_slot" => {
-                forbid(section.node.is_some(), "node")?;
-                let column = section
-                    .column
-                    .as_ref()
-                    .filter(|c| !c.is_empty())
-                    .ok_or_else(|| terr("rule \"hash_slot\" needs `column`".into()))?;
-                let entries = section
-                    .slots
-                    .as_ref()
-                    .ok_or_else(|| terr("rule \"hash_slot\" needs `slots`".into()))?;
-                let map = slot_map(entries, &node_index, &known).map_err(terr)?;
-                TableRule::HashSlot {
-                    column: column.to_ascii_lowercase(),
-                    map,
-                }
-            }
-            "broadcast" => {
-                forbid(section.column.is_some(), "column")?;
-                forbid(section.slots.is_some(), "slots")?;
-                forbid(section.node.is_some(), "node")?;
-                TableRule::Broadcast
-            }
-            "single" => {
-                forbid(section.column.is_some(), "column")?;
-                forbid(section.slots.is_some(), "slots")?;
-                let name = section
-                    .node
-                    .as_ref()
-                    .ok_or_else(|| terr("rule \"single\" needs `node`".into()))?;
-                let node = node_index(name).ok_or_else(|| {
-                    terr(format!(
-                        "node `{name}` is not in [nodes] (known: {})",
-                        known()
-                    ))
-                })?;
-                TableRule::Single { node }
-            }
-            other => {
-                return Err(terr(format!(
-                    "unknown rule \"{other}\" (expected hash_slot, broadcast or single)"
-                )))
-            }
-        };
+        let rule = table_rule(section, None, &ctx).map_err(terr)?;
+        if let Some(g) = &section.key_generator {
+            let gen = key_generator(g, &rule).map_err(terr)?;
+            key_generators.insert(table.to_ascii_lowercase(), gen);
+        }
         if tables.insert(table.to_ascii_lowercase(), rule).is_some() {
             return Err(terr(
                 "named twice (table names are case-insensitive)".into(),
@@ -403,6 +534,291 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         nodes,
         default_node,
         tables,
+        key_generators,
+    })
+}
+
+struct RuleCtx<'a> {
+    node_index: &'a dyn Fn(&str) -> Option<usize>,
+    known: &'a dyn Fn() -> String,
+}
+
+impl RuleCtx<'_> {
+    fn node(&self, name: &str) -> Result<usize, String> {
+        (self.node_index)(name).ok_or_else(|| {
+            format!(
+                "node `{name}` is not in [nodes] (known: {})",
+                (self.known)()
+            )
+        })
+    }
+}
+
+/// One table's rule; `column` is set for a directory's fallback, which routes by the
+/// directory's column.
+fn table_rule(
+    section: &TableSection,
+    column: Option<&str>,
+    ctx: &RuleCtx<'_>,
+) -> Result<TableRule, String> {
+    let rule_name = section.rule.as_str();
+    let mut present: Vec<&str> = Vec::new();
+    for (set, key) in [
+        (section.column.is_some(), "column"),
+        (section.slots.is_some(), "slots"),
+        (section.node.is_some(), "node"),
+        (section.ranges.is_some(), "ranges"),
+        (section.entries.is_some(), "entries"),
+        (section.lookup.is_some(), "lookup"),
+        (section.fallback.is_some(), "fallback"),
+        (section.tiers.is_some(), "tiers"),
+        (section.primary_key.is_some(), "primary_key"),
+        (section.poll_columns.is_some(), "poll_columns"),
+        (section.poll_unique.is_some(), "poll_unique"),
+        (section.poll_retries.is_some(), "poll_retries"),
+        (section.poll_retry_ms.is_some(), "poll_retry_ms"),
+        (section.key_generator.is_some(), "key_generator"),
+    ] {
+        if set {
+            present.push(key);
+        }
+    }
+    let allowed: &[&str] = match rule_name {
+        "hash_slot" => &["column", "slots", "key_generator"],
+        "range" => &["column", "ranges", "key_generator"],
+        "directory" => &["column", "entries", "lookup", "fallback", "key_generator"],
+        "time_tier" => &[
+            "column",
+            "tiers",
+            "primary_key",
+            "poll_columns",
+            "poll_unique",
+            "poll_retries",
+            "poll_retry_ms",
+        ],
+        "broadcast" => &[],
+        "single" => &["node"],
+        other => {
+            return Err(format!(
+                "unknown rule \"{other}\" (expected hash_slot, range, directory, time_tier, broadcast or single)"
+            ))
+        }
+    };
+    if let Some(k) = present.iter().find(|k| !allowed.contains(k)) {
+        return Err(format!(
+            "key `{k}` does not apply to rule \"{rule_name}\"{}",
+            if column.is_some() {
+                " (in `fallback`)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let need_column = || -> Result<String, String> {
+        if let Some(c) = column {
+            return Ok(c.to_string());
+        }
+        section
+            .column
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| c.to_ascii_lowercase())
+            .ok_or_else(|| format!("rule \"{rule_name}\" needs `column`"))
+    };
+    Ok(match rule_name {
+        "hash_slot" => {
+            let column = need_column()?;
+            let entries = section
+                .slots
+                .as_ref()
+                .ok_or_else(|| "rule \"hash_slot\" needs `slots`".to_string())?;
+            let map = slot_map(entries, ctx.node_index, ctx.known)?;
+            TableRule::HashSlot { column, map }
+        }
+        "broadcast" => TableRule::Broadcast,
+        "single" => {
+            let name = section
+                .node
+                .as_ref()
+                .ok_or_else(|| "rule \"single\" needs `node`".to_string())?;
+            TableRule::Single {
+                node: ctx.node(name)?,
+            }
+        }
+        "range" => {
+            let column = need_column()?;
+            let ranges = section
+                .ranges
+                .as_ref()
+                .filter(|r| !r.is_empty())
+                .ok_or_else(|| "rule \"range\" needs `ranges`".to_string())?;
+            let first_bound = ranges
+                .iter()
+                .find_map(|r| r.below.as_ref())
+                .ok_or_else(|| {
+                    "`ranges` needs at least two ranges (every one but the last with `below`)"
+                        .to_string()
+                })?;
+            let kind = KeyKind::of_bound(first_bound)?;
+            let mut entries = Vec::with_capacity(ranges.len());
+            for r in ranges {
+                let below = match &r.below {
+                    Some(b) => Some(kind.bound(b)?),
+                    None => None,
+                };
+                entries.push((below, ctx.node(&r.node)?));
+            }
+            TableRule::Range {
+                column,
+                map: RangeMap::new(kind, entries)?,
+            }
+        }
+        "directory" => {
+            let column = need_column()?;
+            let mut entries = HashMap::new();
+            for (k, n) in section.entries.iter().flatten() {
+                entries.insert(k.as_bytes().to_vec(), ctx.node(n)?);
+            }
+            let lookup = match &section.lookup {
+                None => None,
+                Some(l) => {
+                    if l.cache_size == 0 {
+                        return Err("lookup cache_size must be at least 1".into());
+                    }
+                    for (what, v) in [
+                        ("table", &l.table),
+                        ("key_column", &l.key_column),
+                        ("node_column", &l.node_column),
+                    ] {
+                        if v.is_empty() {
+                            return Err(format!("lookup `{what}` is empty"));
+                        }
+                    }
+                    Some(Lookup {
+                        node: ctx.node(&l.node)?,
+                        table: l.table.clone(),
+                        key_column: l.key_column.clone(),
+                        node_column: l.node_column.clone(),
+                        cache_size: l.cache_size,
+                        ttl_secs: l.ttl_secs,
+                    })
+                }
+            };
+            if entries.is_empty() && lookup.is_none() {
+                return Err("rule \"directory\" needs `entries` or a `lookup` table".into());
+            }
+            let fb = section.fallback.as_ref().ok_or_else(|| {
+                "rule \"directory\" needs `fallback` (e.g. { rule = \"hash_slot\", slots = [...] }) for the keys it does not list".to_string()
+            })?;
+            if !matches!(fb.rule.as_str(), "hash_slot" | "range" | "single") {
+                return Err(format!(
+                    "a directory's fallback is hash_slot, range or single, not \"{}\"",
+                    fb.rule
+                ));
+            }
+            if fb.column.is_some() {
+                return Err(
+                    "the fallback routes by the directory's `column`: leave out its own".into(),
+                );
+            }
+            let fallback = table_rule(fb, Some(&column), ctx)?;
+            TableRule::Directory(Box::new(DirectoryRule {
+                column,
+                entries,
+                lookup,
+                fallback: Box::new(fallback),
+            }))
+        }
+        "time_tier" => {
+            let column = need_column()?;
+            let tiers_in = section
+                .tiers
+                .as_ref()
+                .ok_or_else(|| "rule \"time_tier\" needs `tiers`".to_string())?;
+            let mut tiers = Vec::with_capacity(tiers_in.len());
+            for (i, t) in tiers_in.iter().enumerate() {
+                let lower = t.lower.as_deref().map(BoundSpec::parse).transpose()?;
+                if let Some(u) = &t.upper {
+                    let above = i.checked_sub(1).and_then(|j| tiers_in[j].lower.as_ref());
+                    let same =
+                        above.is_some_and(|a| BoundSpec::parse(a).ok() == BoundSpec::parse(u).ok());
+                    if !same {
+                        return Err(format!(
+                            "tier `{}`: `upper` \"{u}\" must equal the `lower` of the tier above (tiers are contiguous; the first has no upper)",
+                            t.name
+                        ));
+                    }
+                }
+                tiers.push(Tier {
+                    name: t.name.clone(),
+                    node: ctx.node(&t.node)?,
+                    lower,
+                    overlap_days: t.overlap_days,
+                });
+            }
+            let rule = TierRule {
+                column,
+                primary_key: section
+                    .primary_key
+                    .iter()
+                    .flatten()
+                    .map(|c| c.to_ascii_lowercase())
+                    .collect(),
+                tiers,
+                poll_columns: section
+                    .poll_columns
+                    .iter()
+                    .flatten()
+                    .map(|c| c.to_ascii_lowercase())
+                    .collect(),
+                poll_unique: section.poll_unique.unwrap_or(false),
+                poll_retries: section.poll_retries.unwrap_or(2),
+                poll_retry_ms: section.poll_retry_ms.unwrap_or(100),
+            };
+            rule.validate()?;
+            rule.bounds(chrono::Utc::now().date_naive())?;
+            TableRule::TimeTier(Box::new(rule))
+        }
+        other => return Err(format!("unknown rule \"{other}\"")),
+    })
+}
+
+fn key_generator(g: &KeyGenSection, rule: &TableRule) -> Result<KeyGenerator, String> {
+    if g.kind != "snowflake" {
+        return Err(format!(
+            "key_generator kind \"{}\" is unknown (expected \"snowflake\")",
+            g.kind
+        ));
+    }
+    let column = g.column.to_ascii_lowercase();
+    if rule.column() == Some(column.as_str()) {
+        return Err(format!(
+            "key_generator column `{column}` is the shard key: the id carries the slot of the shard key, so generate another column"
+        ));
+    }
+    if g.worker_bits > 8 {
+        return Err("key_generator worker_bits is at most 8 (of the 12 sequence bits)".into());
+    }
+    if u32::from(g.worker) >= (1u32 << g.worker_bits) {
+        return Err(format!(
+            "key_generator worker {} does not fit in {} worker_bits",
+            g.worker, g.worker_bits
+        ));
+    }
+    let epoch = g.epoch.as_deref().unwrap_or("2024-01-01");
+    let day = chrono::NaiveDate::parse_from_str(epoch, "%Y-%m-%d")
+        .map_err(|_| format!("key_generator epoch \"{epoch}\" is not YYYY-MM-DD"))?;
+    let epoch_ms = day
+        .and_hms_opt(0, 0, 0)
+        .map(|t| t.and_utc().timestamp_millis())
+        .unwrap_or(0);
+    Ok(KeyGenerator {
+        column,
+        layout: IdLayout {
+            epoch_ms,
+            worker: g.worker,
+            worker_bits: g.worker_bits,
+        },
     })
 }
 

@@ -26,6 +26,8 @@ use crate::plan::{self, OkMerge, Plan, SessionOp, Target};
 use crate::server::Shared;
 use crate::sql::{self, Parsed};
 
+mod tier;
+
 const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
@@ -363,8 +365,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn query(&mut self, sql: &str) -> Outcome {
         let topo = self.topo.clone();
         let parsed = sql::parse(sql);
-        let (plan, slots) =
-            plan::plan_traced(sql, parsed.as_ref().map_err(String::as_str), &[], &topo);
+        let (plan, slots) = self
+            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
+            .await;
         let read = is_read(parsed.as_ref().ok(), sql);
         debug!(conn = self.conn_id, %sql, ?plan, "query");
         self.account(&plan, parsed.as_ref().ok(), sql, &slots);
@@ -386,6 +389,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 ..
             } => "broadcast",
             Plan::Scatter { .. } => "scatter",
+            Plan::Tier(_) => "tiers",
+            Plan::NeedLookup(_) => "lookup",
             Plan::Session(_) => "session",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
@@ -664,6 +669,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Scatter { targets, ok, merge } => {
                 self.scatter(targets, ok, merge, binary, read).await
             }
+            Plan::Tier(t) => self.tier(*t, binary, read).await,
+            Plan::NeedLookup(keys) => Err(MyError::new(
+                1105,
+                format!(
+                    "shardproxy: directory lookup entries for {} key(s) could not be resolved",
+                    keys.len()
+                ),
+            )),
         }
     }
 
@@ -810,7 +823,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Some(spec) => {
                     let cap = self.topo.max_rows_per_statement;
                     let rows = &self.shared.metrics.rows_merged;
-                    merge_rows(&mut self.io, results, spec, binary, status, cap, rows).await
+                    merge_rows(&mut self.io, results, spec, binary, status, cap, rows)
+                        .await
+                        .map(|()| 0)
                 }
             }
         };
@@ -826,7 +841,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.conns[n] = Some(c);
         }
         match outcome {
-            Ok(()) => Ok(()),
+            Ok(last_id) => {
+                if last_id != 0 {
+                    // A split INSERT: the node of its first row holds LAST_INSERT_ID().
+                    self.insert_id_node = targets.first().map(|t| t.node);
+                }
+                Ok(())
+            }
             Err(ScatterError::Merge(e)) => Err(e),
             Err(ScatterError::Node(idx, e)) => {
                 self.shared
@@ -949,15 +970,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         })?;
         stmt.long_data.clear();
         let topo = self.topo.clone();
-        let (plan, slots) = plan::plan_traced(
-            &stmt.sql,
-            stmt.parsed.as_ref().map_err(String::as_str),
-            &params,
-            &topo,
-        );
-        let read = is_read(stmt.parsed.as_ref().ok(), &stmt.sql);
-        let kind = statement_kind(stmt.parsed.as_ref().ok(), &stmt.sql);
-        let bytes = stmt.sql.len() + body.len();
+        // Out of the map while it plans (planning may read lookup tables), back after.
+        let Some(prep) = self.stmts.remove(&id) else {
+            return Err(MyError::new(1243, "prepared statement vanished"));
+        };
+        let (plan, slots) = self
+            .plan_with_lookups(
+                &prep.sql,
+                prep.parsed.as_ref().map_err(String::as_str),
+                &params,
+                &topo,
+            )
+            .await;
+        let read = is_read(prep.parsed.as_ref().ok(), &prep.sql);
+        let kind = statement_kind(prep.parsed.as_ref().ok(), &prep.sql);
+        let bytes = prep.sql.len() + body.len();
+        self.stmts.insert(id, prep);
         self.account_kind(&plan, kind, bytes, &slots);
         self.run_plan(plan, true, read).await
     }
@@ -1006,10 +1034,8 @@ fn prepare_node(parsed: &Parsed, topo: &Topology) -> Option<usize> {
     let _ = sqlparser::ast::visit_relations(&parsed.stmt, |n| {
         use crate::config::TableRule;
         node = match topo.table(&sql::table_name(n)) {
-            Some(TableRule::Single { node }) => Some(*node),
-            Some(TableRule::HashSlot { map, .. }) => map.nodes().first().copied(),
-            Some(TableRule::Broadcast) => Some(topo.default_node),
-            None => Some(topo.default_node),
+            Some(TableRule::Broadcast) | None => Some(topo.default_node),
+            Some(r) => r.all_nodes(topo).first().copied(),
         };
         std::ops::ControlFlow::Break(())
     });
@@ -1177,7 +1203,7 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
     binary: bool,
     status: StatusFlags,
     _names: &[String],
-) -> Result<(), ScatterError> {
+) -> Result<u64, ScatterError> {
     let mut ress = Vec::with_capacity(results.len());
     let mut first_err = None;
     for (i, r) in results.into_iter().enumerate() {
@@ -1236,6 +1262,7 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
                 return Err(ScatterError::Node(i, e));
             }
             io.write(&codec::eof(status, warnings));
+            Ok(0)
         }
         None => {
             let mut affected = 0u64;
@@ -1270,9 +1297,9 @@ async fn merge_append<S: AsyncRead + AsyncWrite + Unpin>(
                 return Err(ScatterError::Node(i, e));
             }
             io.write(&codec::ok(affected, last_id, status, warnings, &info));
+            Ok(last_id)
         }
     }
-    Ok(())
 }
 
 /// Why a statement over several nodes failed: a node's error, or the merge's own.

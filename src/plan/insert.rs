@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use mysql_common::value::Value;
 use sqlparser::ast::{Assignment, AssignmentTarget, Insert, OnInsert, SetExpr, TableObject};
 
 use super::uses::{collect_uses, without_first};
@@ -18,45 +19,10 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     let table = table_name(name);
     let uses = without_first(collect_uses(p.stmt, p), &table);
     let rule = p.topo.table(&table);
-    let (column, map) = match rule {
-        Some(TableRule::HashSlot { column, map }) => (column, map),
-        // Not sharded: one node, or every copy of a broadcast table.
-        _ => {
-            let nodes = match rule {
-                None => vec![p.topo.default_node],
-                Some(r) => p.nodes_for_keys(&table, r, None),
-            };
-            if !uses.is_empty() {
-                if matches!(rule, Some(TableRule::Broadcast)) {
-                    if let Some(u) = uses
-                        .iter()
-                        .find(|u| !matches!(p.topo.table(&u.table), Some(TableRule::Broadcast)))
-                    {
-                        return refuse(format!(
-                            "INSERT into the broadcast table `{table}` reading `{}`, which is not on every node",
-                            u.table
-                        ));
-                    }
-                } else {
-                    match p.common_node(&uses) {
-                        Ok(Some(n)) if nodes == [n] => {}
-                        Ok(None) => {}
-                        _ => {
-                            return refuse(format!(
-                                "INSERT into `{table}` reading tables on other nodes; shardproxy cannot move rows between nodes"
-                            ))
-                        }
-                    }
-                }
-            }
-            let ok = if matches!(rule, Some(TableRule::Broadcast)) {
-                OkMerge::Copies
-            } else {
-                OkMerge::Sum
-            };
-            return p.on_nodes(&nodes, ok);
-        }
+    let Some((column, rule)) = rule.and_then(|r| r.column().map(|c| (c.to_string(), r))) else {
+        return unsharded(p, &table, rule, &uses);
     };
+    let column = column.as_str();
 
     if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = &ins.on {
         if assigns(assignments, column) {
@@ -65,9 +31,18 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             ));
         }
     }
+    let generator = p.topo.key_generators.get(&table);
 
     // INSERT ... SET col = v, ...
     if ins.source.is_none() {
+        if let Some(g) = generator {
+            if !assigns(&ins.assignments, &g.column) {
+                return refuse(format!(
+                    "INSERT ... SET into `{table}` without its generated key `{}`: use INSERT ... (columns) VALUES, which gets the key generated",
+                    g.column
+                ));
+            }
+        }
         let value = ins
             .assignments
             .iter()
@@ -78,14 +53,10 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
                 "INSERT into `{table}` must set its shard key `{column}`"
             ));
         };
-        return match literal(expr, p.parsed, p.params).as_ref().and_then(slot_of) {
-            Some(slot) => {
-                p.trace(&table, slot);
-                p.on(map.node_of_slot(slot))
-            }
-            None => refuse(format!(
-                "the shard key `{column}` of `{table}` must be a constant, not NULL or an expression"
-            )),
+        let v = literal(expr, p.parsed, p.params).unwrap_or(Value::NULL);
+        return match p.node_of_value(&table, rule, &v) {
+            Ok(node) => p.on(node),
+            Err(m) => refuse(m),
         };
     }
 
@@ -102,23 +73,38 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             "INSERT into the sharded table `{table}` needs a column list that names its shard key `{column}`"
         ));
     };
+    // A generated key: the column list leaves it out.
+    let generate = generator.filter(|g| !ins.columns.iter().any(|c| table_name(c) == g.column));
 
-    // Node of each row, in order.
+    // Node of each row, in order, and the generated id of each row.
     let mut by_node: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut first_node = None;
+    let mut ids: Vec<u64> = Vec::new();
     for (i, row) in values.rows.iter().enumerate() {
         let Some(expr) = row.content.get(pos) else {
             return refuse(format!("row {} has fewer values than columns", i + 1));
         };
-        let Some(slot) = literal(expr, p.parsed, p.params).as_ref().and_then(slot_of) else {
+        let Some(v) = literal(expr, p.parsed, p.params) else {
             return refuse(format!(
-                "the shard key `{column}` of `{table}` must be a constant in every row (row {}: `{expr}`), not NULL or an expression",
+                "the shard key `{column}` of `{table}` must be a constant in every row (row {}: `{expr}`), not an expression",
                 i + 1
             ));
         };
-        p.trace(&table, slot);
-        by_node.entry(map.node_of_slot(slot)).or_default().push(i);
+        let node = match p.node_of_value(&table, rule, &v) {
+            Ok(n) => n,
+            Err(m) => return refuse(format!("row {}: {m}", i + 1)),
+        };
+        if generate.is_some() {
+            let slot = slot_of(&v).unwrap_or(0);
+            match (p.ctx.next_id)(&table, slot) {
+                Ok(id) => ids.push(id),
+                Err(m) => return refuse_with(1105, m),
+            }
+        }
+        first_node.get_or_insert(node);
+        by_node.entry(node).or_default().push(i);
     }
-    if by_node.len() <= 1 {
+    if by_node.len() <= 1 && generate.is_none() {
         let node = by_node
             .keys()
             .next()
@@ -127,13 +113,41 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         return p.on(node);
     }
 
-    // Split: one INSERT per node with exactly its rows, cut from the client's own text so
-    // that every literal reaches the node byte for byte.
+    // Split (or extend with generated ids): one INSERT per node with exactly its rows, cut
+    // from the client's own text so that every literal reaches the node byte for byte.
     let Some(spans) = row_spans(p.sql, values) else {
         return refuse("cannot locate the rows of this INSERT in its text to split it");
     };
-    let prefix = &p.sql[..spans[0].0];
+    let mut prefix = p.sql[..spans[0].0].to_string();
     let suffix = &p.sql[spans[spans.len() - 1].1..];
+    let mut row_text: Vec<String> = spans
+        .iter()
+        .map(|(a, b)| p.sql[*a..*b].to_string())
+        .collect();
+    if let Some(g) = generate {
+        // `(a, b)` -> `(a, b, id_col)`; each row `(..)` -> `(.., id)`, the first row's id
+        // through LAST_INSERT_ID(id) so the session's LAST_INSERT_ID() names it, as MySQL
+        // does for the first AUTO_INCREMENT value of a multi-row INSERT.
+        let Some(close) = column_list_end(p.sql, ins, spans[0].0) else {
+            return refuse("cannot locate the column list of this INSERT to add its generated key");
+        };
+        prefix = format!(
+            "{}, `{}`{}",
+            &p.sql[..close],
+            g.column.replace('`', "``"),
+            &p.sql[close..spans[0].0]
+        );
+        for (i, text) in row_text.iter_mut().enumerate() {
+            let id = ids.get(i).copied().unwrap_or(0);
+            let value = if i == 0 {
+                format!("LAST_INSERT_ID({id})")
+            } else {
+                id.to_string()
+            };
+            text.truncate(text.len() - 1);
+            text.push_str(&format!(", {value})"));
+        }
+    }
     let placeholders: Vec<usize> = p
         .parsed
         .placeholder_locations()
@@ -141,13 +155,13 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         .collect();
     let mut targets = Vec::with_capacity(by_node.len());
     for (node, rows) in by_node {
-        let mut sql = String::with_capacity(p.sql.len());
-        sql.push_str(prefix);
+        let mut sql = String::with_capacity(p.sql.len() + 32 * rows.len());
+        sql.push_str(&prefix);
         for (n, i) in rows.iter().enumerate() {
             if n > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&p.sql[spans[*i].0..spans[*i].1]);
+            sql.push_str(&row_text[*i]);
         }
         sql.push_str(suffix);
         let keep = |off: usize| {
@@ -165,11 +179,75 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             .collect();
         targets.push(Target { node, sql, params });
     }
+    // The first row's node first: it holds LAST_INSERT_ID() afterwards.
+    if let Some(i) = targets.iter().position(|t| Some(t.node) == first_node) {
+        targets[..=i].rotate_right(1);
+    }
+    if targets.len() == 1 {
+        return targets
+            .pop()
+            .map(Plan::Route)
+            .unwrap_or_else(|| refuse("INSERT without rows"));
+    }
     Plan::Scatter {
         targets,
         ok: OkMerge::Sum,
         merge: None,
     }
+}
+
+/// An INSERT into a table that is not sharded: its node, or every copy of a broadcast table.
+fn unsharded(
+    p: &Planner<'_>,
+    table: &str,
+    rule: Option<&TableRule>,
+    uses: &[super::uses::Use],
+) -> Plan {
+    let nodes = match rule {
+        None => vec![p.topo.default_node],
+        Some(r) => p.nodes_for_keys(table, r, None),
+    };
+    if !uses.is_empty() {
+        if matches!(rule, Some(TableRule::Broadcast)) {
+            if let Some(u) = uses
+                .iter()
+                .find(|u| !matches!(p.topo.table(&u.table), Some(TableRule::Broadcast)))
+            {
+                return refuse(format!(
+                    "INSERT into the broadcast table `{table}` reading `{}`, which is not on every node",
+                    u.table
+                ));
+            }
+        } else {
+            match p.common_node(uses) {
+                Ok(Some(n)) if nodes == [n] => {}
+                Ok(None) => {}
+                _ => {
+                    return refuse(format!(
+                        "INSERT into `{table}` reading tables on other nodes; shardproxy cannot move rows between nodes"
+                    ))
+                }
+            }
+        }
+    }
+    let ok = if matches!(rule, Some(TableRule::Broadcast)) {
+        OkMerge::Copies
+    } else {
+        OkMerge::Sum
+    };
+    p.on_nodes(&nodes, ok)
+}
+
+fn refuse_with(code: u16, message: String) -> Plan {
+    Plan::Refuse { code, message }
+}
+
+/// Byte offset of the `)` closing the INSERT's column list (before the first row at `limit`).
+fn column_list_end(sql: &str, ins: &Insert, limit: usize) -> Option<usize> {
+    let last = ins.columns.last()?;
+    let start = byte_offset(sql, sqlparser::ast::Spanned::span(last).end)?;
+    let rel = sql.get(start..limit)?.find(')')?;
+    Some(start + rel)
 }
 
 /// Byte range `[start, end)` of each `( ... )` row of a VALUES list in the statement text.

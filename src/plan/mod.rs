@@ -3,6 +3,7 @@
 
 mod insert;
 mod select;
+pub mod tier;
 mod uses;
 
 use std::fmt;
@@ -14,9 +15,13 @@ use sqlparser::ast::{
 
 use crate::config::{TableRule, Topology};
 use crate::merge::MergeSpec;
+use crate::routing::directory::Placed;
+use crate::routing::range::RangeKey;
 use crate::routing::slot::slot_of;
 use crate::sql::keys::{where_keys, KeyColumn};
+use crate::sql::ranges::Ranges;
 use crate::sql::{self, Parsed};
+pub use tier::{TierMode, TierPlan};
 use uses::{collect_uses, Placement, Use};
 
 /// MySQL's ER_NOT_SUPPORTED_YET: what the proxy cannot answer correctly.
@@ -95,6 +100,58 @@ pub enum Plan {
         sql: String,
         reason: String,
     },
+    /// Keys of directory tables whose lookup-table entries the cache does not hold: read them
+    /// (`(table, key)`), then plan again.
+    NeedLookup(Vec<(String, Vec<u8>)>),
+    /// A read or write of a time_tier table over several tiers.
+    Tier(Box<TierPlan>),
+}
+
+/// A lookup-cache probe: `(table, key)` -> the cached entry, if cached.
+pub type LookupFn<'a> = dyn Fn(&str, &[u8]) -> Option<Option<usize>> + 'a;
+
+/// What planning needs besides the statement and the rules: the day (relative tier bounds),
+/// the lookup-table cache and the key generator.
+pub struct PlanCtx<'a> {
+    pub today: chrono::NaiveDate,
+    /// `(table, key)` -> `Some(Some(node))` an entry, `Some(None)` known absent, `None` not
+    /// cached.
+    pub lookup: &'a LookupFn<'a>,
+    /// The next generated id for a row of `table` whose shard key is in `slot`.
+    pub next_id: &'a dyn Fn(&str, u16) -> Result<u64, String>,
+}
+
+static OFFLINE_IDS: crate::routing::keygen::Snowflake = crate::routing::keygen::Snowflake::new();
+
+fn offline_lookup(_: &str, _: &[u8]) -> Option<Option<usize>> {
+    None
+}
+
+impl PlanCtx<'static> {
+    /// For explaining plans outside a running proxy: today's date, no cached lookups, ids
+    /// from a generator of its own.
+    pub fn offline(topo: &Topology) -> PlanCtx<'static> {
+        let gens: std::collections::HashMap<String, crate::routing::keygen::IdLayout> = topo
+            .key_generators
+            .iter()
+            .map(|(t, g)| (t.clone(), g.layout))
+            .collect();
+        let gens: &'static _ = Box::leak(Box::new(gens));
+        let next_id: &'static dyn Fn(&str, u16) -> Result<u64, String> =
+            Box::leak(Box::new(move |table: &str, slot: u16| {
+                match gens.get(table) {
+                    Some(l) => OFFLINE_IDS
+                        .next(l, slot, &crate::routing::keygen::system_ms)
+                        .map_err(|e| e.to_string()),
+                    None => Err(format!("`{table}` has no key_generator")),
+                }
+            }));
+        PlanCtx {
+            today: chrono::Utc::now().date_naive(),
+            lookup: &offline_lookup,
+            next_id,
+        }
+    }
 }
 
 fn refuse(message: impl Into<String>) -> Plan {
@@ -109,6 +166,7 @@ impl Plan {
     pub fn nodes(&self) -> Vec<usize> {
         match self {
             Plan::Route(t) => vec![t.node],
+            Plan::Tier(t) => t.parts.iter().map(|p| p.node).collect(),
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             _ => Vec::new(),
@@ -170,11 +228,23 @@ impl fmt::Display for PlanDescription<'_> {
                 "refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
                 self.topo.node_name(*node)
             ),
+            Plan::NeedLookup(keys) => {
+                writeln!(
+                    f,
+                    "route: after reading {} key(s) from directory lookup tables (through the cache):",
+                    keys.len()
+                )?;
+                for (t, k) in keys {
+                    writeln!(f, "  `{t}` key {}", String::from_utf8_lossy(k))?;
+                }
+                Ok(())
+            }
+            Plan::Tier(t) => t.describe(self.topo, f),
         }
     }
 }
 
-fn describe_merge(m: &MergeSpec) -> String {
+pub(crate) fn describe_merge(m: &MergeSpec) -> String {
     let mut parts = Vec::new();
     if let Some(g) = &m.group {
         parts.push(if g.keys.is_empty() {
@@ -215,8 +285,14 @@ fn describe_merge(m: &MergeSpec) -> String {
 }
 
 /// Plans one statement. `parsed` is the parse of `sql` (or the parser's error).
-pub fn plan(sql: &str, parsed: Result<&Parsed, &str>, params: &[Value], topo: &Topology) -> Plan {
-    plan_traced(sql, parsed, params, topo).0
+pub fn plan(
+    sql: &str,
+    parsed: Result<&Parsed, &str>,
+    params: &[Value],
+    topo: &Topology,
+    ctx: &PlanCtx<'_>,
+) -> Plan {
+    plan_traced(sql, parsed, params, topo, ctx).0
 }
 
 /// [`plan`], with the `(table, slot)` pairs the statement was routed to by key.
@@ -225,6 +301,7 @@ pub fn plan_traced(
     parsed: Result<&Parsed, &str>,
     params: &[Value],
     topo: &Topology,
+    ctx: &PlanCtx<'_>,
 ) -> (Plan, Vec<(String, u16)>) {
     if let Some(p) = session_statement(sql) {
         return (p, Vec::new());
@@ -235,13 +312,21 @@ pub fn plan_traced(
     };
     let planner = Planner {
         slots: Default::default(),
+        missing: Default::default(),
         sql,
         stmt: &parsed.stmt,
         parsed,
         params,
         topo,
+        ctx,
     };
     let plan = planner.plan();
+    let mut missing = planner.missing.take();
+    missing.sort();
+    missing.dedup();
+    if !missing.is_empty() && !matches!(plan, Plan::Refuse { .. }) {
+        return (Plan::NeedLookup(missing), Vec::new());
+    }
     let mut slots = planner.slots.take();
     slots.sort_unstable();
     slots.dedup();
@@ -262,6 +347,10 @@ fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
                 nodes.push(usize::MAX);
             }
             Some(TableRule::Broadcast) => nodes.push(usize::MAX),
+            Some(rule) => {
+                check_on = rule.all_nodes(topo).first().copied().unwrap_or(check_on);
+                nodes.push(usize::MAX);
+            }
         }
     }
     nodes.sort_unstable();
@@ -348,6 +437,9 @@ fn session_statement(sql: &str) -> Option<Plan> {
 struct Planner<'a> {
     /// Slots the statement was routed to by key: (table, slot), for the per-slot metrics.
     slots: std::cell::RefCell<Vec<(String, u16)>>,
+    /// Directory keys the lookup cache does not know yet.
+    missing: std::cell::RefCell<Vec<(String, Vec<u8>)>>,
+    ctx: &'a PlanCtx<'a>,
     sql: &'a str,
     /// The statement being planned (the parsed one, or the one inside its EXPLAIN).
     stmt: &'a Statement,
@@ -389,11 +481,13 @@ impl<'a> Planner<'a> {
             Statement::Explain { statement, .. } => {
                 let inner = Planner {
                     slots: Default::default(),
+                    missing: Default::default(),
                     sql: self.sql,
                     stmt: statement.as_ref(),
                     parsed: self.parsed,
                     params: self.params,
                     topo: self.topo,
+                    ctx: self.ctx,
                 }
                 .plan();
                 match inner {
@@ -447,51 +541,185 @@ impl<'a> Planner<'a> {
 
     /// Nodes holding the rows with these shard-key values (NULL matches nothing).
     fn nodes_for_keys(&self, table: &str, rule: &TableRule, keys: Option<&[Value]>) -> Vec<usize> {
-        match rule {
-            TableRule::HashSlot { map, .. } => match keys {
-                None => map.nodes(),
-                Some(values) => {
-                    let mut nodes: Vec<usize> = values
-                        .iter()
-                        .filter_map(slot_of)
-                        .map(|s| {
-                            self.trace(table, s);
-                            map.node_of_slot(s)
-                        })
-                        .collect();
-                    nodes.sort_unstable();
-                    nodes.dedup();
-                    nodes
+        self.nodes_for(table, rule, keys, None)
+    }
+
+    /// Nodes holding the rows whose routing column has one of `keys` (when known) or lies in
+    /// `ranges` (range and time_tier tables).
+    fn nodes_for(
+        &self,
+        table: &str,
+        rule: &TableRule,
+        keys: Option<&[Value]>,
+        ranges: Option<&Ranges<RangeKey>>,
+    ) -> Vec<usize> {
+        let mut nodes: Vec<usize> = match (rule, keys) {
+            (TableRule::HashSlot { map, .. }, Some(values)) => values
+                .iter()
+                .filter_map(slot_of)
+                .map(|s| {
+                    self.trace(table, s);
+                    map.node_of_slot(s)
+                })
+                .collect(),
+            (TableRule::Range { map, .. }, Some(values)) => {
+                let mut out = Vec::new();
+                for v in values {
+                    if matches!(v, Value::NULL) {
+                        continue;
+                    }
+                    match map.kind.key_of(v) {
+                        Some(k) => out.push(map.node_of(&k)),
+                        // Not comparable in the column's domain: any range may hold it.
+                        None => return map.nodes(),
+                    }
                 }
+                out
+            }
+            (TableRule::Range { map, .. }, None) => match ranges {
+                Some(r) => map.nodes_for(r),
+                None => map.nodes(),
             },
-            TableRule::Single { node } => vec![*node],
-            TableRule::Broadcast => self.topo.all_nodes(),
+            (TableRule::Directory(d), Some(values)) => {
+                let mut out = Vec::new();
+                for v in values {
+                    if matches!(v, Value::NULL) {
+                        continue;
+                    }
+                    let looked_up = |k: &[u8]| (self.ctx.lookup)(table, k);
+                    match d.place(v, &looked_up) {
+                        Placed::Node(n) => out.push(n),
+                        Placed::Fallback => out.extend(self.nodes_for_keys(
+                            table,
+                            &d.fallback,
+                            Some(std::slice::from_ref(v)),
+                        )),
+                        Placed::Unknown => {
+                            if let Some(k) = crate::routing::slot::text_form(v) {
+                                self.missing.borrow_mut().push((table.to_string(), k));
+                            }
+                            out.extend(rule.all_nodes(self.topo));
+                        }
+                    }
+                }
+                out
+            }
+            (TableRule::TimeTier(t), _) => match self.tier_bounds(t) {
+                Ok(b) => {
+                    let all = Ranges::all();
+                    t.layout(&b, ranges.unwrap_or(&all), "")
+                        .parts
+                        .iter()
+                        .map(|p| p.node)
+                        .collect()
+                }
+                Err(_) => rule.all_nodes(self.topo),
+            },
+            (TableRule::Single { node }, _) => vec![*node],
+            (TableRule::Broadcast, _) => self.topo.all_nodes(),
+            (_, None) => rule.all_nodes(self.topo),
+        };
+        nodes.sort_unstable();
+        nodes.dedup();
+        nodes
+    }
+
+    /// The tier bounds on the planning day.
+    fn tier_bounds(
+        &self,
+        t: &crate::routing::time_tier::TierRule,
+    ) -> Result<Vec<Option<chrono::NaiveDate>>, String> {
+        t.bounds(self.ctx.today)
+    }
+
+    /// The node a row goes to, given its routing-column value (INSERT).
+    fn node_of_value(&self, table: &str, rule: &TableRule, v: &Value) -> Result<usize, String> {
+        let column = rule.column().unwrap_or_default();
+        let constant = || {
+            format!(
+                "the {} column `{column}` of `{table}` must be a constant, not NULL or an expression",
+                rule.kind()
+            )
+        };
+        if matches!(v, Value::NULL) {
+            return Err(constant());
+        }
+        match rule {
+            TableRule::HashSlot { map, .. } => {
+                let slot = slot_of(v).ok_or_else(constant)?;
+                self.trace(table, slot);
+                Ok(map.node_of_slot(slot))
+            }
+            TableRule::Range { map, .. } => {
+                let k = map.kind.key_of(v).ok_or_else(|| {
+                    format!(
+                        "`{table}`.`{column}` value {} cannot be placed in its ranges (not a {:?} value)",
+                        String::from_utf8_lossy(&crate::routing::slot::text_form(v).unwrap_or_default()),
+                        map.kind
+                    )
+                })?;
+                Ok(map.node_of(&k))
+            }
+            TableRule::Directory(d) => {
+                let looked_up = |k: &[u8]| (self.ctx.lookup)(table, k);
+                match d.place(v, &looked_up) {
+                    Placed::Node(n) => Ok(n),
+                    Placed::Fallback => self.node_of_value(table, &d.fallback, v),
+                    Placed::Unknown => {
+                        if let Some(k) = crate::routing::slot::text_form(v) {
+                            self.missing.borrow_mut().push((table.to_string(), k));
+                        }
+                        Ok(self.topo.default_node)
+                    }
+                }
+            }
+            TableRule::TimeTier(t) => {
+                let b = self.tier_bounds(t)?;
+                let k = crate::routing::range::KeyKind::Date.key_of(v).ok_or_else(|| {
+                    format!(
+                        "the tier column `{column}` of `{table}` must be a date or datetime constant"
+                    )
+                })?;
+                Ok(t.tiers[t.tier_of(&b, &k)].node)
+            }
+            TableRule::Single { node } => Ok(*node),
+            TableRule::Broadcast => Ok(self.topo.default_node),
         }
     }
 
     fn key_column(&self, table: &str, alias: Option<&str>) -> Option<(KeyColumn, &'a TableRule)> {
         let rule = self.topo.table(table)?;
-        let TableRule::HashSlot { column, .. } = rule else {
-            return None;
+        let column = match rule {
+            TableRule::HashSlot { column, .. } | TableRule::Range { column, .. } => column,
+            TableRule::Directory(d) => &d.column,
+            TableRule::TimeTier(t) => &t.column,
+            _ => return None,
         };
+        Some((self.qualified(table, alias, column), rule))
+    }
+
+    /// A column of `table` as this query may name it.
+    fn qualified(&self, table: &str, alias: Option<&str>, column: &str) -> KeyColumn {
         let mut qualifiers = vec![table.to_string()];
         if let Some(a) = alias {
             qualifiers.push(a.to_ascii_lowercase());
         }
-        Some((
-            KeyColumn {
-                column: column.clone(),
-                qualifiers,
-            },
-            rule,
-        ))
+        KeyColumn {
+            column: column.to_string(),
+            qualifiers,
+        }
     }
 
     fn placement(&self, u: &Use) -> Placement {
         match self.topo.table(&u.table) {
             None => Placement::Nodes(vec![self.topo.default_node]),
             Some(TableRule::Broadcast) => Placement::Anywhere,
-            Some(rule) => Placement::Nodes(self.nodes_for_keys(&u.table, rule, u.keys.as_deref())),
+            Some(rule) => Placement::Nodes(self.nodes_for(
+                &u.table,
+                rule,
+                u.keys.as_deref(),
+                u.ranges.as_ref(),
+            )),
         }
     }
 
@@ -505,14 +733,11 @@ impl<'a> Planner<'a> {
                 Placement::Nodes(ns) => {
                     // An empty set means no row can match: any node of the table answers.
                     let n = match ns.as_slice() {
-                        [] => match self.topo.table(&u.table) {
-                            Some(TableRule::HashSlot { map, .. }) => map
-                                .nodes()
-                                .first()
-                                .copied()
-                                .unwrap_or(self.topo.default_node),
-                            _ => self.topo.default_node,
-                        },
+                        [] => self
+                            .topo
+                            .table(&u.table)
+                            .and_then(|r| r.all_nodes(self.topo).first().copied())
+                            .unwrap_or(self.topo.default_node),
                         [one] => *one,
                         _ => return Err(u.table.clone()),
                     };
@@ -566,6 +791,15 @@ impl<'a> Planner<'a> {
         let first = &uses[multi[0]];
         if nodes.len() == 1 {
             return self.on(nodes[0]);
+        }
+        if let Some(TableRule::TimeTier(rule)) = self.topo.table(&first.table) {
+            if multi.len() != 1 {
+                return refuse(format!(
+                    "the time_tier table `{}` joined with another table on several nodes; shardproxy cannot run it",
+                    first.table
+                ));
+            }
+            return tier::plan_select(self, q, first, rule);
         }
         if needs_merge(q).is_none() {
             return self.on_nodes(&nodes, OkMerge::Sum);
@@ -649,10 +883,11 @@ impl<'a> Planner<'a> {
     }
 
     fn shard_column(&self, table: &str) -> String {
-        match self.topo.table(table) {
-            Some(TableRule::HashSlot { column, .. }) => column.clone(),
-            _ => String::new(),
-        }
+        self.topo
+            .table(table)
+            .and_then(TableRule::column)
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// A read of broadcast tables only: any copy answers, the default node's first.
@@ -683,22 +918,35 @@ impl<'a> Planner<'a> {
         let nodes: Vec<usize> = match rule {
             None => vec![self.topo.default_node],
             Some(TableRule::Broadcast) => self.topo.all_nodes(),
-            Some(r @ TableRule::HashSlot { .. }) => {
-                let keys = self
-                    .key_column(table, alias)
-                    .and_then(|(k, _)| where_keys(selection, &k, self.parsed, self.params));
-                let ns = self.nodes_for_keys(table, r, keys.as_deref());
+            Some(r @ TableRule::Single { .. }) => self.nodes_for_keys(table, r, None),
+            Some(r) => {
+                let key = self.key_column(table, alias).map(|(k, _)| k);
+                let keys = key
+                    .as_ref()
+                    .and_then(|k| where_keys(selection, k, self.parsed, self.params));
+                let kind = match r {
+                    TableRule::Range { map, .. } => Some(map.kind),
+                    TableRule::TimeTier(_) => Some(crate::routing::range::KeyKind::Date),
+                    _ => None,
+                };
+                let ranges = match (kind, &key) {
+                    (Some(kind), Some(k)) => Some(crate::sql::ranges::where_ranges(
+                        selection,
+                        k,
+                        self.parsed,
+                        self.params,
+                        &|v| kind.key_of(v),
+                    )),
+                    _ => None,
+                };
+                let ns = self.nodes_for(table, r, keys.as_deref(), ranges.as_ref());
                 if ns.is_empty() {
                     // No row can match; run on one node for a correct "0 rows affected".
-                    self.nodes_for_keys(table, r, None)
-                        .into_iter()
-                        .take(1)
-                        .collect()
+                    r.all_nodes(self.topo).into_iter().take(1).collect()
                 } else {
                     ns
                 }
             }
-            Some(r) => self.nodes_for_keys(table, r, None),
         };
         for u in extra {
             match self.placement(u) {
@@ -710,6 +958,17 @@ impl<'a> Planner<'a> {
                         u.table
                     ))
                 }
+            }
+        }
+        if let Some(TableRule::TimeTier(t)) = rule {
+            if nodes.len() > 1 {
+                if limited {
+                    return refuse(format!(
+                        "ORDER BY / LIMIT in an UPDATE or DELETE of `{table}` over several tiers would apply per tier; limit it to one tier by `{}`",
+                        t.column
+                    ));
+                }
+                return tier::plan_write(self, table, t, &nodes);
             }
         }
         if nodes.len() > 1 && limited && !matches!(rule, Some(TableRule::Broadcast)) {
@@ -734,7 +993,7 @@ impl<'a> Planner<'a> {
             Some(x) => x,
             None => return refuse("UPDATE of something other than a table"),
         };
-        if let Some(TableRule::HashSlot { column, .. }) = self.topo.table(&table) {
+        if let Some(column) = self.topo.table(&table).and_then(TableRule::column) {
             for a in &u.assignments {
                 let targets = match &a.target {
                     sqlparser::ast::AssignmentTarget::ColumnName(n) => vec![n],
@@ -807,7 +1066,8 @@ impl<'a> Planner<'a> {
             let nodes = match self.topo.table(&table) {
                 None => vec![self.topo.default_node],
                 Some(TableRule::Single { node }) => vec![*node],
-                Some(TableRule::HashSlot { .. } | TableRule::Broadcast) => self.topo.all_nodes(),
+                // Every node, so a rule change can move rows anywhere the table exists.
+                Some(_) => self.topo.all_nodes(),
             };
             match &target {
                 None => target = Some(nodes),
@@ -831,7 +1091,7 @@ impl<'a> Planner<'a> {
                 None => None,
                 Some(TableRule::Single { node }) => Some(*node),
                 Some(TableRule::Broadcast) => Some(self.topo.default_node),
-                Some(TableRule::HashSlot { map, .. }) => map.nodes().first().copied(),
+                Some(r) => r.all_nodes(self.topo).first().copied(),
             })
             .unwrap_or(self.topo.default_node);
         self.on(node)
@@ -863,12 +1123,13 @@ impl<'a> Planner<'a> {
                 table,
                 alias: None,
                 keys: None,
+                ranges: None,
             })
             .collect();
         if let Some(u) = uses.iter().find(|u| {
-            matches!(
+            !matches!(
                 self.topo.table(&u.table),
-                Some(TableRule::HashSlot { .. } | TableRule::Broadcast)
+                None | Some(TableRule::Single { .. })
             )
         }) {
             return refuse(format!(
@@ -887,7 +1148,7 @@ impl<'a> Planner<'a> {
 }
 
 /// Why a SELECT whose rows come from several nodes cannot be answered by appending them.
-fn needs_merge(q: &Query) -> Option<&'static str> {
+pub(crate) fn needs_merge(q: &Query) -> Option<&'static str> {
     if q.order_by.is_some() {
         return Some("ORDER BY");
     }
@@ -928,5 +1189,7 @@ fn needs_merge(q: &Query) -> Option<&'static str> {
     None
 }
 
+#[cfg(test)]
+mod rules_tests;
 #[cfg(test)]
 mod tests;

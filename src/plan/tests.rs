@@ -49,8 +49,35 @@ fn plan_of(sql: &str) -> Plan {
 
 fn plan_with(sql: &str, params: &[Value]) -> Plan {
     let t = topo();
+    plan_in(&t, sql, params)
+}
+
+/// Plans on 2025-06-30 with lookup entries `7 -> ds1`, `8` absent, and ids counting from
+/// 1000.
+pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     let parsed = crate::sql::parse(sql);
-    plan(sql, parsed.as_ref().map_err(String::as_str), params, &t)
+    let lookup = |_: &str, k: &[u8]| match k {
+        b"7" => Some(Some(1)),
+        b"8" => Some(None),
+        _ => None,
+    };
+    let n = std::cell::Cell::new(1000u64);
+    let next_id = |_: &str, slot: u16| {
+        n.set(n.get() + 1);
+        Ok(n.get() * 10_000 + u64::from(slot))
+    };
+    let ctx = PlanCtx {
+        today: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
+        lookup: &lookup,
+        next_id: &next_id,
+    };
+    plan(
+        sql,
+        parsed.as_ref().map_err(String::as_str),
+        params,
+        t,
+        &ctx,
+    )
 }
 
 fn refused(p: &Plan) -> &str {
@@ -188,18 +215,19 @@ fn prepared_insert_split_keeps_each_rows_parameters() {
     ];
     match plan_with(sql, &params) {
         Plan::Scatter { targets, .. } => {
-            assert_eq!(targets[0].node, 0);
+            // The first row's node comes first (it answers LAST_INSERT_ID() afterwards).
+            assert_eq!(targets[1].node, 0);
             assert_eq!(
-                targets[0].sql,
+                targets[1].sql,
                 "INSERT INTO t_order (order_id, user_id) VALUES (?, ?) ON DUPLICATE KEY UPDATE note = ?"
             );
             assert_eq!(
-                targets[0].params,
+                targets[1].params,
                 vec![Value::Int(2), Value::Int(a), Value::Bytes(b"n".to_vec())]
             );
-            assert_eq!(targets[1].node, 1);
+            assert_eq!(targets[0].node, 1);
             assert_eq!(
-                targets[1].params,
+                targets[0].params,
                 vec![Value::Int(1), Value::Int(b), Value::Bytes(b"n".to_vec())]
             );
         }

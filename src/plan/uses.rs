@@ -9,7 +9,10 @@ use sqlparser::ast::{
 };
 
 use super::Planner;
+use crate::config::TableRule;
+use crate::routing::range::{KeyKind, RangeKey};
 use crate::sql::keys::where_keys;
+use crate::sql::ranges::{where_ranges, Ranges};
 use crate::sql::table_name;
 
 /// One reference to a table in a statement.
@@ -21,6 +24,8 @@ pub struct Use {
     pub alias: Option<String>,
     /// The key values its WHERE pins (`None`: any row).
     pub keys: Option<Vec<Value>>,
+    /// For range and time_tier tables: the values of the routing column its WHERE allows.
+    pub ranges: Option<Ranges<RangeKey>>,
 }
 
 /// Where a table use can be read.
@@ -125,7 +130,29 @@ impl Visitor for Collector<'_, '_> {
                                     self.planner.params,
                                 )
                             });
-                    self.keyed.push(Use { table, alias, keys });
+                    let ranges =
+                        self.planner
+                            .key_column(&table, alias.as_deref())
+                            .and_then(|(k, rule)| {
+                                let kind = match rule {
+                                    TableRule::Range { map, .. } => map.kind,
+                                    TableRule::TimeTier(_) => KeyKind::Date,
+                                    _ => return None,
+                                };
+                                Some(where_ranges(
+                                    select.selection.as_ref(),
+                                    &k,
+                                    self.planner.parsed,
+                                    self.planner.params,
+                                    &|v| kind.key_of(v),
+                                ))
+                            });
+                    self.keyed.push(Use {
+                        table,
+                        alias,
+                        keys,
+                        ranges,
+                    });
                 }
             }
         }
@@ -209,6 +236,7 @@ pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec
                 table: name,
                 alias: None,
                 keys: None,
+                ranges: None,
             });
         }
     }

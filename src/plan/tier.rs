@@ -1,0 +1,416 @@
+//! Reads and writes of a time_tier table that reach several tiers.
+//!
+//! Each tier's SQL carries its serving range, and the older tier of an overlap window also
+//! leaves out the primary keys the newer tier holds in the window (read just before), so the
+//! tiers answer disjoint row sets and the usual merges count every row once. A page ordered by
+//! the tier column first counts rows per segment of dates, then reads only the segments the
+//! page falls in. Lookups by a unique poll column ask the tiers newest first.
+
+use std::fmt;
+
+use mysql_common::value::Value;
+use sqlparser::ast::{BinaryOperator, Expr, Ident, OrderByKind, Query, SetExpr};
+
+use super::{needs_merge, refuse, select, Plan, Planner};
+use crate::config::Topology;
+use crate::merge::MergeSpec;
+use crate::routing::time_tier::{Part, Segment, TierRule, Window};
+use crate::sql::keys::where_keys;
+use crate::sql::ranges::Ranges;
+
+use super::uses::Use;
+
+/// Stands in the node SQL where each tier's predicate goes.
+pub const MARK: &str = "__sp_tier_pred__";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierPlan {
+    pub table: String,
+    /// The date column as the statement's SQL names it (`t`.`txn_date`).
+    pub col_ref: String,
+    /// The primary-key columns, qualified likewise, and bare (for the window reads).
+    pub pk_refs: Vec<String>,
+    pub pk: Vec<String>,
+    pub column: String,
+    pub parts: Vec<Part>,
+    pub windows: Vec<Window>,
+    pub mode: TierMode,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TierMode {
+    /// Every part at once, merged as `merge` says (rows appended when `None`).
+    Read {
+        node_sql: String,
+        merge: Option<MergeSpec>,
+    },
+    /// `ORDER BY <tier column> ... LIMIT offset, limit`: count rows per segment (`count_tail`
+    /// is ` FROM ... WHERE ...` with the mark), then read the page's segments only.
+    Page {
+        node_sql: String,
+        count_tail: String,
+        segments: Vec<Segment>,
+        merge: MergeSpec,
+        offset: u64,
+        limit: u64,
+    },
+    /// A lookup by a unique poll column: tiers newest first, the first with rows answers.
+    PollFirst { sql: String, params: Vec<Value> },
+    /// UPDATE / DELETE on every part (copies in a window included), affected rows summed; a
+    /// part that fails transiently is retried.
+    Write {
+        sql: String,
+        params: Vec<Value>,
+        retries: u32,
+        retry_ms: u64,
+    },
+}
+
+fn quote(id: &str) -> String {
+    format!("`{}`", id.replace('`', "``"))
+}
+
+impl TierPlan {
+    /// Reads the newer tier's primary keys in window `w`.
+    pub fn window_sql(&self, w: &Window) -> String {
+        let cols: Vec<String> = self.pk.iter().map(|c| quote(c)).collect();
+        format!(
+            "SELECT {} FROM {} WHERE {}",
+            cols.join(", "),
+            quote(&self.table),
+            w.pred(&quote(&self.column))
+        )
+    }
+
+    /// What the older tier of window `w` must leave out, given the newer tier's keys there.
+    pub fn exclusion(&self, w: &Window, keys: &[Vec<Value>]) -> Option<String> {
+        if keys.is_empty() {
+            return None;
+        }
+        let tuple = |row: &Vec<Value>| -> String {
+            let vals: Vec<String> = row.iter().map(|v| v.as_sql(false)).collect();
+            if vals.len() == 1 {
+                vals[0].clone()
+            } else {
+                format!("({})", vals.join(", "))
+            }
+        };
+        let lhs = if self.pk_refs.len() == 1 {
+            self.pk_refs[0].clone()
+        } else {
+            format!("({})", self.pk_refs.join(", "))
+        };
+        let list: Vec<String> = keys.iter().map(tuple).collect();
+        Some(format!(
+            "NOT ({} AND {lhs} IN ({}))",
+            w.pred(&self.col_ref),
+            list.join(", ")
+        ))
+    }
+
+    /// Part `i`'s predicate, with its window exclusion (`exclusions[w]`) if any.
+    pub fn part_pred(&self, i: usize, exclusions: &[Option<String>]) -> String {
+        let part = &self.parts[i];
+        match part
+            .exclude
+            .and_then(|w| exclusions.get(w))
+            .and_then(Option::as_ref)
+        {
+            Some(x) => format!("({}) AND {x}", part.pred),
+            None => format!("({})", part.pred),
+        }
+    }
+
+    /// The per-segment count query of part `i` (segments in page order).
+    pub fn count_sql(&self, tail: &str, i: usize, pred: &str, segments: &[Segment]) -> String {
+        let mut case = String::from("CASE");
+        for (s, seg) in segments.iter().enumerate() {
+            if seg.parts.contains(&i) {
+                case.push_str(&format!(" WHEN {} THEN {s}", seg.pred(&self.col_ref)));
+            }
+        }
+        case.push_str(" ELSE -1 END");
+        format!(
+            "SELECT {case} AS __sp_seg, COUNT(*){} GROUP BY __sp_seg",
+            fill(tail, pred)
+        )
+    }
+
+    pub fn describe(&self, topo: &Topology, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let tiers: Vec<String> = self
+            .parts
+            .iter()
+            .map(|p| topo.node_name(p.node).to_string())
+            .collect();
+        let how = match &self.mode {
+            TierMode::Read { merge: None, .. } => "rows appended, newest tier first".to_string(),
+            TierMode::Read { merge: Some(m), .. } => super::describe_merge(m),
+            TierMode::Page { offset, limit, .. } => format!(
+                "page by the tier column: rows counted per date segment, then only the segments holding rows {offset}..{} read",
+                offset.saturating_add(*limit)
+            ),
+            TierMode::PollFirst { .. } => {
+                "unique poll: tiers asked newest first, the first with rows answers".into()
+            }
+            TierMode::Write { retries, .. } => {
+                format!("write on every tier, affected rows summed, {retries} retries per tier")
+            }
+        };
+        writeln!(
+            f,
+            "route: time_tier `{}` over {} ({how})",
+            self.table,
+            tiers.join(", ")
+        )?;
+        for (i, p) in self.parts.iter().enumerate() {
+            let excl = match p.exclude.and_then(|w| self.windows.get(w)) {
+                Some(w) => format!(
+                    " minus the keys {} holds in [{}, {})",
+                    topo.node_name(w.node),
+                    w.lo,
+                    w.hi
+                ),
+                None => String::new(),
+            };
+            writeln!(
+                f,
+                "  {}: {}{excl}",
+                topo.node_name(p.node),
+                self.parts[i].pred
+            )?;
+        }
+        match &self.mode {
+            TierMode::Read { node_sql, .. } | TierMode::Page { node_sql, .. } => {
+                writeln!(f, "  sql: {node_sql}")
+            }
+            TierMode::PollFirst { sql, .. } | TierMode::Write { sql, .. } => {
+                writeln!(f, "  sql: {sql}")
+            }
+        }
+    }
+}
+
+/// `sql` with the tier predicate in place of the mark.
+pub fn fill(sql: &str, pred: &str) -> String {
+    sql.replacen(MARK, pred, 1)
+}
+
+fn with_mark(selection: Option<Expr>) -> Expr {
+    let mark = Expr::Identifier(Ident::new(MARK));
+    match selection {
+        None => mark,
+        Some(e) => Expr::BinaryOp {
+            left: Box::new(Expr::Nested(Box::new(e))),
+            op: BinaryOperator::And,
+            right: Box::new(mark),
+        },
+    }
+}
+
+pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) -> Plan {
+    let b = match p.tier_bounds(rule) {
+        Ok(b) => b,
+        Err(e) => return refuse(format!("time_tier `{}`: {e}", u.table)),
+    };
+    let all = Ranges::all();
+    let ranges = u.ranges.as_ref().unwrap_or(&all);
+    let qual = u.alias.clone().unwrap_or_else(|| u.table.clone());
+    let col_ref = format!("{}.{}", quote(&qual), quote(&rule.column));
+    let layout = rule.layout(&b, ranges, &col_ref);
+    match layout.parts.as_slice() {
+        [] => return p.on(rule.tiers[0].node),
+        [one] => return p.on(one.node),
+        _ => {}
+    }
+    if p.sql.contains(MARK) {
+        return refuse(format!("a statement containing `{MARK}`"));
+    }
+    let tier_plan = |mode: TierMode| {
+        Plan::Tier(Box::new(TierPlan {
+            table: u.table.clone(),
+            col_ref: col_ref.clone(),
+            pk_refs: rule
+                .primary_key
+                .iter()
+                .map(|c| format!("{}.{}", quote(&qual), quote(c)))
+                .collect(),
+            pk: rule.primary_key.clone(),
+            column: rule.column.clone(),
+            parts: layout.parts.clone(),
+            windows: layout.windows.clone(),
+            mode,
+        }))
+    };
+    let SetExpr::Select(sel) = q.body.as_ref() else {
+        return refuse(format!(
+            "this query form over several tiers of `{}`",
+            u.table
+        ));
+    };
+    // Poll: one value of a unique poll column and no date: newest tier first.
+    if ranges.is_all() && rule.poll_unique && needs_merge(q).is_none() {
+        for c in &rule.poll_columns {
+            let k = p.qualified(&u.table, u.alias.as_deref(), c);
+            if let Some(keys) = where_keys(sel.selection.as_ref(), &k, p.parsed, p.params) {
+                if keys.len() == 1 {
+                    return tier_plan(TierMode::PollFirst {
+                        sql: p.sql.to_string(),
+                        params: p.params.to_vec(),
+                    });
+                }
+            }
+        }
+    }
+    let in_from = sel.from.iter().any(|twj| {
+        std::iter::once(&twj.relation)
+            .chain(twj.joins.iter().map(|j| &j.relation))
+            .any(|f| {
+                super::uses::factor_name(f).is_some_and(|(t, a)| {
+                    t == u.table
+                        && a.map(|a| a.to_ascii_lowercase())
+                            == u.alias.as_ref().map(|a| a.to_ascii_lowercase())
+                })
+            })
+    });
+    if !in_from {
+        return refuse(format!(
+            "`{}` read in a subquery over several tiers; shardproxy adds each tier's range to the outer query's WHERE only",
+            u.table
+        ));
+    }
+    let mut marked = q.clone();
+    if let SetExpr::Select(s) = marked.body.as_mut() {
+        s.selection = Some(with_mark(s.selection.take()));
+    }
+    let key = p.qualified(&u.table, u.alias.as_deref(), &rule.column);
+    if let Some(page) = page_mode(p, q, &marked, &key, &layout.segments) {
+        return match page {
+            Ok(mode) => tier_plan(mode),
+            Err(reason) => refuse(format!("{reason} over several tiers of `{}`", u.table)),
+        };
+    }
+    let mode = if needs_merge(q).is_none() {
+        let mut nq = marked;
+        crate::sql::inline_params(&mut nq, p.parsed, p.params);
+        crate::sql::sanitize_literals(&mut nq);
+        TierMode::Read {
+            node_sql: nq.to_string(),
+            merge: None,
+        }
+    } else {
+        match select::rewrite(&marked, p.parsed, p.params) {
+            Ok(rw) => TierMode::Read {
+                node_sql: rw.node_sql,
+                merge: Some(rw.merge),
+            },
+            Err(reason) => {
+                return refuse(format!(
+                    "{reason} over several tiers of `{}` needs a merge that shardproxy cannot do correctly",
+                    u.table
+                ))
+            }
+        }
+    };
+    tier_plan(mode)
+}
+
+/// A page by the tier column: no grouping, ORDER BY starting with the column, a constant
+/// LIMIT. `None` when the query is not one.
+fn page_mode(
+    p: &Planner<'_>,
+    q: &Query,
+    marked: &Query,
+    key: &crate::sql::keys::KeyColumn,
+    newest_first: &[Segment],
+) -> Option<Result<TierMode, String>> {
+    let SetExpr::Select(sel) = marked.body.as_ref() else {
+        return None;
+    };
+    let first = match &q.order_by {
+        Some(ob) => match &ob.kind {
+            OrderByKind::Expressions(e) => e.first()?,
+            _ => return None,
+        },
+        None => return None,
+    };
+    if !key.matches(&first.expr)
+        || q.limit_clause.is_none()
+        || !q.locks.is_empty()
+        || q.fetch.is_some()
+        || needs_merge_beyond_order(q)
+    {
+        return None;
+    }
+    let with_limit = match select::rewrite(marked, p.parsed, p.params) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut unlimited = marked.clone();
+    unlimited.limit_clause = None;
+    let rw = match select::rewrite(&unlimited, p.parsed, p.params) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    let limit = with_limit.merge.limit?;
+    let desc = rw.merge.order.first().is_some_and(|k| k.desc);
+    let mut s = sel.as_ref().clone();
+    crate::sql::inline_params(&mut s, p.parsed, p.params);
+    crate::sql::sanitize_literals(&mut s);
+    let from: Vec<String> = s.from.iter().map(|t| t.to_string()).collect();
+    let Some(selection) = &s.selection else {
+        return None;
+    };
+    let count_tail = format!(" FROM {} WHERE {selection}", from.join(", "));
+    // Descending dates read the newest segment first; ascending ones the oldest (NULL dates,
+    // which MySQL sorts first ascending and last descending, sit at the oldest end).
+    let mut segments = newest_first.to_vec();
+    if !desc {
+        segments.reverse();
+    }
+    Some(Ok(TierMode::Page {
+        node_sql: rw.node_sql,
+        count_tail,
+        segments,
+        merge: rw.merge,
+        offset: with_limit.merge.offset,
+        limit,
+    }))
+}
+
+/// Grouping, aggregates, DISTINCT or HAVING: not a plain page of rows.
+fn needs_merge_beyond_order(q: &Query) -> bool {
+    let mut plain = q.clone();
+    plain.order_by = None;
+    plain.limit_clause = None;
+    needs_merge(&plain).is_some()
+}
+
+pub(super) fn plan_write(p: &Planner<'_>, table: &str, rule: &TierRule, nodes: &[usize]) -> Plan {
+    let parts: Vec<Part> = rule
+        .tiers
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| nodes.contains(&t.node))
+        .map(|(i, t)| Part {
+            tier: i,
+            node: t.node,
+            pred: String::new(),
+            exclude: None,
+        })
+        .collect();
+    Plan::Tier(Box::new(TierPlan {
+        table: table.to_string(),
+        col_ref: String::new(),
+        pk_refs: Vec::new(),
+        pk: rule.primary_key.clone(),
+        column: rule.column.clone(),
+        parts,
+        windows: Vec::new(),
+        mode: TierMode::Write {
+            sql: p.sql.to_string(),
+            params: p.params.to_vec(),
+            retries: rule.poll_retries,
+            retry_ms: rule.poll_retry_ms,
+        },
+    }))
+}
