@@ -630,3 +630,77 @@ async fn generated_keys_carry_the_slot_and_refuse_a_clock_that_steps_back() {
         .await
         .expect("ids again once the clock passed the last one");
 }
+
+#[tokio::test]
+async fn a_tier_write_that_fails_transiently_is_retried() {
+    let c = cluster();
+    let rules = r#"
+[tables.t_retry]
+rule = "time_tier"
+column = "d"
+tiers = [
+  { name = "hot", node = "ds0", lower = "2025-01-01" },
+  { name = "cold", node = "ds1" },
+]
+poll_columns = ["serial_no"]
+poll_retries = 3
+poll_retry_ms = 100
+"#;
+    // Lock waits on the cold node give up after a second (for connections opened from now).
+    let mut cold = direct(1).await;
+    cold.query_drop("SET GLOBAL innodb_lock_wait_timeout = 1")
+        .await
+        .expect("set the lock wait timeout");
+    let proxy = start_proxy_on(c, &[0, 1, 2], rules);
+    let mut conn = proxy.conn().await;
+    conn.query_drop("DROP TABLE IF EXISTS t_retry")
+        .await
+        .expect("drop");
+    conn.query_drop(
+        "CREATE TABLE t_retry (id INT PRIMARY KEY, d DATE NOT NULL, serial_no VARCHAR(10) NOT NULL, n INT NOT NULL)",
+    )
+    .await
+    .expect("create");
+    conn.query_drop(
+        "INSERT INTO t_retry (id, d, serial_no, n) VALUES (1, '2025-03-01', 'A', 0), (2, '2020-03-01', 'B', 0)",
+    )
+    .await
+    .expect("insert");
+    // Another client holds the cold row's lock for 1.6 s: the first attempt on cold times
+    // out (1205), a retry gets through.
+    let mut holder = cluster().direct(1).get_conn().await.expect("holder");
+    holder.query_drop("BEGIN").await.expect("begin");
+    holder
+        .query_drop("SELECT * FROM t_retry WHERE id = 2 FOR UPDATE")
+        .await
+        .expect("lock");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+        holder.query_drop("COMMIT").await.expect("commit");
+    });
+    let r = conn
+        .query_iter("UPDATE t_retry SET n = n + 1 WHERE serial_no IN ('A', 'B')")
+        .await
+        .expect("the retried write succeeds");
+    assert_eq!(r.affected_rows(), 2);
+    drop(r);
+    let retries = proxy
+        .shared
+        .metrics
+        .tier_statements
+        .with_label_values(&["write_retry"])
+        .get();
+    assert!(
+        retries >= 1,
+        "the cold tier's write was retried ({retries})"
+    );
+    release.await.expect("release");
+    cold.query_drop("SET GLOBAL innodb_lock_wait_timeout = 50")
+        .await
+        .expect("restore the lock wait timeout");
+    let n: Vec<(i64, i64)> = conn
+        .query("SELECT id, n FROM t_retry ORDER BY id")
+        .await
+        .expect("read");
+    assert_eq!(n, vec![(1, 1), (2, 1)]);
+}

@@ -492,6 +492,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     }
                     Err(e) if transient(&e) && attempt < retries => {
                         attempt += 1;
+                        self.shared
+                            .metrics
+                            .tier_statements
+                            .with_label_values(&["write_retry"])
+                            .inc();
                         warn!(
                             conn = self.conn_id,
                             node = %name,
