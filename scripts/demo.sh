@@ -138,9 +138,16 @@ Try:
   SELECT * FROM t_country;                                       -- broadcast table, read from one node
   SELECT * FROM t_merchant;                                      -- single table on ds1
   SELECT * FROM t_user WHERE user_id = 7;                        -- unlisted table, default node ds0
+  INSERT INTO t_order (user_id, status) VALUES (7, 'created'); SELECT LAST_INSERT_ID();  -- snowflake id
+  SELECT * FROM t_account WHERE account_id BETWEEN 990 AND 1010;  -- range rule: ds0 and ds1
+  SELECT COUNT(*) FROM t_tenant_doc WHERE tenant_id = 42;         -- directory: tenant 42 on ds3
+  SELECT txn_id, txn_date FROM t_txn ORDER BY txn_date DESC LIMIT 300, 10;   -- tier-aware page
+  SELECT YEAR(txn_date) y, COUNT(*), SUM(amount) FROM t_txn GROUP BY y ORDER BY y;  -- across tiers
+  SELECT * FROM t_txn WHERE serial_no = 'TX000042';               -- poll: newest tier first
 
 See where a statement goes:
   $rel route --config rules/demo.toml "SELECT * FROM t_order WHERE user_id = 7"
+  $rel route --config rules/demo.toml "SELECT * FROM t_txn ORDER BY txn_date DESC LIMIT 300, 10"
 
 Operate it (admin interface; the rules it serves: $demo_dir/rules.toml):
   mariadb -h127.0.0.1 -P3308 -uops -pops -e 'SHOW RULES; SHOW SLOTS FOR t_order; SHOW NODES'
@@ -162,8 +169,9 @@ cmd_start() {
     "$repo/scripts/cluster.sh" start "$demo_dir" "$node_count" "$node_baseport"
     start_proxy "$bin"
 
-    echo "demo.sh: loading demo/shop.sql through the proxy"
+    echo "demo.sh: loading demo/shop.sql and demo/tiers.sql through the proxy"
     mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp shop <"$repo/demo/shop.sql"
+    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp shop <"$repo/demo/tiers.sql"
     print_help "$bin"
 }
 

@@ -378,13 +378,13 @@ impl TierRule {
                 let lower = t
                     .lower
                     .as_ref()
-                    .map_or("-inf".to_string(), |l| l.to_string());
+                    .map_or("everything older".to_string(), |l| format!("from {l}"));
                 let ov = if t.overlap_days > 0 {
                     format!(" (overlap {}d)", t.overlap_days)
                 } else {
                     String::new()
                 };
-                format!("{} [{lower}, ..) -> {}{ov}", t.name, name(t.node))
+                format!("{} {lower} -> {}{ov}", t.name, name(t.node))
             })
             .collect::<Vec<_>>()
             .join(", ")
