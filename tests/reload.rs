@@ -521,15 +521,23 @@ async fn two_proxies_on_one_metadata_schema_converge() {
         .expect("delete a slot row");
     drop(direct);
     pool.disconnect().await.ok();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Each proxy refuses it at its next poll (waited for, not slept on: a loaded machine
+    // polls late).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     for p in &proxies {
+        while p
+            .shared
+            .reloads_refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the invalid metadata version was not refused within 20 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(p.shared.topology().version, 3);
-        assert!(
-            p.shared
-                .reloads_refused
-                .load(std::sync::atomic::Ordering::Relaxed)
-                > 0
-        );
     }
     ops.disconnect().await.ok();
 }

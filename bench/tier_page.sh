@@ -1,0 +1,209 @@
+#!/usr/bin/env bash
+# Deep pages of a time-tier table: the tier-aware page (counts per tier, then only the tier the
+# page is in) vs. the plain ordered merge of the same rows sharded by hash, vs. one MariaDB
+# holding every row.
+#
+#   bench/tier_page.sh
+#
+# Environment: ROWS (default 300000), RUNS timed runs per query, median reported (default 5),
+# OFFSET of the deep page (default 100000).
+# Ports: tier nodes 3611-3613 (hot, warm, cold), direct node 3614, proxy 3617, metrics 3618.
+# Everything started here is stopped and removed on exit. The last line of output is
+#   tier_rows_read=N merge_rows_read=N tier_ratio=R merge_ratio=R
+# (rows read = rows the proxy's merge read from the nodes for one deep page; ratio = proxy
+# median time / direct median time).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly repo
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
+readonly rows=${ROWS:-300000}
+readonly runs=${RUNS:-5}
+readonly offset=${OFFSET:-100000}
+readonly base_port=3611
+readonly direct_port=3614
+readonly proxy_port=3617
+readonly metrics_port=3618
+readonly proxy_timeout=30
+readonly page=20
+
+die() {
+    echo "tier_page.sh: $*" >&2
+    exit 1
+}
+
+for v in rows runs offset; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
+done
+((rows > offset + page)) || die "ROWS must exceed OFFSET + $page"
+
+work=""
+proxy_pid=""
+cleaned=0
+
+cleanup() {
+    ((cleaned)) && return 0
+    cleaned=1
+    if [[ -n $proxy_pid ]]; then
+        stop_pid "$proxy_pid"
+        wait "$proxy_pid" 2>/dev/null || true
+    fi
+    if [[ -n $work && -d $work ]]; then
+        "$repo/scripts/cluster.sh" stop "$work" >/dev/null || true
+        rm -rf "$work"
+    fi
+}
+
+on_exit() {
+    local rc=$?
+    if ((rc != 0)) && ((!cleaned)) && [[ -n $work && -f $work/proxy.log ]]; then
+        echo "--- tail of the proxy log ---" >&2
+        tail -n 30 "$work/proxy.log" >&2 || true
+    fi
+    cleanup
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
+command -v curl >/dev/null 2>&1 || install_packages curl
+command -v bc >/dev/null 2>&1 || install_packages bc
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
+
+echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
+(cd "$repo" && cargo build --release)
+bin=$repo/target/release/shardproxy
+[[ -x $bin ]] || die "$bin not found after the build"
+
+work=$(mktemp -d /tmp/shardproxy-tier.XXXXXX)
+echo "== starting 3 tier nodes and 1 direct node in $work"
+"$repo/scripts/cluster.sh" start "$work" 4 "$base_port"
+
+node_sql() {
+    local port=$1
+    shift
+    mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
+}
+
+proxy_sql() {
+    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp --batch --skip-column-names --quick shop -e "$*"
+}
+
+for ((i = 0; i < 4; i++)); do
+    node_sql $((base_port + i)) "SET GLOBAL innodb_buffer_pool_size = 268435456"
+done
+
+# t_txn by tiers: hot from 365 days ago (2-day overlap window), warm from 1095 days ago
+# (2-day window), cold the rest. t_txn_h: the same rows sharded by hash over the same nodes.
+{
+    echo 'version = 1'
+    echo 'default_node = "ds0"'
+    echo '[server]'
+    echo "listen = \"127.0.0.1:$proxy_port\""
+    echo 'users = [{ name = "app", password = "app" }]'
+    echo '[metrics]'
+    echo "listen = \"127.0.0.1:$metrics_port\""
+    echo '[nodes]'
+    for ((i = 0; i < 3; i++)); do
+        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop\""
+    done
+    echo '[tables.t_txn]'
+    echo 'rule = "time_tier"'
+    echo 'column = "txn_date"'
+    echo 'primary_key = ["txn_id"]'
+    echo 'tiers = [{ name = "hot", node = "ds0", lower = "now-365d", overlap_days = 2 }, { name = "warm", node = "ds1", lower = "now-1095d", overlap_days = 2 }, { name = "cold", node = "ds2" }]'
+    echo '[tables.t_txn_h]'
+    echo 'rule = "hash_slot"'
+    echo 'column = "txn_id"'
+    echo 'slots = [{ slots = "0-341", node = "ds0" }, { slots = "342-682", node = "ds1" }, { slots = "683-1023", node = "ds2" }]'
+} >"$work/rules.toml"
+
+echo "== starting the proxy on 127.0.0.1:$proxy_port"
+"$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
+proxy_pid=$!
+deadline=$((SECONDS + proxy_timeout))
+until mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp -e 'select 1' >/dev/null 2>&1; do
+    proc_alive "$proxy_pid" || die "the proxy exited during start-up"
+    ((SECONDS < deadline)) || die "the proxy did not answer within ${proxy_timeout}s"
+    sleep 0.2
+done
+
+ddl='(txn_id BIGINT NOT NULL PRIMARY KEY, txn_date DATETIME NOT NULL, amount DECIMAL(12,2) NOT NULL, KEY (txn_date))'
+proxy_sql "CREATE TABLE t_txn $ddl; CREATE TABLE t_txn_h $ddl"
+node_sql "$direct_port" "CREATE TABLE t_txn $ddl"
+
+# Rows spread over 6 years back from today (UTC); rows in each overlap window are on the
+# newer tier only, on both, or on the older only (seq % 3), as a late ETL leaves them.
+date_expr="UTC_DATE() - INTERVAL (seq % 2190) DAY + INTERVAL ((seq * 7919) % 86400) SECOND"
+hot="UTC_DATE() - INTERVAL 365 DAY"
+warm="UTC_DATE() - INTERVAL 1095 DAY"
+win_h="d >= $hot - INTERVAL 2 DAY AND d < $hot"
+win_w="d >= $warm - INTERVAL 2 DAY AND d < $warm"
+src="(SELECT seq, $date_expr AS d, (seq * 37) % 100000 / 100 AS a FROM seq_1_to_$rows) s"
+echo "== loading $rows rows on the tiers, hashed and direct"
+node_sql "$base_port" "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE d >= $hot OR ($win_h AND seq % 3 < 2)" &
+node_sql $((base_port + 1)) "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE (d >= $warm AND d < $hot - INTERVAL 2 DAY) OR ($win_h AND seq % 3 > 0) OR ($win_w AND seq % 3 < 2)" &
+node_sql $((base_port + 2)) "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE d < $warm - INTERVAL 2 DAY OR ($win_w AND seq % 3 > 0)" &
+node_sql "$direct_port" "INSERT INTO t_txn SELECT seq, d, a FROM $src" &
+wait
+for ((i = 0; i < 3; i++)); do
+    lo=$((i * 342))
+    hi=$((i == 2 ? 1023 : i * 342 + 341))
+    node_sql $((base_port + i)) "INSERT INTO t_txn_h SELECT seq, d, a FROM $src WHERE CRC32(seq) % 1024 BETWEEN $lo AND $hi" &
+done
+wait
+for ((i = 0; i < 4; i++)); do
+    node_sql $((base_port + i)) "ANALYZE TABLE t_txn" >/dev/null
+done
+
+total=$(proxy_sql "SELECT COUNT(*) FROM t_txn")
+[[ $total == "$rows" ]] || die "the tiers answer $total rows, expected $rows"
+
+tier_q="SELECT txn_id, txn_date, amount FROM t_txn ORDER BY txn_date DESC, txn_id DESC LIMIT $offset, $page"
+hash_q="SELECT txn_id, txn_date, amount FROM t_txn_h ORDER BY txn_date DESC, txn_id DESC LIMIT $offset, $page"
+
+want=$(node_sql "$direct_port" "$tier_q")
+[[ $(proxy_sql "$tier_q") == "$want" ]] || die "the tier-aware page differs from the direct node's"
+[[ $(proxy_sql "$hash_q") == "$want" ]] || die "the ordered-merge page differs from the direct node's"
+
+rows_merged() {
+    curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '$1 == "shardproxy_rows_merged_total" { print $2 }'
+}
+
+rows_read() {
+    local before after
+    before=$(rows_merged)
+    proxy_sql "$1" >/dev/null
+    after=$(rows_merged)
+    echo $((after - before))
+}
+
+median_time() {
+    local i t start
+    local -a times=()
+    for ((i = 0; i < runs; i++)); do
+        start=$(date +%s.%N)
+        "$@" >/dev/null
+        t=$(echo "$(date +%s.%N) - $start" | bc -l)
+        times+=("$t")
+    done
+    printf '%s\n' "${times[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+tier_rows=$(rows_read "$tier_q")
+merge_rows=$(rows_read "$hash_q")
+t_direct=$(median_time node_sql "$direct_port" "$tier_q")
+t_tier=$(median_time proxy_sql "$tier_q")
+t_merge=$(median_time proxy_sql "$hash_q")
+tier_ratio=$(echo "scale=2; $t_tier / $t_direct" | bc -l)
+merge_ratio=$(echo "scale=2; $t_merge / $t_direct" | bc -l)
+
+echo
+echo "$(date -u +%F) $(nproc) cores, $(mariadb --version | awk '{print $5}' | tr -d ,), ROWS=$rows OFFSET=$offset RUNS=$runs"
+printf '%-36s %10s %12s\n' query "median s" "rows read"
+printf '%-36s %10s %12s\n' "direct (one MariaDB)" "$t_direct" "-"
+printf '%-36s %10s %12s\n' "proxy, tier-aware page" "$t_tier" "$tier_rows"
+printf '%-36s %10s %12s\n' "proxy, ordered merge (hash table)" "$t_merge" "$merge_rows"
+echo "tier_rows_read=$tier_rows merge_rows_read=$merge_rows tier_ratio=$tier_ratio merge_ratio=$merge_ratio"
