@@ -71,28 +71,34 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut io = PacketIo::new(stream, 1 << 20);
     let salt = auth::new_salt();
     io.set_seq(0);
-    io.write(&auth::handshake_packet(&shared.server_version, 0, &salt));
+    io.write(&auth::handshake_packet(
+        &shared.server_version,
+        0,
+        &salt,
+        false,
+    ));
     io.flush().await?;
     let Some(payload) = io.read().await? else {
         return Ok(());
     };
-    let hello = match auth::parse_response(&payload) {
-        Ok(h) => h,
+    let hello = match auth::parse_response(&payload, false) {
+        Ok(auth::Hello::Response(h)) => h,
+        Ok(auth::Hello::Ssl) => return Ok(()),
         Err(m) => {
             io.write(&codec::err(1043, "08S01", &m));
             return io.flush().await;
         }
     };
-    let response = match hello.native_response.clone() {
-        Some(r) => r,
-        None => {
+    let (plugin, response) = match hello.plugin {
+        auth::Plugin::Other(_) => {
             io.write(&auth::switch_request(&salt));
             io.flush().await?;
             match io.read().await? {
-                Some(r) => r,
+                Some(r) => (auth::Plugin::Native, r),
                 None => return Ok(()),
             }
         }
+        p => (p, hello.response.clone()),
     };
     let users = shared
         .topology()
@@ -100,7 +106,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         .as_ref()
         .map(|a| a.users.clone())
         .unwrap_or_default();
-    if auth::verify(&users, &hello.user, &salt, &response).is_none() {
+    if auth::verify(&users, &hello.user, &plugin, &salt, &response).is_none() {
         io.write(&codec::err(
             1045,
             "28000",
@@ -111,6 +117,9 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             ),
         ));
         return io.flush().await;
+    }
+    if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
+        io.write(&auth::FAST_AUTH_OK);
     }
     let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
     io.write(&codec::ok(0, 0, status, 0, ""));

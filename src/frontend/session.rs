@@ -9,7 +9,7 @@ use futures::future::join_all;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
 use mysql_common::collations::{Collation, CollationId};
-use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::Column;
 use mysql_common::value::{BinValue, Value, ValueDeserializer};
@@ -19,6 +19,7 @@ use tracing::{debug, warn};
 use super::auth;
 use super::codec;
 use super::packet::PacketIo;
+use super::stream::{ClientStream, Rewind};
 use crate::backend::MyError;
 use crate::config::Topology;
 use crate::merge::{MergeSpec, Row};
@@ -31,6 +32,7 @@ const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
 const COM_FIELD_LIST: u8 = 0x04;
 const COM_PING: u8 = 0x0E;
+const COM_CHANGE_USER: u8 = 0x11;
 const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
 const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
@@ -61,7 +63,7 @@ struct Prepared {
 }
 
 pub struct Session<S> {
-    io: PacketIo<S>,
+    io: PacketIo<ClientStream<S>>,
     shared: Arc<Shared>,
     /// The rules snapshot of the statement being run: taken once when its command arrives and
     /// kept to its end, so a reload never changes the rules under a running statement.
@@ -80,6 +82,16 @@ pub struct Session<S> {
     insert_id_node: Option<usize>,
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
+    /// The salt of the handshake (COM_CHANGE_USER responses are scrambled with it).
+    salt: [u8; 20],
+    /// The capabilities both sides have.
+    caps: CapabilityFlags,
+    /// COM_QUERY may carry several statements (CLIENT_MULTI_STATEMENTS or COM_SET_OPTION).
+    multi_statements: bool,
+    /// More results of the same COM_QUERY follow the one being written.
+    more_results: bool,
+    /// The SETs the handshake implies (the client's character set): what a reset returns to.
+    base_sets: Vec<String>,
 }
 
 /// A result set being read from one node, in either protocol.
@@ -156,7 +168,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let topo = shared.topology();
         let nodes = topo.nodes.len();
         Session {
-            io: PacketIo::new(stream, shared.max_packet),
+            io: PacketIo::new(ClientStream::Plain(stream), shared.max_packet),
             topo,
             shared,
             conn_id,
@@ -170,6 +182,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             insert_id_node: None,
             stmts: HashMap::new(),
             next_stmt: 1,
+            salt: auth::new_salt(),
+            caps: CapabilityFlags::empty(),
+            multi_statements: false,
+            more_results: false,
+            base_sets: Vec::new(),
         }
     }
 
@@ -180,6 +197,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         if self.tx.is_some() {
             s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if self.more_results {
+            s |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         }
         s
     }
@@ -213,49 +233,121 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if cmd == COM_QUIT {
                 return Ok(());
             }
+            if cmd == COM_CHANGE_USER {
+                self.topo = self.shared.topology();
+                if !self.change_user(body).await? {
+                    return Ok(());
+                }
+                self.io.flush().await?;
+                continue;
+            }
             self.command(cmd, body).await?;
             self.io.flush().await?;
         }
     }
 
     async fn authenticate(&mut self) -> io::Result<bool> {
-        let salt = auth::new_salt();
+        let salt = self.salt;
+        let tls = self.shared.tls.clone();
         self.io.set_seq(0);
         self.io.write(&auth::handshake_packet(
             &self.shared.server_version,
             self.conn_id,
             &salt,
+            tls.is_some(),
         ));
         self.io.flush().await?;
-        let Some(payload) = self.io.read().await? else {
+        let Some(mut payload) = self.io.read().await? else {
             return Ok(false);
         };
-        let hello = match auth::parse_response(&payload) {
-            Ok(h) => h,
+        let mut hello = auth::parse_response(&payload, tls.is_some());
+        if let (Ok(auth::Hello::Ssl), Some(acceptor)) = (&hello, &tls) {
+            self.upgrade(acceptor).await?;
+            payload = match self.io.read().await? {
+                Some(p) => p,
+                None => return Ok(false),
+            };
+            hello = auth::parse_response(&payload, true);
+            if matches!(hello, Ok(auth::Hello::Ssl)) {
+                hello = Err("a second SSLRequest inside TLS".into());
+            }
+        }
+        let hello = match hello {
+            Ok(auth::Hello::Response(h)) => h,
+            Ok(auth::Hello::Ssl) => return Ok(false),
             Err(m) => {
                 self.write_err(&MyError::new(1043, m));
                 self.io.flush().await?;
                 return Ok(false);
             }
         };
-        let response = match hello.native_response.clone() {
-            Some(r) => r,
-            None => {
-                self.io.write(&auth::switch_request(&salt));
-                self.io.flush().await?;
-                match self.io.read().await? {
-                    Some(r) => r,
-                    None => return Ok(false),
-                }
-            }
+        let user = hello.user.clone();
+        if !self
+            .check_password(&user, hello.plugin.clone(), hello.response.clone())
+            .await?
+        {
+            return Ok(false);
+        }
+        self.caps = hello.capabilities;
+        self.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+        self.db = hello.db;
+        // Backend connections speak utf8mb4; a client that asked for another character set
+        // gets it on every node it reaches.
+        self.base_sets = charset_sets(u16::from(hello.collation));
+        self.sets = self.base_sets.clone();
+        self.write_ok(0, 0, 0, "");
+        self.io.flush().await?;
+        debug!(conn = self.conn_id, %user, "client authenticated");
+        Ok(true)
+    }
+
+    /// Switches the client stream to TLS (after an SSLRequest).
+    async fn upgrade(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> io::Result<()> {
+        let seq = self.io.seq();
+        let max = self.shared.max_packet;
+        let old = std::mem::replace(&mut self.io, PacketIo::new(ClientStream::Gone, max));
+        let (stream, buffered) = old.into_parts();
+        let ClientStream::Plain(plain) = stream else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "SSLRequest on a stream that is already TLS",
+            ));
         };
+        let tls = acceptor.accept(Rewind::new(buffered, plain)).await?;
+        self.io = PacketIo::new(ClientStream::Tls(Box::new(tls)), max);
+        self.io.set_seq(seq);
+        Ok(())
+    }
+
+    /// Verifies a password response (switching the client to mysql_native_password when it
+    /// used a plugin this server does not verify); on failure the client got the error.
+    async fn check_password(
+        &mut self,
+        user: &str,
+        plugin: auth::Plugin,
+        mut response: Vec<u8>,
+    ) -> io::Result<bool> {
+        let mut plugin = plugin;
+        let mut salt = self.salt;
+        if let auth::Plugin::Other(_) = plugin {
+            // A fresh salt for the switch, kept for later COM_CHANGE_USERs.
+            salt = auth::new_salt();
+            self.salt = salt;
+            self.io.write(&auth::switch_request(&salt));
+            self.io.flush().await?;
+            response = match self.io.read().await? {
+                Some(r) => r,
+                None => return Ok(false),
+            };
+            plugin = auth::Plugin::Native;
+        }
         let topo = self.shared.topology();
-        if auth::verify(&topo.users, &hello.user, &salt, &response).is_none() {
+        if auth::verify(&topo.users, user, &plugin, &salt, &response).is_none() {
             self.write_err(&MyError::new(
                 1045,
                 format!(
                     "Access denied for user '{}'@'{}' (using password: {})",
-                    hello.user,
+                    user,
                     self.peer,
                     if response.is_empty() { "NO" } else { "YES" }
                 ),
@@ -263,17 +355,62 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.io.flush().await?;
             return Ok(false);
         }
-        self.db = hello.db;
-        // Backend connections speak utf8mb4; a client that asked for another character set
-        // gets it on every node it reaches.
-        let collation = Collation::resolve(CollationId::from(u16::from(hello.collation)));
-        if collation.id() != CollationId::UNKNOWN_COLLATION_ID && collation.charset() != "utf8mb4" {
-            self.sets.push(format!("SET NAMES {}", collation.charset()));
+        if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
+            self.io.write(&auth::FAST_AUTH_OK);
         }
-        self.write_ok(0, 0, 0, "");
-        self.io.flush().await?;
-        debug!(conn = self.conn_id, user = %hello.user, "client authenticated");
         Ok(true)
+    }
+
+    /// COM_CHANGE_USER: authenticates the new user, then the session starts over as a fresh
+    /// one (like COM_RESET_CONNECTION) in the database it names. A failed change ends the
+    /// connection, as MySQL does.
+    async fn change_user(&mut self, body: &[u8]) -> io::Result<bool> {
+        let cu = match auth::parse_change_user(body, self.caps) {
+            Ok(cu) => cu,
+            Err(m) => {
+                self.write_err(&MyError::new(1047, m));
+                return Ok(true);
+            }
+        };
+        if !self
+            .check_password(&cu.user, cu.plugin.clone(), cu.response.clone())
+            .await?
+        {
+            return Ok(false);
+        }
+        self.reset().await;
+        if let Some(c) = cu.collation {
+            self.base_sets = charset_sets(c);
+            self.sets = self.base_sets.clone();
+        }
+        self.db = cu.db;
+        self.write_ok(0, 0, 0, "");
+        debug!(conn = self.conn_id, user = %cu.user, "changed user");
+        Ok(true)
+    }
+
+    /// Whether the client allows several statements in one COM_QUERY.
+    fn split_batch(&self, sql: &str) -> Option<Vec<String>> {
+        if !self.multi_statements {
+            return None;
+        }
+        let parts = super::split::split_statements(sql);
+        (parts.len() > 1).then_some(parts)
+    }
+
+    /// A COM_QUERY of several statements: one result each, all but the last flagged
+    /// SERVER_MORE_RESULTS_EXISTS; the first error ends the batch.
+    async fn batch(&mut self, parts: Vec<String>) {
+        let last = parts.len().saturating_sub(1);
+        for (i, part) in parts.iter().enumerate() {
+            self.more_results = i < last;
+            let r = self.query(part).await;
+            self.more_results = false;
+            if let Err(e) = r {
+                self.write_err(&e);
+                return;
+            }
+        }
     }
 
     async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
@@ -281,6 +418,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let result = match cmd {
             COM_QUERY => {
                 let sql = String::from_utf8_lossy(body).into_owned();
+                if let Some(parts) = self.split_batch(&sql) {
+                    self.batch(parts).await;
+                    return Ok(());
+                }
                 self.query(&sql).await
             }
             COM_INIT_DB => {
@@ -325,19 +466,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.write_ok(0, 0, 0, "");
                 Ok(())
             }
-            COM_SET_OPTION => {
-                // 1 = MYSQL_OPTION_MULTI_STATEMENTS_OFF, which is how this server always runs.
-                if body.first() == Some(&1) && body.get(1) == Some(&0) {
+            COM_SET_OPTION => match body {
+                // MYSQL_OPTION_MULTI_STATEMENTS_ON / _OFF; answered with an EOF packet.
+                [0, 0] | [1, 0] => {
+                    self.multi_statements = body[0] == 0;
                     let status = self.status();
                     self.io.write(&codec::eof(status, 0));
                     Ok(())
-                } else {
-                    Err(MyError::new(
-                        1235,
-                        "multiple statements per query are not supported by shardproxy yet",
-                    ))
                 }
-            }
+                _ => Err(MyError::new(1047, "Unknown option to COM_SET_OPTION")),
+            },
             other => Err(MyError::new(1047, format!("Unknown command {other:#04x}"))),
         };
         if let Err(e) = result {
@@ -352,7 +490,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         for n in 0..self.conns.len() {
             self.drop_conn(n);
         }
-        self.sets.clear();
+        self.sets = self.base_sets.clone();
         self.autocommit = true;
         self.tx = None;
         self.last_node = None;
@@ -989,6 +1127,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let status = self.status();
         self.io.write(&codec::eof(status, 0));
         Ok(())
+    }
+}
+
+/// The SETs that give a backend connection (utf8mb4_general_ci) the client's character set
+/// and collation. MySQL 8 collations (id 255 and up) are unknown to MariaDB, which answers
+/// such a client in its default collation: only their character set is set.
+fn charset_sets(collation: u16) -> Vec<String> {
+    let c = Collation::resolve(CollationId::from(collation));
+    if c.id() == CollationId::UNKNOWN_COLLATION_ID
+        || collation == u16::from(auth::DEFAULT_COLLATION)
+    {
+        return Vec::new();
+    }
+    if collation < 255 {
+        vec![format!(
+            "SET NAMES {} COLLATE {}",
+            c.charset(),
+            c.collation()
+        )]
+    } else if c.charset() != "utf8mb4" {
+        vec![format!("SET NAMES {}", c.charset())]
+    } else {
+        Vec::new()
     }
 }
 
