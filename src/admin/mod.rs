@@ -89,23 +89,24 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             return io.flush().await;
         }
     };
-    let (plugin, response) = match hello.plugin {
-        auth::Plugin::Other(_) => {
-            io.write(&auth::switch_request(&salt));
-            io.flush().await?;
-            match io.read().await? {
-                Some(r) => (auth::Plugin::Native, r),
-                None => return Ok(()),
-            }
-        }
-        p => (p, hello.response.clone()),
-    };
     let users = shared
         .topology()
         .admin
         .as_ref()
         .map(|a| a.users.clone())
         .unwrap_or_default();
+    let (plugin, response) =
+        match auth::needs_switch(&users, &hello.user, &hello.plugin, &hello.response) {
+            Some(to) => {
+                io.write(&auth::switch_to(&to, &salt));
+                io.flush().await?;
+                match io.read().await? {
+                    Some(r) => (to, r),
+                    None => return Ok(()),
+                }
+            }
+            None => (hello.plugin.clone(), hello.response.clone()),
+        };
     if auth::verify(&users, &hello.user, &plugin, &salt, &response).is_none() {
         io.write(&codec::err(
             1045,

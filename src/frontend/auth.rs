@@ -202,13 +202,41 @@ pub fn parse_change_user(body: &[u8], caps: CapabilityFlags) -> Result<ChangeUse
     })
 }
 
-/// An AuthSwitchRequest to mysql_native_password with this salt.
-pub fn switch_request(salt: &[u8; 20]) -> Vec<u8> {
+/// An AuthSwitchRequest to `plugin` (caching_sha2_password or else mysql_native_password)
+/// with this salt.
+pub fn switch_to(plugin: &Plugin, salt: &[u8; 20]) -> Vec<u8> {
+    let name = match plugin {
+        Plugin::CachingSha2 => CACHING_SHA2,
+        _ => NATIVE,
+    };
     let mut data = salt.to_vec();
     data.push(0);
     let mut b = Vec::with_capacity(48);
-    AuthSwitchRequest::new(NATIVE, data).serialize(&mut b);
+    AuthSwitchRequest::new(name, data).serialize(&mut b);
     b
+}
+
+/// The plugin to switch a client to before verifying, if any: one the server does not verify
+/// goes to mysql_native_password; a client that named a plugin the server verifies but sent
+/// no scramble for a user with a password (libmariadb does so when the plugin differs from
+/// the server's default) is asked again with that plugin.
+pub fn needs_switch(
+    users: &[User],
+    user: &str,
+    plugin: &Plugin,
+    response: &[u8],
+) -> Option<Plugin> {
+    match plugin {
+        Plugin::Other(_) => Some(Plugin::Native),
+        p if response.is_empty()
+            && users
+                .iter()
+                .any(|u| u.name == user && !u.password.is_empty()) =>
+        {
+            Some(p.clone())
+        }
+        _ => None,
+    }
 }
 
 /// Checks an auth response computed with `plugin` against the users; the matching user or

@@ -329,19 +329,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> io::Result<bool> {
         let mut plugin = plugin;
         let mut salt = self.salt;
-        if let auth::Plugin::Other(_) = plugin {
+        let topo = self.shared.topology();
+        if let Some(to) = auth::needs_switch(&topo.users, user, &plugin, &response) {
             // A fresh salt for the switch, kept for later COM_CHANGE_USERs.
             salt = auth::new_salt();
             self.salt = salt;
-            self.io.write(&auth::switch_request(&salt));
+            self.io.write(&auth::switch_to(&to, &salt));
             self.io.flush().await?;
             response = match self.io.read().await? {
                 Some(r) => r,
                 None => return Ok(false),
             };
-            plugin = auth::Plugin::Native;
+            plugin = to;
         }
-        let topo = self.shared.topology();
         if auth::verify(&topo.users, user, &plugin, &salt, &response).is_none() {
             self.write_err(&MyError::new(
                 1045,

@@ -1,0 +1,363 @@
+//! Real drivers and tools through the proxy (issue #3).
+//!
+//! `tests/clients/run.sh` runs each client's scripted session against the proxy and against a
+//! plain MariaDB node and compares the transcripts; these tests start the nodes and a proxy
+//! (TLS on, sharded tables for every client) and run it. The protocol features the drivers
+//! rely on are also checked here directly with mysql_async: binary-protocol values,
+//! multi-statement queries, COM_RESET_CONNECTION, COM_CHANGE_USER and TLS.
+//!
+//! Nodes 0 and 1 are the proxy's shards (slots 0-511 and 512-1023); node 2 is the plain
+//! MariaDB the transcripts are compared with.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder, Row, SslOpts, Value};
+
+const SHARDS: [usize; 2] = [0, 1];
+const DIRECT: usize = 2;
+const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+/// The sharded tables of the client sessions (each client has its own).
+const TABLES: [&str; 8] = [
+    "t_cli",
+    "t_pymysql",
+    "t_mysqlclient",
+    "t_node",
+    "t_java",
+    "t_rust",
+    "sbtest1",
+    "sbtest2",
+];
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared(3)
+}
+
+/// A self-signed certificate for 127.0.0.1 / localhost, as PEM files in `dir`.
+fn write_cert(dir: &Path) -> (PathBuf, PathBuf) {
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("generate a certificate");
+    let cert = dir.join("server.pem");
+    let key = dir.join("server.key");
+    std::fs::write(&cert, ck.cert.pem()).expect("write cert");
+    std::fs::write(&key, ck.key_pair.serialize_pem()).expect("write key");
+    (cert, key)
+}
+
+/// A proxy over the two shard nodes with TLS on; the temp dir holds its certificate.
+fn start(dir: &Path) -> Proxy {
+    let (cert, key) = write_cert(dir);
+    let mut tables = String::new();
+    for t in TABLES {
+        tables.push_str(&hash_slot_table(t, "id", &L2));
+    }
+    let rules = rules_toml_on(cluster(), &SHARDS, &tables);
+    let users = "users = [{ name = \"app\", password = \"app\" }]\n";
+    assert!(
+        rules.contains(users),
+        "rules_toml_on changed its [server] lines"
+    );
+    let rules = rules.replacen(
+        users,
+        &format!(
+            "{users}tls = {{ cert = {:?}, key = {:?} }}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        ),
+        1,
+    );
+    start_proxy_with_rules(rules)
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn every_client_runs_its_session_through_the_proxy_as_on_mariadb() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+    let c = cluster();
+    let out = dir.path().join("transcripts");
+    let started = Instant::now();
+    let status = Command::new(repo().join("tests/clients/run.sh"))
+        .env("PROXY_HOST", "127.0.0.1")
+        .env("PROXY_PORT", proxy.port.to_string())
+        .env("PROXY_USER", "app")
+        .env("PROXY_PASSWORD", "app")
+        .env("PROXY_TLS", "1")
+        .env("DIRECT_HOST", "127.0.0.1")
+        .env("DIRECT_PORT", c.ports[DIRECT].to_string())
+        .env("DIRECT_USER", "root")
+        .env("DIRECT_PASSWORD", "root")
+        .env("CLIENTS_DB", "shop")
+        .env("CLIENTS_OUT", &out)
+        .status()
+        .expect("run tests/clients/run.sh");
+    eprintln!(
+        "tests/clients/run.sh took {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        status.success(),
+        "tests/clients/run.sh failed ({status}); its output above names the client and the difference"
+    );
+}
+
+fn opts(port: u16, user: &str, password: &str) -> OptsBuilder {
+    OptsBuilder::default()
+        .ip_or_hostname("127.0.0.1")
+        .tcp_port(port)
+        .user(Some(user))
+        .pass(Some(password))
+        .db_name(Some("shop"))
+}
+
+fn proxy_opts(proxy: &Proxy) -> OptsBuilder {
+    opts(proxy.port, "app", "app")
+}
+
+fn direct_opts() -> OptsBuilder {
+    opts(cluster().ports[DIRECT], "root", "root")
+}
+
+/// The binary-protocol values of one row, read through `conn` with a prepared statement.
+async fn typed_rows(conn: &mut Conn, table: &str) -> Vec<Vec<Value>> {
+    let rows: Vec<Row> = conn
+        .exec(
+            format!("SELECT id, d, dt, t, b, n, u, f, dbl, y, dd FROM {table} WHERE id IN (?, ?) ORDER BY id"),
+            (1u64, u64::MAX),
+        )
+        .await
+        .expect("prepared select");
+    rows.into_iter().map(Row::unwrap).collect()
+}
+
+async fn create_typed(conn: &mut Conn, table: &str) {
+    conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop");
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (id BIGINT UNSIGNED NOT NULL PRIMARY KEY, d DECIMAL(30,10), \
+         dt DATETIME(6), t TIME(3), b BLOB, n VARCHAR(10), u BIGINT UNSIGNED, f FLOAT, \
+         dbl DOUBLE, y YEAR, dd DATE)"
+    ))
+    .await
+    .expect("create");
+    let blob: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+    conn.exec_drop(
+        format!("INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        vec![
+            Value::UInt(1),
+            Value::Bytes(b"-12345678901234567890.0123456789".to_vec()),
+            Value::Date(2024, 2, 29, 23, 59, 58, 123_456),
+            Value::Time(true, 1, 2, 3, 4, 567_000),
+            Value::Bytes(blob),
+            Value::NULL,
+            Value::UInt(u64::MAX),
+            Value::Float(1.5),
+            Value::Double(-2.25e300),
+            Value::Int(2155),
+            Value::Date(1000, 1, 1, 0, 0, 0, 0),
+            Value::UInt(u64::MAX),
+            Value::NULL,
+            Value::NULL,
+            Value::NULL,
+            Value::Bytes(Vec::new()),
+            Value::Bytes("é".as_bytes().to_vec()),
+            Value::UInt(0),
+            Value::NULL,
+            Value::NULL,
+            Value::NULL,
+            Value::NULL,
+        ],
+    )
+    .await
+    .expect("prepared multi-row insert");
+}
+
+#[tokio::test]
+async fn binary_protocol_values_round_trip_exactly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+    let mut p = Conn::new(proxy_opts(&proxy)).await.expect("proxy");
+    let mut d = Conn::new(direct_opts()).await.expect("direct");
+    create_typed(&mut p, "t_rust").await;
+    create_typed(&mut d, "t_rust").await;
+    // The two rows are on different shards.
+    assert_ne!(node_of_key(&L2, 1), node_of(&L2, &Value::UInt(u64::MAX)));
+    let via_proxy = typed_rows(&mut p, "t_rust").await;
+    let direct = typed_rows(&mut d, "t_rust").await;
+    assert_eq!(via_proxy, direct);
+    assert_eq!(via_proxy.len(), 2);
+    let row = &via_proxy[0];
+    assert_eq!(
+        row[1],
+        Value::Bytes(b"-12345678901234567890.0123456789".to_vec())
+    );
+    assert_eq!(row[2], Value::Date(2024, 2, 29, 23, 59, 58, 123_456));
+    assert_eq!(row[3], Value::Time(true, 1, 2, 3, 4, 567_000));
+    assert_eq!(row[4], Value::Bytes((0..=255u8).chain(0..=255u8).collect()));
+    assert_eq!(row[5], Value::NULL);
+    assert_eq!(row[6], Value::UInt(u64::MAX));
+    assert_eq!(via_proxy[1][0], Value::UInt(u64::MAX));
+    assert_eq!(via_proxy[1][1], Value::NULL);
+    // Text protocol: the same values as text, and the same column metadata.
+    let sql = "SELECT id, d, dt, t, b, n, u, f, dbl, y, dd FROM t_rust ORDER BY id";
+    let pt: Vec<Row> = p.query(sql).await.expect("text via proxy");
+    let dt: Vec<Row> = d.query(sql).await.expect("text direct");
+    let meta = |rows: &[Row]| -> Vec<String> {
+        rows[0]
+            .columns_ref()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {:?} {} {} {} {:?}",
+                    c.name_str(),
+                    c.column_type(),
+                    c.character_set(),
+                    c.column_length(),
+                    c.decimals(),
+                    c.flags()
+                )
+            })
+            .collect()
+    };
+    assert_eq!(meta(&pt), meta(&dt));
+    let vals = |rows: Vec<Row>| -> Vec<Vec<Value>> { rows.into_iter().map(Row::unwrap).collect() };
+    assert_eq!(vals(pt), vals(dt));
+    p.disconnect().await.ok();
+    d.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn a_multi_statement_query_answers_one_result_per_statement() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+    let mut p = Conn::new(proxy_opts(&proxy)).await.expect("proxy");
+    p.query_drop(
+        "DROP TABLE IF EXISTS t_java; CREATE TABLE t_java (id BIGINT PRIMARY KEY, v VARCHAR(10))",
+    )
+    .await
+    .expect("DDL batch");
+    let mut r = p
+        .query_iter("INSERT INTO t_java VALUES (1, 'a'), (2, 'b'), (3, 'c'); SELECT COUNT(*) FROM t_java; SELECT 'x;y' AS s; UPDATE t_java SET v = 'z' WHERE id = 2")
+        .await
+        .expect("batch");
+    let mut sets = Vec::new();
+    loop {
+        let rows: Vec<Row> = r.collect().await.expect("one result");
+        sets.push((rows.len(), r.affected_rows()));
+        if r.is_empty() {
+            break;
+        }
+    }
+    drop(r);
+    assert_eq!(sets.len(), 4, "{sets:?}");
+    assert_eq!(sets[0].1, 3);
+    assert_eq!(sets[1].0, 1);
+    assert_eq!(sets[2].0, 1);
+    assert_eq!(sets[3].1, 1);
+    // An error ends the batch: the statements after it do not run.
+    let e = p
+        .query_drop("INSERT INTO t_java VALUES (4, 'd'); INSERT INTO t_java VALUES (1, 'dup'); INSERT INTO t_java VALUES (5, 'e')")
+        .await;
+    assert_eq!(server_error(e).0, 1062);
+    let ids: Vec<i64> = p
+        .query("SELECT id FROM t_java ORDER BY id")
+        .await
+        .expect("ids");
+    assert_eq!(ids, vec![1, 2, 3, 4]);
+    // The connection is usable afterwards.
+    let one: Option<i64> = p.query_first("SELECT 1").await.expect("after");
+    assert_eq!(one, Some(1));
+    p.disconnect().await.ok();
+}
+
+async fn session_state(c: &mut Conn) -> (Option<String>, Option<i64>, Option<String>) {
+    c.query_first("SELECT @v, @@session.sql_select_limit, DATABASE()")
+        .await
+        .expect("session state")
+        .map(|(v, l, db): (Option<String>, Option<i64>, Option<String>)| (v, l, db))
+        .expect("a row")
+}
+
+#[tokio::test]
+async fn reset_connection_and_change_user_start_a_fresh_session() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+    let mut c = Conn::new(proxy_opts(&proxy)).await.expect("proxy");
+    let fresh = session_state(&mut c).await;
+    assert_eq!(fresh.0, None);
+    c.query_drop("SET @v = 'kept?'").await.expect("user var");
+    c.query_drop("SET SESSION sql_select_limit = 5")
+        .await
+        .expect("SET");
+    let stmt = c.prep("SELECT ?").await.expect("prepare");
+    assert_eq!(
+        session_state(&mut c).await,
+        (Some("kept?".into()), Some(5), Some("shop".into()))
+    );
+    c.reset().await.expect("COM_RESET_CONNECTION");
+    assert_eq!(session_state(&mut c).await, fresh);
+    // Prepared statements are gone after a reset (mysql_async re-prepares its cached ones).
+    drop(stmt);
+
+    c.query_drop("SET @v = 'again'").await.expect("user var");
+    c.query_drop("BEGIN").await.expect("begin");
+    c.change_user(
+        mysql_async::ChangeUserOpts::default()
+            .with_user(Some("app".into()))
+            .with_pass(Some("app".into()))
+            .with_db_name(Some("mysql".into())),
+    )
+    .await
+    .expect("COM_CHANGE_USER");
+    let after = session_state(&mut c).await;
+    assert_eq!(after.0, None, "user variables are reset");
+    assert_eq!(after.2.as_deref(), Some("mysql"));
+    // A wrong password is refused (and the connection is over, as with MySQL).
+    let bad = c
+        .change_user(
+            mysql_async::ChangeUserOpts::default()
+                .with_user(Some("app".into()))
+                .with_pass(Some("wrong".into())),
+        )
+        .await;
+    assert!(bad.is_err(), "a wrong password in COM_CHANGE_USER");
+}
+
+#[tokio::test]
+async fn tls_clients_and_plain_clients_are_both_served() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+    let ssl = SslOpts::default()
+        .with_danger_accept_invalid_certs(true)
+        .with_danger_skip_domain_validation(true);
+    let mut t = Conn::new(proxy_opts(&proxy).ssl_opts(Some(ssl)))
+        .await
+        .expect("TLS connection to the proxy");
+    let big = "x".repeat(100_000);
+    let back: Option<String> = t
+        .exec_first("SELECT ?", (big.clone(),))
+        .await
+        .expect("a large value over TLS");
+    assert_eq!(back.as_deref(), Some(big.as_str()));
+    let mut p = Conn::new(Opts::from(proxy_opts(&proxy)))
+        .await
+        .expect("plain connection to the same proxy");
+    let one: Option<i64> = p.query_first("SELECT 1").await.expect("plain");
+    assert_eq!(one, Some(1));
+    t.disconnect().await.ok();
+    p.disconnect().await.ok();
+    // A proxy without TLS refuses an SSLRequest with a clear error.
+    let plain = start_proxy_on(cluster(), &SHARDS, "");
+    let ssl = SslOpts::default().with_danger_accept_invalid_certs(true);
+    let e = Conn::new(proxy_opts(&plain).ssl_opts(Some(ssl))).await;
+    assert!(e.is_err(), "TLS against a proxy without [server] tls");
+}
