@@ -23,13 +23,14 @@ const SHARDS: [usize; 2] = [0, 1];
 const DIRECT: usize = 2;
 const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
 /// The sharded tables of the client sessions (each client has its own).
-const TABLES: [&str; 8] = [
+const TABLES: [&str; 9] = [
     "t_cli",
     "t_pymysql",
     "t_mysqlclient",
     "t_node",
     "t_java",
     "t_rust",
+    "t_multi",
     "sbtest1",
     "sbtest2",
 ];
@@ -244,12 +245,12 @@ async fn a_multi_statement_query_answers_one_result_per_statement() {
     let proxy = start(dir.path());
     let mut p = Conn::new(proxy_opts(&proxy)).await.expect("proxy");
     p.query_drop(
-        "DROP TABLE IF EXISTS t_java; CREATE TABLE t_java (id BIGINT PRIMARY KEY, v VARCHAR(10))",
+        "DROP TABLE IF EXISTS t_multi; CREATE TABLE t_multi (id BIGINT PRIMARY KEY, v VARCHAR(10))",
     )
     .await
     .expect("DDL batch");
     let mut r = p
-        .query_iter("INSERT INTO t_java (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'); SELECT COUNT(*) FROM t_java; SELECT 'x;y' AS s; UPDATE t_java SET v = 'z' WHERE id = 2")
+        .query_iter("INSERT INTO t_multi (id, v) VALUES (1, 'a'), (2, 'b'), (3, 'c'); SELECT COUNT(*) FROM t_multi; SELECT 'x;y' AS s; UPDATE t_multi SET v = 'z' WHERE id = 2")
         .await
         .expect("batch");
     let mut first_affected = None;
@@ -269,7 +270,7 @@ async fn a_multi_statement_query_answers_one_result_per_statement() {
     assert_eq!(row_sets[0][0].get::<i64, _>(0), Some(3));
     assert_eq!(row_sets[1][0].get::<String, _>(0).as_deref(), Some("x;y"));
     let v: Option<String> = p
-        .query_first("SELECT v FROM t_java WHERE id = 2")
+        .query_first("SELECT v FROM t_multi WHERE id = 2")
         .await
         .expect("read back");
     assert_eq!(
@@ -279,11 +280,11 @@ async fn a_multi_statement_query_answers_one_result_per_statement() {
     );
     // An error ends the batch: the statements after it do not run.
     let e = p
-        .query_drop("INSERT INTO t_java (id, v) VALUES (4, 'd'); INSERT INTO t_java (id, v) VALUES (1, 'dup'); INSERT INTO t_java (id, v) VALUES (5, 'e')")
+        .query_drop("INSERT INTO t_multi (id, v) VALUES (4, 'd'); INSERT INTO t_multi (id, v) VALUES (1, 'dup'); INSERT INTO t_multi (id, v) VALUES (5, 'e')")
         .await;
     assert_eq!(server_error(e).0, 1062);
     let ids: Vec<i64> = p
-        .query("SELECT id FROM t_java ORDER BY id")
+        .query("SELECT id FROM t_multi ORDER BY id")
         .await
         .expect("ids");
     assert_eq!(ids, vec![1, 2, 3, 4]);

@@ -15,6 +15,7 @@ use crate::config::User;
 /// `CLIENT_SSL` only when TLS is configured.
 pub fn server_capabilities(tls: bool) -> CapabilityFlags {
     let mut caps = CapabilityFlags::CLIENT_LONG_PASSWORD
+        | CapabilityFlags::CLIENT_FOUND_ROWS
         | CapabilityFlags::CLIENT_LONG_FLAG
         | CapabilityFlags::CLIENT_CONNECT_WITH_DB
         | CapabilityFlags::CLIENT_PROTOCOL_41
@@ -25,6 +26,7 @@ pub fn server_capabilities(tls: bool) -> CapabilityFlags {
         | CapabilityFlags::CLIENT_PLUGIN_AUTH
         | CapabilityFlags::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
         | CapabilityFlags::CLIENT_CONNECT_ATTRS
+        | CapabilityFlags::CLIENT_SESSION_TRACK
         | CapabilityFlags::CLIENT_IGNORE_SPACE;
     if tls {
         caps |= CapabilityFlags::CLIENT_SSL;

@@ -389,6 +389,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(true)
     }
 
+    /// The client asked for an UPDATE's matched rows as its affected rows.
+    fn found_rows(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)
+    }
+
     /// Whether the client allows several statements in one COM_QUERY.
     fn split_batch(&self, sql: &str) -> Option<Vec<String>> {
         if !self.multi_statements {
@@ -499,6 +504,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn query(&mut self, sql: &str) -> Outcome {
+        if let Some(parts) = super::split::set_with_autocommit(sql) {
+            return self.set_parts(parts).await;
+        }
         let topo = self.topo.clone();
         let parsed = sql::parse(sql);
         let (plan, slots) =
@@ -602,7 +610,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn conn(&mut self, node: usize) -> Result<&mut Conn, MyError> {
         self.grow(node);
         if self.conns[node].is_none() {
-            let c = self.shared.backends.connect(node).await?;
+            let c = self
+                .shared
+                .backends
+                .connect_with(node, self.found_rows())
+                .await?;
             let c = self.bring_to_state(node, c).await?;
             self.store_conn(node, c);
         }
@@ -711,7 +723,42 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
+    /// A SET of several assignments, autocommit among them: each assignment on its own, one OK.
+    async fn set_parts(&mut self, parts: Vec<String>) -> Outcome {
+        let topo = self.topo.clone();
+        for part in parts {
+            let parsed = sql::parse(&part);
+            let (plan, _) =
+                plan::plan_traced(&part, parsed.as_ref().map_err(String::as_str), &[], &topo);
+            match plan {
+                Plan::Session(SessionOp::Use(_)) => {
+                    return Err(MyError::new(1064, "USE inside SET"));
+                }
+                Plan::Session(op) => self.apply_session_op(op).await?,
+                Plan::Refuse { code, message } => return Err(MyError::new(code, message)),
+                _ => {
+                    return Err(MyError::new(
+                        1235,
+                        format!("shardproxy: `{part}` is not a session SET"),
+                    ))
+                }
+            }
+        }
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
     async fn session_op(&mut self, op: SessionOp) -> Outcome {
+        if let SessionOp::Use(db) = op {
+            return self.use_db(db).await;
+        }
+        self.apply_session_op(op).await?;
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
+    /// Carries out a session statement other than USE (the caller answers it).
+    async fn apply_session_op(&mut self, op: SessionOp) -> Outcome {
         match op {
             SessionOp::Begin(sql) => {
                 if self.tx.as_ref().is_some_and(|t| t.node.is_some()) {
@@ -731,7 +778,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
                 self.autocommit = on;
             }
-            SessionOp::Use(db) => return self.use_db(db).await,
+            SessionOp::Use(db) => {
+                return Err(MyError::new(
+                    1105,
+                    format!("shardproxy: USE `{db}` reached the wrong handler"),
+                ))
+            }
             SessionOp::Set(sql) => {
                 // Check it where the session runs, then on every other open connection.
                 let first = self.sticky_node();
@@ -753,7 +805,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.sets.push(sql);
             }
         }
-        self.write_ok(0, 0, 0, "");
         Ok(())
     }
 
@@ -909,7 +960,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .filter(|n| self.conns.get(*n).is_some_and(|c| c.is_none()))
             .collect();
         if !missing.is_empty() {
-            let opened = join_all(missing.iter().map(|n| self.shared.backends.connect(*n))).await;
+            let found_rows = self.found_rows();
+            let opened = join_all(
+                missing
+                    .iter()
+                    .map(|n| self.shared.backends.connect_with(*n, found_rows)),
+            )
+            .await;
             for (n, r) in missing.iter().zip(opened) {
                 let c = self.bring_to_state(*n, r?).await?;
                 self.store_conn(*n, c);

@@ -69,6 +69,71 @@ pub fn split_statements(sql: &str) -> Vec<String> {
     }
 }
 
+/// A `SET` of several assignments one of which is `autocommit` (Connector/J sends
+/// `set autocommit=1, sql_mode = concat(@@sql_mode, ...)` on connect), as one `SET` per
+/// assignment: autocommit is the session's own state, the rest go to the nodes. `None` for
+/// anything else.
+pub fn set_with_autocommit(sql: &str) -> Option<Vec<String>> {
+    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
+    let mut words = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_)));
+    match words.next() {
+        Some(Token::Word(w)) if w.keyword == Keyword::SET && w.quote_style.is_none() => {}
+        _ => return None,
+    }
+    let mut parts: Vec<String> = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0i32;
+    let mut started = false;
+    for t in &tokens {
+        if !started {
+            // Skip up to and including the SET keyword.
+            if let Token::Word(w) = t {
+                if w.keyword == Keyword::SET {
+                    started = true;
+                }
+            }
+            continue;
+        }
+        match t {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            Token::SemiColon | Token::EOF => continue,
+            _ => {}
+        }
+        current.push_str(&t.to_string());
+    }
+    parts.push(current);
+    if parts.len() < 2 {
+        return None;
+    }
+    let names_autocommit = |p: &str| {
+        let name = p
+            .split(['=', ':'])
+            .next()
+            .unwrap_or("")
+            .trim()
+            .trim_matches('`')
+            .to_ascii_lowercase();
+        matches!(
+            name.as_str(),
+            "autocommit" | "@@autocommit" | "@@session.autocommit" | "session autocommit"
+        ) || name.ends_with(".autocommit")
+    };
+    if !parts.iter().any(|p| names_autocommit(p)) {
+        return None;
+    }
+    Some(
+        parts
+            .into_iter()
+            .map(|p| format!("SET {}", p.trim()))
+            .collect(),
+    )
+}
+
 /// Only whitespace and comments.
 fn is_blank(s: &str) -> bool {
     match Tokenizer::new(&MySqlDialect {}, s).tokenize() {
@@ -102,6 +167,26 @@ mod tests {
             split_statements(sql),
             vec!["SELECT 'é;ü'\n  ", "SELECT 'ß'"]
         );
+    }
+
+    #[test]
+    fn a_set_naming_autocommit_among_others_is_split_per_assignment() {
+        assert_eq!(
+            set_with_autocommit(
+                "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')"
+            ),
+            Some(vec![
+                "SET autocommit=1".to_string(),
+                "SET sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')".to_string(),
+            ])
+        );
+        assert_eq!(
+            set_with_autocommit("SET @@session.autocommit = OFF, @a = 'x,y'").map(|v| v.len()),
+            Some(2)
+        );
+        assert_eq!(set_with_autocommit("SET autocommit = 1"), None);
+        assert_eq!(set_with_autocommit("SET a = 1, b = 2"), None);
+        assert_eq!(set_with_autocommit("SELECT autocommit, 1"), None);
     }
 
     #[test]
