@@ -102,6 +102,14 @@ def run(mod, conn, table, transactions):
     out("== database")
     cur.execute("SELECT DATABASE()")
     show(cur, meta=False)
+    out("== last insert id (a table the rules do not name: the default node)")
+    cur.execute(f"DROP TABLE IF EXISTS {t}_auto")
+    cur.execute(f"CREATE TABLE {t}_auto (id INT AUTO_INCREMENT PRIMARY KEY, v INT)")
+    cur.execute(f"INSERT INTO {t}_auto (v) VALUES (1), (2)")
+    out("  lastrowid", cur.lastrowid)
+    cur.execute(f"INSERT INTO {t} (id, k) VALUES (%s, %s)", (10, 100))
+    cur.execute("SELECT LAST_INSERT_ID()")
+    show(cur, meta=False)
     return cur
 
 

@@ -10,7 +10,7 @@
 # DIRECT_USER, DIRECT_PASSWORD (no DIRECT_PORT: no comparison), CLIENTS_DB (shop),
 # CLIENTS_OUT (where transcripts go; a temp dir by default).
 # Arguments (or CLIENTS, space-separated): the clients to run (default: all). A client that is not installed fails the run:
-# tests/clients/install.sh installs them all.
+# tests/clients/install.sh installs them all (Python drivers into tests/clients/.venv).
 #
 # The proxy's rules must shard t_cli, t_pymysql, t_mysqlclient, t_node, t_java, sbtest1 and
 # sbtest2 by `id` (the tables are created by the sessions; tests/clients.rs does this).
@@ -40,16 +40,19 @@ CLIENTS_DB=${CLIENTS_DB:-shop}
 out=${CLIENTS_OUT:-$(mktemp -d /tmp/shardproxy-clients.XXXXXX)}
 mkdir -p "$out"
 export PYTHONDONTWRITEBYTECODE=1
+# The drivers install.sh put in tests/clients/.venv, else the python3 on PATH.
+py=python3
+[[ -x $here/.venv/bin/python ]] && py=$here/.venv/bin/python
 
-# The command running one client's session (its transcript on stdout).
+# Sets cmd to the command running one client's session (its transcript on stdout).
 session_cmd() {
     case $1 in
-    cli) echo "$here/cli.sh" ;;
-    sysbench) echo "$here/sysbench.sh" ;;
-    pymysql) echo "python3 $here/pymysql_session.py" ;;
-    mysqlclient) echo "python3 $here/mysqlclient_session.py" ;;
-    node) echo "node $here/node/session.js" ;;
-    java) echo "java -cp $out/java:$(java_jar) Session" ;;
+    cli) cmd=("$here/cli.sh") ;;
+    sysbench) cmd=("$here/sysbench.sh") ;;
+    pymysql) cmd=("$py" "$here/pymysql_session.py") ;;
+    mysqlclient) cmd=("$py" "$here/mysqlclient_session.py") ;;
+    node) cmd=(node "$here/node/session.js") ;;
+    java) cmd=(java -cp "$out/java:$(java_jar)" Session) ;;
     *) return 1 ;;
     esac
 }
@@ -67,8 +70,8 @@ missing() {
     case $1 in
     cli) command -v mariadb >/dev/null || echo "the mariadb CLI (Debian mariadb-client)" ;;
     sysbench) command -v sysbench >/dev/null || echo "sysbench (Debian sysbench)" ;;
-    pymysql) python3 -c 'import pymysql' 2>/dev/null || echo "PyMySQL (pip install PyMySQL)" ;;
-    mysqlclient) python3 -c 'import MySQLdb' 2>/dev/null || echo "mysqlclient (pip install mysqlclient)" ;;
+    pymysql) "$py" -c 'import pymysql' 2>/dev/null || echo "PyMySQL (tests/clients/install.sh)" ;;
+    mysqlclient) "$py" -c 'import MySQLdb' 2>/dev/null || echo "mysqlclient (tests/clients/install.sh)" ;;
     node)
         command -v node >/dev/null || { echo "node (Debian nodejs)"; return; }
         [[ -d $here/node/node_modules/mysql2 ]] || echo "mysql2 (cd tests/clients/node && npm ci)"
@@ -85,9 +88,10 @@ missing() {
 }
 
 run_session() { # client target host port user password tls
-    local client=$1 target=$2
+    local client=$1 target=$2 cmd=()
+    session_cmd "$client"
     SP_TARGET=$target SP_HOST=$3 SP_PORT=$4 SP_USER=$5 SP_PASSWORD=$6 SP_TLS=$7 SP_DB=$CLIENTS_DB \
-        SP_OUT=$out timeout 300 $(session_cmd "$client") >"$out/$client.$target.txt" 2>"$out/$client.$target.err"
+        SP_OUT=$out timeout 300 "${cmd[@]}" >"$out/$client.$target.txt" 2>"$out/$client.$target.err"
 }
 
 failed=()
