@@ -4,7 +4,8 @@
 //! plain MariaDB node and compares the transcripts; these tests start the nodes and a proxy
 //! (TLS on, sharded tables for every client) and run it. The protocol features the drivers
 //! rely on are also checked here directly with mysql_async: binary-protocol values,
-//! multi-statement queries, COM_RESET_CONNECTION, COM_CHANGE_USER and TLS.
+//! multi-statement queries, COM_RESET_CONNECTION, COM_CHANGE_USER, TLS for clients and TLS
+//! to nodes.
 //!
 //! Nodes 0 and 1 are the proxy's shards (slots 0-511 and 512-1023); node 2 is the plain
 //! MariaDB the transcripts are compared with.
@@ -374,4 +375,49 @@ async fn tls_clients_and_plain_clients_are_both_served() {
     let ssl = SslOpts::default().with_danger_accept_invalid_certs(true);
     let e = Conn::new(proxy_opts(&plain).ssl_opts(Some(ssl))).await;
     assert!(e.is_err(), "TLS against a proxy without [server] tls");
+}
+
+#[tokio::test]
+async fn node_connections_use_tls_when_the_node_url_asks_for_it() {
+    // The node of this second proxy is the first proxy, which speaks TLS (and whose
+    // certificate is self-signed): with require_ssl=true mysql_async refuses a server that
+    // does not offer TLS, so an answer proves the node connection is encrypted.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let front = start(dir.path());
+    let url = format!(
+        "mysql://app:app@127.0.0.1:{}/shop?require_ssl=true&verify_ca=false&verify_identity=false",
+        front.port
+    );
+    let rules = format!(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{{ name = \"app\", password = \"app\" }}]\n\n[nodes]\nds0 = \"{url}\"\n"
+    );
+    let outer = start_proxy_with_rules(rules);
+    let mut c = Conn::new(proxy_opts(&outer)).await.expect("outer proxy");
+    let v: Option<String> = c
+        .exec_first("SELECT CONCAT(?, 'b')", ("a",))
+        .await
+        .expect("a statement over a TLS node connection");
+    assert_eq!(v.as_deref(), Some("ab"));
+    c.disconnect().await.ok();
+    // The same node without TLS configured refuses such a URL's connections cleanly.
+    let plain = start_proxy_on(cluster(), &SHARDS, "");
+    let url = format!(
+        "mysql://app:app@127.0.0.1:{}/shop?require_ssl=true&verify_ca=false",
+        plain.port
+    );
+    let rules = format!(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{{ name = \"app\", password = \"app\" }}]\n\n[nodes]\nds0 = \"{url}\"\n"
+    );
+    let outer = start_proxy_with_rules(rules);
+    let r = async {
+        let mut c = Conn::new(proxy_opts(&outer)).await?;
+        c.query_drop("SELECT 1").await?;
+        c.disconnect().await
+    }
+    .await;
+    let (code, message) = server_error(r);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("SSL"), "{message}");
 }

@@ -74,6 +74,10 @@ pub fn split_statements(sql: &str) -> Vec<String> {
 /// assignment: autocommit is the session's own state, the rest go to the nodes. `None` for
 /// anything else.
 pub fn set_with_autocommit(sql: &str) -> Option<Vec<String>> {
+    let head = sql.trim_start().get(..3)?;
+    if !head.eq_ignore_ascii_case("set") || !sql.contains(',') {
+        return None;
+    }
     let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
     let mut words = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_)));
     match words.next() {
