@@ -24,10 +24,11 @@ const SHARDS: [usize; 2] = [0, 1];
 const DIRECT: usize = 2;
 const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
 /// The sharded tables of the client sessions (each client has its own).
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
     "t_cli",
     "t_pymysql",
     "t_mysqlclient",
+    "t_mysqlclient_tx",
     "t_node",
     "t_java",
     "t_rust",

@@ -92,6 +92,8 @@ pub struct Session<S> {
     more_results: bool,
     /// The SETs the handshake implies (the client's character set): what a reset returns to.
     base_sets: Vec<String>,
+    /// A DDL statement is running: outside any transaction, even with autocommit off.
+    ddl: bool,
 }
 
 /// A result set being read from one node, in either protocol.
@@ -187,6 +189,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             multi_statements: false,
             more_results: false,
             base_sets: Vec::new(),
+            ddl: false,
         }
     }
 
@@ -515,7 +518,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         debug!(conn = self.conn_id, %sql, ?plan, "query");
         self.account(&plan, parsed.as_ref().ok(), sql, &slots);
-        self.run_plan(plan, false, read).await
+        let kind = statement_kind(parsed.as_ref().ok(), sql);
+        self.run_statement(plan, false, read, kind).await
+    }
+
+    /// Runs a statement's plan. DDL first commits the open transaction and runs outside any
+    /// transaction, as MySQL does: drivers that turn autocommit off (PyMySQL, mysqlclient)
+    /// still create and alter sharded tables.
+    async fn run_statement(&mut self, plan: Plan, binary: bool, read: bool, kind: &str) -> Outcome {
+        if kind != "ddl" || matches!(plan, Plan::Refuse { .. }) {
+            return self.run_plan(plan, binary, read).await;
+        }
+        self.end_tx(true).await?;
+        self.ddl = true;
+        let r = self.run_plan(plan, binary, read).await;
+        self.ddl = false;
+        r
     }
 
     /// Counts a statement in the metrics: by type and route, and per slot it was routed to.
@@ -674,7 +692,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// Before a statement on `node`: inside a transaction, the first node touched gets the
     /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
     async fn enter_tx(&mut self, node: usize, read: bool) -> Result<(), MyError> {
-        if self.tx.is_none() && !self.autocommit {
+        if self.tx.is_none() && !self.autocommit && !self.ddl {
             self.tx = Some(Tx {
                 begin: "BEGIN".into(),
                 node: None,
@@ -942,7 +960,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
     ) -> Outcome {
-        if !read && (self.tx.is_some() || !self.autocommit) {
+        if !read && !self.ddl && (self.tx.is_some() || !self.autocommit) {
             return Err(MyError::new(
                 1235,
                 format!(
@@ -1155,7 +1173,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let kind = statement_kind(stmt.parsed.as_ref().ok(), &stmt.sql);
         let bytes = stmt.sql.len() + body.len();
         self.account_kind(&plan, kind, bytes, &slots);
-        self.run_plan(plan, true, read).await
+        self.run_statement(plan, true, read, kind).await
     }
 
     /// COM_FIELD_LIST (deprecated, still sent by the mariadb CLI for completion): the

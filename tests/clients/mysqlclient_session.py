@@ -7,7 +7,7 @@ import MySQLdb.cursors
 import pysession as s
 
 
-def connect(tls=False):
+def connect(tls=False, autocommit=True):
     e = s.env()
     kw = {}
     if tls:
@@ -15,7 +15,7 @@ def connect(tls=False):
         kw["ssl_mode"] = "REQUIRED"
     return MySQLdb.connect(
         host=e["host"], port=e["port"], user=e["user"], password=e["password"],
-        database=e["db"], charset="utf8mb4", autocommit=True, **kw,
+        database=e["db"], charset="utf8mb4", autocommit=autocommit, **kw,
     )
 
 
@@ -26,6 +26,27 @@ def transactions(conn, cur):
     cur.execute("UPDATE t_mysqlclient SET k = k + 1 WHERE id = %s", (3,))
     conn.commit()
     conn.autocommit(True)
+
+
+def driver_default_autocommit():
+    """mysqlclient's own default (autocommit off): DDL on a sharded table commits and runs on
+    every node, then one-node transactions with commit and rollback."""
+    s.out("== autocommit off (the driver's default): DDL, then transactions")
+    conn = connect(autocommit=False)
+    cur = conn.cursor()
+    s.out("  get_autocommit", conn.get_autocommit())
+    cur.execute("DROP TABLE IF EXISTS t_mysqlclient_tx")
+    cur.execute("CREATE TABLE t_mysqlclient_tx (id BIGINT PRIMARY KEY, v INT)")
+    cur.execute("INSERT INTO t_mysqlclient_tx (id, v) VALUES (%s, %s)", (1, 1))
+    conn.rollback()
+    cur.execute("INSERT INTO t_mysqlclient_tx (id, v) VALUES (%s, %s)", (2, 2))
+    conn.commit()
+    cur.execute("ALTER TABLE t_mysqlclient_tx ADD COLUMN w INT NULL")
+    cur.execute("INSERT INTO t_mysqlclient_tx (id, v, w) VALUES (%s, %s, %s)", (3, 3, 3))
+    conn.commit()
+    cur.execute("SELECT id, v, w FROM t_mysqlclient_tx ORDER BY id")
+    s.show(cur)
+    conn.close()
 
 
 def main():
@@ -53,6 +74,7 @@ def main():
         s.show(cur)
     conn.ping()
     conn.close()
+    driver_default_autocommit()
     s.tls_check(connect)
 
 

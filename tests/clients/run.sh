@@ -12,8 +12,8 @@
 # Arguments (or CLIENTS, space-separated): the clients to run (default: all). A client that is not installed fails the run:
 # tests/clients/install.sh installs them all (Python drivers into tests/clients/.venv).
 #
-# The proxy's rules must shard t_cli, t_pymysql, t_mysqlclient, t_node, t_java, sbtest1 and
-# sbtest2 by `id` (the tables are created by the sessions; tests/clients.rs does this).
+# The proxy's rules must shard t_cli, t_pymysql, t_mysqlclient, t_mysqlclient_tx, t_node,
+# t_java, sbtest1 and sbtest2 by `id` (the tables are created by the sessions; tests/clients.rs does this).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
