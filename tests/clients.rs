@@ -422,3 +422,179 @@ async fn node_connections_use_tls_when_the_node_url_asks_for_it() {
     assert_eq!(code, 1105, "{message}");
     assert!(message.contains("SSL"), "{message}");
 }
+
+/// A client speaking the protocol packet by packet, for the commands drivers send that
+/// mysql_async has no call for.
+struct Raw {
+    io: shardproxy::frontend::packet::PacketIo<tokio::net::TcpStream>,
+}
+
+impl Raw {
+    /// Connects and logs in with caching_sha2_password in the first response (the way MySQL 8
+    /// drivers do): the proxy must answer "fast auth OK" (0x01 0x03), then OK.
+    async fn login(port: u16, password: &str) -> (Raw, Vec<u8>) {
+        use mysql_common::constants::CapabilityFlags as C;
+        use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
+        use mysql_common::proto::MySerialize;
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        let mut raw = Raw {
+            io: shardproxy::frontend::packet::PacketIo::new(stream, 64 << 20),
+        };
+        let hs = raw.read().await;
+        let hp: HandshakePacket<'_> = mysql_common::io::ParseBuf(&hs)
+            .parse(())
+            .expect("handshake");
+        let scramble =
+            mysql_common::scramble::scramble_sha256(&hp.nonce(), password.as_bytes()).unwrap();
+        let caps = C::CLIENT_PROTOCOL_41
+            | C::CLIENT_SECURE_CONNECTION
+            | C::CLIENT_PLUGIN_AUTH
+            | C::CLIENT_PLUGIN_AUTH_LENENC_CLIENT_DATA
+            | C::CLIENT_CONNECT_WITH_DB
+            | C::CLIENT_MULTI_STATEMENTS
+            | C::CLIENT_MULTI_RESULTS
+            | C::CLIENT_LONG_PASSWORD
+            | C::CLIENT_TRANSACTIONS;
+        let resp = HandshakeResponse::new(
+            Some(&scramble[..]),
+            (5, 7, 0),
+            Some(&b"app"[..]),
+            Some(&b"shop"[..]),
+            Some(AuthPlugin::CachingSha2Password),
+            caps,
+            None,
+            16 << 20,
+        );
+        let mut b = Vec::new();
+        resp.serialize(&mut b);
+        raw.io.write(&b);
+        raw.io.flush().await.expect("send response");
+        let first = raw.read().await;
+        (raw, first)
+    }
+
+    async fn read(&mut self) -> Vec<u8> {
+        self.io
+            .read()
+            .await
+            .expect("read a packet")
+            .expect("the proxy closed the connection")
+    }
+
+    async fn command(&mut self, cmd: u8, body: &[u8]) {
+        self.io.set_seq(0);
+        let mut p = vec![cmd];
+        p.extend_from_slice(body);
+        self.io.write(&p);
+        self.io.flush().await.expect("send a command");
+    }
+
+    /// Reads packets up to and including the next EOF (0xFE, short) or ERR.
+    async fn until_eof(&mut self) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        loop {
+            let p = self.read().await;
+            let end = (p.first() == Some(&0xFE) && p.len() < 9) || p.first() == Some(&0xFF);
+            v.push(p);
+            if end {
+                return v;
+            }
+        }
+    }
+}
+
+/// The status flags of an OK packet.
+fn ok_status(p: &[u8]) -> u16 {
+    assert_eq!(p.first(), Some(&0x00), "not an OK packet: {p:?}");
+    use mysql_common::io::ReadMysqlExt;
+    let mut rest = &p[1..];
+    rest.read_lenenc_int().expect("affected rows");
+    rest.read_lenenc_int().expect("insert id");
+    u16::from_le_bytes([rest[0], rest[1]])
+}
+
+#[tokio::test]
+async fn field_list_stmt_reset_set_option_and_caching_sha2_on_the_wire() {
+    const MORE: u16 = 0x0008; // SERVER_MORE_RESULTS_EXISTS
+    let dir = tempfile::tempdir().expect("temp dir");
+    let proxy = start(dir.path());
+
+    let (_bad, first) = Raw::login(proxy.port, "wrong").await;
+    assert_eq!(
+        first.first(),
+        Some(&0xFF),
+        "a wrong sha2 scramble is refused"
+    );
+    let (mut raw, first) = Raw::login(proxy.port, "app").await;
+    assert_eq!(first, vec![0x01, 0x03], "fast auth OK");
+    assert_eq!(raw.read().await.first(), Some(&0x00), "then OK");
+
+    // Two statements in one COM_QUERY: two OKs, the first flagged "more results".
+    raw.command(
+        0x03,
+        b"DROP TABLE IF EXISTS t_raw; CREATE TABLE t_raw (id INT PRIMARY KEY, v VARCHAR(8) DEFAULT 'x')",
+    )
+    .await;
+    let a = raw.read().await;
+    assert_ne!(ok_status(&a) & MORE, 0);
+    let b = raw.read().await;
+    assert_eq!(ok_status(&b) & MORE, 0);
+
+    // COM_FIELD_LIST: the table's column definitions, then EOF.
+    raw.command(0x04, b"t_raw\0").await;
+    let defs = raw.until_eof().await;
+    let names: Vec<String> = defs[..defs.len() - 1]
+        .iter()
+        .map(|d| {
+            let c: mysql_common::packets::Column = mysql_common::io::ParseBuf(d)
+                .parse(())
+                .expect("a column definition");
+            c.name_str().into_owned()
+        })
+        .collect();
+    assert_eq!(names, vec!["id", "v"]);
+
+    // COM_STMT_RESET drops the long data sent before it.
+    raw.command(0x16, b"SELECT ? AS a").await;
+    let prep = raw.read().await;
+    assert_eq!(prep[0], 0x00, "prepare OK: {prep:?}");
+    let id = [prep[1], prep[2], prep[3], prep[4]];
+    raw.until_eof().await; // parameter definitions
+    raw.until_eof().await; // column definitions
+    let mut long = id.to_vec();
+    long.extend_from_slice(&[0, 0]);
+    long.extend_from_slice(b"abc");
+    raw.command(0x18, &long).await; // COM_STMT_SEND_LONG_DATA: no answer
+    raw.command(0x1A, &id).await; // COM_STMT_RESET
+    assert_eq!(raw.read().await.first(), Some(&0x00));
+    let mut exec = id.to_vec();
+    exec.extend_from_slice(&[0, 1, 0, 0, 0]); // flags, iteration count
+    exec.extend_from_slice(&[0, 1, 0xFD, 0]); // null bitmap, new-params-bound, VAR_STRING
+    exec.extend_from_slice(b"\x02zz");
+    raw.command(0x17, &exec).await;
+    let head = raw.until_eof().await; // column count, definition, EOF
+    assert_eq!(head.len(), 3, "{head:?}");
+    let rows = raw.until_eof().await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows[0].ends_with(b"\x02zz"), "{:?}", rows[0]);
+
+    // COM_SET_OPTION: multi-statements off, answered with EOF; a batch is then one statement
+    // (an error from the node), and the connection stays usable.
+    raw.command(0x1B, &[1, 0]).await;
+    assert_eq!(raw.read().await.first(), Some(&0xFE));
+    raw.command(0x03, b"SELECT 1; SELECT 2").await;
+    assert_eq!(raw.read().await.first(), Some(&0xFF));
+    raw.command(0x1B, &[7, 0]).await;
+    assert_eq!(raw.read().await.first(), Some(&0xFF), "unknown option");
+    raw.command(0x99, b"").await;
+    assert_eq!(raw.read().await.first(), Some(&0xFF), "unknown command");
+    raw.command(0x0E, b"").await;
+    assert_eq!(
+        raw.read().await.first(),
+        Some(&0x00),
+        "COM_PING after errors"
+    );
+    raw.command(0x01, b"").await;
+}

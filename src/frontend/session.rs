@@ -397,10 +397,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)
     }
 
-    /// Whether the client allows several statements in one COM_QUERY.
+    /// The statements of a COM_QUERY that holds several.
     fn split_batch(&self, sql: &str) -> Option<Vec<String>> {
         // Most queries hold no semicolon at all: they are not tokenized twice.
-        if !self.multi_statements || !sql.contains(';') {
+        if !sql.contains(';') {
             return None;
         }
         let parts = super::split::split_statements(sql);
@@ -427,11 +427,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let result = match cmd {
             COM_QUERY => {
                 let sql = String::from_utf8_lossy(body).into_owned();
-                if let Some(parts) = self.split_batch(&sql) {
-                    self.batch(parts).await;
-                    return Ok(());
+                match self.split_batch(&sql) {
+                    Some(parts) if self.multi_statements => {
+                        self.batch(parts).await;
+                        return Ok(());
+                    }
+                    // Node connections accept several statements; a client that did not
+                    // allow them gets MySQL's syntax error instead (stacked statements are
+                    // an injection risk its code may rely on the server to refuse).
+                    Some(parts) => Err(MyError::new(
+                        1064,
+                        format!(
+                            "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near ';{}' at line 1",
+                            parts[1..].join(";").chars().take(80).collect::<String>()
+                        ),
+                    )),
+                    None => self.query(&sql).await,
                 }
-                self.query(&sql).await
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(body).into_owned();

@@ -9,7 +9,7 @@ from pymysql.constants import CLIENT
 import pysession as s
 
 
-def connect(tls=False):
+def connect(tls=False, multi=True):
     e = s.env()
     kw = {}
     if tls:
@@ -19,7 +19,7 @@ def connect(tls=False):
         kw["ssl"] = ctx
     return pymysql.connect(
         host=e["host"], port=e["port"], user=e["user"], password=e["password"],
-        database=e["db"], charset="utf8mb4", autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS, **kw,
+        database=e["db"], charset="utf8mb4", autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS if multi else 0, **kw,
     )
 
 
@@ -45,6 +45,17 @@ def main():
     conn.ping(reconnect=False)
     conn.select_db("mysql")
     cur.execute("SELECT DATABASE()")
+    s.show(cur, meta=False)
+    conn.close()
+    s.out("== stacked statements without CLIENT_MULTI_STATEMENTS")
+    conn = connect(multi=False)
+    cur = conn.cursor()
+    try:
+        cur.execute("SELECT 1; SELECT 2")
+        s.out("  no error")
+    except pymysql.err.ProgrammingError as e:
+        s.out("  ProgrammingError", e.args[0])
+    cur.execute("SELECT 3")
     s.show(cur, meta=False)
     conn.close()
     s.tls_check(connect)
