@@ -83,6 +83,9 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_client_runs_its_session_through_the_proxy_as_on_mariadb() {
+    // The sessions' multi-row inserts (ids 1-6) reach both shards.
+    let shards: std::collections::BTreeSet<usize> = (1..=6).map(|k| node_of_key(&L2, k)).collect();
+    assert_eq!(shards.len(), 2);
     let dir = tempfile::tempdir().expect("temp dir");
     let proxy = start(dir.path());
     let c = cluster();
