@@ -7,8 +7,8 @@
 //! multi-statement queries, COM_RESET_CONNECTION, COM_CHANGE_USER, TLS for clients and TLS
 //! to nodes.
 //!
-//! Nodes 0 and 1 are the proxy's shards (slots 0-511 and 512-1023); node 2 is the plain
-//! MariaDB the transcripts are compared with.
+//! Nodes 0 and 1 are the proxy's shards (slots 0-767 and 768-1023, so the sessions' ids 1-10
+//! land on both); node 2 is the plain MariaDB the transcripts are compared with.
 
 mod common;
 
@@ -22,7 +22,7 @@ use mysql_async::{Conn, Opts, OptsBuilder, Row, SslOpts, Value};
 
 const SHARDS: [usize; 2] = [0, 1];
 const DIRECT: usize = 2;
-const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+const L2: [(u16, u16); 2] = [(0, 767), (768, 1023)];
 /// The sharded tables of the client sessions (each client has its own).
 const TABLES: [&str; 10] = [
     "t_cli",

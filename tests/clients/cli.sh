@@ -22,7 +22,6 @@ INSERT INTO t_cli (id, k, name, price, created, data, big) VALUES (1, 10, 'alice
   (2, 20, NULL, NULL, NULL, NULL, NULL), (3, 30, 'ünï', 0.50, '1999-12-31 23:59:59.000', '', 0),
   (4, 40, 'dave', 100.00, '2024-02-29 12:00:00.001', 'x', 1), (5, 50, 'eve', 5.00, NULL, NULL, 5),
   (6, 60, 'frank', 6.00, NULL, NULL, 6);
-SELECT ROW_COUNT();
 SELECT id, name, price FROM t_cli WHERE id = 4;
 SELECT id, name FROM t_cli WHERE id IN (1, 2, 3, 5) ORDER BY id;"
 
