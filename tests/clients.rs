@@ -593,6 +593,18 @@ async fn field_list_stmt_reset_set_option_and_caching_sha2_on_the_wire() {
     assert_eq!(raw.read().await.first(), Some(&0xFF), "unknown option");
     raw.command(0x99, b"").await;
     assert_eq!(raw.read().await.first(), Some(&0xFF), "unknown command");
+    raw.command(0x11, b"\xff").await;
+    assert_eq!(
+        raw.read().await.first(),
+        Some(&0xFF),
+        "malformed COM_CHANGE_USER"
+    );
+    raw.command(0x17, &[1, 0]).await;
+    assert_eq!(
+        raw.read().await.first(),
+        Some(&0xFF),
+        "truncated COM_STMT_EXECUTE"
+    );
     raw.command(0x0E, b"").await;
     assert_eq!(
         raw.read().await.first(),

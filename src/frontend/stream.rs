@@ -150,6 +150,25 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    #[test]
+    fn acceptor_reads_pem_files_and_names_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let cert = dir.path().join("c.pem");
+        let key = dir.path().join("k.pem");
+        std::fs::write(&cert, ck.cert.pem()).unwrap();
+        std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+        assert!(acceptor(&cert, &key).is_ok());
+        let missing = dir.path().join("missing.pem");
+        let e = acceptor(&missing, &key).err().unwrap().to_string();
+        assert!(e.contains("tls cert") && e.contains("missing.pem"), "{e}");
+        // A key where the certificate should be, and a certificate where the key should be.
+        let e = acceptor(&key, &key).err().unwrap().to_string();
+        assert!(e.contains("no certificate"), "{e}");
+        let e = acceptor(&cert, &cert).err().unwrap().to_string();
+        assert!(e.contains("tls key"), "{e}");
+    }
+
     #[tokio::test]
     async fn rewind_yields_the_prefix_first() {
         let (mut a, b) = tokio::io::duplex(64);
