@@ -138,6 +138,13 @@ impl Res<'_> {
             Res::Bin(r) => r.warnings(),
         }
     }
+    /// A result set (possibly an OK) is waiting to be read.
+    fn pending(&self) -> bool {
+        match self {
+            Res::Text(r) => r.columns().is_some(),
+            Res::Bin(r) => r.columns().is_some(),
+        }
+    }
     async fn finish(self) -> mysql_async::Result<()> {
         match self {
             Res::Text(r) => r.drop_result().await,
@@ -934,12 +941,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let name = self.shared.backends.name(node).to_string();
         self.conn(node).await?;
         let status = self.status();
+        let multi_results = self.caps.contains(CapabilityFlags::CLIENT_MULTI_RESULTS);
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(MyError::new(1105, "shardproxy: connection vanished"));
         };
         let started = std::time::Instant::now();
         let outcome = match start(conn, &t, binary).await {
-            Ok(res) => relay(&mut self.io, res, binary, status, &name).await,
+            Ok(res) => relay(&mut self.io, res, binary, status, multi_results).await,
             Err(e) => Err(e),
         };
         let m = &self.shared.metrics;
@@ -1370,31 +1378,59 @@ fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, Str
     Ok(values)
 }
 
-/// Writes one node's answer to the client as it arrives.
+/// Writes one node's answer to the client as it arrives: every result set of it (a CALL
+/// returns several) when the client takes multiple results, each but the last flagged
+/// SERVER_MORE_RESULTS_EXISTS; only the first otherwise. Returns the generated insert id.
 async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut PacketIo<S>,
     mut res: Res<'_>,
     binary: bool,
     status: StatusFlags,
-    _node: &str,
+    multi_results: bool,
 ) -> mysql_async::Result<u64> {
     let mut generated = 0;
-    if let Some(cols) = res.columns() {
-        io.write(&codec::column_count(cols.len()));
-        for c in cols.iter() {
-            io.write(&codec::column_def(c));
+    let more = |more: bool| {
+        if more && multi_results {
+            status | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+        } else {
+            status
         }
-        io.write(&codec::eof(status, 0));
-        while let Some(row) = res.next().await? {
-            write_row(io, row, &cols, binary);
-            io.maybe_flush().await?;
+    };
+    loop {
+        let follows = if let Some(cols) = res.columns() {
+            io.write(&codec::column_count(cols.len()));
+            for c in cols.iter() {
+                io.write(&codec::column_def(c));
+            }
+            io.write(&codec::eof(status, 0));
+            // The last `next` also moves to the next result set, if there is one.
+            while let Some(row) = res.next().await? {
+                write_row(io, row, &cols, binary);
+                io.maybe_flush().await?;
+            }
+            let follows = res.pending();
+            io.write(&codec::eof(more(follows), res.warnings()));
+            follows
+        } else {
+            let (affected, last_id, warnings, info) = res.ok_info();
+            if generated == 0 {
+                generated = last_id;
+            }
+            // Moves past this OK to the next result set, if there is one.
+            let _ = res.next().await?;
+            let follows = res.pending();
+            io.write(&codec::ok(
+                affected,
+                last_id,
+                more(follows),
+                warnings,
+                &info,
+            ));
+            follows
+        };
+        if !follows || !multi_results {
+            break;
         }
-        let warnings = res.warnings();
-        io.write(&codec::eof(status, warnings));
-    } else {
-        let (affected, last_id, warnings, info) = res.ok_info();
-        generated = last_id;
-        io.write(&codec::ok(affected, last_id, status, warnings, &info));
     }
     res.finish().await?;
     Ok(generated)

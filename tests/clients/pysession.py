@@ -110,6 +110,18 @@ def run(mod, conn, table, transactions):
     cur.execute(f"INSERT INTO {t} (id, k) VALUES (%s, %s)", (10, 100))
     cur.execute("SELECT LAST_INSERT_ID()")
     show(cur, meta=False)
+    out("== stored procedure: several result sets from one CALL")
+    cur.execute(f"DROP PROCEDURE IF EXISTS p_{t}")
+    cur.execute(
+        f"CREATE PROCEDURE p_{t}(IN x INT) BEGIN SELECT x AS a; "
+        f"SELECT x + 1 AS b, 'two' AS c; SELECT id FROM {t}_auto ORDER BY id; END"
+    )
+    cur.callproc(f"p_{t}", (41,))
+    show(cur)
+    while cur.nextset():
+        show(cur)
+    cur.execute("SELECT 'after the call' AS x")
+    show(cur, meta=False)
     return cur
 
 
