@@ -3,7 +3,9 @@
 #
 # The integration tests under tests/ start their own MariaDB nodes; they look for `mariadbd`
 # and `mariadb-install-db` on PATH or in /usr/sbin. This script only makes sure MariaDB is
-# installed, then runs `cargo test`. The benchmark is separate: bench/point_select.sh.
+# installed, and that the clients tests/clients.rs drives are (tests/clients/install.sh: the
+# mariadb CLI, sysbench, PyMySQL, mysqlclient, mysql2, Connector/J), then runs `cargo test`.
+# The benchmark is separate: bench/point_select.sh.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,6 +33,8 @@ if ! have_mariadb; then
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y mariadb-server mariadb-client
     have_mariadb || die "mariadbd, mariadb-install-db or mariadb still missing after apt-get install"
 fi
+
+"$repo/tests/clients/install.sh" || die "installing the clients of tests/clients failed"
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 

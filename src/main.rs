@@ -57,7 +57,17 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { config } => match config::load(&config) {
+        Command::Check { config } => match config::load(&config)
+            .map_err(|e| e.to_string())
+            .and_then(|t| {
+                // The TLS files are read when the proxy starts: check them now too.
+                match &t.tls {
+                    Some(tls) => shardproxy::frontend::stream::acceptor(&tls.cert, &tls.key)
+                        .map(|_| t)
+                        .map_err(|e| format!("{}: {e}", config.display())),
+                    None => Ok(t),
+                }
+            }) {
             Ok(t) => {
                 let mut names: Vec<&String> = t.tables.keys().collect();
                 names.sort();

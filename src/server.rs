@@ -29,6 +29,8 @@ pub struct Shared {
     /// Rules files whose version was not newer than the one running.
     pub reloads_ignored: AtomicU64,
     pub metrics: Arc<crate::admin::metrics::Metrics>,
+    /// TLS for clients, from `[server] tls` when the proxy started.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// The proxy's clock (tier bounds, generated ids); tests and demos move it.
     pub clock: Clock,
     /// The id generator's state, kept across reloads so no id repeats.
@@ -179,6 +181,7 @@ impl Shared {
             reloads_refused: AtomicU64::new(0),
             reloads_ignored: AtomicU64::new(0),
             metrics,
+            tls: None,
         }
     }
 
@@ -293,7 +296,13 @@ impl Server {
             None => None,
         };
         let metrics_addr = topo.metrics.as_ref().map(|m| m.listen.clone());
-        let shared = Arc::new(Shared::new(topo));
+        let tls = match &topo.tls {
+            Some(t) => Some(crate::frontend::stream::acceptor(&t.cert, &t.key)?),
+            None => None,
+        };
+        let mut shared = Shared::new(topo);
+        shared.tls = tls;
+        let shared = Arc::new(shared);
         let metrics = match metrics_addr {
             Some(a) => Some(crate::admin::metrics::serve(&a, shared.metrics.clone())?),
             None => None,

@@ -71,27 +71,22 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let mut io = PacketIo::new(stream, 1 << 20);
     let salt = auth::new_salt();
     io.set_seq(0);
-    io.write(&auth::handshake_packet(&shared.server_version, 0, &salt));
+    io.write(&auth::handshake_packet(
+        &shared.server_version,
+        0,
+        &salt,
+        false,
+    ));
     io.flush().await?;
     let Some(payload) = io.read().await? else {
         return Ok(());
     };
-    let hello = match auth::parse_response(&payload) {
-        Ok(h) => h,
+    let hello = match auth::parse_response(&payload, false) {
+        Ok(auth::Hello::Response(h)) => h,
+        Ok(auth::Hello::Ssl) => return Ok(()),
         Err(m) => {
             io.write(&codec::err(1043, "08S01", &m));
             return io.flush().await;
-        }
-    };
-    let response = match hello.native_response.clone() {
-        Some(r) => r,
-        None => {
-            io.write(&auth::switch_request(&salt));
-            io.flush().await?;
-            match io.read().await? {
-                Some(r) => r,
-                None => return Ok(()),
-            }
         }
     };
     let users = shared
@@ -100,7 +95,19 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         .as_ref()
         .map(|a| a.users.clone())
         .unwrap_or_default();
-    if auth::verify(&users, &hello.user, &salt, &response).is_none() {
+    let (plugin, response) =
+        match auth::needs_switch(&users, &hello.user, &hello.plugin, &hello.response) {
+            Some(to) => {
+                io.write(&auth::switch_to(&to, &salt));
+                io.flush().await?;
+                match io.read().await? {
+                    Some(r) => (to, r),
+                    None => return Ok(()),
+                }
+            }
+            None => (hello.plugin.clone(), hello.response.clone()),
+        };
+    if auth::verify(&users, &hello.user, &plugin, &salt, &response).is_none() {
         io.write(&codec::err(
             1045,
             "28000",
@@ -111,6 +118,9 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             ),
         ));
         return io.flush().await;
+    }
+    if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
+        io.write(&auth::FAST_AUTH_OK);
     }
     let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
     io.write(&codec::ok(0, 0, status, 0, ""));

@@ -1,4 +1,4 @@
-//! Backend nodes: one mysql_async pool per node, and backend errors mapped to MySQL errors.
+//! Backend nodes: mysql_async pools per node (with and without CLIENT_FOUND_ROWS), and backend errors mapped to MySQL errors.
 
 use std::time::Duration;
 
@@ -51,6 +51,9 @@ struct Entry {
     name: String,
     url: String,
     pool: Option<Pool>,
+    /// Connections with CLIENT_FOUND_ROWS (an UPDATE's affected rows count the rows it
+    /// matched), for the clients that ask for it (mysql2, Connector/J do).
+    found_rows: Option<Pool>,
     /// The last failure seen on this node, for SHOW NODES.
     last_error: Option<String>,
 }
@@ -82,19 +85,23 @@ impl Backends {
                     name: n.name.clone(),
                     url: n.url.clone(),
                     pool: (!n.retired).then(|| Pool::new(n.opts.clone())),
+                    found_rows: (!n.retired).then(|| {
+                        Pool::new(
+                            mysql_async::OptsBuilder::from_opts(n.opts.clone())
+                                .client_found_rows(true),
+                        )
+                    }),
                     last_error: None,
                 };
                 match entries.get_mut(i) {
                     None => entries.push(fresh()),
                     Some(e) if n.retired => {
-                        if let Some(p) = e.pool.take() {
-                            retire.push(p);
-                        }
+                        retire.extend(e.pool.take());
+                        retire.extend(e.found_rows.take());
                     }
                     Some(e) if e.url != n.url || e.pool.is_none() => {
-                        if let Some(p) = e.pool.take() {
-                            retire.push(p);
-                        }
+                        retire.extend(e.pool.take());
+                        retire.extend(e.found_rows.take());
                         *e = fresh();
                     }
                     Some(_) => {}
@@ -139,24 +146,40 @@ impl Backends {
 
     /// Connections of `node`'s pool: (in use by sessions, idle in the pool).
     pub fn pool_usage(&self, node: usize) -> Option<(usize, usize)> {
+        use std::sync::atomic::Ordering::Relaxed;
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        let m = entries.get(node)?.pool.as_ref()?.metrics();
-        Some((
-            m.connections_in_use
-                .load(std::sync::atomic::Ordering::Relaxed),
-            m.connections_in_pool
-                .load(std::sync::atomic::Ordering::Relaxed),
-        ))
+        let e = entries.get(node)?;
+        let mut usage = None;
+        for p in [&e.pool, &e.found_rows].into_iter().flatten() {
+            let m = p.metrics();
+            let (u, i) = usage.unwrap_or((0, 0));
+            usage = Some((
+                u + m.connections_in_use.load(Relaxed),
+                i + m.connections_in_pool.load(Relaxed),
+            ));
+        }
+        usage
     }
 
     /// A connection to `node` from its pool.
     pub async fn connect(&self, node: usize) -> Result<Conn, MyError> {
+        self.connect_with(node, false).await
+    }
+
+    /// A connection to `node`, with CLIENT_FOUND_ROWS if `found_rows`.
+    pub async fn connect_with(&self, node: usize, found_rows: bool) -> Result<Conn, MyError> {
         let pool = self
             .entries
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(node)
-            .and_then(|e| e.pool.clone())
+            .and_then(|e| {
+                if found_rows {
+                    e.found_rows.clone()
+                } else {
+                    e.pool.clone()
+                }
+            })
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
@@ -192,7 +215,7 @@ impl Backends {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .iter_mut()
-            .filter_map(|e| e.pool.take())
+            .flat_map(|e| e.pool.take().into_iter().chain(e.found_rows.take()))
             .collect();
         for p in pools {
             let _ = p.disconnect().await;

@@ -79,6 +79,16 @@ struct ServerSection {
     /// Rows a merge may read from the nodes (or hold, when it groups) for one statement.
     #[serde(default = "default_max_rows")]
     max_rows_per_statement: u64,
+    /// TLS for clients: `tls = { cert = "server.pem", key = "server.key" }`.
+    tls: Option<TlsSection>,
+}
+
+/// PEM files of the certificate chain clients are shown and its private key.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
 }
 
 fn default_max_rows() -> u64 {
@@ -320,6 +330,8 @@ pub struct Topology {
     pub users: Vec<User>,
     /// Rows a merge may read from the nodes for one statement before it fails.
     pub max_rows_per_statement: u64,
+    /// TLS for clients (read when the proxy starts).
+    pub tls: Option<TlsSection>,
     pub admin: Option<AdminSection>,
     pub metrics: Option<MetricsSection>,
     pub metadata: Option<MetadataSection>,
@@ -528,6 +540,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         listen: file.server.listen,
         users: file.server.users,
         max_rows_per_statement: file.server.max_rows_per_statement,
+        tls: file.server.tls,
         admin: file.admin,
         metrics: file.metrics,
         metadata: file.metadata,

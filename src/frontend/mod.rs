@@ -4,3 +4,5 @@ pub mod auth;
 pub mod codec;
 pub mod packet;
 pub mod session;
+pub mod split;
+pub mod stream;

@@ -137,6 +137,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     pub fn get_mut(&mut self) -> &mut S {
         self.stream.get_mut()
     }
+
+    /// The stream and the bytes already read from it but not yet consumed (for a TLS upgrade:
+    /// a client sends its TLS hello right after the SSLRequest).
+    pub fn into_parts(self) -> (S, Vec<u8>) {
+        let buffered = self.stream.buffer().to_vec();
+        (self.stream.into_inner(), buffered)
+    }
+
+    /// The sequence id the next packet written will carry.
+    pub fn seq(&self) -> u8 {
+        self.seq
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use futures::future::join_all;
 use mysql_async::prelude::Queryable;
 use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
 use mysql_common::collations::{Collation, CollationId};
-use mysql_common::constants::{ColumnFlags, ColumnType, StatusFlags};
+use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use mysql_common::io::ParseBuf;
 use mysql_common::packets::Column;
 use mysql_common::value::{BinValue, Value, ValueDeserializer};
@@ -19,6 +19,7 @@ use tracing::{debug, warn};
 use super::auth;
 use super::codec;
 use super::packet::PacketIo;
+use super::stream::{ClientStream, Rewind};
 use crate::backend::MyError;
 use crate::config::Topology;
 use crate::merge::{MergeSpec, Row};
@@ -33,6 +34,7 @@ const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
 const COM_FIELD_LIST: u8 = 0x04;
 const COM_PING: u8 = 0x0E;
+const COM_CHANGE_USER: u8 = 0x11;
 const COM_STMT_PREPARE: u8 = 0x16;
 const COM_STMT_EXECUTE: u8 = 0x17;
 const COM_STMT_SEND_LONG_DATA: u8 = 0x18;
@@ -63,7 +65,7 @@ struct Prepared {
 }
 
 pub struct Session<S> {
-    io: PacketIo<S>,
+    io: PacketIo<ClientStream<S>>,
     shared: Arc<Shared>,
     /// The rules snapshot of the statement being run: taken once when its command arrives and
     /// kept to its end, so a reload never changes the rules under a running statement.
@@ -82,6 +84,18 @@ pub struct Session<S> {
     insert_id_node: Option<usize>,
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
+    /// The salt of the handshake (COM_CHANGE_USER responses are scrambled with it).
+    salt: [u8; 20],
+    /// The capabilities both sides have.
+    caps: CapabilityFlags,
+    /// COM_QUERY may carry several statements (CLIENT_MULTI_STATEMENTS or COM_SET_OPTION).
+    multi_statements: bool,
+    /// More results of the same COM_QUERY follow the one being written.
+    more_results: bool,
+    /// The SETs the handshake implies (the client's character set): what a reset returns to.
+    base_sets: Vec<String>,
+    /// A DDL statement is running: outside any transaction, even with autocommit off.
+    ddl: bool,
 }
 
 /// A result set being read from one node, in either protocol.
@@ -126,6 +140,13 @@ impl Res<'_> {
             Res::Bin(r) => r.warnings(),
         }
     }
+    /// A result set (possibly an OK) is waiting to be read.
+    fn pending(&self) -> bool {
+        match self {
+            Res::Text(r) => r.columns().is_some(),
+            Res::Bin(r) => r.columns().is_some(),
+        }
+    }
     async fn finish(self) -> mysql_async::Result<()> {
         match self {
             Res::Text(r) => r.drop_result().await,
@@ -158,7 +179,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let topo = shared.topology();
         let nodes = topo.nodes.len();
         Session {
-            io: PacketIo::new(stream, shared.max_packet),
+            io: PacketIo::new(ClientStream::Plain(stream), shared.max_packet),
             topo,
             shared,
             conn_id,
@@ -172,6 +193,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             insert_id_node: None,
             stmts: HashMap::new(),
             next_stmt: 1,
+            salt: auth::new_salt(),
+            caps: CapabilityFlags::empty(),
+            multi_statements: false,
+            more_results: false,
+            base_sets: Vec::new(),
+            ddl: false,
         }
     }
 
@@ -182,6 +209,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         if self.tx.is_some() {
             s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        if self.more_results {
+            s |= StatusFlags::SERVER_MORE_RESULTS_EXISTS;
         }
         s
     }
@@ -215,49 +245,121 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if cmd == COM_QUIT {
                 return Ok(());
             }
+            if cmd == COM_CHANGE_USER {
+                self.topo = self.shared.topology();
+                if !self.change_user(body).await? {
+                    return Ok(());
+                }
+                self.io.flush().await?;
+                continue;
+            }
             self.command(cmd, body).await?;
             self.io.flush().await?;
         }
     }
 
     async fn authenticate(&mut self) -> io::Result<bool> {
-        let salt = auth::new_salt();
+        let salt = self.salt;
+        let tls = self.shared.tls.clone();
         self.io.set_seq(0);
         self.io.write(&auth::handshake_packet(
             &self.shared.server_version,
             self.conn_id,
             &salt,
+            tls.is_some(),
         ));
         self.io.flush().await?;
-        let Some(payload) = self.io.read().await? else {
+        let Some(mut payload) = self.io.read().await? else {
             return Ok(false);
         };
-        let hello = match auth::parse_response(&payload) {
-            Ok(h) => h,
+        let mut hello = auth::parse_response(&payload, tls.is_some());
+        if let (Ok(auth::Hello::Ssl), Some(acceptor)) = (&hello, &tls) {
+            self.upgrade(acceptor).await?;
+            payload = match self.io.read().await? {
+                Some(p) => p,
+                None => return Ok(false),
+            };
+            hello = auth::parse_response(&payload, true);
+            if matches!(hello, Ok(auth::Hello::Ssl)) {
+                hello = Err("a second SSLRequest inside TLS".into());
+            }
+        }
+        let hello = match hello {
+            Ok(auth::Hello::Response(h)) => h,
+            Ok(auth::Hello::Ssl) => return Ok(false),
             Err(m) => {
                 self.write_err(&MyError::new(1043, m));
                 self.io.flush().await?;
                 return Ok(false);
             }
         };
-        let response = match hello.native_response.clone() {
-            Some(r) => r,
-            None => {
-                self.io.write(&auth::switch_request(&salt));
-                self.io.flush().await?;
-                match self.io.read().await? {
-                    Some(r) => r,
-                    None => return Ok(false),
-                }
-            }
+        let user = hello.user.clone();
+        if !self
+            .check_password(&user, hello.plugin.clone(), hello.response.clone())
+            .await?
+        {
+            return Ok(false);
+        }
+        self.caps = hello.capabilities;
+        self.multi_statements = self.caps.contains(CapabilityFlags::CLIENT_MULTI_STATEMENTS);
+        self.db = hello.db;
+        // Backend connections speak utf8mb4; a client that asked for another character set
+        // gets it on every node it reaches.
+        self.base_sets = charset_sets(u16::from(hello.collation));
+        self.sets = self.base_sets.clone();
+        self.write_ok(0, 0, 0, "");
+        self.io.flush().await?;
+        debug!(conn = self.conn_id, %user, "client authenticated");
+        Ok(true)
+    }
+
+    /// Switches the client stream to TLS (after an SSLRequest).
+    async fn upgrade(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> io::Result<()> {
+        let seq = self.io.seq();
+        let max = self.shared.max_packet;
+        let old = std::mem::replace(&mut self.io, PacketIo::new(ClientStream::Gone, max));
+        let (stream, buffered) = old.into_parts();
+        let ClientStream::Plain(plain) = stream else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "SSLRequest on a stream that is already TLS",
+            ));
         };
+        let tls = acceptor.accept(Rewind::new(buffered, plain)).await?;
+        self.io = PacketIo::new(ClientStream::Tls(Box::new(tls)), max);
+        self.io.set_seq(seq);
+        Ok(())
+    }
+
+    /// Verifies a password response (switching the client to mysql_native_password when it
+    /// used a plugin this server does not verify); on failure the client got the error.
+    async fn check_password(
+        &mut self,
+        user: &str,
+        plugin: auth::Plugin,
+        mut response: Vec<u8>,
+    ) -> io::Result<bool> {
+        let mut plugin = plugin;
+        let mut salt = self.salt;
         let topo = self.shared.topology();
-        if auth::verify(&topo.users, &hello.user, &salt, &response).is_none() {
+        if let Some(to) = auth::needs_switch(&topo.users, user, &plugin, &response) {
+            // A fresh salt for the switch, kept for later COM_CHANGE_USERs.
+            salt = auth::new_salt();
+            self.salt = salt;
+            self.io.write(&auth::switch_to(&to, &salt));
+            self.io.flush().await?;
+            response = match self.io.read().await? {
+                Some(r) => r,
+                None => return Ok(false),
+            };
+            plugin = to;
+        }
+        if auth::verify(&topo.users, user, &plugin, &salt, &response).is_none() {
             self.write_err(&MyError::new(
                 1045,
                 format!(
                     "Access denied for user '{}'@'{}' (using password: {})",
-                    hello.user,
+                    user,
                     self.peer,
                     if response.is_empty() { "NO" } else { "YES" }
                 ),
@@ -265,17 +367,68 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.io.flush().await?;
             return Ok(false);
         }
-        self.db = hello.db;
-        // Backend connections speak utf8mb4; a client that asked for another character set
-        // gets it on every node it reaches.
-        let collation = Collation::resolve(CollationId::from(u16::from(hello.collation)));
-        if collation.id() != CollationId::UNKNOWN_COLLATION_ID && collation.charset() != "utf8mb4" {
-            self.sets.push(format!("SET NAMES {}", collation.charset()));
+        if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
+            self.io.write(&auth::FAST_AUTH_OK);
         }
-        self.write_ok(0, 0, 0, "");
-        self.io.flush().await?;
-        debug!(conn = self.conn_id, user = %hello.user, "client authenticated");
         Ok(true)
+    }
+
+    /// COM_CHANGE_USER: authenticates the new user, then the session starts over as a fresh
+    /// one (like COM_RESET_CONNECTION) in the database it names. A failed change ends the
+    /// connection, as MySQL does.
+    async fn change_user(&mut self, body: &[u8]) -> io::Result<bool> {
+        let cu = match auth::parse_change_user(body, self.caps) {
+            Ok(cu) => cu,
+            Err(m) => {
+                self.write_err(&MyError::new(1047, m));
+                return Ok(true);
+            }
+        };
+        if !self
+            .check_password(&cu.user, cu.plugin.clone(), cu.response.clone())
+            .await?
+        {
+            return Ok(false);
+        }
+        self.reset().await;
+        if let Some(c) = cu.collation {
+            self.base_sets = charset_sets(c);
+            self.sets = self.base_sets.clone();
+        }
+        self.db = cu.db;
+        self.write_ok(0, 0, 0, "");
+        debug!(conn = self.conn_id, user = %cu.user, "changed user");
+        Ok(true)
+    }
+
+    /// The client asked for an UPDATE's matched rows as its affected rows.
+    fn found_rows(&self) -> bool {
+        self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS)
+    }
+
+    /// The statements of a COM_QUERY that holds several.
+    fn split_batch(&self, sql: &str) -> Option<Vec<String>> {
+        // Most queries hold no semicolon at all: they are not tokenized twice.
+        if !sql.contains(';') {
+            return None;
+        }
+        let parts = super::split::split_statements(sql);
+        (parts.len() > 1).then_some(parts)
+    }
+
+    /// A COM_QUERY of several statements: one result each, all but the last flagged
+    /// SERVER_MORE_RESULTS_EXISTS; the first error ends the batch.
+    async fn batch(&mut self, parts: Vec<String>) {
+        let last = parts.len().saturating_sub(1);
+        for (i, part) in parts.iter().enumerate() {
+            self.more_results = i < last;
+            let r = self.query(part).await;
+            self.more_results = false;
+            if let Err(e) = r {
+                self.write_err(&e);
+                return;
+            }
+        }
     }
 
     async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
@@ -283,7 +436,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let result = match cmd {
             COM_QUERY => {
                 let sql = String::from_utf8_lossy(body).into_owned();
-                self.query(&sql).await
+                match self.split_batch(&sql) {
+                    Some(parts) if self.multi_statements => {
+                        self.batch(parts).await;
+                        return Ok(());
+                    }
+                    // Node connections accept several statements; a client that did not
+                    // allow them gets MySQL's syntax error instead (stacked statements are
+                    // an injection risk its code may rely on the server to refuse).
+                    Some(parts) => Err(MyError::new(
+                        1064,
+                        format!(
+                            "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near ';{}' at line 1",
+                            parts[1..].join(";").chars().take(80).collect::<String>()
+                        ),
+                    )),
+                    None => self.query(&sql).await,
+                }
             }
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(body).into_owned();
@@ -327,19 +496,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.write_ok(0, 0, 0, "");
                 Ok(())
             }
-            COM_SET_OPTION => {
-                // 1 = MYSQL_OPTION_MULTI_STATEMENTS_OFF, which is how this server always runs.
-                if body.first() == Some(&1) && body.get(1) == Some(&0) {
+            COM_SET_OPTION => match body {
+                // MYSQL_OPTION_MULTI_STATEMENTS_ON / _OFF; answered with an EOF packet.
+                [0, 0] | [1, 0] => {
+                    self.multi_statements = body[0] == 0;
                     let status = self.status();
                     self.io.write(&codec::eof(status, 0));
                     Ok(())
-                } else {
-                    Err(MyError::new(
-                        1235,
-                        "multiple statements per query are not supported by shardproxy yet",
-                    ))
                 }
-            }
+                _ => Err(MyError::new(1047, "Unknown option to COM_SET_OPTION")),
+            },
             other => Err(MyError::new(1047, format!("Unknown command {other:#04x}"))),
         };
         if let Err(e) = result {
@@ -354,7 +520,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         for n in 0..self.conns.len() {
             self.drop_conn(n);
         }
-        self.sets.clear();
+        self.sets = self.base_sets.clone();
         self.autocommit = true;
         self.tx = None;
         self.last_node = None;
@@ -363,6 +529,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn query(&mut self, sql: &str) -> Outcome {
+        if let Some(parts) = super::split::set_with_autocommit(sql) {
+            return self.set_parts(parts).await;
+        }
         let topo = self.topo.clone();
         let parsed = sql::parse(sql);
         let (plan, slots) = self
@@ -371,7 +540,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         debug!(conn = self.conn_id, %sql, ?plan, "query");
         self.account(&plan, parsed.as_ref().ok(), sql, &slots);
-        self.run_plan(plan, false, read).await
+        let kind = statement_kind(parsed.as_ref().ok(), sql);
+        self.run_statement(plan, false, read, kind).await
+    }
+
+    /// Runs a statement's plan. DDL first commits the open transaction and runs outside any
+    /// transaction, as MySQL does: drivers that turn autocommit off (PyMySQL, mysqlclient)
+    /// still create and alter sharded tables.
+    async fn run_statement(&mut self, plan: Plan, binary: bool, read: bool, kind: &str) -> Outcome {
+        if kind != "ddl" || matches!(plan, Plan::Refuse { .. }) {
+            return self.run_plan(plan, binary, read).await;
+        }
+        self.end_tx(true).await?;
+        self.ddl = true;
+        let r = self.run_plan(plan, binary, read).await;
+        self.ddl = false;
+        r
     }
 
     /// Counts a statement in the metrics: by type and route, and per slot it was routed to.
@@ -469,7 +653,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn conn(&mut self, node: usize) -> Result<&mut Conn, MyError> {
         self.grow(node);
         if self.conns[node].is_none() {
-            let c = self.shared.backends.connect(node).await?;
+            let c = self
+                .shared
+                .backends
+                .connect_with(node, self.found_rows())
+                .await?;
             let c = self.bring_to_state(node, c).await?;
             self.store_conn(node, c);
         }
@@ -528,7 +716,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// Before a statement on `node`: inside a transaction, the first node touched gets the
     /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
     async fn enter_tx(&mut self, node: usize, read: bool) -> Result<(), MyError> {
-        if self.tx.is_none() && !self.autocommit {
+        if self.tx.is_none() && !self.autocommit && !self.ddl {
             self.tx = Some(Tx {
                 begin: "BEGIN".into(),
                 node: None,
@@ -578,7 +766,49 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
+    /// A SET of several assignments, autocommit among them: each assignment on its own, one OK.
+    async fn set_parts(&mut self, parts: Vec<String>) -> Outcome {
+        let topo = self.topo.clone();
+        for part in parts {
+            let parsed = sql::parse(&part);
+            let (plan, _) = self.shared.with_plan_ctx(&topo, |ctx| {
+                plan::plan_traced(
+                    &part,
+                    parsed.as_ref().map_err(String::as_str),
+                    &[],
+                    &topo,
+                    ctx,
+                )
+            });
+            match plan {
+                Plan::Session(SessionOp::Use(_)) => {
+                    return Err(MyError::new(1064, "USE inside SET"));
+                }
+                Plan::Session(op) => self.apply_session_op(op).await?,
+                Plan::Refuse { code, message } => return Err(MyError::new(code, message)),
+                _ => {
+                    return Err(MyError::new(
+                        1235,
+                        format!("shardproxy: `{part}` is not a session SET"),
+                    ))
+                }
+            }
+        }
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
     async fn session_op(&mut self, op: SessionOp) -> Outcome {
+        if let SessionOp::Use(db) = op {
+            return self.use_db(db).await;
+        }
+        self.apply_session_op(op).await?;
+        self.write_ok(0, 0, 0, "");
+        Ok(())
+    }
+
+    /// Carries out a session statement other than USE (the caller answers it).
+    async fn apply_session_op(&mut self, op: SessionOp) -> Outcome {
         match op {
             SessionOp::Begin(sql) => {
                 if self.tx.as_ref().is_some_and(|t| t.node.is_some()) {
@@ -598,7 +828,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
                 self.autocommit = on;
             }
-            SessionOp::Use(db) => return self.use_db(db).await,
+            SessionOp::Use(db) => {
+                return Err(MyError::new(
+                    1105,
+                    format!("shardproxy: USE `{db}` reached the wrong handler"),
+                ))
+            }
             SessionOp::Set(sql) => {
                 // Check it where the session runs, then on every other open connection.
                 let first = self.sticky_node();
@@ -620,7 +855,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.sets.push(sql);
             }
         }
-        self.write_ok(0, 0, 0, "");
         Ok(())
     }
 
@@ -727,12 +961,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let name = self.shared.backends.name(node).to_string();
         self.conn(node).await?;
         let status = self.status();
+        let multi_results = self.caps.contains(CapabilityFlags::CLIENT_MULTI_RESULTS);
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(MyError::new(1105, "shardproxy: connection vanished"));
         };
         let started = std::time::Instant::now();
         let outcome = match start(conn, &t, binary).await {
-            Ok(res) => relay(&mut self.io, res, binary, status, &name).await,
+            Ok(res) => relay(&mut self.io, res, binary, status, multi_results).await,
             Err(e) => Err(e),
         };
         let m = &self.shared.metrics;
@@ -765,7 +1000,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
     ) -> Outcome {
-        if !read && (self.tx.is_some() || !self.autocommit) {
+        if !read && !self.ddl && (self.tx.is_some() || !self.autocommit) {
             return Err(MyError::new(
                 1235,
                 format!(
@@ -784,7 +1019,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .filter(|n| self.conns.get(*n).is_some_and(|c| c.is_none()))
             .collect();
         if !missing.is_empty() {
-            let opened = join_all(missing.iter().map(|n| self.shared.backends.connect(*n))).await;
+            let found_rows = self.found_rows();
+            let opened = join_all(
+                missing
+                    .iter()
+                    .map(|n| self.shared.backends.connect_with(*n, found_rows)),
+            )
+            .await;
             for (n, r) in missing.iter().zip(opened) {
                 let c = self.bring_to_state(*n, r?).await?;
                 self.store_conn(*n, c);
@@ -987,7 +1228,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let bytes = prep.sql.len() + body.len();
         self.stmts.insert(id, prep);
         self.account_kind(&plan, kind, bytes, &slots);
-        self.run_plan(plan, true, read).await
+        self.run_statement(plan, true, read, kind).await
     }
 
     /// COM_FIELD_LIST (deprecated, still sent by the mariadb CLI for completion): the
@@ -1017,6 +1258,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let status = self.status();
         self.io.write(&codec::eof(status, 0));
         Ok(())
+    }
+}
+
+/// The SETs that give a backend connection (utf8mb4_general_ci) the client's character set
+/// and collation. MySQL 8 collations (id 255 and up) are unknown to MariaDB, which answers
+/// such a client in its default collation: only their character set is set.
+fn charset_sets(collation: u16) -> Vec<String> {
+    let c = Collation::resolve(CollationId::from(collation));
+    if c.id() == CollationId::UNKNOWN_COLLATION_ID
+        || collation == u16::from(auth::DEFAULT_COLLATION)
+    {
+        return Vec::new();
+    }
+    if collation < 255 {
+        vec![format!(
+            "SET NAMES {} COLLATE {}",
+            c.charset(),
+            c.collation()
+        )]
+    } else if c.charset() != "utf8mb4" {
+        vec![format!("SET NAMES {}", c.charset())]
+    } else {
+        Vec::new()
     }
 }
 
@@ -1147,31 +1411,59 @@ fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, Str
     Ok(values)
 }
 
-/// Writes one node's answer to the client as it arrives.
+/// Writes one node's answer to the client as it arrives: every result set of it (a CALL
+/// returns several) when the client takes multiple results, each but the last flagged
+/// SERVER_MORE_RESULTS_EXISTS; only the first otherwise. Returns the generated insert id.
 async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut PacketIo<S>,
     mut res: Res<'_>,
     binary: bool,
     status: StatusFlags,
-    _node: &str,
+    multi_results: bool,
 ) -> mysql_async::Result<u64> {
     let mut generated = 0;
-    if let Some(cols) = res.columns() {
-        io.write(&codec::column_count(cols.len()));
-        for c in cols.iter() {
-            io.write(&codec::column_def(c));
+    let more = |more: bool| {
+        if more && multi_results {
+            status | StatusFlags::SERVER_MORE_RESULTS_EXISTS
+        } else {
+            status
         }
-        io.write(&codec::eof(status, 0));
-        while let Some(row) = res.next().await? {
-            write_row(io, row, &cols, binary);
-            io.maybe_flush().await?;
+    };
+    loop {
+        let follows = if let Some(cols) = res.columns() {
+            io.write(&codec::column_count(cols.len()));
+            for c in cols.iter() {
+                io.write(&codec::column_def(c));
+            }
+            io.write(&codec::eof(status, 0));
+            // The last `next` also moves to the next result set, if there is one.
+            while let Some(row) = res.next().await? {
+                write_row(io, row, &cols, binary);
+                io.maybe_flush().await?;
+            }
+            let follows = res.pending();
+            io.write(&codec::eof(more(follows), res.warnings()));
+            follows
+        } else {
+            let (affected, last_id, warnings, info) = res.ok_info();
+            if generated == 0 {
+                generated = last_id;
+            }
+            // Moves past this OK to the next result set, if there is one.
+            let _ = res.next().await?;
+            let follows = res.pending();
+            io.write(&codec::ok(
+                affected,
+                last_id,
+                more(follows),
+                warnings,
+                &info,
+            ));
+            follows
+        };
+        if !follows || !multi_results {
+            break;
         }
-        let warnings = res.warnings();
-        io.write(&codec::eof(status, warnings));
-    } else {
-        let (affected, last_id, warnings, info) = res.ok_info();
-        generated = last_id;
-        io.write(&codec::ok(affected, last_id, status, warnings, &info));
     }
     res.finish().await?;
     Ok(generated)

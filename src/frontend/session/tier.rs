@@ -395,13 +395,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let name = self.shared.backends.name(node).to_string();
             self.conn(node).await?;
             let status = self.status();
+            let multi_results = self
+                .caps
+                .contains(mysql_common::constants::CapabilityFlags::CLIENT_MULTI_RESULTS);
             let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
                 return Err(MyError::new(1105, "shardproxy: connection vanished"));
             };
             let outcome: mysql_async::Result<bool> = async {
                 let mut res = start(conn, &target, binary).await?;
                 let Some(cols) = res.columns() else {
-                    relay(&mut self.io, res, binary, status, &name).await?;
+                    relay(&mut self.io, res, binary, status, multi_results).await?;
                     return Ok(true);
                 };
                 let Some(first) = res.next().await? else {
