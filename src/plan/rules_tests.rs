@@ -189,6 +189,17 @@ fn time_tier_reads_pick_tiers_and_modes() {
     );
     assert_eq!(t.windows.len(), 1);
     assert!(matches!(t.mode, TierMode::Read { merge: None, .. }));
+    // The window read asks only for the keys the query's dates allow.
+    assert_eq!(
+        t.window_sql(&t.windows[0]),
+        "SELECT `id` FROM `t_txn` WHERE `txn_date` >= '2024-06-28' AND `txn_date` < '2024-06-30' \
+         AND ((`txn_date` >= '2024-06-29 00:00:00.000000'))"
+    );
+    assert_eq!(
+        t.exclusion(&t.windows[0], &[vec![Value::Int(5)], vec![Value::Int(9)]])
+            .as_deref(),
+        Some("NOT (`t_txn`.`txn_date` >= '2024-06-28' AND `t_txn`.`txn_date` < '2024-06-30' AND `t_txn`.`id` IN (5, 9))")
+    );
     let t = tier("SELECT * FROM t_txn WHERE account = 3");
     assert_eq!(t.parts.len(), 3);
     match &t.mode {

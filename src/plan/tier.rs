@@ -14,6 +14,7 @@ use sqlparser::ast::{BinaryOperator, Expr, Ident, OrderByKind, Query, SetExpr};
 use super::{needs_merge, refuse, select, Plan, Planner};
 use crate::config::Topology;
 use crate::merge::MergeSpec;
+use crate::routing::range::{key_sql, RangeKey};
 use crate::routing::time_tier::{Part, Segment, TierRule, Window};
 use crate::sql::keys::where_keys;
 use crate::sql::ranges::Ranges;
@@ -32,6 +33,9 @@ pub struct TierPlan {
     pub pk_refs: Vec<String>,
     pub pk: Vec<String>,
     pub column: String,
+    /// The query's own date ranges as SQL on the bare column (`None`: no date condition):
+    /// a window read needs only the keys the query could return.
+    pub window_filter: Option<String>,
     pub parts: Vec<Part>,
     pub windows: Vec<Window>,
     pub mode: TierMode,
@@ -74,8 +78,13 @@ impl TierPlan {
     /// Reads the newer tier's primary keys in window `w`.
     pub fn window_sql(&self, w: &Window) -> String {
         let cols: Vec<String> = self.pk.iter().map(|c| quote(c)).collect();
+        let filter = self
+            .window_filter
+            .as_ref()
+            .map(|f| format!(" AND ({f})"))
+            .unwrap_or_default();
         format!(
-            "SELECT {} FROM {} WHERE {}",
+            "SELECT {} FROM {} WHERE {}{filter}",
             cols.join(", "),
             quote(&self.table),
             w.pred(&quote(&self.column))
@@ -190,6 +199,40 @@ impl TierPlan {
     }
 }
 
+/// The ranges as a predicate on `col`; `None` for all values.
+fn ranges_sql(col: &str, r: &Ranges<RangeKey>) -> Option<String> {
+    use std::ops::Bound;
+    if r.is_all() {
+        return None;
+    }
+    if r.is_empty() {
+        return Some("1 = 0".into());
+    }
+    let parts: Vec<String> = r
+        .parts()
+        .iter()
+        .map(|(lo, hi)| {
+            let mut c = Vec::new();
+            match lo {
+                Bound::Included(k) => c.push(format!("{col} >= {}", key_sql(k))),
+                Bound::Excluded(k) => c.push(format!("{col} > {}", key_sql(k))),
+                Bound::Unbounded => {}
+            }
+            match hi {
+                Bound::Included(k) => c.push(format!("{col} <= {}", key_sql(k))),
+                Bound::Excluded(k) => c.push(format!("{col} < {}", key_sql(k))),
+                Bound::Unbounded => {}
+            }
+            if c.is_empty() {
+                "1 = 1".to_string()
+            } else {
+                c.join(" AND ")
+            }
+        })
+        .collect();
+    Some(format!("({})", parts.join(") OR (")))
+}
+
 /// `sql` with the tier predicate in place of the mark.
 pub fn fill(sql: &str, pred: &str) -> String {
     sql.replacen(MARK, pred, 1)
@@ -236,6 +279,7 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
                 .collect(),
             pk: rule.primary_key.clone(),
             column: rule.column.clone(),
+            window_filter: ranges_sql(&quote(&rule.column), ranges),
             parts: layout.parts.clone(),
             windows: layout.windows.clone(),
             mode,
@@ -404,6 +448,7 @@ pub(super) fn plan_write(p: &Planner<'_>, table: &str, rule: &TierRule, nodes: &
         pk_refs: Vec::new(),
         pk: rule.primary_key.clone(),
         column: rule.column.clone(),
+        window_filter: None,
         parts,
         windows: Vec::new(),
         mode: TierMode::Write {
