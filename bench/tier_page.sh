@@ -9,9 +9,10 @@
 # OFFSET of the deep page (default 100000).
 # Ports: tier nodes 3611-3613 (hot, warm, cold), direct node 3614, proxy 3617, metrics 3618.
 # Everything started here is stopped and removed on exit. The last line of output is
-#   tier_rows_read=N merge_rows_read=N tier_ratio=R merge_ratio=R
-# (rows read = rows the proxy's merge read from the nodes for one deep page; ratio = proxy
-# median time / direct median time).
+#   tier_rows_read=N merge_rows_read=N tier_rows_sent=N merge_rows_sent=N tier_ratio=R merge_ratio=R
+# (rows read = rows the proxy's merge consumed for one deep page; rows sent = rows the nodes
+# sent for it, counts and window keys included; ratio = proxy median time / direct median
+# time).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -143,17 +144,29 @@ win_h="d >= $hot - INTERVAL 2 DAY AND d < $hot"
 win_w="d >= $warm - INTERVAL 2 DAY AND d < $warm"
 src="(SELECT seq, $date_expr AS d, (seq * 37) % 100000 / 100 AS a FROM seq_1_to_$rows) s"
 echo "== loading $rows rows on the tiers, hashed and direct"
+# (Waits name the loads' pids: a bare `wait` would also wait for the proxy.)
+loads=()
 node_sql "$base_port" "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE d >= $hot OR ($win_h AND seq % 3 < 2)" &
+loads+=($!)
 node_sql $((base_port + 1)) "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE (d >= $warm AND d < $hot - INTERVAL 2 DAY) OR ($win_h AND seq % 3 > 0) OR ($win_w AND seq % 3 < 2)" &
+loads+=($!)
 node_sql $((base_port + 2)) "INSERT INTO t_txn SELECT seq, d, a FROM $src WHERE d < $warm - INTERVAL 2 DAY OR ($win_w AND seq % 3 > 0)" &
+loads+=($!)
 node_sql "$direct_port" "INSERT INTO t_txn SELECT seq, d, a FROM $src" &
-wait
+loads+=($!)
+for pid in "${loads[@]}"; do
+    wait "$pid" || die "loading the rows failed"
+done
+loads=()
 for ((i = 0; i < 3; i++)); do
     lo=$((i * 342))
     hi=$((i == 2 ? 1023 : i * 342 + 341))
     node_sql $((base_port + i)) "INSERT INTO t_txn_h SELECT seq, d, a FROM $src WHERE CRC32(seq) % 1024 BETWEEN $lo AND $hi" &
+    loads+=($!)
 done
-wait
+for pid in "${loads[@]}"; do
+    wait "$pid" || die "loading the hashed rows failed"
+done
 for ((i = 0; i < 4; i++)); do
     node_sql $((base_port + i)) "ANALYZE TABLE t_txn" >/dev/null
 done
@@ -192,8 +205,30 @@ median_time() {
     printf '%s\n' "${times[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
 }
 
+# Rows the tier nodes sent for one run (Rows_sent summed over them), less what a session
+# that returns nothing costs them (the proxy's connection set-up, SHOW STATUS's own rows).
+status_sum() {
+    local var=$1 total=0 port v
+    for ((port = base_port; port < base_port + 3; port++)); do
+        v=$(node_sql "$port" "SHOW GLOBAL STATUS LIKE '$var'" | awk '{ print $2 }')
+        total=$((total + v))
+    done
+    echo "$total"
+}
+
+rows_sent() {
+    local s0 s1
+    s0=$(status_sum Rows_sent)
+    proxy_sql "$1" >/dev/null
+    s1=$(status_sum Rows_sent)
+    echo $((s1 - s0))
+}
+
 tier_rows=$(rows_read "$tier_q")
 merge_rows=$(rows_read "$hash_q")
+base_sent=$(rows_sent "SELECT txn_id FROM t_txn_h WHERE txn_id < 0")
+tier_sent=$(($(rows_sent "$tier_q") - base_sent))
+merge_sent=$(($(rows_sent "$hash_q") - base_sent))
 t_direct=$(median_time node_sql "$direct_port" "$tier_q")
 t_tier=$(median_time proxy_sql "$tier_q")
 t_merge=$(median_time proxy_sql "$hash_q")
@@ -202,8 +237,8 @@ merge_ratio=$(echo "scale=2; $t_merge / $t_direct" | bc -l)
 
 echo
 echo "$(date -u +%F) $(nproc) cores, $(mariadb --version | awk '{print $5}' | tr -d ,), ROWS=$rows OFFSET=$offset RUNS=$runs"
-printf '%-36s %10s %12s\n' query "median s" "rows read"
-printf '%-36s %10s %12s\n' "direct (one MariaDB)" "$t_direct" "-"
-printf '%-36s %10s %12s\n' "proxy, tier-aware page" "$t_tier" "$tier_rows"
-printf '%-36s %10s %12s\n' "proxy, ordered merge (hash table)" "$t_merge" "$merge_rows"
-echo "tier_rows_read=$tier_rows merge_rows_read=$merge_rows tier_ratio=$tier_ratio merge_ratio=$merge_ratio"
+printf '%-36s %10s %12s %12s\n' query "median s" "rows merged" "nodes sent"
+printf '%-36s %10s %12s %12s\n' "direct (one MariaDB)" "$t_direct" "-" "-"
+printf '%-36s %10s %12s %12s\n' "proxy, tier-aware page" "$t_tier" "$tier_rows" "$tier_sent"
+printf '%-36s %10s %12s %12s\n' "proxy, ordered merge (hash table)" "$t_merge" "$merge_rows" "$merge_sent"
+echo "tier_rows_read=$tier_rows merge_rows_read=$merge_rows tier_rows_sent=$tier_sent merge_rows_sent=$merge_sent tier_ratio=$tier_ratio merge_ratio=$merge_ratio"
