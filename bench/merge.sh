@@ -43,39 +43,7 @@ if ((rows < deep_offset + page)); then
 fi
 readonly deep_offset
 
-work=""
-proxy_pid=""
-cleaned=0
-
-
-stop_proxy() {
-    [[ -n $proxy_pid ]] || return 0
-    stop_pid "$proxy_pid"
-    wait "$proxy_pid" 2>/dev/null || true
-    proxy_pid=""
-}
-
-cleanup() {
-    ((cleaned)) && return 0
-    cleaned=1
-    stop_proxy
-    if [[ -n $work && -d $work ]]; then
-        "$repo/scripts/cluster.sh" stop "$work" >/dev/null || true
-        rm -rf "$work"
-    fi
-}
-
-on_exit() {
-    local rc=$?
-    if ((rc != 0)) && ((!cleaned)) && [[ -n $work && -f $work/proxy.log ]]; then
-        echo "--- tail of the proxy log ---" >&2
-        tail -n 30 "$work/proxy.log" >&2 || true
-    fi
-    cleanup
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
@@ -386,7 +354,7 @@ scan_rps_direct=$(awk -v n="$rows" -v s="${med[scan.direct]}" 'BEGIN { printf "%
 peak_rss_mib=$(kib_to_mib "$hwm_scan")
 machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 
-cleanup
+bench_cleanup
 echo
 echo "date=$(date +%F) machine=\"$machine\" rows=$rows runs=$runs buffer_pool=$buffer_pool cpu_idle_before=${idle_before}%"
 printf '%-58s %10s %10s %6s\n' "query (wall time, median of $runs, mariadb CLI)" "direct s" "proxy s" "ratio"

@@ -31,39 +31,7 @@ for v in table_size threads duration; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 
-work=""
-proxy_pid=""
-cleaned=0
-
-
-stop_proxy() {
-    [[ -n $proxy_pid ]] || return 0
-    stop_pid "$proxy_pid"
-    wait "$proxy_pid" 2>/dev/null || true
-    proxy_pid=""
-}
-
-cleanup() {
-    ((cleaned)) && return 0
-    cleaned=1
-    stop_proxy
-    if [[ -n $work && -d $work ]]; then
-        "$repo/scripts/cluster.sh" stop "$work" >/dev/null || true
-        rm -rf "$work"
-    fi
-}
-
-on_exit() {
-    local rc=$?
-    if ((rc != 0)) && ((!cleaned)) && [[ -n $work && -f $work/proxy.log ]]; then
-        echo "--- tail of the proxy log ---" >&2
-        tail -n 30 "$work/proxy.log" >&2 || true
-    fi
-    cleanup
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 
 command -v sysbench >/dev/null 2>&1 || install_packages sysbench
@@ -170,7 +138,7 @@ proxy_qps=$(qps_of "$work/proxy.txt")
 ratio=$(awk -v d="$direct_qps" -v p="$proxy_qps" 'BEGIN { printf "%.2f", (d > 0 ? p / d : 0) }')
 machine="$(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
 
-cleanup
+bench_cleanup
 echo
 echo "date=$(date +%F) machine=\"$machine\" threads=$threads table_size=$table_size time=${duration}s"
 echo "direct_qps=$direct_qps proxy_qps=$proxy_qps ratio=$ratio"

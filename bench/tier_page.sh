@@ -39,34 +39,7 @@ for v in rows runs offset; do
 done
 ((rows > offset + page)) || die "ROWS must exceed OFFSET + $page"
 
-work=""
-proxy_pid=""
-cleaned=0
-
-cleanup() {
-    ((cleaned)) && return 0
-    cleaned=1
-    if [[ -n $proxy_pid ]]; then
-        stop_pid "$proxy_pid"
-        wait "$proxy_pid" 2>/dev/null || true
-    fi
-    if [[ -n $work && -d $work ]]; then
-        "$repo/scripts/cluster.sh" stop "$work" >/dev/null || true
-        rm -rf "$work"
-    fi
-}
-
-on_exit() {
-    local rc=$?
-    if ((rc != 0)) && ((!cleaned)) && [[ -n $work && -f $work/proxy.log ]]; then
-        echo "--- tail of the proxy log ---" >&2
-        tail -n 30 "$work/proxy.log" >&2 || true
-    fi
-    cleanup
-}
-trap on_exit EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v curl >/dev/null 2>&1 || install_packages curl

@@ -35,3 +35,43 @@ install_packages() {
     "${sudo[@]}" apt-get update
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
+
+# The benches' exit handling. A bench sets `work` (its temporary cluster directory) and
+# `proxy_pid` (the proxy it started) and calls bench_traps once: on any exit the proxy is
+# stopped, the cluster stopped and removed, once; a failed run first shows the proxy log's
+# tail.
+
+bench_stop_proxy() {
+    [[ -n $proxy_pid ]] || return 0
+    stop_pid "$proxy_pid"
+    wait "$proxy_pid" 2>/dev/null || true
+    proxy_pid=""
+}
+
+bench_cleanup() {
+    ((bench_cleaned)) && return 0
+    bench_cleaned=1
+    bench_stop_proxy
+    if [[ -n $work && -d $work ]]; then
+        "$(dirname "${BASH_SOURCE[0]}")/cluster.sh" stop "$work" >/dev/null || true
+        rm -rf "$work"
+    fi
+}
+
+bench_on_exit() {
+    local rc=$?
+    if ((rc != 0)) && ((!bench_cleaned)) && [[ -n $work && -f $work/proxy.log ]]; then
+        echo "--- tail of the proxy log ---" >&2
+        tail -n 30 "$work/proxy.log" >&2 || true
+    fi
+    bench_cleanup
+}
+
+bench_traps() {
+    work=""
+    proxy_pid=""
+    bench_cleaned=0
+    trap bench_on_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
