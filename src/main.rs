@@ -97,17 +97,10 @@ fn main() -> ExitCode {
         } => match config::load(&config) {
             Ok(t) => {
                 let parsed = sql::parse(&text);
-                let mut ctx = plan::PlanCtx::offline(&t);
-                if let Some(day) = now {
-                    ctx.today = day;
-                }
-                let p = plan::plan(
-                    &text,
-                    parsed.as_ref().map_err(String::as_str),
-                    &[],
-                    &t,
-                    &ctx,
-                );
+                let today = now.unwrap_or_else(|| chrono::Utc::now().date_naive());
+                let p = plan::with_offline_ctx(&t, today, |ctx| {
+                    plan::plan(&text, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
+                });
                 // A closed pipe (`| head`) ends the output quietly instead of panicking.
                 let _ = write!(std::io::stdout(), "{}", p.describe(&t));
                 ExitCode::SUCCESS

@@ -243,6 +243,16 @@ impl TableRule {
         }
     }
 
+    /// The domain a range or time_tier rule compares its column's values in (`None`: the
+    /// rule routes by equal keys only, or not by a column).
+    pub fn key_kind(&self) -> Option<KeyKind> {
+        match self {
+            TableRule::Range { map, .. } => Some(map.kind),
+            TableRule::TimeTier(_) => Some(KeyKind::Date),
+            _ => None,
+        }
+    }
+
     /// Every node that may hold rows of the table.
     pub fn all_nodes(&self, topo: &Topology) -> Vec<usize> {
         let mut v = match self {

@@ -121,37 +121,27 @@ pub struct PlanCtx<'a> {
     pub next_id: &'a dyn Fn(&str, u16) -> Result<u64, String>,
 }
 
-static OFFLINE_IDS: crate::routing::keygen::Snowflake = crate::routing::keygen::Snowflake::new();
-
-fn offline_lookup(_: &str, _: &[u8]) -> Option<Option<usize>> {
-    None
-}
-
-impl PlanCtx<'static> {
-    /// For explaining plans outside a running proxy: today's date, no cached lookups, ids
-    /// from a generator of its own.
-    pub fn offline(topo: &Topology) -> PlanCtx<'static> {
-        let gens: std::collections::HashMap<String, crate::routing::keygen::IdLayout> = topo
-            .key_generators
-            .iter()
-            .map(|(t, g)| (t.clone(), g.layout))
-            .collect();
-        let gens: &'static _ = Box::leak(Box::new(gens));
-        let next_id: &'static dyn Fn(&str, u16) -> Result<u64, String> =
-            Box::leak(Box::new(move |table: &str, slot: u16| {
-                match gens.get(table) {
-                    Some(l) => OFFLINE_IDS
-                        .next(l, slot, &crate::routing::keygen::system_ms)
-                        .map_err(|e| e.to_string()),
-                    None => Err(format!("`{table}` has no key_generator")),
-                }
-            }));
-        PlanCtx {
-            today: chrono::Utc::now().date_naive(),
-            lookup: &offline_lookup,
-            next_id,
-        }
-    }
+/// Runs `f` with a planning context for explaining plans outside a running proxy (`shardproxy
+/// route`): the given day, no cached lookups (directory keys show as lookups to make), ids
+/// from a generator of its own.
+pub fn with_offline_ctx<R>(
+    topo: &Topology,
+    today: chrono::NaiveDate,
+    f: impl FnOnce(&PlanCtx<'_>) -> R,
+) -> R {
+    let ids = crate::routing::keygen::Snowflake::new();
+    let lookup = |_: &str, _: &[u8]| None;
+    let next_id = |table: &str, slot: u16| match topo.key_generators.get(table) {
+        Some(g) => ids
+            .next(&g.layout, slot, &crate::routing::keygen::system_ms)
+            .map_err(|e| e.to_string()),
+        None => Err(format!("`{table}` has no key_generator")),
+    };
+    f(&PlanCtx {
+        today,
+        lookup: &lookup,
+        next_id: &next_id,
+    })
 }
 
 fn refuse(message: impl Into<String>) -> Plan {
@@ -924,12 +914,7 @@ impl<'a> Planner<'a> {
                 let keys = key
                     .as_ref()
                     .and_then(|k| where_keys(selection, k, self.parsed, self.params));
-                let kind = match r {
-                    TableRule::Range { map, .. } => Some(map.kind),
-                    TableRule::TimeTier(_) => Some(crate::routing::range::KeyKind::Date),
-                    _ => None,
-                };
-                let ranges = match (kind, &key) {
+                let ranges = match (r.key_kind(), &key) {
                     (Some(kind), Some(k)) => Some(crate::sql::ranges::where_ranges(
                         selection,
                         k,

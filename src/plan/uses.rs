@@ -9,8 +9,7 @@ use sqlparser::ast::{
 };
 
 use super::Planner;
-use crate::config::TableRule;
-use crate::routing::range::{KeyKind, RangeKey};
+use crate::routing::range::RangeKey;
 use crate::sql::keys::where_keys;
 use crate::sql::ranges::{where_ranges, Ranges};
 use crate::sql::table_name;
@@ -134,11 +133,7 @@ impl Visitor for Collector<'_, '_> {
                         self.planner
                             .key_column(&table, alias.as_deref())
                             .and_then(|(k, rule)| {
-                                let kind = match rule {
-                                    TableRule::Range { map, .. } => map.kind,
-                                    TableRule::TimeTier(_) => KeyKind::Date,
-                                    _ => return None,
-                                };
+                                let kind = rule.key_kind()?;
                                 Some(where_ranges(
                                     select.selection.as_ref(),
                                     &k,
