@@ -171,7 +171,13 @@ impl TierPlan {
             self.table,
             tiers.join(", ")
         )?;
+        let filtered = matches!(self.mode, TierMode::Read { .. } | TierMode::Page { .. });
         for (i, p) in self.parts.iter().enumerate() {
+            if !filtered {
+                // Polls and writes send the statement as it is to each tier, in this order.
+                writeln!(f, "  {}", topo.node_name(p.node))?;
+                continue;
+            }
             let excl = match p.exclude.and_then(|w| self.windows.get(w)) {
                 Some(w) => format!(
                     " minus the keys {} holds in [{}, {})",
