@@ -23,7 +23,6 @@ readonly base_port=3511
 readonly shard_count=4
 readonly direct_port=$((base_port + shard_count))
 readonly proxy_port=3517
-readonly proxy_timeout=30
 readonly page=20
 
 die() {
@@ -105,18 +104,7 @@ max_rows=$((rows > 1000000 ? rows : 1000000))
     echo "slots = [$slots]"
 } >"$work/rules.toml"
 
-echo "== starting the proxy on 127.0.0.1:$proxy_port"
-if (exec 3<>"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null; then
-    die "port $proxy_port is already in use by another process"
-fi
-"$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
-proxy_pid=$!
-deadline=$((SECONDS + proxy_timeout))
-until mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp -e 'select 1' >/dev/null 2>&1; do
-    proc_alive "$proxy_pid" || die "the proxy exited during start-up"
-    ((SECONDS < deadline)) || die "the proxy did not answer on port $proxy_port within ${proxy_timeout}s"
-    sleep 0.2
-done
+bench_start_proxy "$bin" "$proxy_port" app app
 
 create='CREATE TABLE t_big (id BIGINT PRIMARY KEY, k INT NOT NULL, v VARCHAR(32) NOT NULL, KEY(k))'
 echo "== creating t_big through the proxy (all 4 shard nodes) and on the direct node"

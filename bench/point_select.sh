@@ -20,7 +20,6 @@ readonly base_port=3411
 readonly shard_count=4
 readonly direct_port=$((base_port + shard_count))
 readonly proxy_port=3417
-readonly proxy_timeout=30
 
 die() {
     echo "point_select.sh: $*" >&2
@@ -72,18 +71,7 @@ echo "== starting $shard_count shard nodes and 1 direct node in $work"
     echo "slots = [$slots]"
 } >"$work/rules.toml"
 
-echo "== starting the proxy on 127.0.0.1:$proxy_port"
-if (exec 3<>"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null; then
-    die "port $proxy_port is already in use by another process"
-fi
-"$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
-proxy_pid=$!
-deadline=$((SECONDS + proxy_timeout))
-until mariadb -h127.0.0.1 -P"$proxy_port" -usbtest -psbtest -e 'select 1' >/dev/null 2>&1; do
-    proc_alive "$proxy_pid" || die "the proxy exited during start-up"
-    ((SECONDS < deadline)) || die "the proxy did not answer on port $proxy_port within ${proxy_timeout}s"
-    sleep 0.2
-done
+bench_start_proxy "$bin" "$proxy_port" sbtest sbtest
 
 # --auto-inc=off: sysbench then inserts explicit ids; with AUTO_INCREMENT its INSERTs would
 # not name the shard key. The same table definition is used on the direct node.

@@ -26,7 +26,6 @@ readonly base_port=3611
 readonly direct_port=3614
 readonly proxy_port=3617
 readonly metrics_port=3618
-readonly proxy_timeout=30
 readonly page=20
 
 die() {
@@ -94,15 +93,7 @@ done
     echo 'slots = [{ slots = "0-341", node = "ds0" }, { slots = "342-682", node = "ds1" }, { slots = "683-1023", node = "ds2" }]'
 } >"$work/rules.toml"
 
-echo "== starting the proxy on 127.0.0.1:$proxy_port"
-"$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
-proxy_pid=$!
-deadline=$((SECONDS + proxy_timeout))
-until mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp -e 'select 1' >/dev/null 2>&1; do
-    proc_alive "$proxy_pid" || die "the proxy exited during start-up"
-    ((SECONDS < deadline)) || die "the proxy did not answer within ${proxy_timeout}s"
-    sleep 0.2
-done
+bench_start_proxy "$bin" "$proxy_port" app app
 
 ddl='(txn_id BIGINT NOT NULL PRIMARY KEY, txn_date DATETIME NOT NULL, amount DECIMAL(12,2) NOT NULL, KEY (txn_date))'
 proxy_sql "CREATE TABLE t_txn $ddl; CREATE TABLE t_txn_h $ddl"

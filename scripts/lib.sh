@@ -75,3 +75,21 @@ bench_traps() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
 }
+
+# bench_start_proxy BIN PORT USER PASSWORD: serves $work/rules.toml with BIN (log in
+# $work/proxy.log, pid in proxy_pid) and waits up to 30 s until USER can run a query on PORT.
+bench_start_proxy() {
+    local bin=$1 port=$2 user=$3 password=$4 deadline
+    echo "== starting the proxy on 127.0.0.1:$port"
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+        die "port $port is already in use by another process"
+    fi
+    "$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
+    proxy_pid=$!
+    deadline=$((SECONDS + 30))
+    until mariadb -h127.0.0.1 -P"$port" -u"$user" -p"$password" -e 'select 1' >/dev/null 2>&1; do
+        proc_alive "$proxy_pid" || die "the proxy exited during start-up"
+        ((SECONDS < deadline)) || die "the proxy did not answer on port $port within 30s"
+        sleep 0.2
+    done
+}
