@@ -7,7 +7,7 @@
 //! tables: `hash_slot` on `user_id`, slots 0-255 ds0, 256-511 ds1, 512-767 ds2, 768-1023 ds3);
 //! node 4 is the reference, which the proxy's rules never name.
 //!
-//! - `shardingsphere_corpus`: Apache ShardingSphere's `db` scenario (`../shared/corpus/`), every
+//! - `shardingsphere_corpus`: Apache ShardingSphere's `db` scenario (`tests/corpus/shardingsphere-db/`), every
 //!   query in the text and in the binary (prepared) protocol.
 //! - `generated_queries`: seeded random SELECTs over a sharded table with NULLs, duplicates,
 //!   mixed-case strings, negative and DECIMAL values (`DIFF_SEED=N` replays another seed).
@@ -432,7 +432,7 @@ async fn must(conn: &mut Conn, sql: &str, where_: &str) {
 fn corpus_dir() -> PathBuf {
     PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../shared/corpus/shardingsphere-db/"
+        "/tests/corpus/shardingsphere-db/"
     ))
 }
 
@@ -442,8 +442,7 @@ fn read_corpus_file(name: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read the differential corpus file {}: {e}\n\
-             The corpus lives in `shared/corpus/shardingsphere-db/`, a sibling of the repository \
-             (`../shared` relative to the repo root); clone or copy it there to run this test.",
+             The corpus lives in the repository, in `tests/corpus/shardingsphere-db/`.",
             path.display()
         )
     })
