@@ -1,11 +1,15 @@
 //! shardproxy: a sharding proxy that speaks the MySQL wire protocol.
 //!
 //! The flow of one statement: `frontend` (protocol, session) -> `plan` (statement + rules
-//! snapshot -> plan) -> the session runs it on `backend` pools -> results relayed or merged.
+//! snapshot -> plan) -> `exec` runs it through the door to the nodes (`backend::session`, the
+//! session's node connections over the `backend` pools) -> results relayed or merged into the
+//! client's sink.
 
 pub mod admin;
 pub mod backend;
 pub mod config;
+pub mod error;
+pub mod exec;
 pub mod frontend;
 pub mod merge;
 pub mod plan;

@@ -1,4 +1,7 @@
-//! Backend nodes: mysql_async pools per node (with and without CLIENT_FOUND_ROWS), and backend errors mapped to MySQL errors.
+//! Backend nodes: mysql_async pools per node (with and without CLIENT_FOUND_ROWS); a
+//! session's connections to them (`session`, the door of `crate::exec`).
+
+pub mod session;
 
 use std::time::Duration;
 
@@ -9,41 +12,7 @@ use crate::config::Topology;
 /// How long acquiring a connection to a node may take before the statement fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A MySQL error for the client: code, SQLSTATE, message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MyError {
-    pub code: u16,
-    pub state: String,
-    pub message: String,
-}
-
-impl MyError {
-    pub fn new(code: u16, message: impl Into<String>) -> Self {
-        MyError {
-            code,
-            state: crate::frontend::codec::sqlstate_of(code).to_string(),
-            message: message.into(),
-        }
-    }
-
-    /// A backend error: a server error keeps the node's own code, SQLSTATE and message; any
-    /// other failure (connection, protocol) becomes 1105 naming the node.
-    pub fn from_backend(node: &str, e: &mysql_async::Error) -> Self {
-        match e {
-            mysql_async::Error::Server(s) => MyError {
-                code: s.code,
-                state: s.state.clone(),
-                message: s.message.clone(),
-            },
-            other => MyError::new(1105, format!("shardproxy: node `{node}`: {other}")),
-        }
-    }
-
-    /// Did the failure leave the backend connection unusable?
-    pub fn breaks_connection(e: &mysql_async::Error) -> bool {
-        !matches!(e, mysql_async::Error::Server(_))
-    }
-}
+pub use crate::error::MyError;
 
 /// One node's pool, as the topology in force describes the node.
 #[derive(Clone)]

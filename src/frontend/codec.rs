@@ -53,18 +53,7 @@ pub fn err(code: u16, state: &str, message: &str) -> Vec<u8> {
     b
 }
 
-/// The SQLSTATE MySQL uses for our own error codes.
-pub fn sqlstate_of(code: u16) -> &'static str {
-    match code {
-        1045 => "28000",
-        1064 | 1149 => "42000",
-        1235 => "42000",
-        1046 => "3D000",
-        1047 => "08S01",
-        1243 => "HY000",
-        _ => "HY000",
-    }
-}
+pub use crate::error::sqlstate_of;
 
 pub fn column_count(n: usize) -> Vec<u8> {
     let mut b = Vec::with_capacity(9);

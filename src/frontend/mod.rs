@@ -4,5 +4,6 @@ pub mod auth;
 pub mod codec;
 pub mod packet;
 pub mod session;
+pub mod sink;
 pub mod split;
 pub mod stream;

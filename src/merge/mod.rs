@@ -11,7 +11,8 @@ use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
-use value::{class_of, compare, key_of, num_of, Class, Dec, Num};
+pub use value::Class;
+use value::{class_of, compare, key_of, num_of, Dec, Num};
 
 /// A row as read from a node: one value per column, `None` for NULL.
 pub type Row = Vec<Option<Value>>;
@@ -101,7 +102,7 @@ pub enum ArithOp {
 }
 
 /// Everything the merge does after the nodes answered.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct MergeSpec {
     /// Trailing columns added for the merge (sort keys, AVG's parts), removed before the
     /// client sees the rows.

@@ -1177,4 +1177,4 @@ pub(crate) fn needs_merge(q: &Query) -> Option<&'static str> {
 #[cfg(test)]
 mod rules_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -551,3 +551,8 @@ fn wildcard_positions_are_columns_of_the_nodes_rows() {
     let (_, m) = merged("SELECT DISTINCT * FROM t_order ORDER BY order_id");
     assert!(m.distinct && m.from_end);
 }
+
+/// The node SQL and merge of a scatter over `t_order` (for the merge primitives' tests).
+pub(crate) fn merge_spec_of(sql: &str) -> (String, crate::merge::MergeSpec) {
+    merged(&sql.replace(" FROM t", " FROM t_order"))
+}

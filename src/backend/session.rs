@@ -1,0 +1,793 @@
+//! A client session's node connections: the real [`Door`].
+//!
+//! It holds one connection per node the session touched, brings each new one to the
+//! session's state (database, SETs, character set) before its first statement, carries the
+//! session's transaction (opened on the first node a statement touches; a write on a second
+//! node is refused until cross-node transactions exist), drops connections that broke, and
+//! counts node latency and errors.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use futures::future::join_all;
+use mysql_async::prelude::Queryable;
+use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
+use mysql_common::constants::StatusFlags;
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tracing::warn;
+
+use crate::error::{MyError, ER_LOCK_DEADLOCK, ER_NOT_SUPPORTED_YET};
+use crate::exec::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Stmt};
+use crate::merge::Row;
+use crate::server::Shared;
+
+/// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
+struct Tx {
+    begin: String,
+    node: Option<usize>,
+    /// The connection it ran on was lost: the node rolled it back. Every statement fails
+    /// until the client ends it, so no later write can silently run outside it.
+    lost: bool,
+}
+
+/// Failures seen while results were being read (the results borrow the connections, so the
+/// session deals with them when the statement is over): node, message, connection broken.
+type Casualties = Mutex<Vec<(usize, String, bool)>>;
+
+pub struct NodeSession {
+    shared: Arc<Shared>,
+    conn_id: u32,
+    conns: Vec<Option<Conn>>,
+    casualties: Casualties,
+    db: Option<String>,
+    /// Session SETs, replayed on every node connection the session opens later.
+    sets: Vec<String>,
+    autocommit: bool,
+    tx: Option<Tx>,
+    last_node: Option<usize>,
+    /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is asked there.
+    insert_id_node: Option<usize>,
+    /// A DDL statement is running: outside any transaction, even with autocommit off.
+    ddl: bool,
+    /// Node connections count an UPDATE's matched rows as affected (CLIENT_FOUND_ROWS).
+    found_rows: bool,
+}
+
+fn lost_tx() -> MyError {
+    MyError::new(
+        ER_LOCK_DEADLOCK,
+        "shardproxy: the connection of this transaction to its node was lost and the node rolled the transaction back; ROLLBACK and retry it",
+    )
+}
+
+impl NodeSession {
+    pub fn new(shared: Arc<Shared>, conn_id: u32) -> Self {
+        let nodes = shared.topology().nodes.len();
+        NodeSession {
+            shared,
+            conn_id,
+            conns: (0..nodes).map(|_| None).collect(),
+            casualties: Mutex::new(Vec::new()),
+            db: None,
+            sets: Vec::new(),
+            autocommit: true,
+            tx: None,
+            last_node: None,
+            insert_id_node: None,
+            ddl: false,
+            found_rows: false,
+        }
+    }
+
+    /// The state a session starts in (after the handshake, COM_RESET_CONNECTION or
+    /// COM_CHANGE_USER): connections back to their pools, `sets` the handshake's.
+    pub fn reset(&mut self, db: Option<String>, sets: Vec<String>, found_rows: bool) {
+        for n in 0..self.conns.len() {
+            self.drop_conn(n);
+        }
+        self.db = db;
+        self.sets = sets;
+        self.autocommit = true;
+        self.tx = None;
+        self.last_node = None;
+        self.insert_id_node = None;
+        self.found_rows = found_rows;
+    }
+
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
+    }
+
+    pub fn in_tx(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    fn node_error(&self, node: usize, e: &mysql_async::Error) -> NodeError {
+        NodeError {
+            node,
+            error: MyError::from_backend(&self.shared.backends.name(node), e),
+            broke: MyError::breaks_connection(e),
+        }
+    }
+
+    /// Deals with the failures results reported: counted, noted for SHOW NODES, broken
+    /// connections dropped.
+    fn reap(&mut self) {
+        let found: Vec<(usize, String, bool)> =
+            std::mem::take(&mut *self.casualties.lock().unwrap_or_else(|e| e.into_inner()));
+        for (node, message, broke) in found {
+            self.failed(node, &message, broke);
+        }
+    }
+
+    fn failed(&mut self, node: usize, message: &str, broke: bool) {
+        let name = self.shared.backends.name(node);
+        self.shared
+            .metrics
+            .backend_errors
+            .with_label_values(&[&name])
+            .inc();
+        self.shared.backends.note_error(node, message);
+        if broke {
+            self.drop_conn(node);
+        }
+    }
+
+    fn drop_conn(&mut self, node: usize) {
+        if self.conns.get_mut(node).and_then(Option::take).is_some() {
+            self.held(node, -1);
+        }
+        if let Some(tx) = self.tx.as_mut().filter(|t| t.node == Some(node)) {
+            tx.lost = true;
+            warn!(
+                conn = self.conn_id,
+                node, "lost the connection of an open transaction; it was rolled back"
+            );
+        }
+    }
+
+    /// Counts the node connections sessions hold, for the metrics.
+    fn held(&self, node: usize, delta: i64) {
+        self.shared
+            .metrics
+            .held
+            .with_label_values(&[&self.shared.backends.name(node)])
+            .add(delta);
+    }
+
+    fn grow(&mut self, node: usize) {
+        if node >= self.conns.len() {
+            self.conns.resize_with(node + 1, || None);
+        }
+    }
+
+    /// Opens the session's connection to `node` if it holds none, brought to its state.
+    async fn open(&mut self, node: usize) -> Result<(), NodeError> {
+        self.reap();
+        self.grow(node);
+        if self.conns[node].is_none() {
+            let c = self
+                .shared
+                .backends
+                .connect_with(node, self.found_rows)
+                .await
+                .map_err(|error| NodeError {
+                    node,
+                    error,
+                    broke: true,
+                })?;
+            let c = self.bring_to_state(node, c).await?;
+            self.conns[node] = Some(c);
+            self.held(node, 1);
+        }
+        Ok(())
+    }
+
+    /// Replays the session's database and SETs on a connection it just opened.
+    async fn bring_to_state(&self, node: usize, mut c: Conn) -> Result<Conn, NodeError> {
+        if let Some(db) = &self.db {
+            c.query_drop(format!("USE `{}`", db.replace('`', "``")))
+                .await
+                .map_err(|e| self.node_error(node, &e))?;
+        }
+        for s in &self.sets {
+            c.query_drop(s.as_str())
+                .await
+                .map_err(|e| self.node_error(node, &e))?;
+        }
+        Ok(c)
+    }
+
+    /// Runs one of the proxy's own statements on the session's connection to `node`.
+    async fn run_own(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        self.open(node).await?;
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        match conn.query_drop(sql).await {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let err = self.node_error(node, &e);
+                self.failed(node, &err.error.message, err.broke);
+                Err(err)
+            }
+        }
+    }
+
+    /// Before a statement on `node`: inside a transaction, the first node touched gets the
+    /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
+    async fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
+        self.reap();
+        let refuse = |error| NodeError {
+            node,
+            error,
+            broke: false,
+        };
+        if self.tx.is_none() && !self.autocommit && !self.ddl {
+            self.tx = Some(Tx {
+                begin: "BEGIN".into(),
+                node: None,
+                lost: false,
+            });
+        }
+        let Some(tx) = &self.tx else {
+            return Ok(());
+        };
+        if tx.lost {
+            return Err(refuse(lost_tx()));
+        }
+        match tx.node {
+            Some(n) if n == node => Ok(()),
+            Some(_) if access == Access::Read => Ok(()),
+            Some(n) => Err(refuse(MyError::new(
+                ER_NOT_SUPPORTED_YET,
+                format!(
+                    "this transaction runs on node `{}`; a write on node `{}` would make it span two nodes, which shardproxy does not support yet",
+                    self.shared.backends.name(n),
+                    self.shared.backends.name(node)
+                ),
+            ))),
+            None => {
+                let begin = tx.begin.clone();
+                self.run_own(node, &begin).await?;
+                if let Some(tx) = self.tx.as_mut() {
+                    tx.node = Some(node);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A statement on the session's connection (after any lost connection was dealt with).
+    async fn rows_of(&mut self, node: usize, sql: &str) -> Result<Vec<Vec<Value>>, NodeError> {
+        self.open(node).await?;
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        match conn.exec::<mysql_async::Row, _, _>(sql, ()).await {
+            Ok(rows) => Ok(rows.into_iter().map(typed).collect()),
+            Err(e) => {
+                let err = self.node_error(node, &e);
+                self.failed(node, &err.error.message, err.broke);
+                Err(err)
+            }
+        }
+    }
+
+    /// Every open connection but `first` runs `sql` too.
+    async fn on_others(&mut self, first: usize, sql: &str) -> Result<(), MyError> {
+        for n in 0..self.conns.len() {
+            if n != first && self.conns[n].is_some() {
+                self.run_own(n, sql).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn typed(r: mysql_async::Row) -> Vec<Value> {
+    r.unwrap_raw()
+        .into_iter()
+        .map(|v| v.unwrap_or(Value::NULL))
+        .collect()
+}
+
+fn vanished(node: usize) -> NodeError {
+    NodeError {
+        node,
+        error: MyError::internal("shardproxy: connection vanished"),
+        broke: true,
+    }
+}
+
+impl Drop for NodeSession {
+    fn drop(&mut self) {
+        for (node, c) in self.conns.iter().enumerate() {
+            if c.is_some() {
+                self.held(node, -1);
+            }
+        }
+    }
+}
+
+/// A result being read from one node, in either protocol.
+pub struct NodeRes<'a> {
+    res: Res<'a>,
+    node: usize,
+    name: String,
+    casualties: &'a Casualties,
+    started: Instant,
+    shared: &'a Shared,
+    status: StatusFlags,
+}
+
+enum Res<'a> {
+    Text(QueryResult<'a, 'static, TextProtocol>),
+    Bin(QueryResult<'a, 'static, BinaryProtocol>),
+}
+
+impl NodeRes<'_> {
+    fn fail(&self, e: mysql_async::Error) -> NodeError {
+        let error = MyError::from_backend(&self.name, &e);
+        let broke = MyError::breaks_connection(&e);
+        self.casualties
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((self.node, e.to_string(), broke));
+        NodeError {
+            node: self.node,
+            error,
+            broke,
+        }
+    }
+}
+
+impl NodeResult for NodeRes<'_> {
+    fn columns(&self) -> Option<Arc<[Column]>> {
+        let cols = match &self.res {
+            Res::Text(r) => r.columns(),
+            Res::Bin(r) => r.columns(),
+        };
+        cols.filter(|c| !c.is_empty())
+    }
+
+    async fn next(&mut self) -> Result<Option<Row>, NodeError> {
+        let r = match &mut self.res {
+            Res::Text(r) => r.next().await,
+            Res::Bin(r) => r.next().await,
+        };
+        match r {
+            Ok(row) => Ok(row.map(mysql_async::Row::unwrap_raw)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
+    fn ok(&self) -> OkInfo {
+        let (affected, last_insert_id, warnings, info) = match &self.res {
+            Res::Text(r) => (
+                r.affected_rows(),
+                r.last_insert_id().unwrap_or(0),
+                r.warnings(),
+                r.info(),
+            ),
+            Res::Bin(r) => (
+                r.affected_rows(),
+                r.last_insert_id().unwrap_or(0),
+                r.warnings(),
+                r.info(),
+            ),
+        };
+        OkInfo {
+            affected,
+            last_insert_id,
+            warnings,
+            info: info.into_owned(),
+        }
+    }
+
+    fn warnings(&self) -> u16 {
+        match &self.res {
+            Res::Text(r) => r.warnings(),
+            Res::Bin(r) => r.warnings(),
+        }
+    }
+
+    fn status(&self) -> StatusFlags {
+        self.status
+    }
+
+    fn pending(&self) -> bool {
+        match &self.res {
+            Res::Text(r) => r.columns().is_some(),
+            Res::Bin(r) => r.columns().is_some(),
+        }
+    }
+
+    async fn finish(self) -> Result<(), NodeError> {
+        let r = match self.res {
+            Res::Text(ref_) => ref_.drop_result().await,
+            Res::Bin(ref_) => ref_.drop_result().await,
+        };
+        self.shared
+            .metrics
+            .latency
+            .with_label_values(&[&self.name])
+            .observe(self.started.elapsed().as_secs_f64());
+        r.map_err(|e| {
+            let broke = MyError::breaks_connection(&e);
+            self.casualties
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((self.node, e.to_string(), broke));
+            NodeError {
+                node: self.node,
+                error: MyError::from_backend(&self.name, &e),
+                broke,
+            }
+        })
+    }
+}
+
+async fn start_on<'a>(
+    conn: &'a mut Conn,
+    stmt: Stmt<'a>,
+    binary: bool,
+) -> mysql_async::Result<Res<'a>> {
+    if binary {
+        let params = if stmt.params.is_empty() {
+            mysql_async::Params::Empty
+        } else {
+            mysql_async::Params::Positional(stmt.params.to_vec())
+        };
+        conn.exec_iter(stmt.sql, params).await.map(Res::Bin)
+    } else {
+        conn.query_iter(stmt.sql).await.map(Res::Text)
+    }
+}
+
+impl Door for NodeSession {
+    type Res<'a> = NodeRes<'a>;
+
+    async fn start<'a>(
+        &'a mut self,
+        node: usize,
+        stmt: Stmt<'a>,
+        run: Run,
+    ) -> Result<NodeRes<'a>, NodeError> {
+        self.enter_tx(node, run.access).await?;
+        self.open(node).await?;
+        self.last_node = Some(node);
+        let name = self.shared.backends.name(node);
+        let started = Instant::now();
+        let status = Door::status(self);
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        match start_on(conn, stmt, run.binary).await {
+            Ok(res) => Ok(NodeRes {
+                res,
+                node,
+                name,
+                casualties: &self.casualties,
+                started,
+                shared: &self.shared,
+                status,
+            }),
+            Err(e) => {
+                // Dealt with (counted, a broken connection dropped) by the next operation.
+                let broke = MyError::breaks_connection(&e);
+                self.casualties
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((node, e.to_string(), broke));
+                Err(NodeError {
+                    node,
+                    error: MyError::from_backend(&name, &e),
+                    broke,
+                })
+            }
+        }
+    }
+
+    async fn start_all<'a>(
+        &'a mut self,
+        stmts: &'a [(usize, Stmt<'a>)],
+        run: Run,
+    ) -> Result<Vec<Result<NodeRes<'a>, NodeError>>, NodeError> {
+        self.reap();
+        if let Some(max) = stmts.iter().map(|(n, _)| *n).max() {
+            self.grow(max);
+        }
+        // Open missing connections in parallel.
+        let missing: Vec<usize> = stmts
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| self.conns[*n].is_none())
+            .collect();
+        if !missing.is_empty() {
+            let backends = &self.shared.backends;
+            let opened = join_all(
+                missing
+                    .iter()
+                    .map(|n| backends.connect_with(*n, self.found_rows)),
+            )
+            .await;
+            for (n, r) in missing.iter().zip(opened) {
+                let c = r.map_err(|error| NodeError {
+                    node: *n,
+                    error,
+                    broke: true,
+                })?;
+                let c = self.bring_to_state(*n, c).await?;
+                self.conns[*n] = Some(c);
+                self.held(*n, 1);
+            }
+        }
+        self.last_node = stmts.first().map(|(n, _)| *n);
+        let status = Door::status(self);
+        // Each statement's connection, borrowed apart from the others.
+        let mut slots: Vec<Option<&'a mut Conn>> = Vec::with_capacity(stmts.len());
+        {
+            let mut by_node: Vec<Option<&'a mut Conn>> =
+                self.conns.iter_mut().map(Option::as_mut).collect();
+            for (n, _) in stmts {
+                slots.push(by_node.get_mut(*n).and_then(Option::take));
+            }
+        }
+        let casualties = &self.casualties;
+        let shared: &'a Shared = &self.shared;
+        let starts = slots
+            .into_iter()
+            .zip(stmts.iter())
+            .map(|(conn, (node, stmt))| {
+                let node = *node;
+                let name = shared.backends.name(node);
+                async move {
+                    let Some(conn) = conn else {
+                        return Err(NodeError {
+                            node,
+                            error: MyError::internal(
+                                "shardproxy: a statement names one node twice",
+                            ),
+                            broke: false,
+                        });
+                    };
+                    let started = Instant::now();
+                    match start_on(conn, *stmt, run.binary).await {
+                        Ok(res) => Ok(NodeRes {
+                            res,
+                            node,
+                            name,
+                            casualties,
+                            started,
+                            shared,
+                            status,
+                        }),
+                        Err(e) => {
+                            let broke = MyError::breaks_connection(&e);
+                            casualties.lock().unwrap_or_else(|p| p.into_inner()).push((
+                                node,
+                                e.to_string(),
+                                broke,
+                            ));
+                            Err(NodeError {
+                                node,
+                                error: MyError::from_backend(&name, &e),
+                                broke,
+                            })
+                        }
+                    }
+                }
+            });
+        Ok(join_all(starts).await)
+    }
+
+    async fn fetch(&mut self, node: usize, sql: &str) -> Result<Vec<Vec<Value>>, NodeError> {
+        self.rows_of(node, sql).await
+    }
+
+    async fn fetch_outside(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> Result<Vec<Vec<Value>>, NodeError> {
+        let mut conn = self
+            .shared
+            .backends
+            .connect(node)
+            .await
+            .map_err(|error| NodeError {
+                node,
+                error,
+                broke: true,
+            })?;
+        conn.query::<mysql_async::Row, _>(sql)
+            .await
+            .map(|rows| rows.into_iter().map(typed).collect())
+            .map_err(|e| self.node_error(node, &e))
+    }
+
+    async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        self.open(node).await?;
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        let r = async {
+            let stmt = conn.prep(sql).await?;
+            conn.close(stmt).await
+        }
+        .await;
+        r.map_err(|e| {
+            let err = self.node_error(node, &e);
+            if err.broke {
+                self.drop_conn(node);
+            }
+            err
+        })
+    }
+
+    async fn prepare(&mut self, node: usize, sql: &str) -> Result<Prepared, NodeError> {
+        self.open(node).await?;
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        match conn.prep(sql).await {
+            Ok(stmt) => Ok(Prepared {
+                params: stmt.params().to_vec(),
+                columns: stmt.columns().to_vec(),
+            }),
+            Err(e) => {
+                let err = self.node_error(node, &e);
+                self.failed(node, &err.error.message, err.broke);
+                Err(err)
+            }
+        }
+    }
+
+    async fn reachable(&mut self, node: usize) -> Result<(), MyError> {
+        self.open(node).await.map_err(|e| e.error)
+    }
+
+    fn name(&self, node: usize) -> String {
+        self.shared.backends.name(node)
+    }
+
+    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
+        let tx_node = self.tx.as_ref().and_then(|t| t.node);
+        if tx_node.is_none() && self.last_node.is_none() && self.insert_id_node.is_none() {
+            return None;
+        }
+        Some(match (tx_node, self.insert_id_node) {
+            (Some(n), _) => n,
+            (None, Some(n)) if insert_id => n,
+            _ => self.last_node.unwrap_or(default),
+        })
+    }
+
+    fn tx_node(&self) -> Option<usize> {
+        self.tx.as_ref().and_then(|t| t.node)
+    }
+
+    fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
+        if !self.ddl && (self.tx.is_some() || !self.autocommit) {
+            return Err(MyError::new(
+                ER_NOT_SUPPORTED_YET,
+                format!(
+                    "this write touches {what} inside a transaction; shardproxy does not support transactions across nodes yet"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn ddl(&mut self, on: bool) -> Result<(), MyError> {
+        if on {
+            self.end(true).await?;
+        }
+        self.ddl = on;
+        Ok(())
+    }
+
+    fn ran_on(&mut self, node: usize, generated_id: bool) {
+        self.last_node = Some(node);
+        if generated_id {
+            self.insert_id_node = Some(node);
+        }
+    }
+
+    fn status(&self) -> StatusFlags {
+        let mut s = StatusFlags::empty();
+        if self.autocommit {
+            s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        }
+        if self.tx.is_some() {
+            s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        s
+    }
+
+    async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
+        let default = self.shared.topology().default_node;
+        let node = self.sticky(false, default).unwrap_or(default);
+        let stmt = format!("USE `{}`", db.replace('`', "``"));
+        // Checked on one node first so an unknown database fails cleanly. With no connection
+        // open and that node unreachable, it is only remembered (and checked on the first
+        // connection the session opens): a node that is down fails only what needs it.
+        if self.open(node).await.is_ok() {
+            self.run_own(node, &stmt).await?;
+        }
+        self.on_others(node, &stmt).await?;
+        self.db = Some(db.to_string());
+        Ok(())
+    }
+
+    async fn set(&mut self, sql: &str) -> Result<(), MyError> {
+        // Checked where the session runs, then on every other open connection.
+        let default = self.shared.topology().default_node;
+        let first = self.sticky(false, default).unwrap_or(default);
+        self.run_own(first, sql).await?;
+        self.on_others(first, sql).await?;
+        self.sets.retain(|s| s != sql);
+        if self.sets.len() >= 256 {
+            return Err(MyError::unsupported(
+                "more than 256 distinct session SET statements in one session",
+            ));
+        }
+        self.sets.push(sql.to_string());
+        Ok(())
+    }
+
+    async fn begin(&mut self, sql: &str) -> Result<(), MyError> {
+        if self.tx.as_ref().is_some_and(|t| t.node.is_some()) {
+            self.end(true).await?;
+        }
+        self.tx = Some(Tx {
+            begin: sql.to_string(),
+            node: None,
+            lost: false,
+        });
+        Ok(())
+    }
+
+    async fn end(&mut self, commit: bool) -> Result<(), MyError> {
+        self.reap();
+        let tx = self.tx.take();
+        if tx.as_ref().is_some_and(|t| t.lost) {
+            return if commit { Err(lost_tx()) } else { Ok(()) };
+        }
+        if let Some(node) = tx.and_then(|t| t.node) {
+            self.run_own(node, if commit { "COMMIT" } else { "ROLLBACK" })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn set_autocommit(&mut self, on: bool) -> Result<(), MyError> {
+        if on && !self.autocommit {
+            self.end(true).await?;
+        }
+        self.autocommit = on;
+        Ok(())
+    }
+
+    fn count_merged(&self, rows: u64) {
+        self.shared.metrics.rows_merged.inc_by(rows);
+    }
+
+    fn count_tier(&self, mode: &str) {
+        self.shared
+            .metrics
+            .tier_statements
+            .with_label_values(&[mode])
+            .inc();
+    }
+
+    fn count_lookups(&self, outcome: &str, n: u64) {
+        self.shared
+            .metrics
+            .lookups
+            .with_label_values(&[outcome])
+            .inc_by(n);
+    }
+}

@@ -1,0 +1,238 @@
+//! The one door from execution to the nodes, and the one way out to the client.
+//!
+//! A primitive reaches a node only through [`Door`]: start a statement there (text, or
+//! prepared when the client's statement was), read its result sets, run the proxy's own
+//! statements, and the session statements that are state on the node connections (database,
+//! SETs, transactions). The real door is the session's node connections
+//! (`backend::session::NodeSession`); [`super::fake::FakeDoor`] logs each node's SQL, replays
+//! canned answers and injects errors, so every primitive is unit-tested without a server.
+//! Dual-write, transaction branches, per-slot load counting and multiplexing belong behind
+//! this door, not in the primitives nor in the protocol code.
+//!
+//! Results leave through [`Sink`]: the frontend writes them as MySQL packets, a test records
+//! them.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+
+use mysql_common::constants::StatusFlags;
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+use crate::error::MyError;
+use crate::merge::Row;
+
+/// One statement for one node: its text, and the values of its `?` placeholders.
+#[derive(Debug, Clone, Copy)]
+pub struct Stmt<'a> {
+    pub sql: &'a str,
+    pub params: &'a [Value],
+}
+
+impl<'a> Stmt<'a> {
+    pub fn new(sql: &'a str, params: &'a [Value]) -> Self {
+        Stmt { sql, params }
+    }
+}
+
+/// Does the statement only read? Inside a transaction a read may run on a node the
+/// transaction has not touched; a write may not (yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// An OK packet's content.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OkInfo {
+    pub affected: u64,
+    pub last_insert_id: u64,
+    pub warnings: u16,
+    pub info: String,
+}
+
+/// What a node says of a statement it prepared: its parameters and result columns.
+#[derive(Debug, Clone, Default)]
+pub struct Prepared {
+    pub params: Vec<Column>,
+    pub columns: Vec<Column>,
+}
+
+/// A node failed a statement: the client's error, and whether the node's connection is gone
+/// (a connection or protocol failure, not a server error): then nothing was answered by it,
+/// and another copy may answer instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeError {
+    pub node: usize,
+    pub error: MyError,
+    pub broke: bool,
+}
+
+impl From<NodeError> for MyError {
+    fn from(e: NodeError) -> Self {
+        e.error
+    }
+}
+
+/// The answer of one node to one statement, read as it arrives: a result set (columns, then
+/// rows) or an OK, possibly followed by more (a CALL).
+pub trait NodeResult: Send {
+    /// The current result set's columns; `None` when it is an OK packet.
+    fn columns(&self) -> Option<Arc<[Column]>>;
+    /// The next row of the current result set; `None` at its end (which also moves to the
+    /// next result set, if there is one).
+    fn next(&mut self) -> impl Future<Output = Result<Option<Row>, NodeError>> + Send;
+    /// The current OK packet (meaningful when `columns()` is `None`).
+    fn ok(&self) -> OkInfo;
+    /// Warnings of the current result.
+    fn warnings(&self) -> u16;
+    /// Another result (set or OK) follows the one just read.
+    fn pending(&self) -> bool;
+    /// The session's status flags once the statement started (it may have opened the
+    /// transaction), for the packets that answer it.
+    fn status(&self) -> StatusFlags;
+    /// Reads and drops whatever is left.
+    fn finish(self) -> impl Future<Output = Result<(), NodeError>> + Send;
+}
+
+/// What kind of statement runs, for the door's transaction rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub access: Access,
+    /// Run as a prepared statement on the node (the client's was one: binary rows).
+    pub binary: bool,
+}
+
+/// The door to the nodes (see the module documentation).
+pub trait Door: Send {
+    type Res<'a>: NodeResult + 'a
+    where
+        Self: 'a;
+
+    /// Starts `stmt` on `node` (connecting, and entering the session's transaction there,
+    /// first): its first result is ready to read.
+    fn start<'a>(
+        &'a mut self,
+        node: usize,
+        stmt: Stmt<'a>,
+        run: Run,
+    ) -> impl Future<Output = Result<Self::Res<'a>, NodeError>> + Send + 'a;
+
+    /// Starts each statement on its node, all at once (nodes distinct). `Err` when the
+    /// statements cannot run together at all (a write over several nodes inside a
+    /// transaction, a node unreachable); else one result per statement, in order.
+    #[allow(clippy::type_complexity)]
+    fn start_all<'a>(
+        &'a mut self,
+        stmts: &'a [(usize, Stmt<'a>)],
+        run: Run,
+    ) -> impl Future<Output = Result<Vec<Result<Self::Res<'a>, NodeError>>, NodeError>> + Send + 'a;
+
+    /// A query the proxy runs for itself on the session's connection to `node`: every row,
+    /// values typed (binary protocol).
+    fn fetch(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> impl Future<Output = Result<Vec<Vec<Value>>, NodeError>> + Send;
+
+    /// A query on a connection of its own, outside the session and its transaction (lookup
+    /// tables): every row.
+    fn fetch_outside(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> impl Future<Output = Result<Vec<Vec<Value>>, NodeError>> + Send;
+
+    /// Asks `node` to parse `sql` without running it (PREPARE + CLOSE): `Ok` when it would
+    /// run, the node's own error (a syntax error) otherwise.
+    fn check_syntax(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+
+    /// Prepares `sql` on `node` to learn its parameters and columns (the client's
+    /// COM_STMT_PREPARE is answered with them).
+    fn prepare(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> impl Future<Output = Result<Prepared, NodeError>> + Send;
+
+    /// Can the session reach `node` (connecting when it holds no connection there)? The
+    /// error says why not.
+    fn reachable(&mut self, node: usize) -> impl Future<Output = Result<(), MyError>> + Send;
+
+    /// The node's name, for messages.
+    fn name(&self, node: usize) -> String;
+
+    /// Where a statement that names no table runs: the transaction's node, else (when
+    /// `insert_id` is asked) the node that generated the session's last insert id, else the
+    /// node of the session's last statement, else `default`. `None`: nothing ties the
+    /// session to a node yet.
+    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize>;
+
+    /// The node of the open transaction, once it touched one.
+    fn tx_node(&self) -> Option<usize>;
+
+    /// Refuses a write over several parts inside a transaction; `what` names them
+    /// ("3 nodes", "2 tiers of `t`").
+    fn check_multi_write(&self, what: &str) -> Result<(), MyError>;
+
+    /// A DDL statement runs (`true`) or ended: it commits the open transaction first and
+    /// runs outside any, even with autocommit off, as in MySQL.
+    fn ddl(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send;
+
+    /// Remembers where the session ran last and which node generated an insert id.
+    fn ran_on(&mut self, node: usize, generated_id: bool);
+
+    /// The status flags the session's answers carry (autocommit, in transaction).
+    fn status(&self) -> StatusFlags;
+
+    /// The session statements: each one changes the state of every node connection the
+    /// session holds and of those it opens later.
+    fn use_db(&mut self, db: &str) -> impl Future<Output = Result<(), MyError>> + Send;
+    fn set(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send;
+    fn begin(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send;
+    fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send;
+    fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send;
+
+    /// Counts rows a merge read (metrics).
+    fn count_merged(&self, rows: u64);
+    /// Counts a tier statement by mode (metrics: read, page, poll, write, write_retry).
+    fn count_tier(&self, mode: &str);
+    /// Counts lookup-table reads (metrics: read, failed).
+    fn count_lookups(&self, outcome: &str, n: u64);
+}
+
+/// Where results go: the client, as MySQL packets (the frontend), or a test's record.
+pub trait Sink: Send {
+    /// Rows are written in the binary protocol (an executed prepared statement).
+    fn binary(&self) -> bool;
+    /// The client takes several results for one statement (CLIENT_MULTI_RESULTS).
+    fn multi_results(&self) -> bool;
+    /// A result set's header: column count, definitions, EOF.
+    fn columns(&mut self, cols: &[Column], status: StatusFlags);
+    /// One row of the result set (values as the node sent them, or merged).
+    fn row(&mut self, row: &[Option<Value>], cols: &[Column]);
+    /// The end of a result set; `more`: another result of the same statement follows.
+    fn end(&mut self, status: StatusFlags, warnings: u16, more: bool);
+    /// An OK packet; `more`: another result of the same statement follows.
+    fn ok(&mut self, ok: &OkInfo, status: StatusFlags, more: bool);
+    /// Sends what is buffered when enough has piled up (while rows stream).
+    fn flush_some(&mut self) -> impl Future<Output = io::Result<()>> + Send;
+    /// Packets written so far: unchanged across an attempt means the client saw nothing.
+    fn written(&self) -> u64;
+}
+
+/// A failure while writing to the client during a merge, as an error of no node.
+pub fn client_gone(e: io::Error) -> NodeError {
+    NodeError {
+        node: usize::MAX,
+        error: MyError::internal(format!("shardproxy: writing to the client failed: {e}")),
+        broke: false,
+    }
+}

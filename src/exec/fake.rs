@@ -1,0 +1,607 @@
+//! The logging fake door (tests only): records each node's SQL, replays canned answers, and
+//! fails a chosen node (a server error, a connection that breaks, rows that stop midway, a
+//! node that is down), so every primitive is tested without a server. Its session state
+//! (transaction, sticky node, insert id) follows the real door's rules.
+
+use std::collections::HashSet;
+use std::io;
+use std::sync::Arc;
+
+use mysql_common::constants::{ColumnType, StatusFlags};
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt};
+use crate::error::{MyError, ER_NOT_SUPPORTED_YET};
+use crate::merge::Row;
+
+/// A canned answer.
+#[derive(Debug, Clone)]
+pub enum Canned {
+    Rows {
+        cols: Arc<[Column]>,
+        rows: Vec<Row>,
+        /// After this many rows the stream fails (a node killed mid-result).
+        fail_after: Option<usize>,
+    },
+    Ok(OkInfo),
+    /// Several results (a CALL).
+    Many(Vec<Canned>),
+}
+
+impl Canned {
+    /// A result set of string columns (`None` for `"NULL"`).
+    pub fn rows(names: &[&str], rows: &[&[&str]]) -> Canned {
+        let cols: Vec<(&str, ColumnType)> = names
+            .iter()
+            .map(|n| (*n, ColumnType::MYSQL_TYPE_VAR_STRING))
+            .collect();
+        Canned::typed(&cols, rows)
+    }
+
+    /// A result set with column types (values given as their text).
+    pub fn typed(cols: &[(&str, ColumnType)], rows: &[&[&str]]) -> Canned {
+        let cols: Vec<Column> = cols
+            .iter()
+            .map(|(n, t)| Column::new(*t).with_name(n.as_bytes()))
+            .collect();
+        let rows = rows
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|v| (*v != "NULL").then(|| Value::Bytes(v.as_bytes().to_vec())))
+                    .collect()
+            })
+            .collect();
+        Canned::Rows {
+            cols: cols.into(),
+            rows,
+            fail_after: None,
+        }
+    }
+
+    pub fn ok(affected: u64, last_insert_id: u64) -> Canned {
+        Canned::Ok(OkInfo {
+            affected,
+            last_insert_id,
+            warnings: 0,
+            info: String::new(),
+        })
+    }
+
+    /// These rows, then the connection breaks after `n` of them.
+    pub fn failing_after(self, n: usize) -> Canned {
+        match self {
+            Canned::Rows { cols, rows, .. } => Canned::Rows {
+                cols,
+                rows,
+                fail_after: Some(n),
+            },
+            other => other,
+        }
+    }
+}
+
+/// Which statements an answer or a failure applies to: a node (or any) and a piece of the
+/// SQL text.
+#[derive(Debug, Clone)]
+struct Rule<T> {
+    node: Option<usize>,
+    contains: String,
+    what: T,
+}
+
+impl<T> Rule<T> {
+    fn matches(&self, node: usize, sql: &str) -> bool {
+        self.node.is_none_or(|n| n == node) && sql.contains(&self.contains)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Failure {
+    Server(u16, String),
+    Broken,
+}
+
+#[derive(Default)]
+pub struct FakeDoor {
+    nodes: usize,
+    answers: Vec<Rule<Canned>>,
+    failures: Vec<Rule<Failure>>,
+    down: HashSet<usize>,
+    log: Vec<(usize, String)>,
+    /// Statements the proxy ran for itself outside the session (lookups).
+    pub outside: Vec<(usize, String)>,
+    tx: Option<Option<usize>>,
+    autocommit: bool,
+    ddl: bool,
+    last_node: Option<usize>,
+    insert_id_node: Option<usize>,
+    pub merged: u64,
+    pub tier_counts: Vec<String>,
+    pub lookups: Vec<(String, u64)>,
+}
+
+impl FakeDoor {
+    pub fn new(nodes: usize) -> Self {
+        FakeDoor {
+            nodes,
+            autocommit: true,
+            ..Default::default()
+        }
+    }
+
+    /// `node` answers statements containing `contains` with `canned` (first rule wins).
+    pub fn answer(&mut self, node: usize, contains: &str, canned: Canned) {
+        self.answers.push(Rule {
+            node: Some(node),
+            contains: contains.into(),
+            what: canned,
+        });
+    }
+
+    /// Every node answers statements containing `contains` with `canned`.
+    pub fn answer_any(&mut self, contains: &str, canned: Canned) {
+        self.answers.push(Rule {
+            node: None,
+            contains: contains.into(),
+            what: canned,
+        });
+    }
+
+    /// `node` fails statements containing `contains` with a server error.
+    pub fn fail_on(&mut self, node: usize, contains: &str, code: u16, message: &str) {
+        self.failures.push(Rule {
+            node: Some(node),
+            contains: contains.into(),
+            what: Failure::Server(code, message.into()),
+        });
+    }
+
+    /// `node`'s connection breaks on statements containing `contains`.
+    pub fn break_on(&mut self, node: usize, contains: &str) {
+        self.failures.push(Rule {
+            node: Some(node),
+            contains: contains.into(),
+            what: Failure::Broken,
+        });
+    }
+
+    /// `node` accepts no connection.
+    pub fn down(&mut self, node: usize) {
+        self.down.insert(node);
+    }
+
+    /// `(node, sql)` of every statement run in the session, in order.
+    pub fn log(&self) -> Vec<(usize, String)> {
+        self.log.clone()
+    }
+
+    /// The SQL each of `nodes` ran, in order.
+    pub fn sql_on(&self, node: usize) -> Vec<String> {
+        self.log
+            .iter()
+            .filter(|(n, _)| *n == node)
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
+    fn check(&self, node: usize, sql: &str) -> Result<(), NodeError> {
+        if node >= self.nodes || self.down.contains(&node) {
+            return Err(NodeError {
+                node,
+                error: MyError::internal(format!("shardproxy: node `ds{node}` is unavailable")),
+                broke: true,
+            });
+        }
+        match self.failures.iter().find(|f| f.matches(node, sql)) {
+            Some(Rule {
+                what: Failure::Server(code, message),
+                ..
+            }) => Err(NodeError {
+                node,
+                error: MyError::new(*code, message.clone()),
+                broke: false,
+            }),
+            Some(Rule {
+                what: Failure::Broken,
+                ..
+            }) => Err(broken(node)),
+            None => Ok(()),
+        }
+    }
+
+    fn canned(&self, node: usize, sql: &str) -> Canned {
+        self.answers
+            .iter()
+            .find(|a| a.matches(node, sql))
+            .map(|a| a.what.clone())
+            .unwrap_or_else(|| Canned::ok(0, 0))
+    }
+
+    fn run_one(&mut self, node: usize, stmt: Stmt<'_>) -> Result<FakeRes, NodeError> {
+        self.log.push((node, stmt.sql.to_string()));
+        self.check(node, stmt.sql)?;
+        let canned = self.canned(node, stmt.sql);
+        let results = match canned {
+            Canned::Many(v) => v,
+            one => vec![one],
+        };
+        Ok(FakeRes {
+            node,
+            results,
+            at: 0,
+            row: 0,
+            status: self.status(),
+        })
+    }
+
+    fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
+        if self.tx.is_none() && !self.autocommit && !self.ddl {
+            self.tx = Some(None);
+        }
+        match self.tx {
+            None => Ok(()),
+            Some(Some(n)) if n == node || access == Access::Read => Ok(()),
+            Some(Some(_)) => Err(NodeError {
+                node,
+                error: MyError::new(ER_NOT_SUPPORTED_YET, "the transaction would span two nodes"),
+                broke: false,
+            }),
+            Some(None) => {
+                self.log.push((node, "BEGIN".into()));
+                self.tx = Some(Some(node));
+                Ok(())
+            }
+        }
+    }
+}
+
+fn broken(node: usize) -> NodeError {
+    NodeError {
+        node,
+        error: MyError::internal(format!(
+            "shardproxy: node `ds{node}`: Input/output error: connection reset"
+        )),
+        broke: true,
+    }
+}
+
+/// A canned answer being read.
+pub struct FakeRes {
+    node: usize,
+    results: Vec<Canned>,
+    at: usize,
+    row: usize,
+    status: StatusFlags,
+}
+
+impl NodeResult for FakeRes {
+    fn columns(&self) -> Option<Arc<[Column]>> {
+        match self.results.get(self.at) {
+            Some(Canned::Rows { cols, .. }) if !cols.is_empty() => Some(cols.clone()),
+            _ => None,
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Row>, NodeError> {
+        match self.results.get(self.at) {
+            Some(Canned::Rows {
+                rows, fail_after, ..
+            }) => {
+                if fail_after.is_some_and(|n| self.row >= n) {
+                    return Err(broken(self.node));
+                }
+                if let Some(r) = rows.get(self.row) {
+                    self.row += 1;
+                    return Ok(Some(r.clone()));
+                }
+                self.at += 1;
+                self.row = 0;
+                Ok(None)
+            }
+            Some(_) => {
+                self.at += 1;
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn ok(&self) -> OkInfo {
+        match self.results.get(self.at) {
+            Some(Canned::Ok(ok)) => ok.clone(),
+            _ => OkInfo::default(),
+        }
+    }
+
+    fn warnings(&self) -> u16 {
+        0
+    }
+
+    fn pending(&self) -> bool {
+        self.at < self.results.len()
+    }
+
+    fn status(&self) -> StatusFlags {
+        self.status
+    }
+
+    async fn finish(self) -> Result<(), NodeError> {
+        Ok(())
+    }
+}
+
+impl Door for FakeDoor {
+    type Res<'a> = FakeRes;
+
+    async fn start<'a>(
+        &'a mut self,
+        node: usize,
+        stmt: Stmt<'a>,
+        run: Run,
+    ) -> Result<FakeRes, NodeError> {
+        self.enter_tx(node, run.access)?;
+        self.last_node = Some(node);
+        self.run_one(node, stmt)
+    }
+
+    async fn start_all<'a>(
+        &'a mut self,
+        stmts: &'a [(usize, Stmt<'a>)],
+        _run: Run,
+    ) -> Result<Vec<Result<FakeRes, NodeError>>, NodeError> {
+        if let Some((n, _)) = stmts.iter().find(|(n, _)| self.down.contains(n)) {
+            return Err(self.check(*n, "").unwrap_err());
+        }
+        self.last_node = stmts.first().map(|(n, _)| *n);
+        Ok(stmts.iter().map(|(n, s)| self.run_one(*n, *s)).collect())
+    }
+
+    async fn fetch(&mut self, node: usize, sql: &str) -> Result<Vec<Vec<Value>>, NodeError> {
+        let mut res = self.run_one(node, Stmt::new(sql, &[]))?;
+        let mut out = Vec::new();
+        while let Some(r) = res.next().await? {
+            out.push(r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect());
+        }
+        Ok(out)
+    }
+
+    async fn fetch_outside(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> Result<Vec<Vec<Value>>, NodeError> {
+        self.outside.push((node, sql.to_string()));
+        self.check(node, sql)?;
+        let mut res = FakeRes {
+            node,
+            results: vec![self.canned(node, sql)],
+            at: 0,
+            row: 0,
+            status: StatusFlags::empty(),
+        };
+        let mut out = Vec::new();
+        while let Some(r) = res.next().await? {
+            out.push(r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect());
+        }
+        Ok(out)
+    }
+
+    async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        self.check(node, sql)
+    }
+
+    async fn prepare(&mut self, node: usize, sql: &str) -> Result<Prepared, NodeError> {
+        self.check(node, sql)?;
+        Ok(Prepared::default())
+    }
+
+    async fn reachable(&mut self, node: usize) -> Result<(), MyError> {
+        self.check(node, "").map_err(|e| e.error)
+    }
+
+    fn name(&self, node: usize) -> String {
+        format!("ds{node}")
+    }
+
+    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
+        let tx_node = self.tx.flatten();
+        if tx_node.is_none() && self.last_node.is_none() && self.insert_id_node.is_none() {
+            return None;
+        }
+        Some(match (tx_node, self.insert_id_node) {
+            (Some(n), _) => n,
+            (None, Some(n)) if insert_id => n,
+            _ => self.last_node.unwrap_or(default),
+        })
+    }
+
+    fn tx_node(&self) -> Option<usize> {
+        self.tx.flatten()
+    }
+
+    fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
+        if !self.ddl && (self.tx.is_some() || !self.autocommit) {
+            return Err(MyError::unsupported(format!(
+                "this write touches {what} inside a transaction"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn ddl(&mut self, on: bool) -> Result<(), MyError> {
+        if on {
+            self.end(true).await?;
+        }
+        self.ddl = on;
+        Ok(())
+    }
+
+    fn ran_on(&mut self, node: usize, generated_id: bool) {
+        self.last_node = Some(node);
+        if generated_id {
+            self.insert_id_node = Some(node);
+        }
+    }
+
+    fn status(&self) -> StatusFlags {
+        let mut s = StatusFlags::empty();
+        if self.autocommit {
+            s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
+        }
+        if self.tx.is_some() {
+            s |= StatusFlags::SERVER_STATUS_IN_TRANS;
+        }
+        s
+    }
+
+    async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
+        let node = self.sticky(false, 0).unwrap_or(0);
+        self.log.push((node, format!("USE `{db}`")));
+        self.check(node, "USE").map_err(|e| e.error)
+    }
+
+    async fn set(&mut self, sql: &str) -> Result<(), MyError> {
+        let node = self.sticky(false, 0).unwrap_or(0);
+        self.log.push((node, sql.to_string()));
+        self.check(node, sql).map_err(|e| e.error)
+    }
+
+    async fn begin(&mut self, _sql: &str) -> Result<(), MyError> {
+        if matches!(self.tx, Some(Some(_))) {
+            self.end(true).await?;
+        }
+        self.tx = Some(None);
+        Ok(())
+    }
+
+    async fn end(&mut self, commit: bool) -> Result<(), MyError> {
+        if let Some(Some(node)) = self.tx.take() {
+            self.log
+                .push((node, if commit { "COMMIT" } else { "ROLLBACK" }.into()));
+        }
+        Ok(())
+    }
+
+    async fn set_autocommit(&mut self, on: bool) -> Result<(), MyError> {
+        if on && !self.autocommit {
+            self.end(true).await?;
+        }
+        self.autocommit = on;
+        Ok(())
+    }
+
+    fn count_merged(&self, _rows: u64) {}
+
+    fn count_tier(&self, _mode: &str) {}
+
+    fn count_lookups(&self, _outcome: &str, _n: u64) {}
+}
+
+/// What a primitive wrote, as a test reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Columns(Vec<String>),
+    Row(Vec<Option<String>>),
+    End {
+        warnings: u16,
+        more: bool,
+    },
+    Ok {
+        affected: u64,
+        last_insert_id: u64,
+        more: bool,
+    },
+}
+
+/// A sink that records what it is given.
+pub struct RecordSink {
+    pub binary: bool,
+    pub multi: bool,
+    pub events: Vec<Event>,
+}
+
+impl RecordSink {
+    pub fn text() -> Self {
+        RecordSink {
+            binary: false,
+            multi: false,
+            events: Vec::new(),
+        }
+    }
+
+    /// The rows written, as text.
+    pub fn rows(&self) -> Vec<Vec<Option<String>>> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Row(r) => Some(r.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The rows written, each as `a,b,c` (NULL for NULL).
+    pub fn lines(&self) -> Vec<String> {
+        self.rows()
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|v| v.unwrap_or_else(|| "NULL".into()))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .collect()
+    }
+}
+
+fn text(v: &Value) -> String {
+    crate::routing::slot::text_form(v)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|| "NULL".into())
+}
+
+impl Sink for RecordSink {
+    fn binary(&self) -> bool {
+        self.binary
+    }
+
+    fn multi_results(&self) -> bool {
+        self.multi
+    }
+
+    fn columns(&mut self, cols: &[Column], _status: StatusFlags) {
+        self.events.push(Event::Columns(
+            cols.iter()
+                .map(|c| String::from_utf8_lossy(c.name_ref()).into_owned())
+                .collect(),
+        ));
+    }
+
+    fn row(&mut self, row: &[Option<Value>], _cols: &[Column]) {
+        self.events.push(Event::Row(
+            row.iter().map(|v| v.as_ref().map(text)).collect(),
+        ));
+    }
+
+    fn end(&mut self, _status: StatusFlags, warnings: u16, more: bool) {
+        self.events.push(Event::End { warnings, more });
+    }
+
+    fn ok(&mut self, ok: &OkInfo, _status: StatusFlags, more: bool) {
+        self.events.push(Event::Ok {
+            affected: ok.affected,
+            last_insert_id: ok.last_insert_id,
+            more,
+        });
+    }
+
+    async fn flush_some(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn written(&self) -> u64 {
+        self.events.len() as u64
+    }
+}

@@ -1,0 +1,144 @@
+//! Execution: a plan run through the door to the nodes, its answer written to a sink.
+//!
+//! One primitive a file: [`route`] (one node, any copy, the sticky node), [`scatter`] (many
+//! nodes, rows appended, OKs combined), [`merge`] (a scatter whose rows are merged:
+//! [`merge_sort`], [`aggregate`], [`limit`]), the time-tier paths ([`tier_read`],
+//! [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup tables) and
+//! [`session_op`] (BEGIN, SET, USE, ...). Every primitive reaches the nodes only through
+//! [`door::Door`] and writes only to [`door::Sink`]; [`fake`] drives their unit tests.
+//!
+//! A new primitive goes in a file of its own here, takes `(door, sink, ...)`, and gets its
+//! case in [`run`].
+
+pub mod aggregate;
+pub mod door;
+#[cfg(test)]
+pub mod fake;
+pub mod limit;
+pub mod lookup;
+pub mod merge;
+pub mod merge_sort;
+pub mod poll;
+pub mod route;
+pub mod scatter;
+pub mod session_op;
+pub mod tier_page;
+pub mod tier_read;
+pub mod tier_write;
+
+use door::{Access, Door, NodeError, Sink, Stmt};
+
+use crate::config::Topology;
+use crate::error::MyError;
+use crate::plan::{Plan, TierMode, TierPlan};
+
+/// Runs `plan` (planned against `topo`, the statement's snapshot). `access`: the statement
+/// only reads.
+pub async fn run<D: Door, K: Sink>(
+    plan: &Plan,
+    topo: &Topology,
+    access: Access,
+    door: &mut D,
+    sink: &mut K,
+) -> Result<(), MyError> {
+    let cap = topo.max_rows_per_statement;
+    let r: Result<(), NodeError> = match plan {
+        Plan::Session(op) => return session_op::apply(door, sink, op).await,
+        Plan::Refuse { code, message } => return Err(MyError::new(*code, message.clone())),
+        Plan::Unroutable { node, sql, reason } => {
+            return route::unroutable(door, *node, sql, reason).await
+        }
+        Plan::NeedLookup(keys) => {
+            return Err(MyError::internal(format!(
+                "shardproxy: directory lookup entries for {} key(s) could not be resolved",
+                keys.len()
+            )))
+        }
+        Plan::Sticky { sql, params } => {
+            return route::sticky(
+                door,
+                sink,
+                sql,
+                params,
+                topo.default_node,
+                topo.all_nodes(),
+                access,
+            )
+            .await
+        }
+        Plan::AnyCopy { nodes, sql, params } => {
+            return route::any_copy(door, sink, nodes.clone(), sql, params, access).await
+        }
+        Plan::Route(t) => {
+            route::single(door, sink, t.node, Stmt::new(&t.sql, &t.params), access).await
+        }
+        Plan::Scatter { targets, ok, merge } => {
+            let stmts: Vec<(usize, Stmt<'_>)> = targets
+                .iter()
+                .map(|t| (t.node, Stmt::new(&t.sql, &t.params)))
+                .collect();
+            match merge {
+                None => scatter::append(door, sink, &stmts, *ok, access)
+                    .await
+                    .map(|_| ()),
+                Some(spec) => merge::merged(door, sink, &stmts, spec, cap, access).await,
+            }
+        }
+        Plan::Tier(t) => tier(t, cap, access, door, sink).await,
+    };
+    r.map_err(MyError::from)
+}
+
+async fn tier<D: Door, K: Sink>(
+    t: &TierPlan,
+    cap: u64,
+    access: Access,
+    door: &mut D,
+    sink: &mut K,
+) -> Result<(), NodeError> {
+    let mode = match &t.mode {
+        TierMode::Read { .. } => "read",
+        TierMode::Page { .. } => "page",
+        TierMode::PollFirst { .. } => "poll",
+        TierMode::Write { .. } => "write",
+    };
+    door.count_tier(mode);
+    match &t.mode {
+        TierMode::Read { node_sql, merge } => {
+            tier_read::read(door, sink, t, node_sql, merge.as_ref(), cap, access).await
+        }
+        TierMode::Page {
+            node_sql,
+            count_tail,
+            segments,
+            merge,
+            offset,
+            limit,
+        } => {
+            let page = tier_page::Page {
+                node_sql,
+                count_tail,
+                segments,
+                merge,
+                offset: *offset,
+                limit: *limit,
+            };
+            tier_page::page(door, sink, t, page, cap, access).await
+        }
+        TierMode::PollFirst { sql, params } => {
+            poll::first(door, sink, t, sql, params, access).await
+        }
+        TierMode::Write {
+            sql,
+            params,
+            retries,
+            retry_ms,
+        } => {
+            let retry = tier_write::Retry {
+                retries: *retries,
+                retry_ms: *retry_ms,
+            };
+            tier_write::write(door, sink, t, sql, params, retry).await
+        }
+    }
+}

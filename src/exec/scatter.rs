@@ -1,0 +1,226 @@
+//! Scatter: one statement per node, all at once; their result rows appended node after node
+//! (the nodes read later wait on their sockets), their OK packets combined. An error names
+//! the node that failed; the other nodes' results are drained.
+
+use super::door::{client_gone, Access, Door, NodeError, NodeResult, OkInfo, Run, Sink, Stmt};
+use crate::plan::OkMerge;
+
+/// Runs `stmts` and appends their answers. Returns the generated insert id (a split INSERT:
+/// the first row's node holds `LAST_INSERT_ID()`).
+pub async fn append<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    stmts: &[(usize, Stmt<'_>)],
+    ok: OkMerge,
+    access: Access,
+) -> Result<u64, NodeError> {
+    if access == Access::Write && stmts.len() > 1 {
+        door.check_multi_write(&format!("{} nodes", stmts.len()))
+            .map_err(not_a_node)?;
+    }
+    let run = Run {
+        access,
+        binary: sink.binary(),
+    };
+    let status = door.status();
+    let first_node = stmts.first().map(|(n, _)| *n);
+    let results = door.start_all(stmts, run).await?;
+    let ress = started(results).await?;
+    let generated = match ress.iter().find_map(|r| r.columns()) {
+        Some(cols) => {
+            sink.columns(&cols, status);
+            let mut warnings = 0u16;
+            let mut failed = None;
+            for mut res in ress {
+                if failed.is_none() {
+                    loop {
+                        match res.next().await {
+                            Ok(Some(row)) => {
+                                sink.row(&row, &cols);
+                                if let Err(e) = sink.flush_some().await {
+                                    failed = Some(client_gone(e));
+                                    break;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    warnings = warnings.saturating_add(res.warnings());
+                }
+                if let Err(e) = res.finish().await {
+                    failed.get_or_insert(e);
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            sink.end(status, warnings, false);
+            0
+        }
+        None => {
+            let mut total = OkInfo::default();
+            let mut failed = None;
+            for (i, res) in ress.into_iter().enumerate() {
+                let o = res.ok();
+                match ok {
+                    OkMerge::Sum => {
+                        total.affected += o.affected;
+                        total.last_insert_id = total.last_insert_id.max(o.last_insert_id);
+                        total.warnings = total.warnings.saturating_add(o.warnings);
+                    }
+                    OkMerge::Copies if i == 0 => total = o,
+                    OkMerge::Copies => {}
+                }
+                if let Err(e) = res.finish().await {
+                    failed.get_or_insert(e);
+                }
+            }
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            sink.ok(&total, status, false);
+            total.last_insert_id
+        }
+    };
+    if let Some(n) = first_node {
+        door.ran_on(n, generated != 0);
+    }
+    Ok(generated)
+}
+
+/// An error of the statement, not of a node.
+pub fn not_a_node(error: crate::error::MyError) -> NodeError {
+    NodeError {
+        node: usize::MAX,
+        error,
+        broke: false,
+    }
+}
+
+/// The results of statements started on several nodes, or the first node's error (the
+/// others drained).
+pub async fn started<R: NodeResult>(
+    results: Vec<Result<R, NodeError>>,
+) -> Result<Vec<R>, NodeError> {
+    let mut ress = Vec::with_capacity(results.len());
+    let mut first_err = None;
+    for r in results {
+        match r {
+            Ok(res) => ress.push(res),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        for res in ress {
+            let _ = res.finish().await;
+        }
+        return Err(e);
+    }
+    Ok(ress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, Event, FakeDoor, RecordSink};
+
+    fn stmts<'a>(sql: &'a str, nodes: &[usize]) -> Vec<(usize, Stmt<'a>)> {
+        nodes.iter().map(|n| (*n, Stmt::new(sql, &[]))).collect()
+    }
+
+    #[tokio::test]
+    async fn rows_of_every_node_are_appended() {
+        let mut door = FakeDoor::new(3);
+        door.answer(0, "SELECT", Canned::rows(&["id"], &[&["1"], &["4"]]));
+        door.answer(1, "SELECT", Canned::rows(&["id"], &[]));
+        door.answer(2, "SELECT", Canned::rows(&["id"], &[&["2"]]));
+        let mut sink = RecordSink::text();
+        let s = stmts("SELECT id FROM t", &[0, 1, 2]);
+        append(&mut door, &mut sink, &s, OkMerge::Sum, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["1", "4", "2"]);
+        assert_eq!(door.log().len(), 3);
+        assert!(matches!(sink.events.last(), Some(Event::End { .. })));
+    }
+
+    #[tokio::test]
+    async fn affected_rows_add_up_and_copies_report_one() {
+        let mut door = FakeDoor::new(2);
+        door.answer(0, "UPDATE", Canned::ok(3, 0));
+        door.answer(1, "UPDATE", Canned::ok(4, 0));
+        let mut sink = RecordSink::text();
+        let s = stmts("UPDATE t SET v = 1", &[0, 1]);
+        append(&mut door, &mut sink, &s, OkMerge::Sum, Access::Write)
+            .await
+            .unwrap();
+        append(&mut door, &mut sink, &s, OkMerge::Copies, Access::Write)
+            .await
+            .unwrap();
+        let oks: Vec<u64> = sink
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Ok { affected, .. } => Some(*affected),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(oks, vec![7, 3]);
+    }
+
+    #[tokio::test]
+    async fn an_error_on_one_node_is_the_answer_and_names_it() {
+        let mut door = FakeDoor::new(3);
+        door.answer_any("SELECT", Canned::rows(&["id"], &[&["1"]]));
+        door.fail_on(1, "SELECT", 1146, "Table 'shop.t' doesn't exist");
+        let mut sink = RecordSink::text();
+        let s = stmts("SELECT id FROM t", &[0, 1, 2]);
+        let e = append(&mut door, &mut sink, &s, OkMerge::Sum, Access::Read)
+            .await
+            .unwrap_err();
+        assert_eq!((e.node, e.error.code), (1, 1146));
+        assert!(
+            sink.events.is_empty(),
+            "nothing was written before the error"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_node_that_dies_mid_stream_fails_the_statement() {
+        let mut door = FakeDoor::new(2);
+        door.answer(0, "SELECT", Canned::rows(&["id"], &[&["1"], &["2"]]));
+        door.answer(
+            1,
+            "SELECT",
+            Canned::rows(&["id"], &[&["3"], &["4"]]).failing_after(1),
+        );
+        let mut sink = RecordSink::text();
+        let s = stmts("SELECT id FROM t", &[0, 1]);
+        let e = append(&mut door, &mut sink, &s, OkMerge::Sum, Access::Read)
+            .await
+            .unwrap_err();
+        assert!(e.broke);
+        assert_eq!(e.node, 1);
+        assert!(!matches!(sink.events.last(), Some(Event::End { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_split_insert_remembers_its_first_rows_node_for_last_insert_id() {
+        let mut door = FakeDoor::new(3);
+        door.answer(2, "INSERT", Canned::ok(1, 90));
+        door.answer(0, "INSERT", Canned::ok(1, 91));
+        let mut sink = RecordSink::text();
+        let s = stmts("INSERT INTO t (id) VALUES (1)", &[2, 0]);
+        let id = append(&mut door, &mut sink, &s, OkMerge::Sum, Access::Write)
+            .await
+            .unwrap();
+        assert_eq!(id, 91);
+        assert_eq!(door.sticky(true, 0), Some(2));
+    }
+}

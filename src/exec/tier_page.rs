@@ -1,0 +1,143 @@
+//! Tier pages: `ORDER BY <tier column> ... LIMIT offset, limit` over tiers. Rows are counted
+//! per date segment, one tier at a time in page order, until the counted segments hold the
+//! page; then only the segments holding the page are read, the skip pushed into the node's
+//! own LIMIT where a single tier starts the page.
+
+use mysql_common::value::Value;
+
+use super::door::{Access, Door, NodeError, Sink, Stmt};
+use super::tier_read::exclusions;
+use crate::merge::MergeSpec;
+use crate::plan::tier::{fill, TierPlan};
+use crate::routing::time_tier::{pick_page, Segment};
+
+fn as_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::UInt(u) => Some(*u),
+        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn as_i64(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        Value::UInt(u) => i64::try_from(*u).ok(),
+        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// What one page needs of the plan.
+pub struct Page<'p> {
+    pub node_sql: &'p str,
+    pub count_tail: &'p str,
+    pub segments: &'p [Segment],
+    pub merge: &'p MergeSpec,
+    pub offset: u64,
+    pub limit: u64,
+}
+
+pub async fn page<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    t: &TierPlan,
+    p: Page<'_>,
+    cap: u64,
+    access: Access,
+) -> Result<(), NodeError> {
+    let segments = p.segments;
+    let excl = exclusions(door, t, cap).await?;
+    let preds: Vec<String> = (0..t.parts.len()).map(|i| t.part_pred(i, &excl)).collect();
+    let mut counts: Vec<Vec<Option<u64>>> =
+        segments.iter().map(|s| vec![None; s.parts.len()]).collect();
+    let mut order: Vec<usize> = Vec::new();
+    for s in segments {
+        for part in &s.parts {
+            if !order.contains(part) {
+                order.push(*part);
+            }
+        }
+    }
+    let need = p.offset.saturating_add(p.limit);
+    let known = |counts: &Vec<Vec<Option<u64>>>| -> (usize, u64) {
+        let mut n = 0;
+        let mut total = 0u64;
+        for c in counts {
+            if c.iter().any(Option::is_none) {
+                break;
+            }
+            total += c.iter().map(|x| x.unwrap_or(0)).sum::<u64>();
+            n += 1;
+        }
+        (n, total)
+    };
+    for part in order {
+        if known(&counts).1 >= need {
+            break;
+        }
+        let sql = t.count_sql(p.count_tail, part, &preds[part], segments);
+        let rows = door.fetch(t.parts[part].node, &sql).await?;
+        for row in rows {
+            let (Some(seg), Some(n)) = (row.first().and_then(as_i64), row.get(1).and_then(as_u64))
+            else {
+                continue;
+            };
+            let Ok(seg) = usize::try_from(seg) else {
+                continue;
+            };
+            if let Some(j) = segments
+                .get(seg)
+                .and_then(|s| s.parts.iter().position(|x| *x == part))
+            {
+                counts[seg][j] = Some(n);
+            }
+        }
+        for (s, seg) in segments.iter().enumerate() {
+            if let Some(j) = seg.parts.iter().position(|x| *x == part) {
+                counts[s][j].get_or_insert(0);
+            }
+        }
+    }
+    let (n_known, _) = known(&counts);
+    let known_counts: Vec<Vec<u64>> = counts[..n_known]
+        .iter()
+        .map(|c| c.iter().map(|x| x.unwrap_or(0)).collect())
+        .collect();
+    let mut spec = p.merge.clone();
+    spec.limit = Some(p.limit);
+    let sqls: Vec<(usize, String)> =
+        match pick_page(&segments[..n_known], &known_counts, p.offset, p.limit) {
+            None => {
+                // Past the last row: an empty page with the query's columns.
+                spec.offset = 0;
+                vec![(
+                    t.parts[0].node,
+                    format!("{} LIMIT 0", fill(p.node_sql, &preds[0])),
+                )]
+            }
+            Some(pick) => {
+                spec.offset = pick.skip;
+                let range: Vec<String> = segments[pick.first..=pick.last]
+                    .iter()
+                    .map(|s| format!("({})", s.pred(&t.col_ref)))
+                    .collect();
+                let range = range.join(" OR ");
+                pick.reads
+                    .iter()
+                    .map(|&(part, off, cnt)| {
+                        (
+                            t.parts[part].node,
+                            format!(
+                                "{} LIMIT {off}, {cnt}",
+                                fill(p.node_sql, &format!("{} AND ({range})", preds[part]))
+                            ),
+                        )
+                    })
+                    .collect()
+            }
+        };
+    let stmts: Vec<(usize, Stmt<'_>)> = sqls.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect();
+    super::merge::merged(door, sink, &stmts, &spec, cap, access).await
+}

@@ -1,0 +1,92 @@
+//! Tier writes: an UPDATE or DELETE of a time_tier table over several tiers runs on every
+//! tier (copies in an overlap window included), affected rows summed; a tier that fails
+//! transiently (a lost connection, a deadlock, a lock wait) is retried.
+
+use std::time::Duration;
+
+use mysql_common::value::Value;
+use tracing::warn;
+
+use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Run, Sink, Stmt};
+use super::scatter::not_a_node;
+use crate::error::MyError;
+use crate::plan::tier::TierPlan;
+
+/// Errors worth retrying on a tier: lost or refused connections, deadlocks, lock waits.
+pub fn transient(e: &MyError) -> bool {
+    matches!(
+        e.code,
+        1105 | 1205 | 1213 | 1040 | 1053 | 1927 | 2006 | 2013
+    )
+}
+
+pub struct Retry {
+    pub retries: u32,
+    pub retry_ms: u64,
+}
+
+pub async fn write<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    t: &TierPlan,
+    sql: &str,
+    params: &[Value],
+    retry: Retry,
+) -> Result<(), NodeError> {
+    door.check_multi_write(&format!("{} tiers of `{}`", t.parts.len(), t.table))
+        .map_err(not_a_node)?;
+    let run = Run {
+        access: Access::Write,
+        binary: sink.binary(),
+    };
+    let mut total = OkInfo::default();
+    let mut done: Vec<String> = Vec::new();
+    for part in &t.parts {
+        let node = part.node;
+        let name = door.name(node);
+        let mut attempt = 0u32;
+        loop {
+            let r = async {
+                let res = door.start(node, Stmt::new(sql, params), run).await?;
+                let ok = res.ok();
+                res.finish().await?;
+                Ok::<OkInfo, NodeError>(ok)
+            }
+            .await;
+            match r {
+                Ok(ok) => {
+                    total.affected += ok.affected;
+                    total.warnings = total.warnings.saturating_add(ok.warnings);
+                    done.push(name.clone());
+                    break;
+                }
+                Err(e) if transient(&e.error) && attempt < retry.retries => {
+                    attempt += 1;
+                    door.count_tier("write_retry");
+                    warn!(
+                        node = %name,
+                        attempt,
+                        "tier write failed transiently, retrying: {}",
+                        e.error.message
+                    );
+                    tokio::time::sleep(Duration::from_millis(retry.retry_ms)).await;
+                }
+                Err(mut e) => {
+                    if !done.is_empty() {
+                        e.error.message = format!(
+                            "{} (tier node `{name}`; already applied on {})",
+                            e.error.message,
+                            done.join(", ")
+                        );
+                    }
+                    return Err(e);
+                }
+            }
+        }
+    }
+    if let Some(p) = t.parts.first() {
+        door.ran_on(p.node, false);
+    }
+    sink.ok(&total, door.status(), false);
+    Ok(())
+}

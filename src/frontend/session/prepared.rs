@@ -1,0 +1,239 @@
+//! Prepared statements: COM_STMT_PREPARE (prepared on a node that holds the statement's
+//! table, to answer with its parameter and column metadata), SEND_LONG_DATA, EXECUTE (the
+//! parameters decoded, then planned and run like a text statement with bound values), and
+//! COM_FIELD_LIST.
+
+use std::collections::HashMap;
+
+use mysql_common::constants::{ColumnFlags, ColumnType};
+use mysql_common::io::ParseBuf;
+use mysql_common::value::{BinValue, Value, ValueDeserializer};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::query::{is_read, statement_kind};
+use super::{Outcome, Prepared, Session};
+use crate::config::Topology;
+use crate::error::{MyError, ER_PARSE_ERROR, ER_UNKNOWN_STMT_HANDLER, ER_WRONG_ARGUMENTS};
+use crate::exec::door::{Access, Door, NodeResult, Run, Stmt};
+use crate::frontend::codec;
+use crate::sql::{self, Parsed};
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    pub(super) async fn prepare(&mut self, sql: String) -> Outcome {
+        let topo = self.topo.clone();
+        let parsed = sql::parse(&sql);
+        let sticky = self.sticky_node();
+        let node = match &parsed {
+            Ok(p) => prepare_node(p, &topo).unwrap_or(sticky),
+            Err(_) => sticky,
+        };
+        let stmt = self.nodes.prepare(node, &sql).await?;
+        let num_params = stmt.params.len();
+        // If our parser saw a different number of placeholders than the server, its reading of
+        // the statement cannot be trusted for routing: route it as unparsed.
+        let parsed = match parsed {
+            Ok(p) if p.param_count() == num_params => Ok(p),
+            Ok(_) => Err("placeholder count differs from the server's".to_string()),
+            Err(e) => Err(e),
+        };
+        let id = self.next_stmt;
+        self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
+        let columns = stmt.columns;
+        let params = stmt.params;
+        // COM_STMT_PREPARE_OK
+        let mut head = vec![0x00];
+        head.extend_from_slice(&id.to_le_bytes());
+        head.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+        head.extend_from_slice(&(num_params as u16).to_le_bytes());
+        head.push(0);
+        head.extend_from_slice(&0u16.to_le_bytes());
+        self.io.write(&head);
+        let status = self.status();
+        if num_params > 0 {
+            for p in &params {
+                self.io.write(&codec::column_def(p));
+            }
+            self.io.write(&codec::eof(status, 0));
+        }
+        if !columns.is_empty() {
+            for c in columns.iter() {
+                self.io.write(&codec::column_def(c));
+            }
+            self.io.write(&codec::eof(status, 0));
+        }
+        self.stmts.insert(
+            id,
+            Prepared {
+                sql,
+                parsed,
+                num_params,
+                types: Vec::new(),
+                long_data: HashMap::new(),
+            },
+        );
+        Ok(())
+    }
+
+    pub(super) fn long_data(&mut self, body: &[u8]) {
+        if body.len() < 6 {
+            return;
+        }
+        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let param = usize::from(u16::from_le_bytes([body[4], body[5]]));
+        if let Some(s) = self.stmts.get_mut(&id) {
+            if param < s.num_params {
+                s.long_data
+                    .entry(param)
+                    .or_default()
+                    .extend_from_slice(&body[6..]);
+            }
+        }
+    }
+
+    pub(super) async fn execute(&mut self, body: &[u8]) -> Outcome {
+        if body.len() < 9 {
+            return Err(MyError::new(
+                ER_WRONG_ARGUMENTS,
+                "Incorrect arguments to mysqld_stmt_execute",
+            ));
+        }
+        let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let Some(stmt) = self.stmts.get_mut(&id) else {
+            return Err(MyError::new(
+                ER_UNKNOWN_STMT_HANDLER,
+                format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
+            ));
+        };
+        let params = decode_params(stmt, &body[9..]).map_err(|m| {
+            MyError::new(
+                ER_WRONG_ARGUMENTS,
+                format!("Incorrect arguments to mysqld_stmt_execute: {m}"),
+            )
+        })?;
+        stmt.long_data.clear();
+        let topo = self.topo.clone();
+        // Out of the map while it plans (planning may read lookup tables), back after.
+        let Some(prep) = self.stmts.remove(&id) else {
+            return Err(MyError::new(
+                ER_UNKNOWN_STMT_HANDLER,
+                "prepared statement vanished",
+            ));
+        };
+        let (plan, slots) = self
+            .plan_with_lookups(
+                &prep.sql,
+                prep.parsed.as_ref().map_err(String::as_str),
+                &params,
+                &topo,
+            )
+            .await;
+        let read = is_read(prep.parsed.as_ref().ok(), &prep.sql);
+        let kind = statement_kind(prep.parsed.as_ref().ok(), &prep.sql);
+        let bytes = prep.sql.len() + body.len();
+        self.stmts.insert(id, prep);
+        self.account(&plan, kind, bytes, &slots);
+        self.run_statement(&plan, true, read, kind).await
+    }
+
+    /// COM_FIELD_LIST (deprecated, still sent by the mariadb CLI for completion): the
+    /// table's column definitions, read from the node that holds it.
+    pub(super) async fn field_list(&mut self, body: &[u8]) -> Outcome {
+        let end = body.iter().position(|b| *b == 0).unwrap_or(body.len());
+        let table = String::from_utf8_lossy(&body[..end]).into_owned();
+        let topo = self.topo.clone();
+        let sql = format!("SELECT * FROM `{}` LIMIT 0", table.replace('`', "``"));
+        let parsed = sql::parse(&sql).map_err(|e| MyError::new(ER_PARSE_ERROR, e))?;
+        let node = prepare_node(&parsed, &topo).unwrap_or_else(|| self.sticky_node());
+        let run = Run {
+            access: Access::Read,
+            binary: false,
+        };
+        let cols = {
+            let res = self.nodes.start(node, Stmt::new(&sql, &[]), run).await?;
+            let cols = res.columns();
+            res.finish().await?;
+            cols
+        };
+        for c in cols.iter().flat_map(|c| c.iter()) {
+            let mut def = codec::column_def(c);
+            def.push(0xFB); // no default value
+            self.io.write(&def);
+        }
+        let status = self.status();
+        self.io.write(&codec::eof(status, 0));
+        Ok(())
+    }
+
+    /// The node the session runs on: its transaction's, its last statement's, or the
+    /// default.
+    fn sticky_node(&self) -> usize {
+        let default = self.topo.default_node;
+        self.nodes.sticky(false, default).unwrap_or(default)
+    }
+}
+
+/// The node a statement is prepared on (to learn its parameter and column metadata): a node
+/// holding the first configured table it names.
+fn prepare_node(parsed: &Parsed, topo: &Topology) -> Option<usize> {
+    let mut node = None;
+    let _ = sqlparser::ast::visit_relations(&parsed.stmt, |n| {
+        use crate::config::TableRule;
+        node = match topo.table(&sql::table_name(n)) {
+            Some(TableRule::Broadcast) | None => Some(topo.default_node),
+            Some(r) => r.all_nodes(topo).first().copied(),
+        };
+        std::ops::ControlFlow::Break(())
+    });
+    node
+}
+
+/// Decodes COM_STMT_EXECUTE parameters (after statement id, flags and iteration count).
+fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, String> {
+    let n = stmt.num_params;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let bitmap_len = n.div_ceil(8);
+    if rest.len() < bitmap_len + 1 {
+        return Err("truncated parameter block".into());
+    }
+    let bitmap = rest[..bitmap_len].to_vec();
+    let new_bound = rest[bitmap_len];
+    rest = &rest[bitmap_len + 1..];
+    if new_bound == 1 {
+        if rest.len() < 2 * n {
+            return Err("truncated parameter types".into());
+        }
+        stmt.types = (0..n)
+            .map(|i| {
+                let ty =
+                    ColumnType::try_from(rest[2 * i]).unwrap_or(ColumnType::MYSQL_TYPE_VAR_STRING);
+                let flags = if rest[2 * i + 1] & 0x80 != 0 {
+                    ColumnFlags::UNSIGNED_FLAG
+                } else {
+                    ColumnFlags::empty()
+                };
+                (ty, flags)
+            })
+            .collect();
+        rest = &rest[2 * n..];
+    }
+    if stmt.types.len() != n {
+        return Err("parameter types were never sent".into());
+    }
+    let mut buf = ParseBuf(rest);
+    let mut values = Vec::with_capacity(n);
+    for i in 0..n {
+        if bitmap[i / 8] & (1 << (i % 8)) != 0 {
+            values.push(Value::NULL);
+        } else if let Some(data) = stmt.long_data.get(&i) {
+            values.push(Value::Bytes(data.clone()));
+        } else {
+            let v: ValueDeserializer<BinValue> = buf
+                .parse(stmt.types[i])
+                .map_err(|e| format!("parameter {}: {e}", i + 1))?;
+            values.push(v.0);
+        }
+    }
+    Ok(values)
+}

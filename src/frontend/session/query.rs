@@ -1,0 +1,253 @@
+//! COM_QUERY: a text statement (or a batch of them) parsed, planned against the command's
+//! rules snapshot, counted, and run by `crate::exec`.
+
+use std::sync::Arc;
+
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tracing::debug;
+
+use super::{Outcome, Session};
+use crate::config::Topology;
+use crate::error::{MyError, ER_PARSE_ERROR};
+use crate::exec::door::Access;
+use crate::plan::{self, OkMerge, Plan, SessionOp};
+use crate::sql::{self, Parsed};
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// One COM_QUERY: a statement, or several when the client allows them.
+    pub(super) async fn com_query(&mut self, sql: &str) -> Outcome {
+        match split_batch(sql) {
+            Some(parts) if self.multi_statements => {
+                self.batch(parts).await;
+                Ok(())
+            }
+            // Node connections accept several statements; a client that did not allow them
+            // gets MySQL's syntax error instead (stacked statements are an injection risk
+            // its code may rely on the server to refuse).
+            Some(parts) => Err(MyError::new(
+                ER_PARSE_ERROR,
+                format!(
+                    "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near ';{}' at line 1",
+                    parts[1..].join(";").chars().take(80).collect::<String>()
+                ),
+            )),
+            None => self.query(sql).await,
+        }
+    }
+
+    /// A COM_QUERY of several statements: one result each, all but the last flagged
+    /// SERVER_MORE_RESULTS_EXISTS; the first error ends the batch (and is written here).
+    async fn batch(&mut self, parts: Vec<String>) {
+        let last = parts.len().saturating_sub(1);
+        for (i, part) in parts.iter().enumerate() {
+            self.more_results = i < last;
+            let r = self.query(part).await;
+            self.more_results = false;
+            if let Err(e) = r {
+                self.write_err(&e);
+                return;
+            }
+        }
+    }
+
+    async fn query(&mut self, sql: &str) -> Outcome {
+        if let Some(parts) = super::super::split::set_with_autocommit(sql) {
+            return self.set_parts(parts).await;
+        }
+        let topo = self.topo.clone();
+        let parsed = sql::parse(sql);
+        let (plan, slots) = self
+            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
+            .await;
+        let read = is_read(parsed.as_ref().ok(), sql);
+        debug!(conn = self.conn_id, %sql, ?plan, "query");
+        let kind = statement_kind(parsed.as_ref().ok(), sql);
+        self.account(&plan, kind, sql.len(), &slots);
+        self.run_statement(&plan, false, read, kind).await
+    }
+
+    /// Runs a statement's plan. DDL first commits the open transaction and runs outside any
+    /// transaction, as MySQL does: drivers that turn autocommit off (PyMySQL, mysqlclient)
+    /// still create and alter sharded tables.
+    pub(super) async fn run_statement(
+        &mut self,
+        plan: &Plan,
+        binary: bool,
+        read: bool,
+        kind: &str,
+    ) -> Outcome {
+        let access = if read { Access::Read } else { Access::Write };
+        let topo = self.topo.clone();
+        let ddl = kind == "ddl" && !matches!(plan, Plan::Refuse { .. });
+        if ddl {
+            crate::exec::door::Door::ddl(&mut self.nodes, true).await?;
+        }
+        let r = {
+            let (door, mut sink) = self.sink(binary);
+            crate::exec::run(plan, &topo, access, door, &mut sink).await
+        };
+        if ddl {
+            crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
+        }
+        if r.is_ok() {
+            if let Plan::Session(SessionOp::Use(db)) = plan {
+                self.db = Some(db.clone());
+            }
+        }
+        r
+    }
+
+    /// A SET of several assignments, autocommit among them: each assignment on its own, one OK.
+    async fn set_parts(&mut self, parts: Vec<String>) -> Outcome {
+        let topo = self.topo.clone();
+        for part in parts {
+            let parsed = sql::parse(&part);
+            let (plan, _) = self.shared.with_plan_ctx(&topo, |ctx| {
+                plan::plan_traced(
+                    &part,
+                    parsed.as_ref().map_err(String::as_str),
+                    &[],
+                    &topo,
+                    ctx,
+                )
+            });
+            match plan {
+                Plan::Session(SessionOp::Use(_)) => {
+                    return Err(MyError::new(ER_PARSE_ERROR, "USE inside SET"));
+                }
+                Plan::Session(op) => {
+                    crate::exec::session_op::apply_quietly(&mut self.nodes, &op).await?
+                }
+                Plan::Refuse { code, message } => return Err(MyError::new(code, message)),
+                _ => {
+                    return Err(MyError::unsupported(format!(
+                        "shardproxy: `{part}` is not a session SET"
+                    )))
+                }
+            }
+        }
+        self.write_ok();
+        Ok(())
+    }
+
+    /// Plans a statement; directory keys the lookup caches lack are read from their lookup
+    /// tables first, then it is planned again. A lookup failure fails the statement.
+    pub(super) async fn plan_with_lookups(
+        &mut self,
+        sql: &str,
+        parsed: Result<&Parsed, &str>,
+        params: &[Value],
+        topo: &Arc<Topology>,
+    ) -> (Plan, Vec<(String, u16)>) {
+        let mut read_once = false;
+        loop {
+            let (plan, slots) = self.shared.with_plan_ctx(topo, |ctx| {
+                plan::plan_traced(sql, parsed, params, topo, ctx)
+            });
+            match plan {
+                Plan::NeedLookup(keys) if !read_once => {
+                    read_once = true;
+                    match crate::exec::lookup::read(&mut self.nodes, topo, keys).await {
+                        Ok(found) => {
+                            for (table, entries) in found {
+                                self.shared.lookup_store(&table, entries);
+                            }
+                        }
+                        Err(e) => {
+                            crate::exec::door::Door::count_lookups(&self.nodes, "failed", 1);
+                            return (
+                                Plan::Refuse {
+                                    code: e.code,
+                                    message: e.message,
+                                },
+                                Vec::new(),
+                            );
+                        }
+                    }
+                }
+                other => return (other, slots),
+            }
+        }
+    }
+
+    /// Counts a statement in the metrics: by type and route, and per slot it was routed to.
+    pub(super) fn account(&self, plan: &Plan, kind: &str, bytes: usize, slots: &[(String, u16)]) {
+        let m = &self.shared.metrics;
+        let route = match plan {
+            Plan::Route(_) | Plan::Sticky { .. } => "single",
+            Plan::AnyCopy { .. } => "broadcast",
+            Plan::Scatter {
+                ok: OkMerge::Copies,
+                ..
+            } => "broadcast",
+            Plan::Scatter { .. } => "scatter",
+            Plan::Tier(_) => "tiers",
+            Plan::NeedLookup(_) => "lookup",
+            Plan::Session(_) => "session",
+            Plan::Refuse { message, .. }
+            | Plan::Unroutable {
+                reason: message, ..
+            } => {
+                m.refused
+                    .with_label_values(&[crate::admin::metrics::refusal_reason(message)])
+                    .inc();
+                "refused"
+            }
+        };
+        m.statements.with_label_values(&[kind, route]).inc();
+        for (table, slot) in slots {
+            m.slot_hit(table, *slot, bytes);
+        }
+    }
+}
+
+/// The statements of a COM_QUERY that holds several.
+fn split_batch(sql: &str) -> Option<Vec<String>> {
+    // Most queries hold no semicolon at all: they are not tokenized twice.
+    if !sql.contains(';') {
+        return None;
+    }
+    let parts = super::super::split::split_statements(sql);
+    (parts.len() > 1).then_some(parts)
+}
+
+/// The statement's type, for the metrics.
+pub(super) fn statement_kind(parsed: Option<&Parsed>, sql: &str) -> &'static str {
+    use sqlparser::ast::Statement as S;
+    match parsed.map(|p| &p.stmt) {
+        Some(S::Query(_)) => "select",
+        Some(S::Insert(_)) => "insert",
+        Some(S::Update(_)) => "update",
+        Some(S::Delete(_)) => "delete",
+        Some(
+            S::CreateTable(_)
+            | S::AlterTable(_)
+            | S::CreateIndex(_)
+            | S::Drop { .. }
+            | S::Truncate(_),
+        ) => "ddl",
+        _ => match sql::leading_words(sql, 1)
+            .first()
+            .map(|w| w.to_ascii_uppercase())
+            .as_deref()
+        {
+            Some("SET" | "USE" | "BEGIN" | "START" | "COMMIT" | "ROLLBACK") => "session",
+            Some("SHOW" | "DESCRIBE" | "DESC" | "EXPLAIN") => "show",
+            _ => "other",
+        },
+    }
+}
+
+/// Is this a statement that only reads (may run outside the session's transaction node)?
+pub(super) fn is_read(parsed: Option<&Parsed>, sql: &str) -> bool {
+    match parsed {
+        Some(p) => match &p.stmt {
+            sqlparser::ast::Statement::Query(q) => q.locks.is_empty(),
+            _ => false,
+        },
+        None => sql::leading_words(sql, 1)
+            .first()
+            .is_some_and(|w| w.eq_ignore_ascii_case("SHOW")),
+    }
+}
