@@ -37,6 +37,8 @@ pub struct Shared {
     pub ids: crate::routing::keygen::Snowflake,
     /// Directory lookup caches by table, rebuilt (so emptied) on every reload.
     pub lookups: ArcSwap<HashMap<String, LookupCache>>,
+    /// Statement shapes: their counters (SHOW PLANS) and text statements' cached plans.
+    pub plans: crate::plan::cache::PlanCache,
 }
 
 /// A directory table's cache of lookup-table entries: key -> node (`None`: not in the table).
@@ -182,6 +184,7 @@ impl Shared {
             reloads_ignored: AtomicU64::new(0),
             metrics,
             tls: None,
+            plans: Default::default(),
         }
     }
 

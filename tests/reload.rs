@@ -541,3 +541,71 @@ async fn two_proxies_on_one_metadata_schema_converge() {
     }
     ops.disconnect().await.ok();
 }
+
+/// Plans made once (a prepared point select at PREPARE, a repeated text shape at its first
+/// execution) resolve their node in each execution's snapshot: after a reload moves the
+/// key's slot, the same prepared statement and the same text shape read the new node,
+/// without preparing again.
+#[tokio::test]
+async fn cached_plans_follow_the_slot_map_across_reloads() {
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("rules.toml");
+    let all_on = |node: usize| format!("[{{ slots = \"0-1023\", node = \"ds{node}\" }}]");
+    let table = |t: String| t.replace("t_rl", "t_rl_plans");
+    write_atomically(&path, &table(rules(c, 10, 2, &all_on(0))));
+    let p = start_proxy_watching(&path);
+    let mut conn = p.conn().await;
+    conn.query_drop("CREATE TABLE t_rl_plans (id BIGINT PRIMARY KEY, v INT NOT NULL)")
+        .await
+        .expect("CREATE TABLE on every node");
+    // The same key with a different value on each node: the answer names the node.
+    for node in 0..2 {
+        let pool = c.direct(node);
+        let mut d = pool.get_conn().await.expect("direct");
+        d.query_drop(format!("INSERT INTO t_rl_plans (id, v) VALUES (7, {node})"))
+            .await
+            .expect("direct insert");
+        drop(d);
+        pool.disconnect().await.ok();
+    }
+    let stmt = conn
+        .prep("SELECT v FROM t_rl_plans WHERE id = ?")
+        .await
+        .expect("PREPARE");
+    for _ in 0..3 {
+        let v: Option<i64> = conn.exec_first(&stmt, (7,)).await.expect("EXECUTE");
+        assert_eq!(v, Some(0), "prepared, under v10");
+        let v: Option<i64> = conn
+            .query_first("SELECT v FROM t_rl_plans WHERE id = 7")
+            .await
+            .expect("text");
+        assert_eq!(v, Some(0), "text, under v10");
+    }
+    write_atomically(&path, &table(rules(c, 11, 2, &all_on(1))));
+    wait_for_version(&p, 11).await;
+    for _ in 0..3 {
+        let v: Option<i64> = conn.exec_first(&stmt, (7,)).await.expect("EXECUTE");
+        assert_eq!(v, Some(1), "the same prepared statement, under v11");
+        let v: Option<i64> = conn
+            .query_first("SELECT v FROM t_rl_plans WHERE id =   7")
+            .await
+            .expect("text");
+        assert_eq!(v, Some(1), "the same text shape, under v11");
+    }
+    // Both forms share one shape in the plan cache; all but the first executions of each
+    // ran on the cached plan.
+    let e = p
+        .shared
+        .plans
+        .entry("SELECT v FROM t_rl_plans WHERE id = ?");
+    use std::sync::atomic::Ordering::Relaxed;
+    assert_eq!(e.executions.load(Relaxed), 12);
+    assert_eq!(e.cached_executions.load(Relaxed), 10, "{}", e.plan());
+    assert!(
+        e.plan().starts_with("cached: route by `t_rl_plans`.`id`"),
+        "{}",
+        e.plan()
+    );
+    conn.disconnect().await.ok();
+}

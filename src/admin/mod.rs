@@ -35,7 +35,7 @@ pub enum Answer {
     Done(String),
 }
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...'";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...'";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -370,6 +370,43 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         }
         return Ok(Answer::Rows {
             columns: headers(&["table", "first_slot", "last_slot", "node", "state"]),
+            rows,
+        });
+    }
+    if is(0, "SHOW") && is(1, "PLANS") {
+        // SHOW PLANS [n]: the statement shapes that took the most time.
+        let n = w.get(2).and_then(|x| x.parse::<usize>().ok()).unwrap_or(20);
+        use std::sync::atomic::Ordering::Relaxed;
+        let rows = shared
+            .plans
+            .top(n)
+            .into_iter()
+            .map(|e| {
+                let execs = e.executions.load(Relaxed);
+                let micros = e.micros.load(Relaxed);
+                vec![
+                    e.digest.clone(),
+                    e.plan(),
+                    execs.to_string(),
+                    e.cached_executions.load(Relaxed).to_string(),
+                    e.rows.load(Relaxed).to_string(),
+                    e.errors.load(Relaxed).to_string(),
+                    format!("{:.3}", micros as f64 / 1000.0),
+                    (micros / execs.max(1)).to_string(),
+                ]
+            })
+            .collect();
+        return Ok(Answer::Rows {
+            columns: headers(&[
+                "digest",
+                "plan",
+                "executions",
+                "cached",
+                "rows",
+                "errors",
+                "total_ms",
+                "avg_us",
+            ]),
             rows,
         });
     }

@@ -14,6 +14,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub use crate::error::MyError;
 
+/// Options of the connections sessions use: no statement cache of mysql_async's own, as the
+/// session keeps its prepared-statement handles itself (`session::NodeConn`) and an eviction
+/// there would close a handle still in use.
+fn session_opts(opts: &mysql_async::Opts) -> mysql_async::OptsBuilder {
+    mysql_async::OptsBuilder::from_opts(opts.clone()).stmt_cache_size(0)
+}
+
 /// One node's pool, as the topology in force describes the node.
 #[derive(Clone)]
 struct Entry {
@@ -53,13 +60,9 @@ impl Backends {
                 let fresh = || Entry {
                     name: n.name.clone(),
                     url: n.url.clone(),
-                    pool: (!n.retired).then(|| Pool::new(n.opts.clone())),
-                    found_rows: (!n.retired).then(|| {
-                        Pool::new(
-                            mysql_async::OptsBuilder::from_opts(n.opts.clone())
-                                .client_found_rows(true),
-                        )
-                    }),
+                    pool: (!n.retired).then(|| Pool::new(session_opts(&n.opts))),
+                    found_rows: (!n.retired)
+                        .then(|| Pool::new(session_opts(&n.opts).client_found_rows(true))),
                     last_error: None,
                 };
                 match entries.get_mut(i) {

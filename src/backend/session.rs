@@ -6,6 +6,7 @@
 //! node is refused until cross-node transactions exist), drops connections that broke, and
 //! counts node latency and errors.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -35,10 +36,46 @@ struct Tx {
 /// session deals with them when the statement is over): node, message, connection broken.
 type Casualties = Mutex<Vec<(usize, String, bool)>>;
 
+/// Prepared-statement handles kept per node connection, at most this many (all closed when
+/// it fills up).
+const MAX_HANDLES: usize = 256;
+
+/// A node connection and the statements prepared on it, by their text: an execute sends
+/// only the handle and the values. The pools' own statement cache is off
+/// (`Backends`), so a handle stays valid until this map closes it.
+pub struct NodeConn {
+    conn: Conn,
+    handles: HashMap<String, mysql_async::Statement>,
+}
+
+impl NodeConn {
+    fn new(conn: Conn) -> Self {
+        NodeConn {
+            conn,
+            handles: HashMap::new(),
+        }
+    }
+
+    /// The handle of `sql` on this connection, prepared on first use.
+    async fn handle(&mut self, sql: &str) -> mysql_async::Result<mysql_async::Statement> {
+        if let Some(h) = self.handles.get(sql) {
+            return Ok(h.clone());
+        }
+        if self.handles.len() >= MAX_HANDLES {
+            for (_, h) in self.handles.drain() {
+                self.conn.close(h).await?;
+            }
+        }
+        let h = self.conn.prep(sql).await?;
+        self.handles.insert(sql.to_string(), h.clone());
+        Ok(h)
+    }
+}
+
 pub struct NodeSession {
     shared: Arc<Shared>,
     conn_id: u32,
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<NodeConn>>,
     casualties: Casualties,
     db: Option<String>,
     /// Session SETs, replayed on every node connection the session opens later.
@@ -178,7 +215,7 @@ impl NodeSession {
                     broke: true,
                 })?;
             let c = self.bring_to_state(node, c).await?;
-            self.conns[node] = Some(c);
+            self.conns[node] = Some(NodeConn::new(c));
             self.held(node, 1);
         }
         Ok(())
@@ -202,10 +239,10 @@ impl NodeSession {
     /// Runs one of the proxy's own statements on the session's connection to `node`.
     async fn run_own(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.open(node).await?;
-        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+        let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        match conn.query_drop(sql).await {
+        match nc.conn.query_drop(sql).await {
             Ok(()) => Ok(()),
             Err(e) => {
                 let err = self.node_error(node, &e);
@@ -262,10 +299,14 @@ impl NodeSession {
     /// A statement on the session's connection (after any lost connection was dealt with).
     async fn rows_of(&mut self, node: usize, sql: &str) -> Result<Vec<Vec<Value>>, NodeError> {
         self.open(node).await?;
-        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+        let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        match conn.exec::<mysql_async::Row, _, _>(sql, ()).await {
+        let r = match nc.handle(sql).await {
+            Ok(h) => nc.conn.exec::<mysql_async::Row, _, _>(h, ()).await,
+            Err(e) => Err(e),
+        };
+        match r {
             Ok(rows) => Ok(rows.into_iter().map(typed).collect()),
             Err(e) => {
                 let err = self.node_error(node, &e);
@@ -430,7 +471,7 @@ impl NodeResult for NodeRes<'_> {
 }
 
 async fn start_on<'a>(
-    conn: &'a mut Conn,
+    nc: &'a mut NodeConn,
     stmt: Stmt<'a>,
     binary: bool,
 ) -> mysql_async::Result<Res<'a>> {
@@ -440,9 +481,10 @@ async fn start_on<'a>(
         } else {
             mysql_async::Params::Positional(stmt.params.to_vec())
         };
-        conn.exec_iter(stmt.sql, params).await.map(Res::Bin)
+        let h = nc.handle(stmt.sql).await?;
+        nc.conn.exec_iter(h, params).await.map(Res::Bin)
     } else {
-        conn.query_iter(stmt.sql).await.map(Res::Text)
+        nc.conn.query_iter(stmt.sql).await.map(Res::Text)
     }
 }
 
@@ -520,16 +562,16 @@ impl Door for NodeSession {
                     broke: true,
                 })?;
                 let c = self.bring_to_state(*n, c).await?;
-                self.conns[*n] = Some(c);
+                self.conns[*n] = Some(NodeConn::new(c));
                 self.held(*n, 1);
             }
         }
         self.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         // Each statement's connection, borrowed apart from the others.
-        let mut slots: Vec<Option<&'a mut Conn>> = Vec::with_capacity(stmts.len());
+        let mut slots: Vec<Option<&'a mut NodeConn>> = Vec::with_capacity(stmts.len());
         {
-            let mut by_node: Vec<Option<&'a mut Conn>> =
+            let mut by_node: Vec<Option<&'a mut NodeConn>> =
                 self.conns.iter_mut().map(Option::as_mut).collect();
             for (n, _) in stmts {
                 slots.push(by_node.get_mut(*n).and_then(Option::take));
@@ -610,12 +652,12 @@ impl Door for NodeSession {
 
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.open(node).await?;
-        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+        let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
         let r = async {
-            let stmt = conn.prep(sql).await?;
-            conn.close(stmt).await
+            let stmt = nc.conn.prep(sql).await?;
+            nc.conn.close(stmt).await
         }
         .await;
         r.map_err(|e| {
@@ -629,10 +671,10 @@ impl Door for NodeSession {
 
     async fn prepare(&mut self, node: usize, sql: &str) -> Result<Prepared, NodeError> {
         self.open(node).await?;
-        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+        let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        match conn.prep(sql).await {
+        match nc.handle(sql).await {
             Ok(stmt) => Ok(Prepared {
                 params: stmt.params().to_vec(),
                 columns: stmt.columns().to_vec(),

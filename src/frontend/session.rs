@@ -48,6 +48,14 @@ struct Prepared {
     /// Parameter types from the last execute that sent them.
     types: Vec<(ColumnType, ColumnFlags)>,
     long_data: HashMap<usize, Vec<u8>>,
+    /// Its plan when it is a point statement, made at PREPARE; used once `trusted` (the first
+    /// execution's full plan agreed with it).
+    route: Option<crate::plan::cached::KeyRoute>,
+    trusted: bool,
+    read: bool,
+    kind: &'static str,
+    /// Its shape's entry in the plan cache (the counters).
+    entry: Option<Arc<crate::plan::cache::Entry>>,
 }
 
 pub struct Session<S> {
@@ -74,6 +82,8 @@ pub struct Session<S> {
     more_results: bool,
     /// The SETs the handshake implies (the client's character set): what a reset returns to.
     base_sets: Vec<String>,
+    /// Rows written to the client so far (the plan counters take differences).
+    rows_written: u64,
 }
 
 type Outcome = Result<(), MyError>;
@@ -96,6 +106,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             multi_statements: false,
             more_results: false,
             base_sets: Vec::new(),
+            rows_written: 0,
         }
     }
 
@@ -126,6 +137,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 binary,
                 multi_results,
                 more_results: self.more_results,
+                rows: 0,
             },
         )
     }

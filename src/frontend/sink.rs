@@ -19,6 +19,8 @@ pub struct ClientSink<'a, S> {
     pub multi_results: bool,
     /// More results of the same COM_QUERY follow this statement's (a multi-statement batch).
     pub more_results: bool,
+    /// Rows written (the plan counters).
+    pub rows: u64,
 }
 
 impl<S> ClientSink<'_, S> {
@@ -50,6 +52,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn row(&mut self, row: &[Option<Value>], cols: &[Column]) {
+        self.rows += 1;
         let binary = self.binary;
         self.io.write_with(|out| {
             if binary {

@@ -1,6 +1,8 @@
 //! Statement + rules snapshot -> [`Plan`]: where a statement runs and how its answers combine.
 //! Pure: no I/O, unit-tested without a socket.
 
+pub mod cache;
+pub mod cached;
 mod insert;
 mod select;
 pub mod tier;

@@ -1,6 +1,7 @@
 //! SQL understanding: parse with sqlparser's MySQL dialect, read literals and placeholders,
 //! extract shard-key values from a WHERE clause.
 
+pub mod digest;
 pub mod keys;
 pub mod ranges;
 
@@ -246,20 +247,23 @@ fn is_decimal(b: &[u8]) -> bool {
     !b.is_empty() && b.iter().all(|c| c.is_ascii_digit() || *c == b'.')
 }
 
+/// The value of a number literal as written: an integer, or a decimal kept as its text.
+pub fn number_value(n: &str) -> Option<Value> {
+    if let Ok(i) = n.parse::<i64>() {
+        Some(Value::Int(i))
+    } else if let Ok(u) = n.parse::<u64>() {
+        Some(Value::UInt(u))
+    } else if is_decimal(n.as_bytes()) {
+        // MySQL keeps a decimal literal's text: CRC32(3.50) hashes "3.50".
+        Some(Value::Bytes(n.as_bytes().to_vec()))
+    } else {
+        None
+    }
+}
+
 fn sql_value(v: &SqlValue) -> Option<Value> {
     match v {
-        SqlValue::Number(n, _) => {
-            if let Ok(i) = n.parse::<i64>() {
-                Some(Value::Int(i))
-            } else if let Ok(u) = n.parse::<u64>() {
-                Some(Value::UInt(u))
-            } else if is_decimal(n.as_bytes()) {
-                // MySQL keeps a decimal literal's text: CRC32(3.50) hashes "3.50".
-                Some(Value::Bytes(n.as_bytes().to_vec()))
-            } else {
-                None
-            }
-        }
+        SqlValue::Number(n, _) => number_value(n),
         SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
             Some(Value::Bytes(s.as_bytes().to_vec()))
         }

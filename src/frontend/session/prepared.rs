@@ -4,6 +4,7 @@
 //! COM_FIELD_LIST.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use mysql_common::io::ParseBuf;
@@ -38,6 +39,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         };
         let id = self.next_stmt;
         self.next_stmt = self.next_stmt.wrapping_add(1).max(1);
+        let route = parsed
+            .as_ref()
+            .ok()
+            .and_then(|p| crate::plan::cached::analyze(p, &topo));
+        let read = is_read(parsed.as_ref().ok(), &sql);
+        let kind = statement_kind(parsed.as_ref().ok(), &sql);
+        let entry =
+            crate::sql::digest::digest_prepared(&sql).map(|d| self.shared.plans.entry(&d.text));
         let columns = stmt.columns;
         let params = stmt.params;
         // COM_STMT_PREPARE_OK
@@ -69,6 +78,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 num_params,
                 types: Vec::new(),
                 long_data: HashMap::new(),
+                route,
+                trusted: false,
+                read,
+                kind,
+                entry,
             },
         );
         Ok(())
@@ -111,9 +125,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             )
         })?;
         stmt.long_data.clear();
+        let started = Instant::now();
         let topo = self.topo.clone();
+        let bytes = stmt.sql.len() + body.len();
+        // Planned at PREPARE: the key parameter's node in this command's snapshot.
+        if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted) {
+            if let Some(r) = route.resolve(&topo, &params) {
+                let table = route.table.clone();
+                let (read, kind, entry) = (stmt.read, stmt.kind, stmt.entry.clone());
+                // Out of the map while it runs (the statement text is borrowed), back after.
+                let Some(prep) = self.stmts.remove(&id) else {
+                    return Err(MyError::new(
+                        ER_UNKNOWN_STMT_HANDLER,
+                        "prepared statement vanished",
+                    ));
+                };
+                self.count_route(kind, bytes, &table, r.slot);
+                let (out, rows) = self
+                    .run_routed(r.node, Stmt::new(&prep.sql, &params), true, read)
+                    .await;
+                self.stmts.insert(id, prep);
+                if let Some(e) = entry {
+                    e.count(rows, out.is_err(), started.elapsed(), true);
+                }
+                return out;
+            }
+        }
         // Out of the map while it plans (planning may read lookup tables), back after.
-        let Some(prep) = self.stmts.remove(&id) else {
+        let Some(mut prep) = self.stmts.remove(&id) else {
             return Err(MyError::new(
                 ER_UNKNOWN_STMT_HANDLER,
                 "prepared statement vanished",
@@ -127,12 +166,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 &topo,
             )
             .await;
-        let read = is_read(prep.parsed.as_ref().ok(), &prep.sql);
-        let kind = statement_kind(prep.parsed.as_ref().ok(), &prep.sql);
-        let bytes = prep.sql.len() + body.len();
+        if !prep.trusted {
+            // The first execution proves the plan made at PREPARE, or drops it.
+            match &prep.route {
+                Some(route) if route.agrees(&plan, &topo, &prep.sql, &params) => {
+                    prep.trusted = true
+                }
+                _ => prep.route = None,
+            }
+        }
+        let (read, kind, entry) = (prep.read, prep.kind, prep.entry.clone());
         self.stmts.insert(id, prep);
-        self.account(&plan, kind, bytes, &slots);
-        self.run_statement(&plan, true, read, kind).await
+        let route = self.account(&plan, kind, bytes, &slots);
+        let before = self.rows_written;
+        let out = self.run_statement(&plan, true, read, kind).await;
+        if let Some(e) = entry {
+            e.set_route(route);
+            e.count(
+                self.rows_written - before,
+                out.is_err(),
+                started.elapsed(),
+                false,
+            );
+        }
+        out
     }
 
     /// COM_FIELD_LIST (deprecated, still sent by the mariadb CLI for completion): the

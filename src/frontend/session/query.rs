@@ -2,6 +2,7 @@
 //! rules snapshot, counted, and run by `crate::exec`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -10,8 +11,10 @@ use tracing::debug;
 use super::{Outcome, Session};
 use crate::config::Topology;
 use crate::error::{MyError, ER_PARSE_ERROR};
-use crate::exec::door::Access;
+use crate::exec::door::{Access, Stmt};
+use crate::plan::cache::TextPlan;
 use crate::plan::{self, OkMerge, Plan, SessionOp};
+use crate::sql::digest::{digest, Digest, Literal};
 use crate::sql::{self, Parsed};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -55,7 +58,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(parts) = super::super::split::set_with_autocommit(sql) {
             return self.set_parts(parts).await;
         }
+        let started = Instant::now();
         let topo = self.topo.clone();
+        let digest = digest(sql);
+        let entry = digest.as_ref().map(|d| self.shared.plans.entry(&d.text));
+        if let (Some(d), Some(e)) = (&digest, &entry) {
+            if let Some(TextPlan::Key { route, read, kind }) = e.text_plan.get() {
+                let key = d.literals.get(route.param).and_then(Literal::value);
+                if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
+                    self.count_route(kind, sql.len(), &route.table, r.slot);
+                    let (out, rows) = self
+                        .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
+                        .await;
+                    e.count(rows, out.is_err(), started.elapsed(), true);
+                    return out;
+                }
+            }
+        }
         let parsed = sql::parse(sql);
         let (plan, slots) = self
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
@@ -63,8 +82,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         debug!(conn = self.conn_id, %sql, ?plan, "query");
         let kind = statement_kind(parsed.as_ref().ok(), sql);
-        self.account(&plan, kind, sql.len(), &slots);
-        self.run_statement(&plan, false, read, kind).await
+        let route = self.account(&plan, kind, sql.len(), &slots);
+        if let (Some(d), Some(e)) = (&digest, &entry) {
+            e.set_route(route);
+            if e.text_plan.get().is_none() {
+                let _ = e.text_plan.set(text_plan(d, &plan, &topo, sql, read, kind));
+            }
+        }
+        let before = self.rows_written;
+        let out = self.run_statement(&plan, false, read, kind).await;
+        if let Some(e) = &entry {
+            let rows = self.rows_written - before;
+            e.count(rows, out.is_err(), started.elapsed(), false);
+        }
+        out
+    }
+
+    /// Counts a statement routed by a cached plan, as [`Session::account`] does.
+    pub(super) fn count_route(&self, kind: &str, bytes: usize, table: &str, slot: Option<u16>) {
+        let m = &self.shared.metrics;
+        m.statements.with_label_values(&[kind, "single"]).inc();
+        if let Some(slot) = slot {
+            m.slot_hit(table, slot, bytes);
+        }
     }
 
     /// Runs a statement's plan. DDL first commits the open transaction and runs outside any
@@ -85,7 +125,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let r = {
             let (door, mut sink) = self.sink(binary);
-            crate::exec::run(plan, &topo, access, door, &mut sink).await
+            let r = crate::exec::run(plan, &topo, access, door, &mut sink).await;
+            let rows = sink.rows;
+            self.rows_written += rows;
+            r
         };
         if ddl {
             crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
@@ -96,6 +139,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         r
+    }
+
+    /// Runs a statement on the node a cached plan resolved; returns the outcome and the rows
+    /// written.
+    pub(super) async fn run_routed(
+        &mut self,
+        node: usize,
+        stmt: Stmt<'_>,
+        binary: bool,
+        read: bool,
+    ) -> (Outcome, u64) {
+        let access = if read { Access::Read } else { Access::Write };
+        let (door, mut sink) = self.sink(binary);
+        let r = crate::exec::route::single(door, &mut sink, node, stmt, access)
+            .await
+            .map_err(MyError::from);
+        let rows = sink.rows;
+        self.rows_written += rows;
+        (r, rows)
     }
 
     /// A SET of several assignments, autocommit among them: each assignment on its own, one OK.
@@ -172,7 +234,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     /// Counts a statement in the metrics: by type and route, and per slot it was routed to.
-    pub(super) fn account(&self, plan: &Plan, kind: &str, bytes: usize, slots: &[(String, u16)]) {
+    /// Returns the route's name.
+    pub(super) fn account(
+        &self,
+        plan: &Plan,
+        kind: &str,
+        bytes: usize,
+        slots: &[(String, u16)],
+    ) -> &'static str {
         let m = &self.shared.metrics;
         let route = match plan {
             Plan::Route(_) | Plan::Sticky { .. } => "single",
@@ -199,6 +268,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         for (table, slot) in slots {
             m.slot_hit(table, *slot, bytes);
         }
+        route
+    }
+}
+
+/// What a text statement's shape runs as from now on: routed by one of its literals when the
+/// digest plans as a point statement and the full plan of this first execution agrees.
+fn text_plan(
+    d: &Digest,
+    plan: &Plan,
+    topo: &Topology,
+    sql: &str,
+    read: bool,
+    kind: &'static str,
+) -> TextPlan {
+    let Ok(shape) = sql::parse(&d.text) else {
+        return TextPlan::Full;
+    };
+    if shape.param_count() != d.literals.len() {
+        return TextPlan::Full;
+    }
+    let Some(route) = crate::plan::cached::analyze(&shape, topo) else {
+        return TextPlan::Full;
+    };
+    match d.literals.get(route.param).and_then(Literal::value) {
+        Some(key) if route.agrees_text(plan, topo, sql, &key) => {
+            TextPlan::Key { route, read, kind }
+        }
+        _ => TextPlan::Full,
     }
 }
 

@@ -1,0 +1,152 @@
+//! The plan cache: one entry per statement shape (its digest, literals taken out), bounded,
+//! shared by every session. An entry holds the shape's counters (executions, rows, errors,
+//! time), shown by the admin's SHOW PLANS, and for text statements the shape's cached plan
+//! once the first execution proved it ([`super::cached::KeyRoute`]), so a repeated shape
+//! skips the parser. Prepared statements keep their own plan (made at PREPARE) and share the
+//! counters of their shape.
+//!
+//! Entries are not tied to a rules version: a cached plan resolves its node in each
+//! execution's snapshot and refuses itself when the table's rule changed kind or column,
+//! then the statement is planned in full.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::cached::KeyRoute;
+
+/// How many shapes the cache holds (least used evicted first).
+pub const CAPACITY: u64 = 10_000;
+
+/// What a text statement's shape runs as, once decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TextPlan {
+    /// Routed by one literal (the `param`-th of the statement's literals).
+    Key {
+        route: KeyRoute,
+        read: bool,
+        kind: &'static str,
+    },
+    /// Planned in full at every execution.
+    Full,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    pub digest: String,
+    /// How its last full planning routed it ("single", "scatter", ...), for SHOW PLANS.
+    pub route: std::sync::Mutex<String>,
+    pub text_plan: OnceLock<TextPlan>,
+    pub executions: AtomicU64,
+    pub cached_executions: AtomicU64,
+    pub rows: AtomicU64,
+    pub errors: AtomicU64,
+    pub micros: AtomicU64,
+}
+
+impl Entry {
+    /// Counts one execution.
+    pub fn count(&self, rows: u64, failed: bool, took: Duration, cached: bool) {
+        self.executions.fetch_add(1, Relaxed);
+        if cached {
+            self.cached_executions.fetch_add(1, Relaxed);
+        }
+        self.rows.fetch_add(rows, Relaxed);
+        if failed {
+            self.errors.fetch_add(1, Relaxed);
+        }
+        self.micros
+            .fetch_add(u64::try_from(took.as_micros()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    pub fn set_route(&self, route: &str) {
+        let mut r = self.route.lock().unwrap_or_else(|e| e.into_inner());
+        if *r != route {
+            *r = route.to_string();
+        }
+    }
+
+    /// The plan as SHOW PLANS prints it.
+    pub fn plan(&self) -> String {
+        match self.text_plan.get() {
+            Some(TextPlan::Key { route, .. }) => format!("cached: {}", route.describe()),
+            _ => {
+                let r = self.route.lock().unwrap_or_else(|e| e.into_inner());
+                format!("{r} (planned per execution)")
+            }
+        }
+    }
+}
+
+pub struct PlanCache {
+    entries: moka::sync::Cache<String, Arc<Entry>>,
+}
+
+impl Default for PlanCache {
+    fn default() -> Self {
+        PlanCache {
+            entries: moka::sync::Cache::builder().max_capacity(CAPACITY).build(),
+        }
+    }
+}
+
+impl PlanCache {
+    /// The entry of a shape, made on first sight.
+    pub fn entry(&self, digest: &str) -> Arc<Entry> {
+        if let Some(e) = self.entries.get(digest) {
+            return e;
+        }
+        self.entries.get_with(digest.to_string(), || {
+            Arc::new(Entry {
+                digest: digest.to_string(),
+                route: std::sync::Mutex::new(String::new()),
+                text_plan: OnceLock::new(),
+                executions: AtomicU64::new(0),
+                cached_executions: AtomicU64::new(0),
+                rows: AtomicU64::new(0),
+                errors: AtomicU64::new(0),
+                micros: AtomicU64::new(0),
+            })
+        })
+    }
+
+    /// The `n` shapes that took the most time, most first.
+    pub fn top(&self, n: usize) -> Vec<Arc<Entry>> {
+        let mut all: Vec<Arc<Entry>> = self.entries.iter().map(|(_, e)| e).collect();
+        all.sort_by_key(|e| std::cmp::Reverse(e.micros.load(Relaxed)));
+        all.truncate(n);
+        all
+    }
+
+    pub fn len(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        self.entries.entry_count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_share_an_entry_and_the_slowest_come_first() {
+        let c = PlanCache::default();
+        let a = c.entry("SELECT c FROM t WHERE id=?");
+        a.count(1, false, Duration::from_micros(30), true);
+        c.entry("SELECT c FROM t WHERE id=?")
+            .count(1, true, Duration::from_micros(30), false);
+        c.entry("DELETE FROM t")
+            .count(5, false, Duration::from_micros(100), false);
+        assert_eq!(a.executions.load(Relaxed), 2);
+        assert_eq!(a.cached_executions.load(Relaxed), 1);
+        assert_eq!(a.errors.load(Relaxed), 1);
+        let top = c.top(5);
+        assert_eq!(top[0].digest, "DELETE FROM t");
+        assert_eq!(top[1].micros.load(Relaxed), 60);
+        assert_eq!(c.top(1).len(), 1);
+    }
+}

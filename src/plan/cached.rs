@@ -1,0 +1,410 @@
+//! Plans made once and resolved at every execution: a point statement of a hash_slot or
+//! range table (`SELECT ... FROM t WHERE key = ?`, an UPDATE or DELETE by key, a one-row
+//! INSERT) routes to the node of one parameter's value. [`KeyRoute`] holds the table and
+//! which parameter is its key; [`KeyRoute::resolve`] looks the node up in the snapshot the
+//! execution took, so the plan stays right across reloads and slot moves.
+//!
+//! Found by [`analyze`] (on the statement with `?` placeholders: a prepared statement's own,
+//! or a text statement's digest with its literals taken out), and trusted only once the full
+//! planner, given the first execution's values, routed the statement to the same node with
+//! its text unchanged ([`KeyRoute::agrees`]). Everything else is planned at every
+//! execution, as before.
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    AssignmentTarget, Expr, FromTable, SetExpr, Statement, TableObject, Value as SqlValue,
+};
+
+use super::{Plan, Target};
+use crate::config::{TableRule, Topology};
+use crate::routing::slot::slot_of;
+use crate::sql::keys::{where_keys, KeyColumn};
+use crate::sql::{self, Parsed};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRoute {
+    pub table: String,
+    /// The rule's kind and column when it was planned: a reload that changes either makes
+    /// the plan invalid (resolve refuses, the statement is planned afresh).
+    kind: &'static str,
+    column: String,
+    /// The parameter that holds the key.
+    pub param: usize,
+}
+
+/// Where one execution goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resolved {
+    pub node: usize,
+    /// The key's slot (hash_slot tables), for the per-slot metrics.
+    pub slot: Option<u16>,
+}
+
+fn sentinel(i: usize) -> Value {
+    Value::Bytes(format!("\0shardproxy-param-{i}\0").into_bytes())
+}
+
+fn sentinel_index(v: &Value) -> Option<usize> {
+    let Value::Bytes(b) = v else { return None };
+    let s = std::str::from_utf8(b).ok()?;
+    s.strip_prefix("\0shardproxy-param-")?
+        .strip_suffix('\0')?
+        .parse()
+        .ok()
+}
+
+/// The one table a statement names, or `None` when it names several (or none).
+fn only_table(stmt: &Statement) -> Option<String> {
+    let mut names = Vec::new();
+    let _ = sqlparser::ast::visit_relations(stmt, |n| {
+        names.push(sql::table_name(n));
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    match names.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// The point-statement plan of `parsed`, if it is one.
+pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
+    let table = only_table(&parsed.stmt)?;
+    let rule = topo.table(&table)?;
+    let kind = match rule {
+        TableRule::HashSlot { .. } => "hash_slot",
+        TableRule::Range { .. } => "range",
+        _ => return None,
+    };
+    if topo.key_generators.contains_key(&table) {
+        return None;
+    }
+    let column = rule.column()?.to_string();
+    let params: Vec<Value> = (0..parsed.param_count()).map(sentinel).collect();
+    let key = |alias: Option<String>, selection: Option<&Expr>| -> Option<usize> {
+        let mut qualifiers = vec![table.clone()];
+        qualifiers.extend(alias.map(|a| a.to_ascii_lowercase()));
+        let kc = KeyColumn {
+            column: column.clone(),
+            qualifiers,
+        };
+        match where_keys(selection, &kc, parsed, &params)?.as_slice() {
+            [one] => sentinel_index(one),
+            _ => None,
+        }
+    };
+    let param = match &parsed.stmt {
+        Statement::Query(q) => {
+            let SetExpr::Select(s) = q.body.as_ref() else {
+                return None;
+            };
+            if q.with.is_some() || s.from.len() != 1 || !s.from[0].joins.is_empty() {
+                return None;
+            }
+            let (_, alias) = super::uses::factor_name(&s.from[0].relation)?;
+            key(alias, s.selection.as_ref())?
+        }
+        Statement::Update(u) => {
+            if !u.table.joins.is_empty() || u.from.is_some() {
+                return None;
+            }
+            let assigns_key = u.assignments.iter().any(|a| match &a.target {
+                AssignmentTarget::ColumnName(n) => sql::table_name(n) == column,
+                AssignmentTarget::Tuple(_) => true,
+            });
+            if assigns_key {
+                return None;
+            }
+            let (_, alias) = super::uses::factor_name(&u.table.relation)?;
+            key(alias, u.selection.as_ref())?
+        }
+        Statement::Delete(d) => {
+            let from = match &d.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            if !d.tables.is_empty() || d.using.is_some() || from.len() != 1 {
+                return None;
+            }
+            if !from[0].joins.is_empty() {
+                return None;
+            }
+            let (_, alias) = super::uses::factor_name(&from[0].relation)?;
+            key(alias, d.selection.as_ref())?
+        }
+        Statement::Insert(ins) => {
+            let TableObject::TableName(_) = &ins.table else {
+                return None;
+            };
+            if ins.on.is_some() {
+                return None;
+            }
+            let source = ins.source.as_ref()?;
+            let SetExpr::Values(values) = source.body.as_ref() else {
+                return None;
+            };
+            let [row] = values.rows.as_slice() else {
+                return None;
+            };
+            let pos = ins
+                .columns
+                .iter()
+                .position(|c| sql::table_name(c) == column)?;
+            match row.get(pos)? {
+                Expr::Value(v) if matches!(v.value, SqlValue::Placeholder(_)) => {
+                    parsed.param_index(v.span.start)?
+                }
+                _ => return None,
+            }
+        }
+        _ => return None,
+    };
+    Some(KeyRoute {
+        table,
+        kind,
+        column,
+        param,
+    })
+}
+
+impl KeyRoute {
+    /// The node of this execution's key in `topo`; `None` when the table's rule is no longer
+    /// the one planned for, or the key has no node (NULL, a value outside the rule's domain):
+    /// then the statement is planned in full.
+    pub fn resolve(&self, topo: &Topology, params: &[Value]) -> Option<Resolved> {
+        self.resolve_value(topo, params.get(self.param)?)
+    }
+
+    /// [`KeyRoute::resolve`] given the key's value.
+    pub fn resolve_value(&self, topo: &Topology, v: &Value) -> Option<Resolved> {
+        if matches!(v, Value::NULL) {
+            return None;
+        }
+        match topo.table(&self.table)? {
+            TableRule::HashSlot { column, map }
+                if self.kind == "hash_slot" && *column == self.column =>
+            {
+                let slot = slot_of(v)?;
+                Some(Resolved {
+                    node: map.node_of_slot(slot),
+                    slot: Some(slot),
+                })
+            }
+            TableRule::Range { column, map } if self.kind == "range" && *column == self.column => {
+                Some(Resolved {
+                    node: map.node_of(&map.kind.key_of(v)?),
+                    slot: None,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Does the full planner's `plan` for this execution (`sql` with `params`) do what this
+    /// plan would: run the statement as written on the node of its key?
+    pub fn agrees(&self, plan: &Plan, topo: &Topology, sql: &str, params: &[Value]) -> bool {
+        match (plan, self.resolve(topo, params)) {
+            (
+                Plan::Route(Target {
+                    node,
+                    sql: s,
+                    params: p,
+                }),
+                Some(r),
+            ) => *node == r.node && s == sql && p == params,
+            _ => false,
+        }
+    }
+
+    /// [`KeyRoute::agrees`] for a text statement whose key literal has value `key`.
+    pub fn agrees_text(&self, plan: &Plan, topo: &Topology, sql: &str, key: &Value) -> bool {
+        match (plan, self.resolve_value(topo, key)) {
+            (
+                Plan::Route(Target {
+                    node,
+                    sql: s,
+                    params,
+                }),
+                Some(r),
+            ) => *node == r.node && s == sql && params.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// The plan as `route` and SHOW PLANS describe it.
+    pub fn describe(&self) -> String {
+        format!(
+            "route by `{}`.`{}` = parameter {} ({}), node resolved per execution",
+            self.table,
+            self.column,
+            self.param + 1,
+            self.kind
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse as parse_rules;
+
+    fn topo() -> Topology {
+        parse_rules(
+            r#"
+version = 1
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+[tables.t]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.r]
+rule = "range"
+column = "k"
+ranges = [{ below = 100, node = "ds0" }, { node = "ds1" }]
+[tables.g]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-1023", node = "ds0" }]
+key_generator = { column = "gid", kind = "snowflake" }
+[tables.b]
+rule = "broadcast"
+"#,
+            "test.toml",
+        )
+        .unwrap()
+    }
+
+    fn a(sql: &str) -> Option<KeyRoute> {
+        analyze(&crate::sql::parse(sql).unwrap(), &topo())
+    }
+
+    #[test]
+    fn point_statements_route_by_their_key_parameter() {
+        for (sql, param) in [
+            ("SELECT c FROM t WHERE id = ?", 0),
+            ("SELECT c FROM t WHERE c = ? AND id = ?", 1),
+            (
+                "SELECT x.c FROM t AS x WHERE x.id = ? ORDER BY c LIMIT ?",
+                0,
+            ),
+            ("SELECT SUM(v) FROM t WHERE id = ? GROUP BY c", 0),
+            ("UPDATE t SET v = v + ? WHERE id = ?", 1),
+            ("DELETE FROM t WHERE id = ?", 0),
+            ("INSERT INTO t (c, id, v) VALUES (?, ?, ?)", 1),
+            ("SELECT * FROM r WHERE k = ?", 0),
+        ] {
+            assert_eq!(a(sql).map(|k| k.param), Some(param), "{sql}");
+        }
+    }
+
+    #[test]
+    fn other_shapes_are_planned_at_every_execution() {
+        for sql in [
+            "SELECT c FROM t WHERE id = ? OR c = ?",
+            "SELECT c FROM t WHERE id IN (?, ?)",
+            "SELECT c FROM t WHERE id = -?",
+            "SELECT c FROM t WHERE id = ? + 1",
+            "SELECT c FROM t WHERE id = 5",
+            "SELECT c FROM t WHERE c = ?",
+            "SELECT c FROM t JOIN t AS u ON t.id = u.id WHERE t.id = ?",
+            "SELECT c FROM t WHERE id = ? AND c IN (SELECT c FROM b)",
+            "SELECT c FROM b WHERE id = ?",
+            "UPDATE t SET id = ? WHERE id = ?",
+            "INSERT INTO t (c, id) VALUES (?, ?), (?, ?)",
+            "INSERT INTO t (c, id) VALUES (?, ?) ON DUPLICATE KEY UPDATE c = ?",
+            "INSERT INTO t (c, id) SELECT c, id FROM t WHERE id = ?",
+            "INSERT INTO g (c, id) VALUES (?, ?)",
+            "SELECT c FROM t WHERE r.id = ?",
+        ] {
+            assert_eq!(a(sql), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn resolved_in_the_snapshot_of_each_execution() {
+        let t = topo();
+        let k = a("SELECT c FROM t WHERE id = ?").unwrap();
+        let on = |v: i64| k.resolve(&t, &[Value::Int(v)]).unwrap().node;
+        let (lo, hi) = (
+            (1..)
+                .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
+                .unwrap(),
+            (1..)
+                .find(|v| slot_of(&Value::Int(*v)).unwrap() >= 512)
+                .unwrap(),
+        );
+        assert_eq!((on(lo), on(hi)), (0, 1));
+        assert_eq!(k.resolve(&t, &[Value::NULL]), None);
+        // The same key as a string routes alike (CRC32 of its text).
+        assert_eq!(
+            k.resolve(&t, &[Value::Bytes(lo.to_string().into_bytes())])
+                .unwrap()
+                .node,
+            0
+        );
+        // All slots moved to ds1: the same plan now resolves there.
+        let moved = parse_rules(
+            r#"
+version = 2
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+[tables.t]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-1023", node = "ds1" }]
+"#,
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(k.resolve(&moved, &[Value::Int(lo)]).unwrap().node, 1);
+        // A rule of another kind or column: planned afresh.
+        let changed = parse_rules(
+            r#"
+version = 3
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+[tables.t]
+rule = "hash_slot"
+column = "c"
+slots = [{ slots = "0-1023", node = "ds1" }]
+"#,
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(k.resolve(&changed, &[Value::Int(lo)]), None);
+        let r = a("SELECT * FROM r WHERE k = ?").unwrap();
+        assert_eq!(r.resolve(&t, &[Value::Int(5)]).unwrap().node, 0);
+        assert_eq!(r.resolve(&t, &[Value::Int(500)]).unwrap().node, 1);
+    }
+
+    #[test]
+    fn trusted_only_where_the_full_planner_agrees() {
+        let t = topo();
+        let sql = "SELECT c FROM t WHERE id = ?";
+        let k = a(sql).unwrap();
+        let params = [Value::Int(7)];
+        let node = k.resolve(&t, &params).unwrap().node;
+        let plan = super::super::tests::plan_in(&t, sql, &params);
+        assert!(k.agrees(&plan, &t, sql, &params), "{plan:?}");
+        let wrong = Plan::Route(Target {
+            node: 1 - node,
+            sql: sql.into(),
+            params: params.to_vec(),
+        });
+        assert!(!k.agrees(&wrong, &t, sql, &params));
+    }
+}
