@@ -574,6 +574,7 @@ async fn shardingsphere_corpus() {
     }
 
     let mut text = Tally::default();
+    let mut again = Tally::default();
     let mut prepared = Tally::default();
     let mut row_count_mismatch: Vec<String> = Vec::new();
     for q in &queries {
@@ -591,12 +592,28 @@ async fn shardingsphere_corpus() {
         }
         text.add(&q.id, &q.sql, judge(&want, &got, &check));
 
+        // Again: a shape seen before may run on its cached plan now.
+        let (want, got) = pair.both(&q.sql, false).await;
+        again.add(&q.id, &q.sql, judge(&want, &got, &check));
+
         let (want, got) = pair.both(&q.sql, true).await;
         prepared.add(&q.id, &q.sql, judge(&want, &got, &check));
     }
 
     print_tally("corpus", &text, None);
+    print_tally("corpus (again, plan cache)", &again, Some(&text));
     print_tally("corpus (prepared)", &prepared, Some(&text));
+    let cached: u64 = proxy
+        .shared
+        .plans
+        .top(usize::MAX)
+        .iter()
+        .map(|e| {
+            e.cached_executions
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    println!("corpus: {cached} executions ran on a cached plan");
 
     assert!(
         row_count_mismatch.is_empty(),
@@ -604,11 +621,18 @@ async fn shardingsphere_corpus() {
         row_count_mismatch.join("\n")
     );
     let mut failures = Vec::new();
-    if !text.wrong.is_empty() || !prepared.wrong.is_empty() {
+    if !text.wrong.is_empty() || !again.wrong.is_empty() || !prepared.wrong.is_empty() {
         failures.push(format!(
-            "{} wrong answers in the text protocol, {} as prepared statements (listed above)",
+            "{} wrong answers in the text protocol ({} when repeated), {} as prepared statements (listed above)",
             text.wrong.len(),
+            again.wrong.len(),
             prepared.wrong.len()
+        ));
+    }
+    if again.matched != text.matched {
+        failures.push(format!(
+            "corpus: {} queries matched at first, {} when repeated",
+            text.matched, again.matched
         ));
     }
     if text.matched < CORPUS_MATCHED_FLOOR {
