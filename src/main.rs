@@ -102,7 +102,12 @@ fn main() -> ExitCode {
                     plan::plan(&text, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
                 });
                 // A closed pipe (`| head`) ends the output quietly instead of panicking.
-                let _ = write!(std::io::stdout(), "{}", p.describe(&t));
+                let _ = writeln!(
+                    std::io::stdout(),
+                    "{}{}",
+                    p.describe(&t),
+                    plan::cache::describe(&text, &p, &t)
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {

@@ -464,12 +464,12 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         let p = shared.with_plan_ctx(&t, |ctx| {
             crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
         });
-        let rows = p
-            .describe(&t)
-            .to_string()
-            .lines()
-            .map(|l| vec![l.to_string()])
-            .collect();
+        let text = format!(
+            "{}{}",
+            p.describe(&t),
+            crate::plan::cache::describe(stmt, &p, &t)
+        );
+        let rows = text.lines().map(|l| vec![l.to_string()]).collect();
         return Ok(Answer::Rows {
             columns: headers(&["plan"]),
             rows,

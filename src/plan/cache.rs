@@ -14,6 +14,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::cached::KeyRoute;
+use super::Plan;
+use crate::config::Topology;
+use crate::sql::digest::{Digest, Literal};
 
 /// How many shapes the cache holds (least used evicted first).
 pub const CAPACITY: u64 = 10_000;
@@ -125,6 +128,49 @@ impl PlanCache {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// What a text statement's shape runs as from now on: routed by one of its literals when the
+/// digest plans as a point statement and `plan`, the full plan of this first execution,
+/// agrees.
+pub fn text_plan(
+    d: &Digest,
+    plan: &Plan,
+    topo: &Topology,
+    sql: &str,
+    read: bool,
+    kind: &'static str,
+) -> TextPlan {
+    let Ok(shape) = crate::sql::parse(&d.text) else {
+        return TextPlan::Full;
+    };
+    if shape.param_count() != d.literals.len() {
+        return TextPlan::Full;
+    }
+    let Some(route) = super::cached::analyze(&shape, topo) else {
+        return TextPlan::Full;
+    };
+    match d.literals.get(route.param).and_then(Literal::value) {
+        Some(key) if route.agrees_text(plan, topo, sql, &key) => {
+            TextPlan::Key { route, read, kind }
+        }
+        _ => TextPlan::Full,
+    }
+}
+
+/// How the plan cache treats `sql` (whose full plan is `plan`), for `route` and PREVIEW.
+pub fn describe(sql: &str, plan: &Plan, topo: &Topology) -> String {
+    let Some(d) = crate::sql::digest::digest(sql) else {
+        return "plan cache: none (the statement has a shape digests do not cover)".into();
+    };
+    match text_plan(&d, plan, topo, sql, true, "select") {
+        TextPlan::Key { route, .. } => format!(
+            "plan cache: shape `{}` planned once: {}",
+            d.text,
+            route.describe().replace("parameter", "literal")
+        ),
+        TextPlan::Full => format!("plan cache: shape `{}` planned at every execution", d.text),
     }
 }
 

@@ -178,29 +178,38 @@ pub struct PlanDescription<'a> {
 }
 
 impl fmt::Display for PlanDescription<'_> {
+    /// The plan as a tree of the primitives that run it (`crate::exec`), outermost first,
+    /// each node's SQL under the primitive that sends it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let target = |f: &mut fmt::Formatter<'_>, t: &Target| {
-            writeln!(f, "  {}: {}", self.topo.node_name(t.node), t.sql)
-        };
+        let name = |n: usize| self.topo.node_name(n);
         match self.plan {
             Plan::Route(t) => {
-                writeln!(f, "route: single node")?;
-                target(f, t)
+                writeln!(f, "Route to {}", name(t.node))?;
+                writeln!(f, "  {}", t.sql)
             }
             Plan::Scatter { targets, ok, merge } => {
-                let how = match (merge, ok) {
-                    (Some(m), _) => describe_merge(m),
-                    (None, OkMerge::Sum) => "rows appended, affected rows summed".to_string(),
-                    (None, OkMerge::Copies) => "same statement on every copy".to_string(),
+                let depth = match merge {
+                    Some(m) => merge_tree(f, m)?,
+                    None => 0,
                 };
-                writeln!(f, "route: scatter to {} nodes ({how})", targets.len())?;
-                targets.iter().try_for_each(|t| target(f, t))
+                let pad = "   ".repeat(depth);
+                let how = match (merge, ok) {
+                    (Some(_), _) => "rows to merge",
+                    (None, OkMerge::Sum) => "rows appended, affected rows summed",
+                    (None, OkMerge::Copies) => "the same statement on every copy, one copy's count",
+                };
+                let lead = if depth == 0 { "" } else { "└─ " };
+                writeln!(f, "{pad}{lead}Scatter to {} nodes ({how})", targets.len())?;
+                for t in targets {
+                    writeln!(f, "{pad}     {}: {}", name(t.node), t.sql)?;
+                }
+                Ok(())
             }
             Plan::AnyCopy { nodes, sql, .. } => {
-                let names: Vec<&str> = nodes.iter().map(|n| self.topo.node_name(*n)).collect();
+                let names: Vec<&str> = nodes.iter().map(|n| name(*n)).collect();
                 writeln!(
                     f,
-                    "route: one copy of a broadcast table, the first reachable of {}",
+                    "AnyCopy: one copy of a broadcast table, the first reachable of {}",
                     names.join(", ")
                 )?;
                 writeln!(f, "  {sql}")
@@ -208,22 +217,22 @@ impl fmt::Display for PlanDescription<'_> {
             Plan::Sticky { sql, .. } => {
                 writeln!(
                     f,
-                    "route: no table; the session's current node (default {})",
-                    self.topo.node_name(self.topo.default_node)
+                    "Sticky: no table; the session's current node (default {})",
+                    name(self.topo.default_node)
                 )?;
                 writeln!(f, "  {sql}")
             }
-            Plan::Session(op) => writeln!(f, "session: {op:?}"),
-            Plan::Refuse { code, message } => writeln!(f, "refused: ERROR {code}: {message}"),
+            Plan::Session(op) => writeln!(f, "SessionOp: {op:?}"),
+            Plan::Refuse { code, message } => writeln!(f, "Refused: ERROR {code}: {message}"),
             Plan::Unroutable { node, reason, .. } => writeln!(
                 f,
-                "refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
-                self.topo.node_name(*node)
+                "Refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
+                name(*node)
             ),
             Plan::NeedLookup(keys) => {
                 writeln!(
                     f,
-                    "route: after reading {} key(s) from directory lookup tables (through the cache):",
+                    "Lookup: {} key(s) read from directory lookup tables (through the cache), then planned again:",
                     keys.len()
                 )?;
                 for (t, k) in keys {
@@ -234,6 +243,69 @@ impl fmt::Display for PlanDescription<'_> {
             Plan::Tier(t) => t.describe(self.topo, f),
         }
     }
+}
+
+/// Writes the primitives a merge runs through, outermost first ([`crate::exec::limit`],
+/// [`crate::exec::aggregate`], [`crate::exec::merge_sort`]); returns how deep the tree got.
+pub(crate) fn merge_tree(f: &mut fmt::Formatter<'_>, m: &MergeSpec) -> Result<usize, fmt::Error> {
+    let mut lines: Vec<String> = Vec::new();
+    if m.offset > 0 || m.limit.is_some() || m.hidden > 0 {
+        let take = m
+            .limit
+            .map(|l| l.to_string())
+            .unwrap_or_else(|| "all".into());
+        let mut l = format!("Limit: skip {}, take {take}", m.offset);
+        if m.hidden > 0 {
+            l.push_str(&format!(", {} helper column(s) cut", m.hidden));
+        }
+        lines.push(l);
+    }
+    if m.buffers() {
+        let mut steps = Vec::new();
+        if let Some(g) = &m.group {
+            steps.push(if g.keys.is_empty() {
+                "aggregates merged".to_string()
+            } else {
+                format!("groups merged on {} key(s)", g.keys.len())
+            });
+        }
+        if m.having.is_some() {
+            steps.push("HAVING".into());
+        }
+        if m.distinct {
+            steps.push("DISTINCT".into());
+        }
+        if !m.order.is_empty() {
+            steps.push(format!("sorted by {} key(s)", m.order.len()));
+        }
+        lines.push(format!(
+            "Aggregate, in memory (capped by max_rows_per_statement): {}",
+            steps.join(", ")
+        ));
+    } else {
+        if m.stream_groups {
+            let mut l = "Aggregate, streamed: groups merged as they arrive sorted".to_string();
+            if m.having.is_some() {
+                l.push_str(", HAVING after the merge");
+            }
+            lines.push(l);
+        } else if let Some(g) = &m.group {
+            let _ = g;
+            lines.push("Aggregate: aggregates merged".into());
+        }
+        if !m.order.is_empty() {
+            lines.push(format!(
+                "MergeSort: k-way merge by {} key(s), one row per node held",
+                m.order.len()
+            ));
+        }
+    }
+    for (i, l) in lines.iter().enumerate() {
+        let pad = "   ".repeat(i);
+        let lead = if i == 0 { "" } else { "└─ " };
+        writeln!(f, "{pad}{lead}{l}")?;
+    }
+    Ok(lines.len())
 }
 
 pub(crate) fn describe_merge(m: &MergeSpec) -> String {

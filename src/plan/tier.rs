@@ -165,9 +165,15 @@ impl TierPlan {
                 format!("write on every tier, affected rows summed, {retries} retries per tier")
             }
         };
+        let primitive = match &self.mode {
+            TierMode::Read { .. } => "TierRead",
+            TierMode::Page { .. } => "TierPage",
+            TierMode::PollFirst { .. } => "Poll",
+            TierMode::Write { .. } => "TierWrite",
+        };
         writeln!(
             f,
-            "route: time_tier `{}` over {} ({how})",
+            "{primitive}: time_tier `{}` over {} ({how})",
             self.table,
             tiers.join(", ")
         )?;

@@ -61,6 +61,7 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
         let c = b[i];
         if c.is_ascii_whitespace() {
             space = true;
+            in_word = false;
             i += 1;
             continue;
         }
@@ -254,9 +255,9 @@ mod tests {
             "SELECT `a1`, t2.b3, \"q 1\" FROM t9 /* 42 */ WHERE x1 = ? -- 5"
         );
         assert_eq!(l.len(), 1);
-        let (t, l) = d("SELECT 0x1F, 1e3, .5 FROM t");
-        assert_eq!(t, "SELECT 0x1F, ?, ? FROM t");
-        assert_eq!(l.len(), 2);
+        let (t, l) = d("SELECT 0x1F, 1e3, .5 FROM t LIMIT 3");
+        assert_eq!(t, "SELECT 0x1F, ?, ? FROM t LIMIT ?");
+        assert_eq!(l.len(), 3);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::error::{MyError, ER_PARSE_ERROR};
 use crate::exec::door::{Access, Stmt};
 use crate::plan::cache::TextPlan;
 use crate::plan::{self, OkMerge, Plan, SessionOp};
-use crate::sql::digest::{digest, Digest, Literal};
+use crate::sql::digest::{digest, Literal};
 use crate::sql::{self, Parsed};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -86,7 +86,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let (Some(d), Some(e)) = (&digest, &entry) {
             e.set_route(route);
             if e.text_plan.get().is_none() {
-                let _ = e.text_plan.set(text_plan(d, &plan, &topo, sql, read, kind));
+                let _ = e.text_plan.set(crate::plan::cache::text_plan(
+                    d, &plan, &topo, sql, read, kind,
+                ));
             }
         }
         let before = self.rows_written;
@@ -269,33 +271,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             m.slot_hit(table, *slot, bytes);
         }
         route
-    }
-}
-
-/// What a text statement's shape runs as from now on: routed by one of its literals when the
-/// digest plans as a point statement and the full plan of this first execution agrees.
-fn text_plan(
-    d: &Digest,
-    plan: &Plan,
-    topo: &Topology,
-    sql: &str,
-    read: bool,
-    kind: &'static str,
-) -> TextPlan {
-    let Ok(shape) = sql::parse(&d.text) else {
-        return TextPlan::Full;
-    };
-    if shape.param_count() != d.literals.len() {
-        return TextPlan::Full;
-    }
-    let Some(route) = crate::plan::cached::analyze(&shape, topo) else {
-        return TextPlan::Full;
-    };
-    match d.literals.get(route.param).and_then(Literal::value) {
-        Some(key) if route.agrees_text(plan, topo, sql, &key) => {
-            TextPlan::Key { route, read, kind }
-        }
-        _ => TextPlan::Full,
     }
 }
 
