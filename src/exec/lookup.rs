@@ -88,3 +88,63 @@ pub async fn read<D: Door>(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, FakeDoor};
+    use crate::plan::rules_tests::topo;
+
+    #[tokio::test]
+    async fn entries_are_read_outside_the_session_and_absent_keys_remembered() {
+        let t = topo();
+        let mut door = FakeDoor::new(3);
+        door.answer(
+            0,
+            "tenant_dir",
+            Canned::rows(&["tenant_id", "node"], &[&["7", "ds1"]]),
+        );
+        let keys = vec![
+            ("t_looked".to_string(), b"7".to_vec()),
+            ("t_looked".to_string(), b"8".to_vec()),
+        ];
+        let found = read(&mut door, &t, keys).await.unwrap();
+        assert_eq!(
+            found,
+            vec![(
+                "t_looked".to_string(),
+                vec![(b"7".to_vec(), Some(1)), (b"8".to_vec(), None)]
+            )]
+        );
+        assert!(door.log().is_empty(), "not on the session's connections");
+        assert_eq!(door.outside.len(), 1);
+        assert!(
+            door.outside[0].1.contains("IN ('7', '8')"),
+            "{}",
+            door.outside[0].1
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_lookup_table_or_an_unknown_node_fails_the_statement() {
+        let t = topo();
+        let keys = vec![("t_looked".to_string(), b"7".to_vec())];
+        let mut door = FakeDoor::new(3);
+        door.fail_on(
+            0,
+            "tenant_dir",
+            1146,
+            "Table 'shop.tenant_dir' doesn't exist",
+        );
+        let e = read(&mut door, &t, keys.clone()).await.unwrap_err();
+        assert!(e.message.contains("cannot be read"), "{}", e.message);
+        let mut door = FakeDoor::new(3);
+        door.answer(
+            0,
+            "tenant_dir",
+            Canned::rows(&["tenant_id", "node"], &[&["7", "ds9"]]),
+        );
+        let e = read(&mut door, &t, keys).await.unwrap_err();
+        assert!(e.message.contains("not a node in service"), "{}", e.message);
+    }
+}

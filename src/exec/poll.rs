@@ -52,3 +52,56 @@ pub async fn first<D: Door, K: Sink>(
         "shardproxy: no tier to ask",
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, Event, FakeDoor, RecordSink};
+    use crate::plan::rules_tests::tier;
+    use crate::plan::TierMode;
+
+    #[tokio::test]
+    async fn tiers_are_asked_newest_first_until_one_has_the_row() {
+        let t = tier("SELECT * FROM t_txn WHERE serial_no = 'S1'");
+        let TierMode::PollFirst { sql, params } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.answer(0, "serial_no", Canned::rows(&["id"], &[]));
+        door.answer(1, "serial_no", Canned::rows(&["id"], &[&["77"]]));
+        let mut sink = RecordSink::text();
+        first(&mut door, &mut sink, &t, sql, params, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["77"]);
+        assert_eq!(
+            door.log().iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
+        // One result set: the empty tier wrote nothing.
+        assert_eq!(
+            sink.events
+                .iter()
+                .filter(|e| matches!(e, Event::Columns(_)))
+                .count(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn the_oldest_tier_answers_even_when_empty() {
+        let t = tier("SELECT * FROM t_txn WHERE serial_no = 'S9'");
+        let TierMode::PollFirst { sql, params } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.answer_any("serial_no", Canned::rows(&["id"], &[]));
+        let mut sink = RecordSink::text();
+        first(&mut door, &mut sink, &t, sql, params, Access::Read)
+            .await
+            .unwrap();
+        assert!(sink.rows().is_empty());
+        assert_eq!(door.log().len(), 3);
+        assert!(matches!(sink.events.last(), Some(Event::End { .. })));
+    }
+}

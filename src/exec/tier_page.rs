@@ -141,3 +141,69 @@ pub async fn page<D: Door, K: Sink>(
     let stmts: Vec<(usize, Stmt<'_>)> = sqls.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect();
     super::merge::merged(door, sink, &stmts, &spec, cap, access).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::plan::rules_tests::tier;
+    use crate::plan::TierMode;
+
+    #[tokio::test]
+    async fn a_page_counts_segments_newest_first_and_reads_only_the_page() {
+        // Newest first: hot, the hot/warm window, warm, cold, NULL dates.
+        let t = tier("SELECT id FROM t_txn ORDER BY txn_date DESC LIMIT 3, 2");
+        let TierMode::Page {
+            node_sql,
+            count_tail,
+            segments,
+            merge,
+            offset,
+            limit,
+        } = &t.mode
+        else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        // Hot holds 10 rows in its own segment: the page (rows 3..5) is there, so warm and
+        // cold are never counted.
+        door.answer(
+            0,
+            "__sp_seg",
+            Canned::rows(&["s", "n"], &[&["0", "10"], &["1", "0"]]),
+        );
+        // The nodes' rows carry the sort key as a helper column, cut before the client.
+        assert_eq!(merge.hidden, 1, "{merge:?}");
+        door.answer(
+            0,
+            "LIMIT",
+            Canned::rows(
+                &["id", "d"],
+                &[&["103", "2025-06-03"], &["104", "2025-06-02"]],
+            ),
+        );
+        let mut sink = RecordSink::text();
+        let p = Page {
+            node_sql,
+            count_tail,
+            segments,
+            merge,
+            offset: *offset,
+            limit: *limit,
+        };
+        page(&mut door, &mut sink, &t, p, 1000, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["103", "104"]);
+        assert!(
+            door.sql_on(1).is_empty() && door.sql_on(2).is_empty(),
+            "{:?}",
+            door.log()
+        );
+        let read = door.sql_on(0).pop().unwrap();
+        assert!(
+            read.ends_with("LIMIT 3, 2"),
+            "the skip runs on the node: {read}"
+        );
+    }
+}

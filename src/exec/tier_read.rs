@@ -57,3 +57,69 @@ pub async fn read<D: Door, K: Sink>(
         Some(spec) => super::merge::merged(door, sink, &stmts, spec, cap, access).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::plan::rules_tests::tier;
+
+    #[tokio::test]
+    async fn the_older_tier_leaves_out_the_keys_the_newer_holds_in_the_window() {
+        // Today 2025-06-30: hot from 2024-06-30 with a window from 2024-06-28.
+        let t = tier("SELECT id FROM t_txn WHERE txn_date >= '2024-06-29'");
+        let crate::plan::TierMode::Read { node_sql, .. } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        // The window read on hot finds key 5; warm then answers without it.
+        door.answer(
+            0,
+            "SELECT `id` FROM `t_txn` WHERE",
+            Canned::rows(&["id"], &[&["5"]]),
+        );
+        door.answer(
+            0,
+            "SELECT id FROM t_txn",
+            Canned::rows(&["id"], &[&["5"], &["6"]]),
+        );
+        door.answer(1, "SELECT id FROM t_txn", Canned::rows(&["id"], &[&["4"]]));
+        let mut sink = RecordSink::text();
+        read(&mut door, &mut sink, &t, node_sql, None, 1000, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["5", "6", "4"]);
+        let warm = door.sql_on(1);
+        assert_eq!(warm.len(), 1);
+        assert!(warm[0].contains("`t_txn`.`id` IN ('5')"), "{}", warm[0]);
+        assert!(
+            warm[0].starts_with("SELECT id FROM t_txn WHERE"),
+            "{}",
+            warm[0]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_window_larger_than_the_cap_is_refused() {
+        let t = tier("SELECT id FROM t_txn WHERE txn_date >= '2024-06-29'");
+        let crate::plan::TierMode::Read { node_sql, .. } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.answer(
+            0,
+            "SELECT `id`",
+            Canned::rows(&["id"], &[&["1"], &["2"], &["3"]]),
+        );
+        let mut sink = RecordSink::text();
+        let e = read(&mut door, &mut sink, &t, node_sql, None, 2, Access::Read)
+            .await
+            .unwrap_err();
+        assert_eq!(e.error.code, 1235);
+        assert!(
+            e.error.message.contains("overlap window"),
+            "{}",
+            e.error.message
+        );
+    }
+}

@@ -90,3 +90,97 @@ pub async fn write<D: Door, K: Sink>(
     sink.ok(&total, door.status(), false);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, Event, FakeDoor, RecordSink};
+    use crate::plan::rules_tests::tier;
+    use crate::plan::TierMode;
+
+    fn write_plan() -> TierPlan {
+        tier("UPDATE t_txn SET amount = 1 WHERE account = 3")
+    }
+
+    #[tokio::test]
+    async fn every_tier_is_written_and_affected_rows_add_up() {
+        let t = write_plan();
+        let TierMode::Write { sql, params, .. } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.answer(0, "UPDATE", Canned::ok(2, 0));
+        door.answer(1, "UPDATE", Canned::ok(3, 0));
+        door.answer(2, "UPDATE", Canned::ok(0, 0));
+        let mut sink = RecordSink::text();
+        let retry = Retry {
+            retries: 0,
+            retry_ms: 0,
+        };
+        write(&mut door, &mut sink, &t, sql, params, retry)
+            .await
+            .unwrap();
+        assert_eq!(
+            sink.events,
+            vec![Event::Ok {
+                affected: 5,
+                last_insert_id: 0,
+                more: false
+            }]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_tier_names_the_tiers_already_written() {
+        let t = write_plan();
+        let TierMode::Write { sql, params, .. } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.fail_on(1, "UPDATE", 1146, "Table 'shop.t_txn' doesn't exist");
+        let mut sink = RecordSink::text();
+        let retry = Retry {
+            retries: 2,
+            retry_ms: 0,
+        };
+        let e = write(&mut door, &mut sink, &t, sql, params, retry)
+            .await
+            .unwrap_err();
+        assert_eq!(e.error.code, 1146);
+        assert!(
+            e.error.message.contains("already applied on ds0"),
+            "{}",
+            e.error.message
+        );
+        assert_eq!(
+            door.sql_on(1).len(),
+            1,
+            "a server error that is not transient is not retried"
+        );
+        assert!(door.sql_on(2).is_empty());
+    }
+
+    #[tokio::test]
+    async fn refused_inside_a_transaction() {
+        let t = write_plan();
+        let TierMode::Write { sql, params, .. } = &t.mode else {
+            panic!("{:?}", t.mode)
+        };
+        let mut door = FakeDoor::new(3);
+        door.set_autocommit(false).await.unwrap();
+        let mut sink = RecordSink::text();
+        let retry = Retry {
+            retries: 0,
+            retry_ms: 0,
+        };
+        let e = write(&mut door, &mut sink, &t, sql, params, retry)
+            .await
+            .unwrap_err();
+        assert!(
+            e.error.message.contains("3 tiers of `t_txn`"),
+            "{}",
+            e.error.message
+        );
+        assert!(door.log().is_empty());
+    }
+}

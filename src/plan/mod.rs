@@ -1249,6 +1249,6 @@ pub(crate) fn needs_merge(q: &Query) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-mod rules_tests;
+pub(crate) mod rules_tests;
 #[cfg(test)]
 pub(crate) mod tests;

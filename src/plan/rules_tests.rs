@@ -4,7 +4,7 @@ use super::tests::plan_in;
 use super::*;
 use crate::config::parse as parse_rules;
 
-fn topo() -> Topology {
+pub(crate) fn topo() -> Topology {
     parse_rules(
         r#"
 version = 1
@@ -164,7 +164,7 @@ fn directory_lookups_use_the_cache_or_ask_for_the_keys() {
     ));
 }
 
-fn tier(sql: &str) -> TierPlan {
+pub(crate) fn tier(sql: &str) -> TierPlan {
     match p(sql) {
         Plan::Tier(t) => *t,
         other => panic!("expected a tier plan for {sql}, got {other:?}"),
