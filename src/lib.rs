@@ -16,3 +16,4 @@ pub mod plan;
 pub mod routing;
 pub mod server;
 pub mod sql;
+pub mod value;
