@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use mysql_common::value::Value;
 
-use crate::config::TableRule;
+use super::TableRule;
 use crate::value::text_form;
 
 /// A table of `key_column -> node_column` rows on a node, read through a cache.
