@@ -12,6 +12,7 @@ pub mod error;
 pub mod exec;
 pub mod frontend;
 pub mod merge;
+pub mod metrics;
 pub mod plan;
 pub mod routing;
 pub mod server;

@@ -28,7 +28,7 @@ pub struct Shared {
     pub reloads_refused: AtomicU64,
     /// Rules files whose version was not newer than the one running.
     pub reloads_ignored: AtomicU64,
-    pub metrics: Arc<crate::admin::metrics::Metrics>,
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// TLS for clients, from `[server] tls` when the proxy started.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
     /// The proxy's clock (tier bounds, generated ids); tests and demos move it.
@@ -165,7 +165,7 @@ impl Shared {
 
     pub fn new(topo: Topology) -> Self {
         let backends = Backends::new(&topo);
-        let metrics = Arc::new(crate::admin::metrics::Metrics::new());
+        let metrics = Arc::new(crate::metrics::Metrics::new());
         metrics
             .version
             .set(i64::try_from(topo.version).unwrap_or(i64::MAX));
@@ -307,7 +307,7 @@ impl Server {
         shared.tls = tls;
         let shared = Arc::new(shared);
         let metrics = match metrics_addr {
-            Some(a) => Some(crate::admin::metrics::serve(&a, shared.metrics.clone())?),
+            Some(a) => Some(crate::metrics::serve(&a, shared.metrics.clone())?),
             None => None,
         };
         Ok(Server {

@@ -3,7 +3,6 @@
 //! the rules file, which is then loaded like any other reload.
 
 pub mod metadata;
-pub mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
