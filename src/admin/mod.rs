@@ -21,7 +21,7 @@ use crate::config::{TableRule, Topology};
 use crate::frontend::packet::PacketIo;
 use crate::frontend::{auth, codec};
 use crate::routing::slot::SLOTS;
-use crate::server::{Reload, Shared};
+use crate::shared::{Reload, Shared};
 use crate::sql;
 
 /// What an admin statement answers.
