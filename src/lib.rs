@@ -2,7 +2,7 @@
 //!
 //! The flow of one statement: `frontend` (protocol, session) -> `plan` (statement + rules
 //! snapshot -> plan) -> `exec` runs it through the door to the nodes (`backend::session`, the
-//! session's node connections over the `backend` pools) -> results relayed or merged into the
+//! session's node connections over the node `pools`) -> results relayed or merged into the
 //! client's sink.
 
 pub mod admin;
@@ -12,7 +12,11 @@ pub mod error;
 pub mod exec;
 pub mod frontend;
 pub mod merge;
+pub mod metrics;
 pub mod plan;
+pub mod pools;
 pub mod routing;
 pub mod server;
+pub mod shared;
 pub mod sql;
+pub mod value;

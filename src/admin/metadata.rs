@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use crate::config::{TableRule, Topology};
 use crate::routing::slot::SLOTS;
-use crate::server::{Reload, Shared};
+use crate::shared::{Reload, Shared};
 
 pub const SCHEMA: [&str; 2] = [
     "CREATE TABLE IF NOT EXISTS route_config (

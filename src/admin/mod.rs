@@ -3,7 +3,6 @@
 //! the rules file, which is then loaded like any other reload.
 
 pub mod metadata;
-pub mod metrics;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,10 +18,12 @@ use tracing::{debug, info, warn};
 
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
+use crate::frontend::handshake::{self, Gate, Greeting};
 use crate::frontend::packet::PacketIo;
+use crate::frontend::stream::ClientStream;
 use crate::frontend::{auth, codec};
 use crate::routing::slot::SLOTS;
-use crate::server::{Reload, Shared};
+use crate::shared::{Reload, Shared};
 use crate::sql;
 
 /// What an admin statement answers.
@@ -68,59 +69,31 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     rules: Option<PathBuf>,
     peer: String,
 ) -> std::io::Result<()> {
-    let mut io = PacketIo::new(stream, 1 << 20);
-    let salt = auth::new_salt();
-    io.set_seq(0);
-    io.write(&auth::handshake_packet(
-        &shared.server_version,
-        0,
-        &salt,
-        false,
-    ));
-    io.flush().await?;
-    let Some(payload) = io.read().await? else {
+    let mut io = PacketIo::new(ClientStream::Plain(stream), 1 << 20);
+    let mut salt = auth::new_salt();
+    let greeting = Greeting {
+        server_version: &shared.server_version,
+        conn_id: 0,
+        tls: None,
+        malformed_state: "08S01",
+    };
+    let Some(hello) = handshake::greet(&mut io, &greeting, &salt).await? else {
         return Ok(());
     };
-    let hello = match auth::parse_response(&payload, false) {
-        Ok(auth::Hello::Response(h)) => h,
-        Ok(auth::Hello::Ssl) => return Ok(()),
-        Err(m) => {
-            io.write(&codec::err(1043, "08S01", &m));
-            return io.flush().await;
-        }
-    };
-    let users = shared
-        .topology()
-        .admin
-        .as_ref()
-        .map(|a| a.users.clone())
-        .unwrap_or_default();
-    let (plugin, response) =
-        match auth::needs_switch(&users, &hello.user, &hello.plugin, &hello.response) {
-            Some(to) => {
-                io.write(&auth::switch_to(&to, &salt));
-                io.flush().await?;
-                match io.read().await? {
-                    Some(r) => (to, r),
-                    None => return Ok(()),
-                }
-            }
-            None => (hello.plugin.clone(), hello.response.clone()),
+    {
+        // The admin users in force now; the snapshot is not kept for the whole session.
+        let topo = shared.topology();
+        let gate = Gate {
+            users: topo.admin.as_ref().map_or(&[], |a| a.users.as_slice()),
+            peer: &peer,
+            denied_to: " to the shardproxy admin interface",
         };
-    if auth::verify(&users, &hello.user, &plugin, &salt, &response).is_none() {
-        io.write(&codec::err(
-            1045,
-            "28000",
-            &format!(
-                "Access denied for user '{}'@'{peer}' to the shardproxy admin interface (using password: {})",
-                hello.user,
-                if response.is_empty() { "NO" } else { "YES" }
-            ),
-        ));
-        return io.flush().await;
-    }
-    if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
-        io.write(&auth::FAST_AUTH_OK);
+        let (plugin, response) = (hello.plugin, hello.response);
+        if !handshake::check_password(&mut io, &gate, &mut salt, &hello.user, plugin, response)
+            .await?
+        {
+            return Ok(());
+        }
     }
     let status = StatusFlags::SERVER_STATUS_AUTOCOMMIT;
     io.write(&codec::ok(0, 0, status, 0, ""));

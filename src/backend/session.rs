@@ -21,7 +21,7 @@ use tracing::warn;
 use crate::error::{MyError, ER_LOCK_DEADLOCK, ER_NOT_SUPPORTED_YET};
 use crate::exec::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Stmt};
 use crate::merge::Row;
-use crate::server::Shared;
+use crate::shared::Shared;
 
 /// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
 struct Tx {

@@ -13,6 +13,8 @@ use crate::routing::range::{KeyKind, RangeMap};
 use crate::routing::slot::{SlotMap, SLOTS};
 use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
+pub use crate::routing::TableRule;
+
 /// A rules file that cannot be used; the message names the file, the table and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -204,55 +206,9 @@ pub struct Node {
     pub retired: bool,
 }
 
-/// How one table is placed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TableRule {
-    /// `CRC32(column) % 1024` picks a slot, the map picks the node.
-    HashSlot { column: String, map: SlotMap },
-    /// A full copy on every node: writes go everywhere, reads to one.
-    Broadcast,
-    /// The whole table on one node.
-    Single { node: usize },
-    /// Ordered boundaries on a column, each range on a node.
-    Range { column: String, map: RangeMap },
-    /// Explicit key -> node entries (and a lookup table), a fallback rule for the rest.
-    Directory(Box<DirectoryRule>),
-    /// Hot / warm / cold nodes by a date column.
-    TimeTier(Box<TierRule>),
-}
-
+/// What only a whole topology answers about a rule: its nodes (a broadcast is on every
+/// node) and its description (node names).
 impl TableRule {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            TableRule::HashSlot { .. } => "hash_slot",
-            TableRule::Broadcast => "broadcast",
-            TableRule::Single { .. } => "single",
-            TableRule::Range { .. } => "range",
-            TableRule::Directory(_) => "directory",
-            TableRule::TimeTier(_) => "time_tier",
-        }
-    }
-
-    /// The column that routes rows, if any.
-    pub fn column(&self) -> Option<&str> {
-        match self {
-            TableRule::HashSlot { column, .. } | TableRule::Range { column, .. } => Some(column),
-            TableRule::Directory(d) => Some(&d.column),
-            TableRule::TimeTier(t) => Some(&t.column),
-            TableRule::Broadcast | TableRule::Single { .. } => None,
-        }
-    }
-
-    /// The domain a range or time_tier rule compares its column's values in (`None`: the
-    /// rule routes by equal keys only, or not by a column).
-    pub fn key_kind(&self) -> Option<KeyKind> {
-        match self {
-            TableRule::Range { map, .. } => Some(map.kind),
-            TableRule::TimeTier(_) => Some(KeyKind::Date),
-            _ => None,
-        }
-    }
-
     /// Every node that may hold rows of the table.
     pub fn all_nodes(&self, topo: &Topology) -> Vec<usize> {
         let mut v = match self {
@@ -275,30 +231,6 @@ impl TableRule {
         v.sort_unstable();
         v.dedup();
         v
-    }
-
-    /// The rule with its nodes renumbered.
-    pub fn remap(&mut self, at: &dyn Fn(usize) -> usize) {
-        match self {
-            TableRule::HashSlot { map, .. } => *map = map.remap(at),
-            TableRule::Range { map, .. } => *map = map.remap(at),
-            TableRule::Single { node } => *node = at(*node),
-            TableRule::Broadcast => {}
-            TableRule::Directory(d) => {
-                for n in d.entries.values_mut() {
-                    *n = at(*n);
-                }
-                if let Some(l) = d.lookup.as_mut() {
-                    l.node = at(l.node);
-                }
-                d.fallback.remap(at);
-            }
-            TableRule::TimeTier(t) => {
-                for tier in t.tiers.iter_mut() {
-                    tier.node = at(tier.node);
-                }
-            }
-        }
     }
 
     /// A one-line description for `route`, SHOW TABLE RULE and logs.

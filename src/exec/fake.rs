@@ -557,7 +557,7 @@ impl RecordSink {
 }
 
 fn text(v: &Value) -> String {
-    crate::routing::slot::text_form(v)
+    crate::value::text_form(v)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_else(|| "NULL".into())
 }

@@ -50,7 +50,7 @@ pub async fn read<D: Door>(
             let key = match row.first() {
                 Some(Value::Bytes(b)) => b.clone(),
                 Some(v @ (Value::Int(_) | Value::UInt(_))) => {
-                    crate::routing::slot::text_form(v).unwrap_or_default()
+                    crate::value::text_form(v).unwrap_or_default()
                 }
                 _ => continue,
             };

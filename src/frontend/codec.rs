@@ -96,7 +96,7 @@ pub fn text_row(values: &[Option<Value>], out: &mut Vec<u8>) {
                 out.write_lenenc_str(bytes).ok();
             }
             Some(other) => {
-                let text = crate::routing::slot::text_form(other).unwrap_or_default();
+                let text = crate::value::text_form(other).unwrap_or_default();
                 out.write_lenenc_str(&text).ok();
             }
         }
@@ -187,7 +187,7 @@ fn binary_value(v: &Value, ty: ColumnType, out: &mut Vec<u8>) {
                 out.write_lenenc_str(b).ok();
             }
             other => {
-                let text = crate::routing::slot::text_form(other).unwrap_or_default();
+                let text = crate::value::text_form(other).unwrap_or_default();
                 out.write_lenenc_str(&text).ok();
             }
         },

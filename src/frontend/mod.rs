@@ -2,6 +2,7 @@
 
 pub mod auth;
 pub mod codec;
+pub mod handshake;
 pub mod packet;
 pub mod session;
 pub mod sink;

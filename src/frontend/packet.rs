@@ -149,6 +149,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     pub fn seq(&self) -> u8 {
         self.seq
     }
+
+    /// The largest request accepted (what a replacing `PacketIo` keeps, after a TLS upgrade).
+    pub fn max_request(&self) -> usize {
+        self.max_request
+    }
 }
 
 #[cfg(test)]

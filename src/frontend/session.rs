@@ -17,7 +17,7 @@ use super::stream::ClientStream;
 use crate::backend::session::NodeSession;
 use crate::config::Topology;
 use crate::error::{MyError, ER_UNKNOWN_COM};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::sql::Parsed;
 
 mod handshake;

@@ -14,6 +14,8 @@ use mysql_common::value::Value;
 pub use value::Class;
 use value::{class_of, compare, key_of, num_of, Dec, Num};
 
+use crate::value::{format_float, text_form};
+
 /// A row as read from a node: one value per column, `None` for NULL.
 pub type Row = Vec<Option<Value>>;
 
@@ -398,15 +400,6 @@ fn avg(total: Num, n: i128, col: &Column, binary: bool) -> Result<Value, MergeEr
     }
 }
 
-/// MySQL's text for a DOUBLE.
-pub fn format_float(f: f64) -> String {
-    if f != 0.0 && (f.abs() >= 1e15 || f.abs() < 1e-4) {
-        format!("{f:e}")
-    } else {
-        format!("{f}")
-    }
-}
-
 /// A merged number in the column's type, in the protocol the client reads.
 fn encode_num(n: Num, col: &Column, binary: bool) -> Value {
     let ty = col.column_type();
@@ -491,9 +484,7 @@ fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
                     }
                     _ => match v {
                         Value::Bytes(b) => CVal::Str(b),
-                        other => {
-                            CVal::Str(crate::routing::slot::text_form(&other).unwrap_or_default())
-                        }
+                        other => CVal::Str(text_form(&other).unwrap_or_default()),
                     },
                 }
             }

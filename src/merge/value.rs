@@ -357,9 +357,7 @@ pub fn fold(s: &str) -> String {
 fn bytes_of(v: &Value) -> std::borrow::Cow<'_, [u8]> {
     match v {
         Value::Bytes(b) => std::borrow::Cow::Borrowed(b.as_slice()),
-        other => {
-            std::borrow::Cow::Owned(crate::routing::slot::text_form(other).unwrap_or_default())
-        }
+        other => std::borrow::Cow::Owned(crate::value::text_form(other).unwrap_or_default()),
     }
 }
 

@@ -659,7 +659,7 @@ impl<'a> Planner<'a> {
                             Some(std::slice::from_ref(v)),
                         )),
                         Placed::Unknown => {
-                            if let Some(k) = crate::routing::slot::text_form(v) {
+                            if let Some(k) = crate::value::text_form(v) {
                                 self.missing.borrow_mut().push((table.to_string(), k));
                             }
                             out.extend(rule.all_nodes(self.topo));
@@ -718,7 +718,7 @@ impl<'a> Planner<'a> {
                 let k = map.kind.key_of(v).ok_or_else(|| {
                     format!(
                         "`{table}`.`{column}` value {} cannot be placed in its ranges (not a {:?} value)",
-                        String::from_utf8_lossy(&crate::routing::slot::text_form(v).unwrap_or_default()),
+                        String::from_utf8_lossy(&crate::value::text_form(v).unwrap_or_default()),
                         map.kind
                     )
                 })?;
@@ -730,7 +730,7 @@ impl<'a> Planner<'a> {
                     Placed::Node(n) => Ok(n),
                     Placed::Fallback => self.node_of_value(table, &d.fallback, v),
                     Placed::Unknown => {
-                        if let Some(k) = crate::routing::slot::text_form(v) {
+                        if let Some(k) = crate::value::text_form(v) {
                             self.missing.borrow_mut().push((table.to_string(), k));
                         }
                         Ok(self.topo.default_node)

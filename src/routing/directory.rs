@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use mysql_common::value::Value;
 
-use super::slot::text_form;
-use crate::config::TableRule;
+use super::TableRule;
+use crate::value::text_form;
 
 /// A table of `key_column -> node_column` rows on a node, read through a cache.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,49 +3,14 @@
 
 use mysql_common::value::Value;
 
+use crate::value::text_form;
+
 /// Number of logical slots. The modulus never changes; only the slot map does.
 pub const SLOTS: usize = 1024;
 
 /// Slot of a value already in MySQL's text form (`42`, `abc`, `2024-01-31`).
 pub fn slot_of_text(text: &[u8]) -> u16 {
     (crc32fast::hash(text) % SLOTS as u32) as u16
-}
-
-/// The text form MySQL's `CRC32()` hashes for a value: integers in decimal, strings as their
-/// bytes, dates as `YYYY-MM-DD[ hh:mm:ss[.ffffff]]`. `None` for NULL (NULL has no slot).
-pub fn text_form(value: &Value) -> Option<Vec<u8>> {
-    Some(match value {
-        Value::NULL => return None,
-        Value::Bytes(b) => b.clone(),
-        Value::Int(i) => i.to_string().into_bytes(),
-        Value::UInt(u) => u.to_string().into_bytes(),
-        Value::Float(f) => format_float(f64::from(*f)).into_bytes(),
-        Value::Double(d) => format_float(*d).into_bytes(),
-        Value::Date(y, m, d, 0, 0, 0, 0) => format!("{y:04}-{m:02}-{d:02}").into_bytes(),
-        Value::Date(y, mo, d, h, mi, s, 0) => {
-            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}").into_bytes()
-        }
-        Value::Date(y, mo, d, h, mi, s, us) => {
-            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}").into_bytes()
-        }
-        Value::Time(neg, days, h, m, s, us) => {
-            let hours = u64::from(*days) * 24 + u64::from(*h);
-            let sign = if *neg { "-" } else { "" };
-            if *us == 0 {
-                format!("{sign}{hours:02}:{m:02}:{s:02}").into_bytes()
-            } else {
-                format!("{sign}{hours:02}:{m:02}:{s:02}.{us:06}").into_bytes()
-            }
-        }
-    })
-}
-
-fn format_float(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e15 {
-        format!("{}", f as i64)
-    } else {
-        format!("{f}")
-    }
 }
 
 /// Slot of a value; `None` for NULL.
@@ -118,24 +83,6 @@ mod tests {
         );
         assert_eq!(slot_of(&Value::UInt(42)), slot_of(&Value::Int(42)));
         assert_eq!(slot_of(&Value::NULL), None);
-    }
-
-    #[test]
-    fn text_forms_follow_mysql_printing() {
-        assert_eq!(text_form(&Value::Int(-7)).unwrap(), b"-7");
-        assert_eq!(
-            text_form(&Value::Date(2024, 1, 31, 0, 0, 0, 0)).unwrap(),
-            b"2024-01-31"
-        );
-        assert_eq!(
-            text_form(&Value::Date(2024, 1, 31, 13, 5, 9, 0)).unwrap(),
-            b"2024-01-31 13:05:09"
-        );
-        assert_eq!(
-            text_form(&Value::Time(true, 1, 2, 3, 4, 0)).unwrap(),
-            b"-26:03:04"
-        );
-        assert_eq!(text_form(&Value::Double(3.0)).unwrap(), b"3");
     }
 
     #[test]

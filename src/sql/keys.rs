@@ -4,7 +4,7 @@ use mysql_common::value::Value;
 use sqlparser::ast::{BinaryOperator, Expr, InTarget};
 
 use super::{literal, Parsed};
-use crate::routing::slot::text_form;
+use crate::value::text_form;
 
 /// Which column is the shard key, and by which names its table may be qualified.
 #[derive(Debug, Clone)]

@@ -320,7 +320,7 @@ pub fn value_expr(v: &Value) -> Expr {
             Err(_) => SqlValue::HexStringLiteral(b.iter().map(|x| format!("{x:02X}")).collect()),
         },
         Value::Date(..) | Value::Time(..) => {
-            let text = crate::routing::slot::text_form(v).unwrap_or_default();
+            let text = crate::value::text_form(v).unwrap_or_default();
             SqlValue::SingleQuotedString(String::from_utf8_lossy(&text).into_owned())
         }
     };

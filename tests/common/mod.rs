@@ -22,7 +22,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, Value};
 use shardproxy::config::Topology;
 use shardproxy::routing::slot::slot_of;
-use shardproxy::server::{Server, Shared};
+use shardproxy::server::Server;
+use shardproxy::shared::Shared;
 
 /// How long a node may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(60);

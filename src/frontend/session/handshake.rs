@@ -1,5 +1,6 @@
 //! The handshake and authentication of a client (and COM_CHANGE_USER, which authenticates
-//! again): the greeting with a fresh salt, TLS upgrade, the password plugins.
+//! again) over the connection phase `crate::frontend::handshake` runs for both listeners:
+//! what a login sets up in the session (capabilities, character set, database).
 
 use std::io;
 
@@ -9,46 +10,20 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::debug;
 
 use super::Session;
-use crate::error::{MyError, ER_ACCESS_DENIED, ER_HANDSHAKE, ER_UNKNOWN_COM};
+use crate::error::{sqlstate_of, MyError, ER_HANDSHAKE, ER_UNKNOWN_COM};
 use crate::frontend::auth;
-use crate::frontend::packet::PacketIo;
-use crate::frontend::stream::{ClientStream, Rewind};
+use crate::frontend::handshake::{self, Gate, Greeting};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn authenticate(&mut self) -> io::Result<bool> {
-        let salt = self.salt;
-        let tls = self.shared.tls.clone();
-        self.io.set_seq(0);
-        self.io.write(&auth::handshake_packet(
-            &self.shared.server_version,
-            self.conn_id,
-            &salt,
-            tls.is_some(),
-        ));
-        self.io.flush().await?;
-        let Some(mut payload) = self.io.read().await? else {
-            return Ok(false);
+        let greeting = Greeting {
+            server_version: &self.shared.server_version,
+            conn_id: self.conn_id,
+            tls: self.shared.tls.as_ref(),
+            malformed_state: sqlstate_of(ER_HANDSHAKE),
         };
-        let mut hello = auth::parse_response(&payload, tls.is_some());
-        if let (Ok(auth::Hello::Ssl), Some(acceptor)) = (&hello, &tls) {
-            self.upgrade(acceptor).await?;
-            payload = match self.io.read().await? {
-                Some(p) => p,
-                None => return Ok(false),
-            };
-            hello = auth::parse_response(&payload, true);
-            if matches!(hello, Ok(auth::Hello::Ssl)) {
-                hello = Err("a second SSLRequest inside TLS".into());
-            }
-        }
-        let hello = match hello {
-            Ok(auth::Hello::Response(h)) => h,
-            Ok(auth::Hello::Ssl) => return Ok(false),
-            Err(m) => {
-                self.write_err(&MyError::new(ER_HANDSHAKE, m));
-                self.io.flush().await?;
-                return Ok(false);
-            }
+        let Some(hello) = handshake::greet(&mut self.io, &greeting, &self.salt).await? else {
+            return Ok(false);
         };
         let user = hello.user.clone();
         if !self
@@ -69,64 +44,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(true)
     }
 
-    /// Switches the client stream to TLS (after an SSLRequest).
-    async fn upgrade(&mut self, acceptor: &tokio_rustls::TlsAcceptor) -> io::Result<()> {
-        let seq = self.io.seq();
-        let max = self.shared.max_packet;
-        let old = std::mem::replace(&mut self.io, PacketIo::new(ClientStream::Gone, max));
-        let (stream, buffered) = old.into_parts();
-        let ClientStream::Plain(plain) = stream else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "SSLRequest on a stream that is already TLS",
-            ));
-        };
-        let tls = acceptor.accept(Rewind::new(buffered, plain)).await?;
-        self.io = PacketIo::new(ClientStream::Tls(Box::new(tls)), max);
-        self.io.set_seq(seq);
-        Ok(())
-    }
-
-    /// Verifies a password response (switching the client to mysql_native_password when it
-    /// used a plugin this server does not verify); on failure the client got the error.
+    /// Verifies a password response against the users in force (see
+    /// [`handshake::check_password`]); on failure the client got the error.
     async fn check_password(
         &mut self,
         user: &str,
         plugin: auth::Plugin,
-        mut response: Vec<u8>,
+        response: Vec<u8>,
     ) -> io::Result<bool> {
-        let mut plugin = plugin;
-        let mut salt = self.salt;
         let topo = self.shared.topology();
-        if let Some(to) = auth::needs_switch(&topo.users, user, &plugin, &response) {
-            // A fresh salt for the switch, kept for later COM_CHANGE_USERs.
-            salt = auth::new_salt();
-            self.salt = salt;
-            self.io.write(&auth::switch_to(&to, &salt));
-            self.io.flush().await?;
-            response = match self.io.read().await? {
-                Some(r) => r,
-                None => return Ok(false),
-            };
-            plugin = to;
-        }
-        if auth::verify(&topo.users, user, &plugin, &salt, &response).is_none() {
-            self.write_err(&MyError::new(
-                ER_ACCESS_DENIED,
-                format!(
-                    "Access denied for user '{}'@'{}' (using password: {})",
-                    user,
-                    self.peer,
-                    if response.is_empty() { "NO" } else { "YES" }
-                ),
-            ));
-            self.io.flush().await?;
-            return Ok(false);
-        }
-        if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
-            self.io.write(&auth::FAST_AUTH_OK);
-        }
-        Ok(true)
+        let gate = Gate {
+            users: &topo.users,
+            peer: &self.peer,
+            denied_to: "",
+        };
+        handshake::check_password(&mut self.io, &gate, &mut self.salt, user, plugin, response).await
     }
 
     /// COM_CHANGE_USER: authenticates the new user, then the session starts over as a fresh

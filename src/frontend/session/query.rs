@@ -261,7 +261,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 reason: message, ..
             } => {
                 m.refused
-                    .with_label_values(&[crate::admin::metrics::refusal_reason(message)])
+                    .with_label_values(&[crate::metrics::refusal_reason(message)])
                     .inc();
                 "refused"
             }

@@ -1,0 +1,255 @@
+//! What every session and both listeners share: the rules snapshot in force (and how a new
+//! one is offered), the node pools, the metrics, the proxy's clock, the id generator and the
+//! directory lookup caches.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tracing::{info, warn};
+
+use crate::config::Topology;
+use crate::metrics::Metrics;
+use crate::pools::Backends;
+
+/// What every session shares: the current routing snapshot and the node pools.
+pub struct Shared {
+    topology: ArcSwap<Topology>,
+    pub backends: Backends,
+    pub server_version: String,
+    /// Largest client packet accepted.
+    pub max_packet: usize,
+    next_conn_id: AtomicU32,
+    /// Rules versions swapped in, and rules files refused (invalid, or not newer).
+    pub reloads_applied: AtomicU64,
+    pub reloads_refused: AtomicU64,
+    /// Rules files whose version was not newer than the one running.
+    pub reloads_ignored: AtomicU64,
+    pub metrics: Arc<Metrics>,
+    /// TLS for clients, from `[server] tls` when the proxy started.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// The proxy's clock (tier bounds, generated ids); tests and demos move it.
+    pub clock: Clock,
+    /// The id generator's state, kept across reloads so no id repeats.
+    pub ids: crate::routing::keygen::Snowflake,
+    /// Directory lookup caches by table, rebuilt (so emptied) on every reload.
+    pub lookups: ArcSwap<HashMap<String, LookupCache>>,
+    /// Statement shapes: their counters (SHOW PLANS) and text statements' cached plans.
+    pub plans: crate::plan::cache::PlanCache,
+}
+
+/// A directory table's cache of lookup-table entries: key -> node (`None`: not in the table).
+pub type LookupCache = moka::sync::Cache<Vec<u8>, Option<usize>>;
+
+fn lookup_caches(topo: &Topology) -> HashMap<String, LookupCache> {
+    topo.tables
+        .iter()
+        .filter_map(|(name, rule)| match rule {
+            crate::config::TableRule::Directory(d) => d.lookup.as_ref().map(|l| {
+                let cache = moka::sync::Cache::builder()
+                    .max_capacity(l.cache_size)
+                    .time_to_live(Duration::from_secs(l.ttl_secs))
+                    .build();
+                (name.clone(), cache)
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Wall-clock time plus an offset that tests and demos set (`serve --now`).
+#[derive(Debug, Default)]
+pub struct Clock {
+    offset_ms: AtomicI64,
+}
+
+impl Clock {
+    pub fn now_ms(&self) -> i64 {
+        crate::routing::keygen::system_ms() + self.offset_ms.load(Ordering::Relaxed)
+    }
+
+    /// Makes "now" this Unix millisecond (the clock keeps running from there).
+    pub fn set_now_ms(&self, ms: i64) {
+        self.offset_ms
+            .store(ms - crate::routing::keygen::system_ms(), Ordering::Relaxed);
+    }
+
+    /// Moves the clock by `ms` (negative: back).
+    pub fn shift_ms(&self, ms: i64) {
+        self.offset_ms.fetch_add(ms, Ordering::Relaxed);
+    }
+
+    /// Today in UTC, by this clock.
+    pub fn today(&self) -> chrono::NaiveDate {
+        chrono::DateTime::from_timestamp_millis(self.now_ms())
+            .map(|t| t.date_naive())
+            .unwrap_or_default()
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reload {
+    Applied {
+        from: u64,
+        to: u64,
+    },
+    /// Same or older version: the running rules stay (not an error: every proxy sees each
+    /// version once, and an unchanged file is re-read after a touch).
+    Ignored {
+        running: u64,
+        offered: u64,
+    },
+    Refused(String),
+}
+
+impl Shared {
+    /// A directory key's cached lookup-table entry (see [`crate::plan::PlanCtx::lookup`]).
+    pub fn lookup_cached(&self, table: &str, key: &[u8]) -> Option<Option<usize>> {
+        self.lookups.load().get(table)?.get(key)
+    }
+
+    /// Remembers lookup-table answers for a directory table.
+    pub fn lookup_store(
+        &self,
+        table: &str,
+        entries: impl IntoIterator<Item = (Vec<u8>, Option<usize>)>,
+    ) {
+        if let Some(cache) = self.lookups.load().get(table) {
+            for (k, v) in entries {
+                cache.insert(k, v);
+            }
+        }
+    }
+
+    /// The next generated id for a row of `table` in `slot`.
+    pub fn next_id(&self, topo: &Topology, table: &str, slot: u16) -> Result<u64, String> {
+        let g = topo
+            .key_generators
+            .get(table)
+            .ok_or_else(|| format!("`{table}` has no key_generator"))?;
+        self.ids
+            .next(&g.layout, slot, &|| self.clock.now_ms())
+            .map_err(|e| {
+                let reason = match e {
+                    crate::routing::keygen::IdError::ClockBack { .. } => "clock_back",
+                    crate::routing::keygen::IdError::OutOfRange => "out_of_range",
+                };
+                self.metrics
+                    .keygen_refused
+                    .with_label_values(&[reason])
+                    .inc();
+                tracing::warn!(table, "key generator refused: {e}");
+                format!("key_generator of `{table}`: {e}")
+            })
+    }
+
+    /// Runs `f` with the planning context of this proxy (its clock, lookup caches, ids).
+    pub fn with_plan_ctx<R>(
+        &self,
+        topo: &Topology,
+        f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
+    ) -> R {
+        let lookup = |t: &str, k: &[u8]| self.lookup_cached(t, k);
+        let next_id = |t: &str, slot: u16| self.next_id(topo, t, slot);
+        let ctx = crate::plan::PlanCtx {
+            today: self.clock.today(),
+            lookup: &lookup,
+            next_id: &next_id,
+        };
+        f(&ctx)
+    }
+
+    pub fn new(topo: Topology) -> Self {
+        let backends = Backends::new(&topo);
+        let metrics = Arc::new(Metrics::new());
+        metrics
+            .version
+            .set(i64::try_from(topo.version).unwrap_or(i64::MAX));
+        let lookups = ArcSwap::from_pointee(lookup_caches(&topo));
+        Shared {
+            clock: Clock::default(),
+            ids: crate::routing::keygen::Snowflake::new(),
+            lookups,
+            topology: ArcSwap::from_pointee(topo),
+            backends,
+            server_version: format!("5.7.99-shardproxy-{}", env!("CARGO_PKG_VERSION")),
+            max_packet: 64 << 20,
+            next_conn_id: AtomicU32::new(1),
+            reloads_applied: AtomicU64::new(0),
+            reloads_refused: AtomicU64::new(0),
+            reloads_ignored: AtomicU64::new(0),
+            metrics,
+            tls: None,
+            plans: Default::default(),
+        }
+    }
+
+    /// Offers a new rules snapshot: swapped in atomically if its version is newer (running
+    /// statements keep the snapshot they took), otherwise ignored. Node indexes stay stable
+    /// and the pools follow the new node list.
+    pub fn offer(&self, new: Topology) -> Reload {
+        let current = self.topology();
+        if new.version <= current.version {
+            return Reload::Ignored {
+                running: current.version,
+                offered: new.version,
+            };
+        }
+        let aligned = new.align_to(&current);
+        self.backends.apply(&aligned);
+        let to = aligned.version;
+        let caches = lookup_caches(&aligned);
+        self.topology.store(Arc::new(aligned));
+        self.lookups.store(Arc::new(caches));
+        self.reloads_applied.fetch_add(1, Ordering::Relaxed);
+        self.metrics.reloads.with_label_values(&["applied"]).inc();
+        self.metrics
+            .version
+            .set(i64::try_from(to).unwrap_or(i64::MAX));
+        Reload::Applied {
+            from: current.version,
+            to,
+        }
+    }
+
+    /// Reads, validates and offers a rules file, and says what happened in the log.
+    pub fn reload_file(&self, path: &Path) -> Reload {
+        let outcome = match crate::config::load(path) {
+            Ok(t) => self.offer(t),
+            Err(e) => Reload::Refused(e.to_string()),
+        };
+        match &outcome {
+            Reload::Applied { from, to } => {
+                info!(file = %path.display(), "rules reloaded: version {from} -> {to}")
+            }
+            Reload::Ignored { running, offered } => {
+                self.reloads_ignored.fetch_add(1, Ordering::Relaxed);
+                self.metrics.reloads.with_label_values(&["ignored"]).inc();
+                info!(
+                    file = %path.display(),
+                    "rules file ignored: its version {offered} is not newer than the running version {running}"
+                )
+            }
+            Reload::Refused(reason) => {
+                self.reloads_refused.fetch_add(1, Ordering::Relaxed);
+                self.metrics.reloads.with_label_values(&["refused"]).inc();
+                warn!("rules reload refused, the running rules stay: {reason}")
+            }
+        }
+        outcome
+    }
+
+    /// A fresh connection id (the greeting's thread id).
+    pub fn next_conn_id(&self) -> u32 {
+        self.next_conn_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The routing snapshot in force; a statement takes it once and keeps it to the end.
+    pub fn topology(&self) -> Arc<Topology> {
+        self.topology.load_full()
+    }
+}

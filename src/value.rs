@@ -1,0 +1,77 @@
+//! Where values live: MySQL's text forms of the values the proxy reads from statements and
+//! nodes. Routing hashes and looks keys up by [`text_form`], the SQL layer compares and
+//! prints keys with it, the merge prints merged doubles with [`format_float`].
+
+use mysql_common::value::Value;
+
+/// The text form MySQL's `CRC32()` hashes for a value: integers in decimal, strings as their
+/// bytes, dates as `YYYY-MM-DD[ hh:mm:ss[.ffffff]]`. `None` for NULL (NULL has no slot).
+pub fn text_form(value: &Value) -> Option<Vec<u8>> {
+    Some(match value {
+        Value::NULL => return None,
+        Value::Bytes(b) => b.clone(),
+        Value::Int(i) => i.to_string().into_bytes(),
+        Value::UInt(u) => u.to_string().into_bytes(),
+        Value::Float(f) => key_float(f64::from(*f)).into_bytes(),
+        Value::Double(d) => key_float(*d).into_bytes(),
+        Value::Date(y, m, d, 0, 0, 0, 0) => format!("{y:04}-{m:02}-{d:02}").into_bytes(),
+        Value::Date(y, mo, d, h, mi, s, 0) => {
+            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}").into_bytes()
+        }
+        Value::Date(y, mo, d, h, mi, s, us) => {
+            format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}").into_bytes()
+        }
+        Value::Time(neg, days, h, m, s, us) => {
+            let hours = u64::from(*days) * 24 + u64::from(*h);
+            let sign = if *neg { "-" } else { "" };
+            if *us == 0 {
+                format!("{sign}{hours:02}:{m:02}:{s:02}").into_bytes()
+            } else {
+                format!("{sign}{hours:02}:{m:02}:{s:02}.{us:06}").into_bytes()
+            }
+        }
+    })
+}
+
+/// A float key's text in [`text_form`]: whole numbers below 1e15 as integers, anything else
+/// in Rust's shortest form, never with an exponent. Not [`format_float`] (which writes `1e20`):
+/// the slot of a stored row depends on this text, so it stays as it is.
+fn key_float(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+/// MySQL's text for a DOUBLE.
+pub fn format_float(f: f64) -> String {
+    if f != 0.0 && (f.abs() >= 1e15 || f.abs() < 1e-4) {
+        format!("{f:e}")
+    } else {
+        format!("{f}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_forms_follow_mysql_printing() {
+        assert_eq!(text_form(&Value::Int(-7)).unwrap(), b"-7");
+        assert_eq!(
+            text_form(&Value::Date(2024, 1, 31, 0, 0, 0, 0)).unwrap(),
+            b"2024-01-31"
+        );
+        assert_eq!(
+            text_form(&Value::Date(2024, 1, 31, 13, 5, 9, 0)).unwrap(),
+            b"2024-01-31 13:05:09"
+        );
+        assert_eq!(
+            text_form(&Value::Time(true, 1, 2, 3, 4, 0)).unwrap(),
+            b"-26:03:04"
+        );
+        assert_eq!(text_form(&Value::Double(3.0)).unwrap(), b"3");
+    }
+}
