@@ -75,7 +75,6 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
         server_version: &shared.server_version,
         conn_id: 0,
         tls: None,
-        malformed_state: "08S01",
     };
     let Some(hello) = handshake::greet(&mut io, &greeting, &salt).await? else {
         return Ok(());

@@ -16,7 +16,7 @@ use super::codec;
 use super::packet::PacketIo;
 use super::stream::{ClientStream, Rewind};
 use crate::config::User;
-use crate::error::{ER_ACCESS_DENIED, ER_HANDSHAKE};
+use crate::error::{sqlstate_of, ER_ACCESS_DENIED, ER_HANDSHAKE};
 
 /// What a listener's greeting offers.
 pub struct Greeting<'a> {
@@ -25,9 +25,6 @@ pub struct Greeting<'a> {
     pub conn_id: u32,
     /// TLS offered to the client (`CLIENT_SSL`); `None` on the admin interface.
     pub tls: Option<&'a TlsAcceptor>,
-    /// The SQLSTATE of the ER_HANDSHAKE a malformed response gets: the client listener has
-    /// always sent `HY000` (`error::sqlstate_of`), the admin listener `08S01` (MySQL's).
-    pub malformed_state: &'a str,
 }
 
 /// Who may log in, and how a refusal names the place refused.
@@ -76,7 +73,7 @@ pub async fn greet<S: AsyncRead + AsyncWrite + Unpin>(
         Ok(auth::Hello::Response(h)) => Ok(Some(h)),
         Ok(auth::Hello::Ssl) => Ok(None),
         Err(m) => {
-            io.write(&codec::err(ER_HANDSHAKE, greeting.malformed_state, &m));
+            io.write(&codec::err(ER_HANDSHAKE, sqlstate_of(ER_HANDSHAKE), &m));
             io.flush().await?;
             Ok(None)
         }
@@ -180,7 +177,6 @@ mod tests {
                 server_version: "5.7.99-test",
                 conn_id: 7,
                 tls: None,
-                malformed_state: "08S01",
             };
             let Some(hello) = greet(&mut io, &greeting, &salt).await.unwrap() else {
                 return false;

@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::debug;
 
 use super::Session;
-use crate::error::{sqlstate_of, MyError, ER_HANDSHAKE, ER_UNKNOWN_COM};
+use crate::error::{MyError, ER_UNKNOWN_COM};
 use crate::frontend::auth;
 use crate::frontend::handshake::{self, Gate, Greeting};
 
@@ -20,7 +20,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             server_version: &self.shared.server_version,
             conn_id: self.conn_id,
             tls: self.shared.tls.as_ref(),
-            malformed_state: sqlstate_of(ER_HANDSHAKE),
         };
         let Some(hello) = handshake::greet(&mut self.io, &greeting, &self.salt).await? else {
             return Ok(false);
