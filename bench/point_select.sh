@@ -219,8 +219,24 @@ cpu_ticks() {
     echo "$sum"
 }
 
+# Prints the CPU time this shell's finished children (sysbench, once waited for) have used.
+children_ticks() {
+    local stat
+    stat=$(<"/proc/$$/stat")
+    stat=${stat##*) }
+    awk '{ print $14 + $15 }' <<<"$stat"
+}
+
+# Prints the busy clock ticks of the whole machine so far: all CPUs, from /proc/stat (user,
+# nice, system, irq, softirq, steal).
+machine_busy_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+}
+
 hz=$(getconf CLK_TCK)
 readonly hz
+ncpu=$(nproc)
+readonly ncpu
 
 # Prints µs of CPU per query for TICKS clock ticks over QUERIES queries.
 us_per_query() {
@@ -252,22 +268,31 @@ cpu_idle_pct() {
 
 # Results, keyed MODE.TARGET: space-separated lists with one entry per round.
 declare -A res_qps res_mid res_nodes
+others_all=""
 
 # run_one MODE TARGET SECONDS OUT: one sysbench run with its output in OUT. Sets run_qps,
 # run_mid (µs of CPU per query of the middle process, "-" for the direct target), run_nodes
-# (the same for the MariaDB nodes behind it), run_avg and run_p95 (latency in ms).
+# (the same for the MariaDB nodes behind it), run_avg and run_p95 (latency in ms), and
+# run_others: the share of the machine's CPU capacity that processes other than sysbench,
+# the middle process and those nodes used during the run (another engineer's build, say).
 run_one() {
-    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 n0 n1 queries
+    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 n0 n1 c0 c1 b0 b1 t0 t1 queries
     # shellcheck disable=SC2086 # middle_pid and node_pids are pid lists, split on purpose
     {
         [[ -z ${middle_pid[$target]} ]] || m0=$(cpu_ticks ${middle_pid[$target]})
         n0=$(cpu_ticks ${node_pids[$target]})
     }
+    c0=$(children_ticks)
+    b0=$(machine_busy_ticks)
+    t0=$EPOCHREALTIME
     if ! sb "$target" --db-ps-mode="${ps_mode[$mode]}" --threads="$threads" --time="$secs" \
         --report-interval=0 run >"$out" 2>&1; then
         tail -n 20 "$out" >&2
         die "sysbench $mode run against $target failed"
     fi
+    t1=$EPOCHREALTIME
+    b1=$(machine_busy_ticks)
+    c1=$(children_ticks)
     # shellcheck disable=SC2086
     {
         [[ -z ${middle_pid[$target]} ]] || m1=$(cpu_ticks ${middle_pid[$target]})
@@ -280,6 +305,9 @@ run_one() {
     run_mid=-
     [[ -z ${middle_pid[$target]} ]] || run_mid=$(us_per_query $((m1 - m0)) "$queries")
     run_nodes=$(us_per_query $((n1 - n0)) "$queries")
+    run_others=$(awk -v t=$((b1 - b0 - (c1 - c0) - (m1 - m0) - (n1 - n0))) -v hz="$hz" \
+        -v n="$ncpu" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+        'BEGIN { v = (s > 0 ? 100 * t / (hz * n * s) : 0); printf "%.0f%%", (v < 0 ? 0 : v) }')
 }
 
 if ((warmup > 0)); then
@@ -292,19 +320,21 @@ fi
 idle_before=$(cpu_idle_pct)
 echo "== measuring (CPU ${idle_before}% idle over the last 2 s): $rounds rounds of" \
     "{${modes[*]}} x {${targets[*]}}, $threads threads, ${duration}s per run"
-run_fmt='%-5s %-8s %-6s %10s %12s %12s %8s %8s\n'
+echo "(others = CPU used by processes outside the bench during the run, in % of the machine)"
+run_fmt='%-5s %-8s %-6s %10s %12s %12s %8s %8s %7s\n'
 # shellcheck disable=SC2059 # run_fmt is the format
-printf "$run_fmt" round mode target QPS middle_us/q nodes_us/q avg_ms p95_ms
+printf "$run_fmt" round mode target QPS middle_us/q nodes_us/q avg_ms p95_ms others
 for ((r = 1; r <= rounds; r++)); do
     for mode in "${modes[@]}"; do
         for target in "${targets[@]}"; do
             run_one "$mode" "$target" "$duration" "$work/run-$r-$mode-$target.txt"
             # shellcheck disable=SC2059
-            printf "$run_fmt" "$r" "$mode" "$target" "$run_qps" "$run_mid" "$run_nodes" "$run_avg" "$run_p95"
+            printf "$run_fmt" "$r" "$mode" "$target" "$run_qps" "$run_mid" "$run_nodes" "$run_avg" "$run_p95" "$run_others"
             key=$mode.$target
             res_qps[$key]+="${res_qps[$key]:+ }$run_qps"
             res_mid[$key]+="${res_mid[$key]:+ }$run_mid"
             res_nodes[$key]+="${res_nodes[$key]:+ }$run_nodes"
+            others_all+="${others_all:+ }$run_others"
         done
     done
 done
@@ -380,7 +410,8 @@ done
 
 echo
 echo "date=$(date +%F) machine=\"$machine\" commit=$commit haproxy=$haproxy_version threads=$threads" \
-    "table_size=$table_size time=${duration}s rounds=$rounds cpu_idle_before=${idle_before}%"
+    "table_size=$table_size time=${duration}s rounds=$rounds cpu_idle_before=${idle_before}%" \
+    "others_per_run=${others_all// /,}"
 echo "medians of $rounds runs; middle = haproxy (relay) or shardproxy (proxy), nodes = the MariaDB" \
     "node(s) behind; CPU in µs per query"
 printf '%-8s %-6s %10s %8s %9s %11s %10s   %s\n' mode target QPS vs_relay vs_direct middle_us/q nodes_us/q "QPS of each run"
