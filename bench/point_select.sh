@@ -228,9 +228,10 @@ children_ticks() {
 }
 
 # Prints the busy clock ticks of the whole machine so far: all CPUs, from /proc/stat (user,
-# nice, system, irq, softirq, steal).
+# nice, system, irq, softirq; with tick-based accounting a tick in an interrupt is charged to
+# the task it interrupted too, so these add up with the tasks' utime + stime).
 machine_busy_ticks() {
-    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat
 }
 
 hz=$(getconf CLK_TCK)
