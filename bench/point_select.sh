@@ -161,6 +161,8 @@ done
 direct_pid=$(<"$work/node$shard_count.pid")
 declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid)
 declare -A node_pids=([direct]=$direct_pid [relay]=$direct_pid [proxy]=$shard_pids)
+# Every long-running process of the bench, whichever target a run measures.
+readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid"
 
 # sb TARGET ARGS...: sysbench oltp_point_select against TARGET.
 sb() {
@@ -274,15 +276,18 @@ others_all=""
 # run_one MODE TARGET SECONDS OUT: one sysbench run with its output in OUT. Sets run_qps,
 # run_mid (µs of CPU per query of the middle process, "-" for the direct target), run_nodes
 # (the same for the MariaDB nodes behind it), run_avg and run_p95 (latency in ms), and
-# run_others: the share of the machine's CPU capacity that processes other than sysbench,
-# the middle process and those nodes used during the run (another engineer's build, say).
+# run_others: the share of the machine's CPU capacity that processes outside the bench (not
+# sysbench, the proxy, the relay or any of the five nodes) used during the run: another
+# engineer's build, say.
 run_one() {
-    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 n0 n1 c0 c1 b0 b1 t0 t1 queries
+    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 n0 n1 a0 a1 c0 c1 b0 b1 t0 t1 queries
     # shellcheck disable=SC2086 # middle_pid and node_pids are pid lists, split on purpose
     {
         [[ -z ${middle_pid[$target]} ]] || m0=$(cpu_ticks ${middle_pid[$target]})
         n0=$(cpu_ticks ${node_pids[$target]})
     }
+    # shellcheck disable=SC2086
+    a0=$(cpu_ticks $bench_procs)
     c0=$(children_ticks)
     b0=$(machine_busy_ticks)
     t0=$EPOCHREALTIME
@@ -295,6 +300,8 @@ run_one() {
     b1=$(machine_busy_ticks)
     c1=$(children_ticks)
     # shellcheck disable=SC2086
+    a1=$(cpu_ticks $bench_procs)
+    # shellcheck disable=SC2086
     {
         [[ -z ${middle_pid[$target]} ]] || m1=$(cpu_ticks ${middle_pid[$target]})
         n1=$(cpu_ticks ${node_pids[$target]})
@@ -306,7 +313,7 @@ run_one() {
     run_mid=-
     [[ -z ${middle_pid[$target]} ]] || run_mid=$(us_per_query $((m1 - m0)) "$queries")
     run_nodes=$(us_per_query $((n1 - n0)) "$queries")
-    run_others=$(awk -v t=$((b1 - b0 - (c1 - c0) - (m1 - m0) - (n1 - n0))) -v hz="$hz" \
+    run_others=$(awk -v t=$((b1 - b0 - (c1 - c0) - (a1 - a0))) -v hz="$hz" \
         -v n="$ncpu" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
         'BEGIN { v = (s > 0 ? 100 * t / (hz * n * s) : 0); printf "%.0f%%", (v < 0 ? 0 : v) }')
 }
