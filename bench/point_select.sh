@@ -236,6 +236,14 @@ machine_busy_ticks() {
     awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat
 }
 
+# Prints the system (kernel) part, stime, of process $1's CPU time so far.
+sys_ticks() {
+    local stat
+    stat=$(<"/proc/$1/stat") || die "process $1 has gone"
+    stat=${stat##*) }
+    awk '{ print $13 }' <<<"$stat"
+}
+
 hz=$(getconf CLK_TCK)
 readonly hz
 ncpu=$(nproc)
@@ -270,20 +278,22 @@ cpu_idle_pct() {
 }
 
 # Results, keyed MODE.TARGET: space-separated lists with one entry per round.
-declare -A res_qps res_mid res_nodes
+declare -A res_qps res_mid res_sys res_nodes
 others_all=""
 
 # run_one MODE TARGET SECONDS OUT: one sysbench run with its output in OUT. Sets run_qps,
-# run_mid (µs of CPU per query of the middle process, "-" for the direct target), run_nodes
+# run_mid (µs of CPU per query of the middle process, "-" for the direct target), run_sys
+# (the kernel's share of the middle process's CPU, "-" for direct), run_nodes
 # (the same for the MariaDB nodes behind it), run_avg and run_p95 (latency in ms), and
 # run_others: the share of the machine's CPU capacity that processes outside the bench (not
 # sysbench, the proxy, the relay or any of the five nodes) used during the run: another
 # engineer's build, say.
 run_one() {
-    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 n0 n1 a0 a1 c0 c1 b0 b1 t0 t1 queries
+    local mode=$1 target=$2 secs=$3 out=$4 m0=0 m1=0 ms0=0 ms1=0 n0 n1 a0 a1 c0 c1 b0 b1 t0 t1 queries
     # shellcheck disable=SC2086 # middle_pid and node_pids are pid lists, split on purpose
     {
         [[ -z ${middle_pid[$target]} ]] || m0=$(cpu_ticks ${middle_pid[$target]})
+        [[ -z ${middle_pid[$target]} ]] || ms0=$(sys_ticks ${middle_pid[$target]})
         n0=$(cpu_ticks ${node_pids[$target]})
     }
     # shellcheck disable=SC2086
@@ -304,6 +314,7 @@ run_one() {
     # shellcheck disable=SC2086
     {
         [[ -z ${middle_pid[$target]} ]] || m1=$(cpu_ticks ${middle_pid[$target]})
+        [[ -z ${middle_pid[$target]} ]] || ms1=$(sys_ticks ${middle_pid[$target]})
         n1=$(cpu_ticks ${node_pids[$target]})
     }
     queries=$(sb_field "$out" queries)
@@ -311,7 +322,11 @@ run_one() {
     run_avg=$(sb_field "$out" avg_ms)
     run_p95=$(sb_field "$out" p95_ms)
     run_mid=-
-    [[ -z ${middle_pid[$target]} ]] || run_mid=$(us_per_query $((m1 - m0)) "$queries")
+    run_sys=-
+    if [[ -n ${middle_pid[$target]} ]]; then
+        run_mid=$(us_per_query $((m1 - m0)) "$queries")
+        run_sys=$(awk -v s=$((ms1 - ms0)) -v t=$((m1 - m0)) 'BEGIN { printf "%.0f", (t > 0 ? 100 * s / t : 0) }')
+    fi
     run_nodes=$(us_per_query $((n1 - n0)) "$queries")
     run_others=$(awk -v t=$((b1 - b0 - (c1 - c0) - (a1 - a0))) -v hz="$hz" \
         -v n="$ncpu" -v s="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
@@ -329,18 +344,19 @@ idle_before=$(cpu_idle_pct)
 echo "== measuring (CPU ${idle_before}% idle over the last 2 s): $rounds rounds of" \
     "{${modes[*]}} x {${targets[*]}}, $threads threads, ${duration}s per run"
 echo "(others = CPU used by processes outside the bench during the run, in % of the machine)"
-run_fmt='%-5s %-8s %-6s %10s %12s %12s %8s %8s %7s\n'
+run_fmt='%-5s %-8s %-6s %10s %12s %10s %12s %8s %8s %7s\n'
 # shellcheck disable=SC2059 # run_fmt is the format
-printf "$run_fmt" round mode target QPS middle_us/q nodes_us/q avg_ms p95_ms others
+printf "$run_fmt" round mode target QPS middle_us/q mid_sys% nodes_us/q avg_ms p95_ms others
 for ((r = 1; r <= rounds; r++)); do
     for mode in "${modes[@]}"; do
         for target in "${targets[@]}"; do
             run_one "$mode" "$target" "$duration" "$work/run-$r-$mode-$target.txt"
             # shellcheck disable=SC2059
-            printf "$run_fmt" "$r" "$mode" "$target" "$run_qps" "$run_mid" "$run_nodes" "$run_avg" "$run_p95" "$run_others"
+            printf "$run_fmt" "$r" "$mode" "$target" "$run_qps" "$run_mid" "$run_sys" "$run_nodes" "$run_avg" "$run_p95" "$run_others"
             key=$mode.$target
             res_qps[$key]+="${res_qps[$key]:+ }$run_qps"
             res_mid[$key]+="${res_mid[$key]:+ }$run_mid"
+            res_sys[$key]+="${res_sys[$key]:+ }$run_sys"
             res_nodes[$key]+="${res_nodes[$key]:+ }$run_nodes"
             others_all+="${others_all:+ }$run_others"
         done
@@ -399,7 +415,7 @@ haproxy_version=$("$haproxy_bin" -v | sed -n '1s/^HAProxy version \([^ ]*\).*/\1
 
 bench_cleanup
 
-declare -A med_qps med_mid med_nodes
+declare -A med_qps med_mid med_sys med_nodes
 for mode in "${modes[@]}"; do
     for target in "${targets[@]}"; do
         key=$mode.$target
@@ -409,8 +425,10 @@ for mode in "${modes[@]}"; do
             med_nodes[$key]=$(median ${res_nodes[$key]})
             if [[ $target == direct ]]; then
                 med_mid[$key]=-
+                med_sys[$key]=-
             else
                 med_mid[$key]=$(median ${res_mid[$key]})
+                med_sys[$key]=$(median ${res_sys[$key]})
             fi
         }
     done
@@ -420,16 +438,16 @@ echo
 echo "date=$(date +%F) machine=\"$machine\" commit=$commit haproxy=$haproxy_version threads=$threads" \
     "table_size=$table_size time=${duration}s rounds=$rounds cpu_idle_before=${idle_before}%" \
     "others_per_run=${others_all// /,}"
-echo "medians of $rounds runs; middle = haproxy (relay) or shardproxy (proxy), nodes = the MariaDB" \
+echo "medians of $rounds runs; middle = haproxy (relay) or shardproxy (proxy), mid_sys% = its kernel share, nodes = the MariaDB" \
     "node(s) behind; CPU in µs per query"
-printf '%-8s %-6s %10s %8s %9s %11s %10s   %s\n' mode target QPS vs_relay vs_direct middle_us/q nodes_us/q "QPS of each run"
+printf '%-8s %-6s %10s %8s %9s %11s %9s %10s   %s\n' mode target QPS vs_relay vs_direct middle_us/q mid_sys% nodes_us/q "QPS of each run"
 for mode in "${modes[@]}"; do
     for target in "${targets[@]}"; do
         key=$mode.$target
-        printf '%-8s %-6s %10s %8s %9s %11s %10s   %s\n' "$mode" "$target" "${med_qps[$key]}" \
+        printf '%-8s %-6s %10s %8s %9s %11s %9s %10s   %s\n' "$mode" "$target" "${med_qps[$key]}" \
             "$(ratio "${med_qps[$key]}" "${med_qps[$mode.relay]}")" \
             "$(ratio "${med_qps[$key]}" "${med_qps[$mode.direct]}")" \
-            "${med_mid[$key]}" "${med_nodes[$key]}" "${res_qps[$key]}"
+            "${med_mid[$key]}" "${med_sys[$key]}" "${med_nodes[$key]}" "${res_qps[$key]}"
     done
 done
 if [[ -n $perf_ok ]]; then
