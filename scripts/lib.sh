@@ -37,9 +37,9 @@ install_packages() {
 }
 
 # The benches' exit handling. A bench sets `work` (its temporary cluster directory) and
-# `proxy_pid` (the proxy it started) and calls bench_traps once: on any exit the proxy is
-# stopped, the cluster stopped and removed, once; a failed run first shows the proxy log's
-# tail.
+# `proxy_pid` (the proxy it started), adds any other process it starts to `bench_pids`, and
+# calls bench_traps once: on any exit those processes and the proxy are stopped, the cluster
+# stopped and removed, once; a failed run first shows the proxy log's tail.
 
 bench_stop_proxy() {
     [[ -n $proxy_pid ]] || return 0
@@ -49,8 +49,14 @@ bench_stop_proxy() {
 }
 
 bench_cleanup() {
+    local pid
     ((bench_cleaned)) && return 0
     bench_cleaned=1
+    for pid in "${bench_pids[@]}"; do
+        stop_pid "$pid"
+        wait "$pid" 2>/dev/null || true
+    done
+    bench_pids=()
     bench_stop_proxy
     if [[ -n $work && -d $work ]]; then
         "$(dirname "${BASH_SOURCE[0]}")/cluster.sh" stop "$work" >/dev/null || true
@@ -70,6 +76,7 @@ bench_on_exit() {
 bench_traps() {
     work=""
     proxy_pid=""
+    bench_pids=()
     bench_cleaned=0
     trap bench_on_exit EXIT
     trap 'exit 130' INT
