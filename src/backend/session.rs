@@ -72,9 +72,17 @@ impl NodeConn {
     }
 }
 
+/// A node's name and metric handles, looked up once per session (node indexes and names are
+/// stable across reloads).
+struct NodeLabels {
+    name: String,
+    latency: prometheus::Histogram,
+}
+
 pub struct NodeSession {
     shared: Arc<Shared>,
     conn_id: u32,
+    labels: Vec<Option<Arc<NodeLabels>>>,
     conns: Vec<Option<NodeConn>>,
     casualties: Casualties,
     db: Option<String>,
@@ -105,6 +113,7 @@ impl NodeSession {
             shared,
             conn_id,
             conns: (0..nodes).map(|_| None).collect(),
+            labels: Vec::new(),
             casualties: Mutex::new(Vec::new()),
             db: None,
             sets: Vec::new(),
@@ -138,6 +147,23 @@ impl NodeSession {
 
     pub fn in_tx(&self) -> bool {
         self.tx.is_some()
+    }
+
+    /// The node's name and metric handles.
+    fn labels(&mut self, node: usize) -> Arc<NodeLabels> {
+        if node >= self.labels.len() {
+            self.labels.resize_with(node + 1, || None);
+        }
+        if let Some(l) = &self.labels[node] {
+            return l.clone();
+        }
+        let name = self.shared.backends.name(node);
+        let l = Arc::new(NodeLabels {
+            latency: self.shared.metrics.latency.with_label_values(&[&name]),
+            name,
+        });
+        self.labels[node] = Some(l.clone());
+        l
     }
 
     fn node_error(&self, node: usize, e: &mysql_async::Error) -> NodeError {
@@ -356,10 +382,9 @@ impl Drop for NodeSession {
 pub struct NodeRes<'a> {
     res: Res<'a>,
     node: usize,
-    name: String,
+    labels: Arc<NodeLabels>,
     casualties: &'a Casualties,
     started: Instant,
-    shared: &'a Shared,
     status: StatusFlags,
 }
 
@@ -370,7 +395,7 @@ enum Res<'a> {
 
 impl NodeRes<'_> {
     fn fail(&self, e: mysql_async::Error) -> NodeError {
-        let error = MyError::from_backend(&self.name, &e);
+        let error = MyError::from_backend(&self.labels.name, &e);
         let broke = MyError::breaks_connection(&e);
         self.casualties
             .lock()
@@ -450,10 +475,8 @@ impl NodeResult for NodeRes<'_> {
             Res::Text(ref_) => ref_.drop_result().await,
             Res::Bin(ref_) => ref_.drop_result().await,
         };
-        self.shared
-            .metrics
+        self.labels
             .latency
-            .with_label_values(&[&self.name])
             .observe(self.started.elapsed().as_secs_f64());
         r.map_err(|e| {
             let broke = MyError::breaks_connection(&e);
@@ -463,7 +486,7 @@ impl NodeResult for NodeRes<'_> {
                 .push((self.node, e.to_string(), broke));
             NodeError {
                 node: self.node,
-                error: MyError::from_backend(&self.name, &e),
+                error: MyError::from_backend(&self.labels.name, &e),
                 broke,
             }
         })
@@ -500,7 +523,7 @@ impl Door for NodeSession {
         self.enter_tx(node, run.access).await?;
         self.open(node).await?;
         self.last_node = Some(node);
-        let name = self.shared.backends.name(node);
+        let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
@@ -510,10 +533,9 @@ impl Door for NodeSession {
             Ok(res) => Ok(NodeRes {
                 res,
                 node,
-                name,
+                labels,
                 casualties: &self.casualties,
                 started,
-                shared: &self.shared,
                 status,
             }),
             Err(e) => {
@@ -525,7 +547,7 @@ impl Door for NodeSession {
                     .push((node, e.to_string(), broke));
                 Err(NodeError {
                     node,
-                    error: MyError::from_backend(&name, &e),
+                    error: MyError::from_backend(&labels.name, &e),
                     broke,
                 })
             }
@@ -568,6 +590,7 @@ impl Door for NodeSession {
         }
         self.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
+        let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
         // Each statement's connection, borrowed apart from the others.
         let mut slots: Vec<Option<&'a mut NodeConn>> = Vec::with_capacity(stmts.len());
         {
@@ -578,13 +601,9 @@ impl Door for NodeSession {
             }
         }
         let casualties = &self.casualties;
-        let shared: &'a Shared = &self.shared;
-        let starts = slots
-            .into_iter()
-            .zip(stmts.iter())
-            .map(|(conn, (node, stmt))| {
+        let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
+            |((conn, (node, stmt)), labels)| {
                 let node = *node;
-                let name = shared.backends.name(node);
                 async move {
                     let Some(conn) = conn else {
                         return Err(NodeError {
@@ -600,10 +619,9 @@ impl Door for NodeSession {
                         Ok(res) => Ok(NodeRes {
                             res,
                             node,
-                            name,
+                            labels,
                             casualties,
                             started,
-                            shared,
                             status,
                         }),
                         Err(e) => {
@@ -615,13 +633,14 @@ impl Door for NodeSession {
                             ));
                             Err(NodeError {
                                 node,
-                                error: MyError::from_backend(&name, &e),
+                                error: MyError::from_backend(&labels.name, &e),
                                 broke,
                             })
                         }
                     }
                 }
-            });
+            },
+        );
         Ok(join_all(starts).await)
     }
 
