@@ -15,9 +15,20 @@ use tracing::{info, warn};
 use crate::routing::slot::SLOTS;
 
 /// Statements and bytes per logical slot of one table.
-struct SlotCounters {
+/// One table's per-slot counters.
+#[derive(Debug)]
+pub struct SlotCounters {
     statements: Vec<AtomicU64>,
     bytes: Vec<AtomicU64>,
+}
+
+impl SlotCounters {
+    /// Counts a statement (and its bytes) against a slot.
+    pub fn hit(&self, slot: u16, bytes: usize) {
+        let s = usize::from(slot) % SLOTS;
+        self.statements[s].fetch_add(1, Ordering::Relaxed);
+        self.bytes[s].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
 }
 
 pub struct Metrics {
@@ -130,6 +141,11 @@ impl Metrics {
 
     /// Counts a statement (and its bytes) against a slot of a table.
     pub fn slot_hit(&self, table: &str, slot: u16, bytes: usize) {
+        self.slot_counters(table).hit(slot, bytes);
+    }
+
+    /// A table's slot counters (kept by whoever counts the same table often).
+    pub fn slot_counters(&self, table: &str) -> Arc<SlotCounters> {
         let existing = self
             .slots
             .read()
@@ -150,9 +166,7 @@ impl Metrics {
                     .clone()
             }
         };
-        let s = usize::from(slot) % SLOTS;
-        counters.statements[s].fetch_add(1, Ordering::Relaxed);
-        counters.bytes[s].fetch_add(bytes as u64, Ordering::Relaxed);
+        counters
     }
 
     /// The Prometheus text exposition of every metric (slots that saw no statement omitted).

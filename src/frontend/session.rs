@@ -42,7 +42,7 @@ const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10
 
 /// A client's prepared statement.
 struct Prepared {
-    sql: String,
+    sql: Arc<str>,
     parsed: Result<Parsed, String>,
     num_params: usize,
     /// Parameter types from the last execute that sent them.
@@ -56,6 +56,8 @@ struct Prepared {
     kind: &'static str,
     /// Its shape's entry in the plan cache (the counters).
     entry: Option<Arc<crate::plan::cache::Entry>>,
+    /// The slot counters of its cached plan's table.
+    slots: Option<Arc<crate::metrics::SlotCounters>>,
 }
 
 pub struct Session<S> {
@@ -84,6 +86,8 @@ pub struct Session<S> {
     base_sets: Vec<String>,
     /// Rows written to the client so far (the plan counters take differences).
     rows_written: u64,
+    /// `shardproxy_statements_total{type, route="single"}` by type, for cached plans.
+    single_counters: Vec<(&'static str, prometheus::IntCounter)>,
 }
 
 type Outcome = Result<(), MyError>;
@@ -107,6 +111,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             more_results: false,
             base_sets: Vec::new(),
             rows_written: 0,
+            single_counters: Vec::new(),
         }
     }
 

@@ -40,6 +40,8 @@ pub struct Entry {
     /// How its last full planning routed it ("single", "scatter", ...), for SHOW PLANS.
     pub route: std::sync::Mutex<String>,
     pub text_plan: OnceLock<TextPlan>,
+    /// The slot counters of the cached plan's table.
+    pub slots: OnceLock<Arc<crate::metrics::SlotCounters>>,
     pub executions: AtomicU64,
     pub cached_executions: AtomicU64,
     pub rows: AtomicU64,
@@ -104,6 +106,7 @@ impl PlanCache {
                 digest: digest.to_string(),
                 route: std::sync::Mutex::new(String::new()),
                 text_plan: OnceLock::new(),
+                slots: OnceLock::new(),
                 executions: AtomicU64::new(0),
                 cached_executions: AtomicU64::new(0),
                 rows: AtomicU64::new(0),

@@ -73,7 +73,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.stmts.insert(
             id,
             Prepared {
-                sql,
+                sql: sql.into(),
                 parsed,
                 num_params,
                 types: Vec::new(),
@@ -83,6 +83,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 read,
                 kind,
                 entry,
+                slots: None,
             },
         );
         Ok(())
@@ -131,20 +132,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // Planned at PREPARE: the key parameter's node in this command's snapshot.
         if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted) {
             if let Some(r) = route.resolve(&topo, &params) {
-                let table = route.table.clone();
-                let (read, kind, entry) = (stmt.read, stmt.kind, stmt.entry.clone());
-                // Out of the map while it runs (the statement text is borrowed), back after.
-                let Some(prep) = self.stmts.remove(&id) else {
-                    return Err(MyError::new(
-                        ER_UNKNOWN_STMT_HANDLER,
-                        "prepared statement vanished",
-                    ));
-                };
-                self.count_route(kind, bytes, &table, r.slot);
+                if let Some(slot) = r.slot {
+                    let shared = &self.shared;
+                    stmt.slots
+                        .get_or_insert_with(|| shared.metrics.slot_counters(&route.table))
+                        .hit(slot, bytes);
+                }
+                let (read, kind, entry, sql) =
+                    (stmt.read, stmt.kind, stmt.entry.clone(), stmt.sql.clone());
+                self.count_single(kind);
                 let (out, rows) = self
-                    .run_routed(r.node, Stmt::new(&prep.sql, &params), true, read)
+                    .run_routed(r.node, Stmt::new(&sql, &params), true, read)
                     .await;
-                self.stmts.insert(id, prep);
                 if let Some(e) = entry {
                     e.count(rows, out.is_err(), started.elapsed(), true);
                 }

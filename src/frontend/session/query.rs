@@ -66,7 +66,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if let Some(TextPlan::Key { route, read, kind }) = e.text_plan.get() {
                 let key = d.literals.get(route.param).and_then(Literal::value);
                 if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
-                    self.count_route(kind, sql.len(), &route.table, r.slot);
+                    self.count_single(kind);
+                    if let Some(slot) = r.slot {
+                        e.slots
+                            .get_or_init(|| self.shared.metrics.slot_counters(&route.table))
+                            .hit(slot, sql.len());
+                    }
                     let (out, rows) = self
                         .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
                         .await;
@@ -100,13 +105,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         out
     }
 
-    /// Counts a statement routed by a cached plan, as [`Session::account`] does.
-    pub(super) fn count_route(&self, kind: &str, bytes: usize, table: &str, slot: Option<u16>) {
-        let m = &self.shared.metrics;
-        m.statements.with_label_values(&[kind, "single"]).inc();
-        if let Some(slot) = slot {
-            m.slot_hit(table, slot, bytes);
+    /// Counts a statement routed by a cached plan, as [`Session::account`] does (its slot is
+    /// counted by the caller, which keeps the table's slot counters).
+    pub(super) fn count_single(&mut self, kind: &'static str) {
+        if let Some((_, c)) = self.single_counters.iter().find(|(k, _)| *k == kind) {
+            c.inc();
+            return;
         }
+        let c = self
+            .shared
+            .metrics
+            .statements
+            .with_label_values(&[kind, "single"]);
+        c.inc();
+        self.single_counters.push((kind, c));
     }
 
     /// Runs a statement's plan. DDL first commits the open transaction and runs outside any
