@@ -18,19 +18,11 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tracing::warn;
 
-use crate::error::{MyError, ER_LOCK_DEADLOCK, ER_NOT_SUPPORTED_YET};
+use crate::error::MyError;
 use crate::exec::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Stmt};
+use crate::exec::state::{Enter, SessionState};
 use crate::merge::Row;
 use crate::shared::Shared;
-
-/// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
-struct Tx {
-    begin: String,
-    node: Option<usize>,
-    /// The connection it ran on was lost: the node rolled it back. Every statement fails
-    /// until the client ends it, so no later write can silently run outside it.
-    lost: bool,
-}
 
 /// Failures seen while results were being read (the results borrow the connections, so the
 /// session deals with them when the statement is over): node, message, connection broken.
@@ -88,22 +80,10 @@ pub struct NodeSession {
     db: Option<String>,
     /// Session SETs, replayed on every node connection the session opens later.
     sets: Vec<String>,
-    autocommit: bool,
-    tx: Option<Tx>,
-    last_node: Option<usize>,
-    /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is asked there.
-    insert_id_node: Option<usize>,
-    /// A DDL statement is running: outside any transaction, even with autocommit off.
-    ddl: bool,
+    /// Autocommit, the transaction, where the session ran last.
+    state: SessionState,
     /// Node connections count an UPDATE's matched rows as affected (CLIENT_FOUND_ROWS).
     found_rows: bool,
-}
-
-fn lost_tx() -> MyError {
-    MyError::new(
-        ER_LOCK_DEADLOCK,
-        "shardproxy: the connection of this transaction to its node was lost and the node rolled the transaction back; ROLLBACK and retry it",
-    )
 }
 
 impl NodeSession {
@@ -117,11 +97,7 @@ impl NodeSession {
             casualties: Mutex::new(Vec::new()),
             db: None,
             sets: Vec::new(),
-            autocommit: true,
-            tx: None,
-            last_node: None,
-            insert_id_node: None,
-            ddl: false,
+            state: SessionState::default(),
             found_rows: false,
         }
     }
@@ -134,19 +110,8 @@ impl NodeSession {
         }
         self.db = db;
         self.sets = sets;
-        self.autocommit = true;
-        self.tx = None;
-        self.last_node = None;
-        self.insert_id_node = None;
+        self.state = SessionState::default();
         self.found_rows = found_rows;
-    }
-
-    pub fn autocommit(&self) -> bool {
-        self.autocommit
-    }
-
-    pub fn in_tx(&self) -> bool {
-        self.tx.is_some()
     }
 
     /// The node's name and metric handles.
@@ -201,8 +166,7 @@ impl NodeSession {
         if self.conns.get_mut(node).and_then(Option::take).is_some() {
             self.held(node, -1);
         }
-        if let Some(tx) = self.tx.as_mut().filter(|t| t.node == Some(node)) {
-            tx.lost = true;
+        if self.state.lost(node) {
             warn!(
                 conn = self.conn_id,
                 node, "lost the connection of an open transaction; it was rolled back"
@@ -282,44 +246,20 @@ impl NodeSession {
     /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
     async fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
         self.reap();
-        let refuse = |error| NodeError {
-            node,
-            error,
-            broke: false,
-        };
-        if self.tx.is_none() && !self.autocommit && !self.ddl {
-            self.tx = Some(Tx {
-                begin: "BEGIN".into(),
-                node: None,
-                lost: false,
-            });
+        let backends = &self.shared.backends;
+        let enter = self
+            .state
+            .enter(node, access == Access::Write, |n| backends.name(n))
+            .map_err(|error| NodeError {
+                node,
+                error,
+                broke: false,
+            })?;
+        if let Enter::Begin(begin) = enter {
+            self.run_own(node, &begin).await?;
+            self.state.began(node);
         }
-        let Some(tx) = &self.tx else {
-            return Ok(());
-        };
-        if tx.lost {
-            return Err(refuse(lost_tx()));
-        }
-        match tx.node {
-            Some(n) if n == node => Ok(()),
-            Some(_) if access == Access::Read => Ok(()),
-            Some(n) => Err(refuse(MyError::new(
-                ER_NOT_SUPPORTED_YET,
-                format!(
-                    "this transaction runs on node `{}`; a write on node `{}` would make it span two nodes, which shardproxy does not support yet",
-                    self.shared.backends.name(n),
-                    self.shared.backends.name(node)
-                ),
-            ))),
-            None => {
-                let begin = tx.begin.clone();
-                self.run_own(node, &begin).await?;
-                if let Some(tx) = self.tx.as_mut() {
-                    tx.node = Some(node);
-                }
-                Ok(())
-            }
-        }
+        Ok(())
     }
 
     /// A statement on the session's connection (after any lost connection was dealt with).
@@ -393,19 +333,25 @@ enum Res<'a> {
     Bin(QueryResult<'a, 'static, BinaryProtocol>),
 }
 
+/// A node's failure while the connections are borrowed: recorded for the session to deal
+/// with when the statement is over (counted, noted, a broken connection dropped), and
+/// returned as the statement's error.
+fn casualty(casualties: &Casualties, node: usize, name: &str, e: mysql_async::Error) -> NodeError {
+    let broke = MyError::breaks_connection(&e);
+    casualties
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((node, e.to_string(), broke));
+    NodeError {
+        node,
+        error: MyError::from_backend(name, &e),
+        broke,
+    }
+}
+
 impl NodeRes<'_> {
     fn fail(&self, e: mysql_async::Error) -> NodeError {
-        let error = MyError::from_backend(&self.labels.name, &e);
-        let broke = MyError::breaks_connection(&e);
-        self.casualties
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((self.node, e.to_string(), broke));
-        NodeError {
-            node: self.node,
-            error,
-            broke,
-        }
+        casualty(self.casualties, self.node, &self.labels.name, e)
     }
 }
 
@@ -478,18 +424,7 @@ impl NodeResult for NodeRes<'_> {
         self.labels
             .latency
             .observe(self.started.elapsed().as_secs_f64());
-        r.map_err(|e| {
-            let broke = MyError::breaks_connection(&e);
-            self.casualties
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((self.node, e.to_string(), broke));
-            NodeError {
-                node: self.node,
-                error: MyError::from_backend(&self.labels.name, &e),
-                broke,
-            }
-        })
+        r.map_err(|e| casualty(self.casualties, self.node, &self.labels.name, e))
     }
 }
 
@@ -522,7 +457,7 @@ impl Door for NodeSession {
     ) -> Result<NodeRes<'a>, NodeError> {
         self.enter_tx(node, run.access).await?;
         self.open(node).await?;
-        self.last_node = Some(node);
+        self.state.last_node = Some(node);
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
@@ -538,19 +473,7 @@ impl Door for NodeSession {
                 started,
                 status,
             }),
-            Err(e) => {
-                // Dealt with (counted, a broken connection dropped) by the next operation.
-                let broke = MyError::breaks_connection(&e);
-                self.casualties
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((node, e.to_string(), broke));
-                Err(NodeError {
-                    node,
-                    error: MyError::from_backend(&labels.name, &e),
-                    broke,
-                })
-            }
+            Err(e) => Err(casualty(&self.casualties, node, &labels.name, e)),
         }
     }
 
@@ -588,7 +511,7 @@ impl Door for NodeSession {
                 self.held(*n, 1);
             }
         }
-        self.last_node = stmts.first().map(|(n, _)| *n);
+        self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
         // Each statement's connection, borrowed apart from the others.
@@ -624,19 +547,7 @@ impl Door for NodeSession {
                             started,
                             status,
                         }),
-                        Err(e) => {
-                            let broke = MyError::breaks_connection(&e);
-                            casualties.lock().unwrap_or_else(|p| p.into_inner()).push((
-                                node,
-                                e.to_string(),
-                                broke,
-                            ));
-                            Err(NodeError {
-                                node,
-                                error: MyError::from_backend(&labels.name, &e),
-                                broke,
-                            })
-                        }
+                        Err(e) => Err(casualty(casualties, node, &labels.name, e)),
                     }
                 }
             },
@@ -715,57 +626,31 @@ impl Door for NodeSession {
     }
 
     fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
-        let tx_node = self.tx.as_ref().and_then(|t| t.node);
-        if tx_node.is_none() && self.last_node.is_none() && self.insert_id_node.is_none() {
-            return None;
-        }
-        Some(match (tx_node, self.insert_id_node) {
-            (Some(n), _) => n,
-            (None, Some(n)) if insert_id => n,
-            _ => self.last_node.unwrap_or(default),
-        })
+        self.state.sticky(insert_id, default)
     }
 
     fn tx_node(&self) -> Option<usize> {
-        self.tx.as_ref().and_then(|t| t.node)
+        self.state.tx_node()
     }
 
     fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
-        if !self.ddl && (self.tx.is_some() || !self.autocommit) {
-            return Err(MyError::new(
-                ER_NOT_SUPPORTED_YET,
-                format!(
-                    "this write touches {what} inside a transaction; shardproxy does not support transactions across nodes yet"
-                ),
-            ));
-        }
-        Ok(())
+        self.state.check_multi_write(what)
     }
 
     async fn ddl(&mut self, on: bool) -> Result<(), MyError> {
         if on {
             self.end(true).await?;
         }
-        self.ddl = on;
+        self.state.ddl = on;
         Ok(())
     }
 
     fn ran_on(&mut self, node: usize, generated_id: bool) {
-        self.last_node = Some(node);
-        if generated_id {
-            self.insert_id_node = Some(node);
-        }
+        self.state.ran_on(node, generated_id);
     }
 
     fn status(&self) -> StatusFlags {
-        let mut s = StatusFlags::empty();
-        if self.autocommit {
-            s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
-        }
-        if self.tx.is_some() {
-            s |= StatusFlags::SERVER_STATUS_IN_TRANS;
-        }
-        s
+        self.state.status()
     }
 
     async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
@@ -800,24 +685,16 @@ impl Door for NodeSession {
     }
 
     async fn begin(&mut self, sql: &str) -> Result<(), MyError> {
-        if self.tx.as_ref().is_some_and(|t| t.node.is_some()) {
+        if self.state.begin(sql) {
             self.end(true).await?;
+            self.state.begin(sql);
         }
-        self.tx = Some(Tx {
-            begin: sql.to_string(),
-            node: None,
-            lost: false,
-        });
         Ok(())
     }
 
     async fn end(&mut self, commit: bool) -> Result<(), MyError> {
         self.reap();
-        let tx = self.tx.take();
-        if tx.as_ref().is_some_and(|t| t.lost) {
-            return if commit { Err(lost_tx()) } else { Ok(()) };
-        }
-        if let Some(node) = tx.and_then(|t| t.node) {
+        if let Some(node) = self.state.end(commit)? {
             self.run_own(node, if commit { "COMMIT" } else { "ROLLBACK" })
                 .await?;
         }
@@ -825,10 +702,10 @@ impl Door for NodeSession {
     }
 
     async fn set_autocommit(&mut self, on: bool) -> Result<(), MyError> {
-        if on && !self.autocommit {
+        if on && !self.state.autocommit {
             self.end(true).await?;
         }
-        self.autocommit = on;
+        self.state.autocommit = on;
         Ok(())
     }
 

@@ -835,6 +835,27 @@ fn slot_map(
     Ok(SlotMap::from_assignment(dense))
 }
 
+/// A topology for unit tests: `nodes` nodes `ds0`, `ds1`, ... (default node ds0) and the
+/// given `[tables.*]` TOML.
+#[cfg(test)]
+pub fn test_topology(version: u64, nodes: usize, tables: &str) -> Topology {
+    let mut s = format!(
+        "version = {version}\ndefault_node = \"ds0\"\n[server]\nlisten = \"127.0.0.1:3307\"\n\
+         users = [{{ name = \"app\", password = \"app\" }}]\n[nodes]\n"
+    );
+    for i in 0..nodes {
+        s.push_str(&format!(
+            "ds{i} = \"mysql://root:root@127.0.0.1:{}/shop\"\n",
+            3311 + i
+        ));
+    }
+    s.push_str(tables);
+    match parse(&s, "test.toml") {
+        Ok(t) => t,
+        Err(e) => panic!("test rules do not parse: {e:?}\n{s}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,8 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt};
-use crate::error::{MyError, ER_NOT_SUPPORTED_YET};
+use super::state::{Enter, SessionState};
+use crate::error::MyError;
 use crate::merge::Row;
 
 /// A canned answer.
@@ -112,11 +113,7 @@ pub struct FakeDoor {
     log: Vec<(usize, String)>,
     /// Statements the proxy ran for itself outside the session (lookups).
     pub outside: Vec<(usize, String)>,
-    tx: Option<Option<usize>>,
-    autocommit: bool,
-    ddl: bool,
-    last_node: Option<usize>,
-    insert_id_node: Option<usize>,
+    state: SessionState,
     pub merged: u64,
     pub tier_counts: Vec<String>,
     pub lookups: Vec<(String, u64)>,
@@ -126,7 +123,6 @@ impl FakeDoor {
     pub fn new(nodes: usize) -> Self {
         FakeDoor {
             nodes,
-            autocommit: true,
             ..Default::default()
         }
     }
@@ -237,23 +233,19 @@ impl FakeDoor {
     }
 
     fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
-        if self.tx.is_none() && !self.autocommit && !self.ddl {
-            self.tx = Some(None);
-        }
-        match self.tx {
-            None => Ok(()),
-            Some(Some(n)) if n == node || access == Access::Read => Ok(()),
-            Some(Some(_)) => Err(NodeError {
+        let enter = self
+            .state
+            .enter(node, access == Access::Write, |n| format!("ds{n}"))
+            .map_err(|error| NodeError {
                 node,
-                error: MyError::new(ER_NOT_SUPPORTED_YET, "the transaction would span two nodes"),
+                error,
                 broke: false,
-            }),
-            Some(None) => {
-                self.log.push((node, "BEGIN".into()));
-                self.tx = Some(Some(node));
-                Ok(())
-            }
+            })?;
+        if let Enter::Begin(begin) = enter {
+            self.log.push((node, begin));
+            self.state.began(node);
         }
+        Ok(())
     }
 }
 
@@ -342,7 +334,7 @@ impl Door for FakeDoor {
         run: Run,
     ) -> Result<FakeRes, NodeError> {
         self.enter_tx(node, run.access)?;
-        self.last_node = Some(node);
+        self.state.last_node = Some(node);
         self.run_one(node, stmt)
     }
 
@@ -354,7 +346,7 @@ impl Door for FakeDoor {
         if let Some((n, _)) = stmts.iter().find(|(n, _)| self.down.contains(n)) {
             return Err(self.check(*n, "").unwrap_err());
         }
-        self.last_node = stmts.first().map(|(n, _)| *n);
+        self.state.last_node = stmts.first().map(|(n, _)| *n);
         Ok(stmts.iter().map(|(n, s)| self.run_one(*n, *s)).collect())
     }
 
@@ -406,54 +398,31 @@ impl Door for FakeDoor {
     }
 
     fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
-        let tx_node = self.tx.flatten();
-        if tx_node.is_none() && self.last_node.is_none() && self.insert_id_node.is_none() {
-            return None;
-        }
-        Some(match (tx_node, self.insert_id_node) {
-            (Some(n), _) => n,
-            (None, Some(n)) if insert_id => n,
-            _ => self.last_node.unwrap_or(default),
-        })
+        self.state.sticky(insert_id, default)
     }
 
     fn tx_node(&self) -> Option<usize> {
-        self.tx.flatten()
+        self.state.tx_node()
     }
 
     fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
-        if !self.ddl && (self.tx.is_some() || !self.autocommit) {
-            return Err(MyError::unsupported(format!(
-                "this write touches {what} inside a transaction"
-            )));
-        }
-        Ok(())
+        self.state.check_multi_write(what)
     }
 
     async fn ddl(&mut self, on: bool) -> Result<(), MyError> {
         if on {
             self.end(true).await?;
         }
-        self.ddl = on;
+        self.state.ddl = on;
         Ok(())
     }
 
     fn ran_on(&mut self, node: usize, generated_id: bool) {
-        self.last_node = Some(node);
-        if generated_id {
-            self.insert_id_node = Some(node);
-        }
+        self.state.ran_on(node, generated_id);
     }
 
     fn status(&self) -> StatusFlags {
-        let mut s = StatusFlags::empty();
-        if self.autocommit {
-            s |= StatusFlags::SERVER_STATUS_AUTOCOMMIT;
-        }
-        if self.tx.is_some() {
-            s |= StatusFlags::SERVER_STATUS_IN_TRANS;
-        }
-        s
+        self.state.status()
     }
 
     async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
@@ -468,16 +437,16 @@ impl Door for FakeDoor {
         self.check(node, sql).map_err(|e| e.error)
     }
 
-    async fn begin(&mut self, _sql: &str) -> Result<(), MyError> {
-        if matches!(self.tx, Some(Some(_))) {
+    async fn begin(&mut self, sql: &str) -> Result<(), MyError> {
+        if self.state.begin(sql) {
             self.end(true).await?;
+            self.state.begin(sql);
         }
-        self.tx = Some(None);
         Ok(())
     }
 
     async fn end(&mut self, commit: bool) -> Result<(), MyError> {
-        if let Some(Some(node)) = self.tx.take() {
+        if let Some(node) = self.state.end(commit)? {
             self.log
                 .push((node, if commit { "COMMIT" } else { "ROLLBACK" }.into()));
         }
@@ -485,10 +454,10 @@ impl Door for FakeDoor {
     }
 
     async fn set_autocommit(&mut self, on: bool) -> Result<(), MyError> {
-        if on && !self.autocommit {
+        if on && !self.state.autocommit {
             self.end(true).await?;
         }
-        self.autocommit = on;
+        self.state.autocommit = on;
         Ok(())
     }
 

@@ -22,6 +22,7 @@ pub mod poll;
 pub mod route;
 pub mod scatter;
 pub mod session_op;
+pub mod state;
 pub mod tier_page;
 pub mod tier_read;
 pub mod tier_write;

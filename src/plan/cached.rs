@@ -244,19 +244,13 @@ impl KeyRoute {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse as parse_rules;
+    use crate::config::test_topology;
 
     fn topo() -> Topology {
-        parse_rules(
+        test_topology(
+            1,
+            2,
             r#"
-version = 1
-default_node = "ds0"
-[server]
-listen = "127.0.0.1:3307"
-users = [{ name = "app", password = "app" }]
-[nodes]
-ds0 = "mysql://root:root@127.0.0.1:3311/shop"
-ds1 = "mysql://root:root@127.0.0.1:3312/shop"
 [tables.t]
 rule = "hash_slot"
 column = "id"
@@ -273,9 +267,7 @@ key_generator = { column = "gid", kind = "snowflake" }
 [tables.b]
 rule = "broadcast"
 "#,
-            "test.toml",
         )
-        .unwrap()
     }
 
     fn a(sql: &str) -> Option<KeyRoute> {
@@ -347,44 +339,28 @@ rule = "broadcast"
             0
         );
         // All slots moved to ds1: the same plan now resolves there.
-        let moved = parse_rules(
+        let moved = test_topology(
+            2,
+            2,
             r#"
-version = 2
-default_node = "ds0"
-[server]
-listen = "127.0.0.1:3307"
-users = [{ name = "app", password = "app" }]
-[nodes]
-ds0 = "mysql://root:root@127.0.0.1:3311/shop"
-ds1 = "mysql://root:root@127.0.0.1:3312/shop"
 [tables.t]
 rule = "hash_slot"
 column = "id"
 slots = [{ slots = "0-1023", node = "ds1" }]
 "#,
-            "test.toml",
-        )
-        .unwrap();
+        );
         assert_eq!(k.resolve(&moved, &[Value::Int(lo)]).unwrap().node, 1);
         // A rule of another kind or column: planned afresh.
-        let changed = parse_rules(
+        let changed = test_topology(
+            3,
+            2,
             r#"
-version = 3
-default_node = "ds0"
-[server]
-listen = "127.0.0.1:3307"
-users = [{ name = "app", password = "app" }]
-[nodes]
-ds0 = "mysql://root:root@127.0.0.1:3311/shop"
-ds1 = "mysql://root:root@127.0.0.1:3312/shop"
 [tables.t]
 rule = "hash_slot"
 column = "c"
 slots = [{ slots = "0-1023", node = "ds1" }]
 "#,
-            "test.toml",
-        )
-        .unwrap();
+        );
         assert_eq!(k.resolve(&changed, &[Value::Int(lo)]), None);
         let r = a("SELECT * FROM r WHERE k = ?").unwrap();
         assert_eq!(r.resolve(&t, &[Value::Int(5)]).unwrap().node, 0);
