@@ -13,8 +13,11 @@
 # Environment: TABLE_SIZE (default 100000), THREADS (default 8), TIME seconds per run (default
 # 10), ROUNDS (default 2), WARMUP seconds per target before the first round (default 3, 0 for
 # none), PERF_DIR (unset: no profile; set: one extra, unmeasured proxy run per mode under
-# `perf record -g`, writing PERF_DIR/perf-{prepared,text}.{data,txt}), CARGO_TARGET_DIR.
-# Ports: shard nodes 3411-3414, direct node 3415, relay 3416, proxy 3417. Everything started
+# `perf record -g`, writing PERF_DIR/perf-{prepared,text}.{data,txt}), SHARDS (shard nodes
+# behind the proxy: 4 by default, 1 or 2 to see the proxy's own cost without the cost of
+# more MariaDB servers on the same cores), CARGO_TARGET_DIR.
+# Ports: shard nodes from 3411 (3411-3414 with four), the direct node next, relay 3416, proxy
+# 3417. Everything started
 # here is stopped and removed on exit. The output ends with one line per mode,
 #   mode=prepared direct_qps=N relay_qps=N proxy_qps=N proxy_vs_relay=R relay_cpu_us=U proxy_cpu_us=U
 #   mode=text ...
@@ -33,7 +36,7 @@ readonly rounds=${ROUNDS:-2}
 readonly warmup=${WARMUP:-3}
 readonly perf_dir=${PERF_DIR:-}
 readonly base_port=3411
-readonly shard_count=4
+readonly shard_count=${SHARDS:-4}
 readonly direct_port=$((base_port + shard_count))
 readonly relay_port=3416
 readonly proxy_port=3417
@@ -49,6 +52,11 @@ for v in table_size threads duration rounds; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [[ $warmup =~ ^[0-9]+$ ]] || die "warmup must be a non-negative integer, got '$warmup'"
+case $shard_count in
+1 | 2 | 4) ;;
+*) die "SHARDS must be 1, 2 or 4, got '$shard_count'" ;;
+esac
+readonly slots_per_shard=$((1024 / shard_count))
 
 bench_traps
 
@@ -80,7 +88,7 @@ work=$(mktemp -d /tmp/shardproxy-bench.XXXXXX)
 echo "== starting $shard_count shard nodes and 1 direct node in $work"
 "$repo/scripts/cluster.sh" start "$work" "$((shard_count + 1))" "$base_port"
 
-# sbtest1 sharded on id over the four shard nodes, 256 slots each.
+# sbtest1 sharded on id over the shard nodes, an equal share of the slots each.
 {
     echo 'version = 1'
     echo 'default_node = "ds0"'
@@ -99,7 +107,7 @@ echo "== starting $shard_count shard nodes and 1 direct node in $work"
     echo 'column = "id"'
     slots=""
     for ((i = 0; i < shard_count; i++)); do
-        slots+="${slots:+, }{ slots = \"$((i * 256))-$((i * 256 + 255))\", node = \"ds$i\" }"
+        slots+="${slots:+, }{ slots = \"$((i * slots_per_shard))-$((i * slots_per_shard + slots_per_shard - 1))\", node = \"ds$i\" }"
     done
     echo "slots = [$slots]"
 } >"$work/rules.toml"
@@ -185,8 +193,8 @@ fi
 total=0
 for ((i = 0; i < shard_count; i++)); do
     port=$((base_port + i))
-    lo=$((i * 256))
-    hi=$((i * 256 + 255))
+    lo=$((i * slots_per_shard))
+    hi=$((lo + slots_per_shard - 1))
     counts=$(mariadb -h127.0.0.1 -P"$port" -uroot -proot -N -B shop -e \
         "SELECT COUNT(*), COALESCE(SUM(CRC32(id) % 1024 NOT BETWEEN $lo AND $hi), 0) FROM sbtest1")
     read -r rows misplaced <<<"$counts"
