@@ -602,7 +602,8 @@ async fn cached_plans_follow_the_slot_map_across_reloads() {
     let e = p
         .shared
         .plans
-        .entry("SELECT v FROM t_rl_plans WHERE id = ?");
+        .entry("SELECT v FROM t_rl_plans WHERE id = ?")
+        .expect("an entry");
     use std::sync::atomic::Ordering::Relaxed;
     assert_eq!(e.executions.load(Relaxed), 12);
     assert_eq!(e.cached_executions.load(Relaxed), 10, "{}", e.plan());

@@ -20,6 +20,9 @@ use crate::sql::digest::{Digest, Literal};
 
 /// How many shapes the cache holds (least used evicted first).
 pub const CAPACITY: u64 = 10_000;
+/// Longer shapes (a multi-row INSERT of a dump, say) get no entry: no point statement is that
+/// long, and the cache's memory stays bounded (at most `CAPACITY` x this many bytes of text).
+pub const MAX_DIGEST: usize = 4096;
 
 /// What a text statement's shape runs as, once decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,12 +99,16 @@ impl Default for PlanCache {
 }
 
 impl PlanCache {
-    /// The entry of a shape, made on first sight.
-    pub fn entry(&self, digest: &str) -> Arc<Entry> {
-        if let Some(e) = self.entries.get(digest) {
-            return e;
+    /// The entry of a shape, made on first sight; `None` for a shape longer than
+    /// [`MAX_DIGEST`].
+    pub fn entry(&self, digest: &str) -> Option<Arc<Entry>> {
+        if digest.len() > MAX_DIGEST {
+            return None;
         }
-        self.entries.get_with(digest.to_string(), || {
+        if let Some(e) = self.entries.get(digest) {
+            return Some(e);
+        }
+        let e = self.entries.get_with(digest.to_string(), || {
             Arc::new(Entry {
                 digest: digest.to_string(),
                 route: std::sync::Mutex::new(String::new()),
@@ -113,7 +120,8 @@ impl PlanCache {
                 errors: AtomicU64::new(0),
                 micros: AtomicU64::new(0),
             })
-        })
+        });
+        Some(e)
     }
 
     /// The `n` shapes that took the most time, most first.
@@ -184,12 +192,15 @@ mod tests {
     #[test]
     fn shapes_share_an_entry_and_the_slowest_come_first() {
         let c = PlanCache::default();
-        let a = c.entry("SELECT c FROM t WHERE id=?");
+        let entry = |d: &str| c.entry(d).unwrap();
+        let a = entry("SELECT c FROM t WHERE id=?");
         a.count(1, false, Duration::from_micros(30), true);
-        c.entry("SELECT c FROM t WHERE id=?")
-            .count(1, true, Duration::from_micros(30), false);
-        c.entry("DELETE FROM t")
-            .count(5, false, Duration::from_micros(100), false);
+        entry("SELECT c FROM t WHERE id=?").count(1, true, Duration::from_micros(30), false);
+        entry("DELETE FROM t").count(5, false, Duration::from_micros(100), false);
+        assert!(
+            c.entry(&"(?, ?), ".repeat(1000)).is_none(),
+            "too long to keep"
+        );
         assert_eq!(a.executions.load(Relaxed), 2);
         assert_eq!(a.cached_executions.load(Relaxed), 1);
         assert_eq!(a.errors.load(Relaxed), 1);

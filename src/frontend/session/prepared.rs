@@ -45,8 +45,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .and_then(|p| crate::plan::cached::analyze(p, &topo));
         let read = is_read(parsed.as_ref().ok(), &sql);
         let kind = statement_kind(parsed.as_ref().ok(), &sql);
-        let entry =
-            crate::sql::digest::digest_prepared(&sql).map(|d| self.shared.plans.entry(&d.text));
+        let entry = crate::sql::digest::digest_prepared(&sql)
+            .and_then(|d| self.shared.plans.entry(&d.text));
         let columns = stmt.columns;
         let params = stmt.params;
         // COM_STMT_PREPARE_OK

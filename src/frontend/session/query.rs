@@ -61,7 +61,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let started = Instant::now();
         let topo = self.topo.clone();
         let digest = digest(sql);
-        let entry = digest.as_ref().map(|d| self.shared.plans.entry(&d.text));
+        let entry = digest
+            .as_ref()
+            .and_then(|d| self.shared.plans.entry(&d.text));
         if let (Some(d), Some(e)) = (&digest, &entry) {
             if let Some(TextPlan::Key { route, read, kind }) = e.text_plan.get() {
                 let key = d.literals.get(route.param).and_then(Literal::value);
