@@ -344,6 +344,26 @@ async fn point_reads_and_writes(table: &str, prepared: bool) {
             .expect("direct count");
         assert_eq!(left, Some(0), "key {k} still on its node after DELETE");
     }
+    // The repeated shapes ran on their cached plans (keys on every node, each answered
+    // right above), all but a shape's first execution and the negative key's own shape.
+    use std::sync::atomic::Ordering::Relaxed;
+    for shape in [
+        format!("SELECT name, qty FROM {table} WHERE user_id = ?"),
+        format!("UPDATE {table} SET qty = qty + ? WHERE user_id = ?"),
+    ] {
+        let e = proxy
+            .shared
+            .plans
+            .entry(&shape)
+            .expect("a plan-cache entry");
+        assert!(
+            e.cached_executions.load(Relaxed) >= 4,
+            "{shape}: {} of {} executions on the cached plan ({})",
+            e.cached_executions.load(Relaxed),
+            e.executions.load(Relaxed),
+            e.plan()
+        );
+    }
     conn.disconnect().await.ok();
 }
 
