@@ -15,9 +15,12 @@ use crate::error::MyError;
 
 /// Options of the connections sessions use: no statement cache of mysql_async's own, as the
 /// session keeps its prepared-statement handles itself (`backend::session::NodeConn`) and an
-/// eviction there would close a handle still in use.
+/// eviction there would close a handle still in use; and always reset on the way back to the
+/// pool (whatever the URL says), which deallocates the handles the session left on the node.
 fn session_opts(opts: &mysql_async::Opts) -> mysql_async::OptsBuilder {
-    mysql_async::OptsBuilder::from_opts(opts.clone()).stmt_cache_size(0)
+    mysql_async::OptsBuilder::from_opts(opts.clone())
+        .stmt_cache_size(0)
+        .pool_opts(opts.pool_opts().clone().with_reset_connection(true))
 }
 
 /// One node's pool, as the topology in force describes the node.

@@ -34,7 +34,8 @@ const MAX_HANDLES: usize = 256;
 
 /// A node connection and the statements prepared on it, by their text: an execute sends
 /// only the handle and the values. The pools' own statement cache is off
-/// (`Backends`), so a handle stays valid until this map closes it.
+/// (`crate::pools`), so a handle stays valid until this map closes it; a connection going
+/// back to its pool is reset, which deallocates them on the node.
 pub struct NodeConn {
     conn: Conn,
     handles: HashMap<String, mysql_async::Statement>,
