@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::{start_proxy_watching, Cluster, Proxy};
 use mysql_async::prelude::Queryable;
+use mysql_async::Row;
 
 fn rules(c: &Cluster, version: u64, nodes: usize, slots: &str) -> String {
     let mut s = format!(
@@ -406,6 +407,31 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
     ] {
         assert!(text.contains(needle), "missing {needle} in\n{text}");
     }
+
+    // SHOW PLANS: a repeated point select, its first execution planned in full and the
+    // rest on its cached plan.
+    for _ in 0..3 {
+        let got: Option<i64> = app
+            .query_first("SELECT id FROM t_adm WHERE id = 5")
+            .await
+            .expect("SELECT");
+        assert_eq!(got, Some(5));
+    }
+    let plans: Vec<Row> = ops.query("SHOW PLANS 50").await.expect("SHOW PLANS");
+    let row = plans
+        .iter()
+        .find(|r| r.get::<String, _>(0).as_deref() == Some("SELECT id FROM t_adm WHERE id = ?"))
+        .unwrap_or_else(|| panic!("no plan for the point select in {plans:?}"));
+    let field = |i: usize| row.get::<String, _>(i).unwrap_or_default();
+    assert!(
+        field(1).starts_with("cached: route by `t_adm`.`id`"),
+        "{}",
+        field(1)
+    );
+    assert_eq!(
+        (field(2), field(3), field(4)),
+        ("3".into(), "2".into(), "3".into())
+    );
     app.disconnect().await.ok();
     ops.disconnect().await.ok();
 }
