@@ -15,7 +15,8 @@
 # none), PERF_DIR (unset: no profile; set: one extra, unmeasured proxy run per mode under
 # `perf record -g`, writing PERF_DIR/perf-{prepared,text}.{data,txt}), SHARDS (shard nodes
 # behind the proxy: 4 by default, 1 or 2 to see the proxy's own cost without the cost of
-# more MariaDB servers on the same cores), CARGO_TARGET_DIR.
+# more MariaDB servers on the same cores), NODE_OPTS (URL options of the proxy's nodes, e.g.
+# prefer_socket=false to reach them over TCP as the relay does), CARGO_TARGET_DIR.
 # Ports: shard nodes from 3411 (3411-3414 with four), the direct node next, relay 3416, proxy
 # 3417. Everything started
 # here is stopped and removed on exit. The output ends with one line per mode,
@@ -37,6 +38,7 @@ readonly warmup=${WARMUP:-3}
 readonly perf_dir=${PERF_DIR:-}
 readonly base_port=3411
 readonly shard_count=${SHARDS:-4}
+readonly node_opts=${NODE_OPTS:-}
 readonly direct_port=$((base_port + shard_count))
 readonly relay_port=3416
 readonly proxy_port=3417
@@ -99,7 +101,7 @@ echo "== starting $shard_count shard nodes and 1 direct node in $work"
     echo
     echo '[nodes]'
     for ((i = 0; i < shard_count; i++)); do
-        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop\""
+        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop${node_opts:+?$node_opts}\""
     done
     echo
     echo '[tables.sbtest1]'

@@ -626,32 +626,12 @@ impl Door for NodeSession {
         self.shared.backends.name(node)
     }
 
-    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
-        self.state.sticky(insert_id, default)
+    fn state(&self) -> &SessionState {
+        &self.state
     }
 
-    fn tx_node(&self) -> Option<usize> {
-        self.state.tx_node()
-    }
-
-    fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
-        self.state.check_multi_write(what)
-    }
-
-    async fn ddl(&mut self, on: bool) -> Result<(), MyError> {
-        if on {
-            self.end(true).await?;
-        }
-        self.state.ddl = on;
-        Ok(())
-    }
-
-    fn ran_on(&mut self, node: usize, generated_id: bool) {
-        self.state.ran_on(node, generated_id);
-    }
-
-    fn status(&self) -> StatusFlags {
-        self.state.status()
+    fn state_mut(&mut self) -> &mut SessionState {
+        &mut self.state
     }
 
     async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
@@ -685,28 +665,12 @@ impl Door for NodeSession {
         Ok(())
     }
 
-    async fn begin(&mut self, sql: &str) -> Result<(), MyError> {
-        if self.state.begin(sql) {
-            self.end(true).await?;
-            self.state.begin(sql);
-        }
-        Ok(())
-    }
-
     async fn end(&mut self, commit: bool) -> Result<(), MyError> {
         self.reap();
         if let Some(node) = self.state.end(commit)? {
             self.run_own(node, if commit { "COMMIT" } else { "ROLLBACK" })
                 .await?;
         }
-        Ok(())
-    }
-
-    async fn set_autocommit(&mut self, on: bool) -> Result<(), MyError> {
-        if on && !self.state.autocommit {
-            self.end(true).await?;
-        }
-        self.state.autocommit = on;
         Ok(())
     }
 

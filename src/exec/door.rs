@@ -20,6 +20,7 @@ use mysql_common::constants::StatusFlags;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
+use super::state::SessionState;
 use crate::error::MyError;
 use crate::merge::Row;
 
@@ -169,36 +170,82 @@ pub trait Door: Send {
     /// The node's name, for messages.
     fn name(&self, node: usize) -> String;
 
+    /// The session state the door keeps (autocommit, the transaction, where it ran last);
+    /// the rules over it are [`SessionState`]'s, the same for every door.
+    fn state(&self) -> &SessionState;
+    fn state_mut(&mut self) -> &mut SessionState;
+
     /// Where a statement that names no table runs: the transaction's node, else (when
     /// `insert_id` is asked) the node that generated the session's last insert id, else the
     /// node of the session's last statement, else `default`. `None`: nothing ties the
     /// session to a node yet.
-    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize>;
+    fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
+        self.state().sticky(insert_id, default)
+    }
 
     /// The node of the open transaction, once it touched one.
-    fn tx_node(&self) -> Option<usize>;
+    fn tx_node(&self) -> Option<usize> {
+        self.state().tx_node()
+    }
 
     /// Refuses a write over several parts inside a transaction; `what` names them
     /// ("3 nodes", "2 tiers of `t`").
-    fn check_multi_write(&self, what: &str) -> Result<(), MyError>;
+    fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
+        self.state().check_multi_write(what)
+    }
+
+    /// Remembers where the session ran last and which node generated an insert id.
+    fn ran_on(&mut self, node: usize, generated_id: bool) {
+        self.state_mut().ran_on(node, generated_id);
+    }
+
+    /// The status flags the session's answers carry (autocommit, in transaction).
+    fn status(&self) -> StatusFlags {
+        self.state().status()
+    }
 
     /// A DDL statement runs (`true`) or ended: it commits the open transaction first and
     /// runs outside any, even with autocommit off, as in MySQL.
-    fn ddl(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send;
-
-    /// Remembers where the session ran last and which node generated an insert id.
-    fn ran_on(&mut self, node: usize, generated_id: bool);
-
-    /// The status flags the session's answers carry (autocommit, in transaction).
-    fn status(&self) -> StatusFlags;
+    fn ddl(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if on {
+                self.end(true).await?;
+            }
+            self.state_mut().ddl = on;
+            Ok(())
+        }
+    }
 
     /// The session statements: each one changes the state of every node connection the
     /// session holds and of those it opens later.
     fn use_db(&mut self, db: &str) -> impl Future<Output = Result<(), MyError>> + Send;
     fn set(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send;
-    fn begin(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send;
+
+    /// BEGIN: an open transaction that reached a node commits first (as in MySQL); the new
+    /// one opens on the first node a statement touches.
+    fn begin(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if self.state_mut().begin(sql) {
+                self.end(true).await?;
+                self.state_mut().begin(sql);
+            }
+            Ok(())
+        }
+    }
+
+    /// COMMIT (`true`) or ROLLBACK on the transaction's node.
     fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send;
-    fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send;
+
+    /// `SET autocommit`: turning it on commits the open transaction.
+    fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if on && !self.state().autocommit {
+                self.end(true).await?;
+            }
+            self.state_mut().autocommit = on;
+            Ok(())
+        }
+    }
 
     /// Counts rows a merge read (metrics).
     fn count_merged(&self, rows: u64);
