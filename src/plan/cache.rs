@@ -143,8 +143,9 @@ impl PlanCache {
 }
 
 /// What a text statement's shape runs as from now on: routed by one of its literals when the
-/// digest plans as a point statement and `plan`, the full plan of this first execution,
-/// agrees.
+/// digest plans as a point statement and `plan`, the full plan of this execution, agrees.
+/// `None`: this execution cannot tell (its key has no node: a value outside a range rule's
+/// domain), the next one decides.
 pub fn text_plan(
     d: &Digest,
     plan: &Plan,
@@ -152,22 +153,23 @@ pub fn text_plan(
     sql: &str,
     read: bool,
     kind: &'static str,
-) -> TextPlan {
+) -> Option<TextPlan> {
     let Ok(shape) = crate::sql::parse(&d.text) else {
-        return TextPlan::Full;
+        return Some(TextPlan::Full);
     };
     if shape.param_count() != d.literals.len() {
-        return TextPlan::Full;
+        return Some(TextPlan::Full);
     }
     let Some(route) = super::cached::analyze(&shape, topo) else {
-        return TextPlan::Full;
+        return Some(TextPlan::Full);
     };
-    match d.literals.get(route.param).and_then(Literal::value) {
-        Some(key) if route.agrees_text(plan, topo, sql, &key) => {
-            TextPlan::Key { route, read, kind }
-        }
-        _ => TextPlan::Full,
-    }
+    let key = d.literals.get(route.param).and_then(Literal::value)?;
+    route.resolve_value(topo, &key)?;
+    Some(if route.agrees_text(plan, topo, sql, &key) {
+        TextPlan::Key { route, read, kind }
+    } else {
+        TextPlan::Full
+    })
 }
 
 /// How the plan cache treats `sql` (whose full plan is `plan`), for `route` and PREVIEW.
@@ -176,18 +178,46 @@ pub fn describe(sql: &str, plan: &Plan, topo: &Topology) -> String {
         return "plan cache: none (the statement has a shape digests do not cover)".into();
     };
     match text_plan(&d, plan, topo, sql, true, "select") {
-        TextPlan::Key { route, .. } => format!(
+        Some(TextPlan::Key { route, .. }) => format!(
             "plan cache: shape `{}` planned once: {}",
             d.text,
             route.describe().replace("parameter", "literal")
         ),
-        TextPlan::Full => format!("plan cache: shape `{}` planned at every execution", d.text),
+        Some(TextPlan::Full) => {
+            format!("plan cache: shape `{}` planned at every execution", d.text)
+        }
+        None => format!(
+            "plan cache: shape `{}` decided by its first execution whose key has a node",
+            d.text
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_shape_is_decided_by_an_execution_whose_key_has_a_node() {
+        let topo = crate::config::test_topology(
+            1,
+            2,
+            "[tables.r]\nrule = \"range\"\ncolumn = \"k\"\n\
+             ranges = [{ below = 100, node = \"ds0\" }, { node = \"ds1\" }]\n",
+        );
+        let decide = |sql: &str| {
+            let d = crate::sql::digest::digest(sql).unwrap();
+            let plan = super::super::tests::plan_in(&topo, sql, &[]);
+            text_plan(&d, &plan, &topo, sql, true, "select")
+        };
+        // Not a number in an integer range rule: this execution cannot tell.
+        assert_eq!(decide("SELECT v FROM r WHERE k = 'abc'"), None);
+        assert!(matches!(
+            decide("SELECT v FROM r WHERE k = '150'"),
+            Some(TextPlan::Key { .. })
+        ));
+        assert_eq!(decide("SELECT v FROM r WHERE v = 3"), Some(TextPlan::Full));
+    }
 
     #[test]
     fn shapes_share_an_entry_and_the_slowest_come_first() {

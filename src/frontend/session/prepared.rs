@@ -166,12 +166,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             )
             .await;
         if !prep.trusted {
-            // The first execution proves the plan made at PREPARE, or drops it.
-            match &prep.route {
-                Some(route) if route.agrees(&plan, &topo, &prep.sql, &params) => {
-                    prep.trusted = true
+            // The first execution whose key has a node proves the plan made at PREPARE, or
+            // drops it (a NULL key says nothing either way).
+            if let Some(route) = &prep.route {
+                if route.resolve(&topo, &params).is_some() {
+                    if route.agrees(&plan, &topo, &prep.sql, &params) {
+                        prep.trusted = true;
+                    } else {
+                        prep.route = None;
+                    }
                 }
-                _ => prep.route = None,
             }
         }
         let (read, kind, entry) = (prep.read, prep.kind, prep.entry.clone());

@@ -68,6 +68,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if let Some(TextPlan::Key { route, read, kind }) = e.text_plan.get() {
                 let key = d.literals.get(route.param).and_then(Literal::value);
                 if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
+                    debug!(conn = self.conn_id, %sql, node = r.node, "query (cached plan)");
                     self.count_single(kind);
                     if let Some(slot) = r.slot {
                         e.slots
@@ -93,9 +94,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let (Some(d), Some(e)) = (&digest, &entry) {
             e.set_route(route);
             if e.text_plan.get().is_none() {
-                let _ = e.text_plan.set(crate::plan::cache::text_plan(
-                    d, &plan, &topo, sql, read, kind,
-                ));
+                if let Some(tp) = crate::plan::cache::text_plan(d, &plan, &topo, sql, read, kind) {
+                    let _ = e.text_plan.set(tp);
+                }
             }
         }
         let before = self.rows_written;
