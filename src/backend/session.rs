@@ -140,6 +140,12 @@ impl NodeSession {
         }
     }
 
+    /// Deals with the failures the last statement's results reported (the frontend calls it
+    /// when a command is answered; every door operation does first).
+    pub fn settle(&mut self) {
+        self.reap();
+    }
+
     /// Deals with the failures results reported: counted, noted for SHOW NODES, broken
     /// connections dropped.
     fn reap(&mut self) {
@@ -311,6 +317,7 @@ fn vanished(node: usize) -> NodeError {
 
 impl Drop for NodeSession {
     fn drop(&mut self) {
+        self.reap();
         for (node, c) in self.conns.iter().enumerate() {
             if c.is_some() {
                 self.held(node, -1);
