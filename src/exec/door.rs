@@ -121,9 +121,10 @@ pub trait Door: Send {
         run: Run,
     ) -> impl Future<Output = Result<Self::Res<'a>, NodeError>> + Send + 'a;
 
-    /// Starts each statement on its node, all at once (nodes distinct). `Err` when the
-    /// statements cannot run together at all (a write over several nodes inside a
-    /// transaction, a node unreachable); else one result per statement, in order.
+    /// Starts each statement on its node, all at once (nodes distinct), outside the
+    /// session's transaction (the callers refuse writes over several nodes inside one:
+    /// [`Door::check_multi_write`]). `Err` when a node cannot be reached or brought to the
+    /// session's state; else one result per statement, in order.
     #[allow(clippy::type_complexity)]
     fn start_all<'a>(
         &'a mut self,
