@@ -16,7 +16,10 @@
 # `perf record -g`, writing PERF_DIR/perf-{prepared,text}.{data,txt}), SHARDS (shard nodes
 # behind the proxy: 4 by default, 1 or 2 to see the proxy's own cost without the cost of
 # more MariaDB servers on the same cores), NODE_OPTS (URL options of the proxy's nodes, e.g.
-# prefer_socket=false to reach them over TCP as the relay does), CARGO_TARGET_DIR.
+# prefer_socket=false to reach them over TCP as the relay does), RELAY_TO (direct, the
+# default: the relay in front of the direct node; shards: in front of the shard nodes, each
+# client connection to one of them in turn, so the relay pays for as many MariaDB servers as
+# the proxy; most of its point selects then find no row), CARGO_TARGET_DIR.
 # Ports: shard nodes from 3411 (3411-3414 with four), the direct node next, relay 3416, proxy
 # 3417. Everything started
 # here is stopped and removed on exit. The output ends with one line per mode,
@@ -39,6 +42,7 @@ readonly perf_dir=${PERF_DIR:-}
 readonly base_port=3411
 readonly shard_count=${SHARDS:-4}
 readonly node_opts=${NODE_OPTS:-}
+readonly relay_to=${RELAY_TO:-direct}
 readonly direct_port=$((base_port + shard_count))
 readonly relay_port=3416
 readonly proxy_port=3417
@@ -54,6 +58,10 @@ for v in table_size threads duration rounds; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [[ $warmup =~ ^[0-9]+$ ]] || die "warmup must be a non-negative integer, got '$warmup'"
+case $relay_to in
+direct | shards) ;;
+*) die "RELAY_TO must be direct or shards, got '$relay_to'" ;;
+esac
 case $shard_count in
 1 | 2 | 4) ;;
 *) die "SHARDS must be 1, 2 or 4, got '$shard_count'" ;;
@@ -134,9 +142,16 @@ frontend relay
     default_backend direct
 
 backend direct
-    server direct 127.0.0.1:$direct_port
+$(if [[ $relay_to == shards ]]; then
+    echo "    balance roundrobin"
+    for ((i = 0; i < shard_count; i++)); do
+        echo "    server ds$i 127.0.0.1:$((base_port + i))"
+    done
+else
+    echo "    server direct 127.0.0.1:$direct_port"
+fi)
 EOF
-echo "== starting the relay (HAProxy, mode tcp) on 127.0.0.1:$relay_port -> 127.0.0.1:$direct_port"
+echo "== starting the relay (HAProxy, mode tcp) on 127.0.0.1:$relay_port -> $([[ $relay_to == shards ]] && echo "the $shard_count shard nodes, round robin" || echo "127.0.0.1:$direct_port")"
 if (exec 3<>"/dev/tcp/127.0.0.1/$relay_port") 2>/dev/null; then
     die "port $relay_port is already in use by another process"
 fi
@@ -170,7 +185,9 @@ for ((i = 0; i < shard_count; i++)); do
 done
 direct_pid=$(<"$work/node$shard_count.pid")
 declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid)
-declare -A node_pids=([direct]=$direct_pid [relay]=$direct_pid [proxy]=$shard_pids)
+relay_nodes=$direct_pid
+[[ $relay_to == shards ]] && relay_nodes=$shard_pids
+declare -A node_pids=([direct]=$direct_pid [relay]=$relay_nodes [proxy]=$shard_pids)
 # Every long-running process of the bench, whichever target a run measures.
 readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid"
 
