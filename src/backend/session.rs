@@ -105,6 +105,11 @@ impl NodeSession {
 
     /// The state a session starts in (after the handshake, COM_RESET_CONNECTION or
     /// COM_CHANGE_USER): connections back to their pools, `sets` the handshake's.
+    /// The session's current database (USE, the handshake's, COM_CHANGE_USER's).
+    pub fn db(&self) -> Option<&str> {
+        self.db.as_deref()
+    }
+
     pub fn reset(&mut self, db: Option<String>, sets: Vec<String>, found_rows: bool) {
         for n in 0..self.conns.len() {
             self.drop_conn(n);

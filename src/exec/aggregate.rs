@@ -101,30 +101,13 @@ mod tests {
     async fn counts_and_sums_of_every_node_add_up() {
         let (node_sql, spec) = merge_spec_of("SELECT COUNT(*), SUM(v), MAX(v) FROM t");
         let mut door = FakeDoor::new(2);
-        door.answer(
-            0,
-            "SELECT",
-            Canned::typed(
-                &[
-                    ("c", INT),
-                    ("s", ColumnType::MYSQL_TYPE_NEWDECIMAL),
-                    ("m", INT),
-                ],
-                &[&["3", "10", "7"]],
-            ),
-        );
-        door.answer(
-            1,
-            "SELECT",
-            Canned::typed(
-                &[
-                    ("c", INT),
-                    ("s", ColumnType::MYSQL_TYPE_NEWDECIMAL),
-                    ("m", INT),
-                ],
-                &[&["2", "5", "9"]],
-            ),
-        );
+        let cols = [
+            ("c", INT),
+            ("s", ColumnType::MYSQL_TYPE_NEWDECIMAL),
+            ("m", INT),
+        ];
+        door.answer(0, "SELECT", Canned::typed(&cols, &[&["3", "10", "7"]]));
+        door.answer(1, "SELECT", Canned::typed(&cols, &[&["2", "5", "9"]]));
         let mut sink = RecordSink::text();
         let s: Vec<_> = (0..2).map(|n| (n, Stmt::new(&node_sql, &[]))).collect();
         merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)

@@ -45,6 +45,17 @@ pub enum Access {
     Write,
 }
 
+impl Access {
+    /// `Read` for a statement that only reads.
+    pub fn of(read: bool) -> Self {
+        if read {
+            Access::Read
+        } else {
+            Access::Write
+        }
+    }
+}
+
 /// An OK packet's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OkInfo {

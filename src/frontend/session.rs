@@ -71,7 +71,6 @@ pub struct Session<S> {
     peer: String,
     /// The session's node connections and the state on them: the door to the nodes.
     nodes: NodeSession,
-    db: Option<String>,
     stmts: HashMap<u32, Prepared>,
     next_stmt: u32,
     /// The salt of the handshake (COM_CHANGE_USER responses are scrambled with it).
@@ -102,7 +101,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             shared,
             conn_id,
             peer,
-            db: None,
             stmts: HashMap::new(),
             next_stmt: 1,
             salt: super::auth::new_salt(),
@@ -229,7 +227,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             COM_FIELD_LIST => self.field_list(body).await,
             COM_RESET_CONNECTION => {
-                self.reset(self.db.clone());
+                self.reset(self.nodes.db().map(str::to_string));
                 self.write_ok();
                 Ok(())
             }
@@ -262,9 +260,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// connections go back to their pools, which reset them; prepared statements are gone.
     fn reset(&mut self, db: Option<String>) {
         let found_rows = self.found_rows();
-        self.nodes
-            .reset(db.clone(), self.base_sets.clone(), found_rows);
-        self.db = db;
+        self.nodes.reset(db, self.base_sets.clone(), found_rows);
         self.stmts.clear();
     }
 
@@ -272,8 +268,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn use_db(&mut self, db: &str) -> Outcome {
         let op = crate::plan::SessionOp::Use(db.to_string());
         let (door, mut sink) = self.sink(false);
-        crate::exec::session_op::apply(door, &mut sink, &op).await?;
-        self.db = Some(db.to_string());
-        Ok(())
+        crate::exec::session_op::apply(door, &mut sink, &op).await
     }
 }

@@ -22,7 +22,7 @@ use crate::sql::digest::{Digest, Literal};
 pub const CAPACITY: u64 = 10_000;
 /// Longer shapes (a multi-row INSERT of a dump, say) get no entry: no point statement is that
 /// long, and the cache's memory stays bounded (at most `CAPACITY` x this many bytes of text).
-pub const MAX_DIGEST: usize = 4096;
+pub const MAX_DIGEST: usize = crate::sql::digest::MAX_LEN;
 
 /// What a text statement's shape runs as, once decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

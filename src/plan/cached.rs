@@ -70,11 +70,10 @@ fn only_table(stmt: &Statement) -> Option<String> {
 pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
     let table = only_table(&parsed.stmt)?;
     let rule = topo.table(&table)?;
-    let kind = match rule {
-        TableRule::HashSlot { .. } => "hash_slot",
-        TableRule::Range { .. } => "range",
-        _ => return None,
-    };
+    if !matches!(rule, TableRule::HashSlot { .. } | TableRule::Range { .. }) {
+        return None;
+    }
+    let kind = rule.kind();
     if topo.key_generators.contains_key(&table) {
         return None;
     }
@@ -178,22 +177,22 @@ impl KeyRoute {
         if matches!(v, Value::NULL) {
             return None;
         }
-        match topo.table(&self.table)? {
-            TableRule::HashSlot { column, map }
-                if self.kind == "hash_slot" && *column == self.column =>
-            {
+        let rule = topo.table(&self.table)?;
+        if rule.kind() != self.kind || rule.column() != Some(self.column.as_str()) {
+            return None;
+        }
+        match rule {
+            TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v)?;
                 Some(Resolved {
                     node: map.node_of_slot(slot),
                     slot: Some(slot),
                 })
             }
-            TableRule::Range { column, map } if self.kind == "range" && *column == self.column => {
-                Some(Resolved {
-                    node: map.node_of(&map.kind.key_of(v)?),
-                    slot: None,
-                })
-            }
+            TableRule::Range { map, .. } => Some(Resolved {
+                node: map.node_of(&map.kind.key_of(v)?),
+                slot: None,
+            }),
             _ => None,
         }
     }

@@ -289,8 +289,7 @@ pub(crate) fn merge_tree(f: &mut fmt::Formatter<'_>, m: &MergeSpec) -> Result<us
                 l.push_str(", HAVING after the merge");
             }
             lines.push(l);
-        } else if let Some(g) = &m.group {
-            let _ = g;
+        } else if m.group.is_some() {
             lines.push("Aggregate: aggregates merged".into());
         }
         if !m.order.is_empty() {

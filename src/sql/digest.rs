@@ -37,8 +37,12 @@ pub struct Digest {
     pub literals: Vec<Literal>,
 }
 
+/// The longest digest made: a longer shape (a dump's multi-row INSERT) is no point
+/// statement, and lexing it to the end would be work thrown away.
+pub const MAX_LEN: usize = 4096;
+
 /// The digest of a text statement; `None` when it has a shape the digest does not cover (an
-/// unterminated string or comment, a `?` of its own).
+/// unterminated string or comment, a `?` of its own, more than [`MAX_LEN`] bytes of shape).
 pub fn digest(sql: &str) -> Option<Digest> {
     lex(sql, false)
 }
@@ -51,13 +55,16 @@ pub fn digest_prepared(sql: &str) -> Option<Digest> {
 
 fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
     let b = sql.as_bytes();
-    let mut text = String::with_capacity(sql.len());
+    let mut text = String::with_capacity(sql.len().min(MAX_LEN + 64));
     let mut literals = Vec::new();
     let mut i = 0;
     let mut space = false;
     // The previous byte written belongs to a word (an identifier or keyword).
     let mut in_word = false;
     while i < b.len() {
+        if text.len() > MAX_LEN {
+            return None;
+        }
         let c = b[i];
         if c.is_ascii_whitespace() {
             space = true;
@@ -89,17 +96,11 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
                 in_word = false;
             }
             b'?' => return None,
-            b'#' => {
-                let end = b[i..]
-                    .iter()
-                    .position(|&x| x == b'\n')
-                    .map_or(b.len(), |p| i + p);
-                text.push_str(&sql[i..end]);
-                i = end;
-                in_word = false;
-            }
-            b'-' if b.get(i + 1) == Some(&b'-')
-                && b.get(i + 2).is_none_or(|x| x.is_ascii_whitespace()) =>
+            // `# ...` and `-- ...` run to the end of the line.
+            b'#' | b'-'
+                if c == b'#'
+                    || b.get(i + 1) == Some(&b'-')
+                        && b.get(i + 2).is_none_or(|x| x.is_ascii_whitespace()) =>
             {
                 let end = b[i..]
                     .iter()
@@ -277,6 +278,8 @@ mod tests {
         assert!(digest("SELECT 'unterminated").is_none());
         assert!(digest("SELECT * FROM t WHERE id = ?").is_none());
         assert!(digest("SELECT 1 /* open").is_none());
+        let dump = format!("INSERT INTO t VALUES {}(1)", "(1), ".repeat(2000));
+        assert!(digest(&dump).is_none(), "longer than MAX_LEN");
     }
 
     #[test]

@@ -134,7 +134,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         read: bool,
         kind: &str,
     ) -> Outcome {
-        let access = if read { Access::Read } else { Access::Write };
+        let access = Access::of(read);
         let topo = self.topo.clone();
         let ddl = kind == "ddl" && !matches!(plan, Plan::Refuse { .. });
         if ddl {
@@ -150,11 +150,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if ddl {
             crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
         }
-        if r.is_ok() {
-            if let Plan::Session(SessionOp::Use(db)) = plan {
-                self.db = Some(db.clone());
-            }
-        }
         r
     }
 
@@ -167,7 +162,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
     ) -> (Outcome, u64) {
-        let access = if read { Access::Read } else { Access::Write };
+        let access = Access::of(read);
         let (door, mut sink) = self.sink(binary);
         let r = crate::exec::route::single(door, &mut sink, node, stmt, access)
             .await
