@@ -53,22 +53,21 @@ impl MyError {
         MyError::new(ER_UNKNOWN, message)
     }
 
-    /// A backend error: a server error keeps the node's own code, SQLSTATE and message; any
-    /// other failure (connection, protocol) becomes 1105 naming the node.
-    pub fn from_backend(node: &str, e: &mysql_async::Error) -> Self {
+    /// A node connection's failure: a server error keeps the node's own code, SQLSTATE and
+    /// message; any other (connection, protocol) becomes 1105 naming the node.
+    pub fn from_wire(node: &str, e: &crate::node::WireError) -> Self {
         match e {
-            mysql_async::Error::Server(s) => MyError {
-                code: s.code,
-                state: s.state.clone(),
-                message: s.message.clone(),
+            crate::node::WireError::Server {
+                code,
+                state,
+                message,
+            } => MyError {
+                code: *code,
+                state: state.clone(),
+                message: message.clone(),
             },
             other => MyError::new(ER_UNKNOWN, format!("shardproxy: node `{node}`: {other}")),
         }
-    }
-
-    /// Did the failure leave the backend connection unusable?
-    pub fn breaks_connection(e: &mysql_async::Error) -> bool {
-        !matches!(e, mysql_async::Error::Server(_))
     }
 }
 
@@ -93,13 +92,16 @@ mod tests {
         assert_eq!(MyError::unsupported("x").state, "42000");
         assert_eq!(MyError::new(ER_ACCESS_DENIED, "x").state, "28000");
         assert_eq!(MyError::internal("x").state, "HY000");
-        let server = mysql_async::Error::Server(mysql_async::ServerError {
+        let server = crate::node::WireError::Server {
             code: 1146,
             message: "Table 'shop.t' doesn't exist".into(),
             state: "42S02".into(),
-        });
-        let e = MyError::from_backend("ds0", &server);
+        };
+        let e = MyError::from_wire("ds0", &server);
         assert_eq!((e.code, e.state.as_str()), (1146, "42S02"));
-        assert!(!MyError::breaks_connection(&server));
+        assert!(!server.breaks());
+        let gone = crate::node::WireError::Io(std::io::ErrorKind::UnexpectedEof.into());
+        assert!(gone.breaks());
+        assert_eq!(MyError::from_wire("ds0", &gone).code, 1105);
     }
 }

@@ -13,6 +13,8 @@ pub mod exec;
 pub mod frontend;
 pub mod merge;
 pub mod metrics;
+pub mod node;
+pub mod packet;
 pub mod plan;
 pub mod pools;
 pub mod routing;

@@ -1,26 +1,253 @@
-//! Backend nodes' pools: mysql_async pools per node (with and without CLIENT_FOUND_ROWS),
-//! brought in line with each reloaded topology. A session's connections to them are
-//! `crate::backend`'s.
+//! Backend nodes' pools of the proxy's own node connections (`crate::node`), with and
+//! without CLIENT_FOUND_ROWS, brought in line with each reloaded topology. A session's
+//! connections taken from them are `crate::backend`'s.
+//!
+//! A pool opens at most the node URL's `pool_max` connections (mysql_async's URL option
+//! and default, 100). A connection taken is the taker's until it is dropped: a clean one
+//! (its answers read to the end) is reset on the node (COM_RESET_CONNECTION: transaction
+//! rolled back, statement handles and session variables gone) and kept for the next taker;
+//! any other is closed. An idle connection the node closed meanwhile is noticed without a
+//! round trip when it is taken again, and a fresh one is opened instead.
 
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mysql_async::{Conn, Pool};
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Topology;
+use crate::error::MyError;
+use crate::node::stream::Tls;
+use crate::node::{Conn, ConnectOpts};
 
 /// How long acquiring a connection to a node may take before the statement fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-use crate::error::MyError;
+/// A connection of a node's pool, open and counted against its `pool_max`.
+struct Open {
+    conn: Conn,
+    _permit: OwnedSemaphorePermit,
+}
 
-/// Options of the connections sessions use: no statement cache of mysql_async's own, as the
-/// session keeps its prepared-statement handles itself (`backend::session::NodeConn`) and an
-/// eviction there would close a handle still in use; and always reset on the way back to the
-/// pool (whatever the URL says), which deallocates the handles the session left on the node.
-fn session_opts(opts: &mysql_async::Opts) -> mysql_async::OptsBuilder {
-    mysql_async::OptsBuilder::from_opts(opts.clone())
-        .stmt_cache_size(0)
-        .pool_opts(opts.pool_opts().clone().with_reset_connection(true))
+/// One node's pool, as one version of the topology describes the node.
+pub struct NodePool {
+    name: String,
+    opts: mysql_async::Opts,
+    /// The TLS settings of the URL, built on first use.
+    tls: OnceCell<Result<Option<Tls>, String>>,
+    /// The node's unix socket, learnt from `@@socket` on the first TCP connection to a
+    /// loopback address (as mysql_async's `prefer_socket` does).
+    socket: Mutex<Option<String>>,
+    /// Idle connections: without and with CLIENT_FOUND_ROWS.
+    idle: Mutex<[Vec<Open>; 2]>,
+    open: Arc<Semaphore>,
+    max: usize,
+    in_use: AtomicUsize,
+    retired: std::sync::atomic::AtomicBool,
+}
+
+/// A connection taken from a pool: given back when dropped.
+pub struct Pooled {
+    open: Option<Open>,
+    pool: Arc<NodePool>,
+    found_rows: bool,
+}
+
+impl std::ops::Deref for Pooled {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        match &self.open {
+            Some(o) => &o.conn,
+            None => unreachable!("a pooled connection is only empty while dropped"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut Conn {
+        match &mut self.open {
+            Some(o) => &mut o.conn,
+            None => unreachable!("a pooled connection is only empty while dropped"),
+        }
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        self.pool.in_use.fetch_sub(1, Ordering::Relaxed);
+        let Some(mut open) = self.open.take() else {
+            return;
+        };
+        if !open.conn.is_clean() || self.pool.retired.load(Ordering::Relaxed) {
+            return;
+        }
+        let pool = self.pool.clone();
+        let flavour = usize::from(self.found_rows);
+        // Outside a runtime (a test's teardown) the connection just closes.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let reset = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                    open.conn.reset().await?;
+                    // A reset keeps the current database: back to the URL's, so the next
+                    // taker finds the connection as a fresh one.
+                    let url_db = pool.opts.db_name();
+                    if open.conn.db() != url_db {
+                        match url_db {
+                            Some(db) => {
+                                let sql = format!("USE `{}`", db.replace('`', "``"));
+                                open.conn.query_drop(&sql).await?;
+                                open.conn.set_db(Some(db.to_string()));
+                            }
+                            None => open.conn.set_db(None),
+                        }
+                    }
+                    Ok::<_, crate::node::WireError>(())
+                })
+                .await;
+                if matches!(reset, Ok(Ok(()))) && !pool.retired.load(Ordering::Relaxed) {
+                    open.conn.idle_since = std::time::Instant::now();
+                    pool.idle_lock()[flavour].push(open);
+                }
+            });
+        }
+    }
+}
+
+impl NodePool {
+    fn new(name: &str, opts: &mysql_async::Opts) -> Arc<Self> {
+        let max = opts.pool_opts().constraints().max().max(1);
+        Arc::new(NodePool {
+            name: name.to_string(),
+            opts: opts.clone(),
+            tls: OnceCell::new(),
+            socket: Mutex::new(opts.socket().map(str::to_string)),
+            idle: Mutex::new([Vec::new(), Vec::new()]),
+            open: Arc::new(Semaphore::new(max)),
+            max,
+            in_use: AtomicUsize::new(0),
+            retired: false.into(),
+        })
+    }
+
+    fn idle_lock(&self) -> std::sync::MutexGuard<'_, [Vec<Open>; 2]> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        let closing = std::mem::take(&mut *self.idle_lock());
+        drop(closing);
+    }
+
+    /// An idle connection of the flavour, still alive; dead ones are closed on the way.
+    fn take_idle(&self, flavour: usize) -> Option<Open> {
+        let mut idle = self.idle_lock();
+        while let Some(o) = idle[flavour].pop() {
+            if o.conn.alive() {
+                return Some(o);
+            }
+        }
+        None
+    }
+
+    /// A connection: an idle one, else a new one once the pool has room (closing an idle
+    /// one of the other flavour to make it).
+    async fn get(self: &Arc<Self>, found_rows: bool) -> Result<Pooled, String> {
+        let flavour = usize::from(found_rows);
+        let open = loop {
+            if let Some(o) = self.take_idle(flavour) {
+                break o;
+            }
+            let permit = match self.open.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    let other = self.idle_lock()[1 - flavour].pop();
+                    if other.is_some() {
+                        continue;
+                    }
+                    self.open
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .map_err(|_| "the pool is closed".to_string())?
+                }
+            };
+            // Someone may have given a connection back meanwhile.
+            if let Some(o) = self.take_idle(flavour) {
+                drop(permit);
+                break o;
+            }
+            let conn = self.connect(found_rows).await?;
+            break Open {
+                conn,
+                _permit: permit,
+            };
+        };
+        self.in_use.fetch_add(1, Ordering::Relaxed);
+        Ok(Pooled {
+            open: Some(open),
+            pool: self.clone(),
+            found_rows,
+        })
+    }
+
+    async fn connect(&self, found_rows: bool) -> Result<Conn, String> {
+        let tls = self.tls.get_or_init(|| Tls::of(&self.opts)).await.clone()?;
+        let mut opts = ConnectOpts {
+            host: self.opts.ip_or_hostname().to_string(),
+            port: self.opts.tcp_port(),
+            socket: None,
+            user: self.opts.user().unwrap_or_default().to_string(),
+            pass: self.opts.pass().map(str::to_string),
+            db: self.opts.db_name().map(str::to_string),
+            tls,
+            found_rows,
+        };
+        let socket = self
+            .socket
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(path) = socket {
+            opts.socket = Some(path);
+            match Conn::connect(&opts).await {
+                Ok(c) => return Ok(c),
+                // A socket named in the URL is the only way; a learnt one may be stale.
+                Err(e) if self.opts.socket().is_some() => return Err(e.to_string()),
+                Err(_) => opts.socket = None,
+            }
+        }
+        let mut conn = Conn::connect(&opts).await.map_err(|e| e.to_string())?;
+        if self.opts.prefer_socket() && self.opts.socket().is_none() && loopback(&opts.host) {
+            if let Ok(rows) = conn.query_rows("SELECT @@socket").await {
+                let path = rows
+                    .first()
+                    .and_then(|r| r.first().cloned().flatten())
+                    .and_then(|v| match v {
+                        mysql_common::value::Value::Bytes(b) => String::from_utf8(b).ok(),
+                        _ => None,
+                    })
+                    .filter(|p| !p.is_empty() && std::path::Path::new(p).exists());
+                if let Some(path) = path {
+                    opts.socket = Some(path.clone());
+                    if let Ok(c) = Conn::connect(&opts).await {
+                        *self.socket.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+                        return Ok(c);
+                    }
+                }
+            }
+        }
+        Ok(conn)
+    }
+}
+
+fn loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<IpAddr>()
+            .map(|ip| ip.is_loopback())
+            .unwrap_or(false)
 }
 
 /// One node's pool, as the topology in force describes the node.
@@ -28,10 +255,7 @@ fn session_opts(opts: &mysql_async::Opts) -> mysql_async::OptsBuilder {
 struct Entry {
     name: String,
     url: String,
-    pool: Option<Pool>,
-    /// Connections with CLIENT_FOUND_ROWS (an UPDATE's affected rows count the rows it
-    /// matched), for the clients that ask for it (mysql2, Connector/J do).
-    found_rows: Option<Pool>,
+    pool: Option<Arc<NodePool>>,
     /// The last failure seen on this node, for SHOW NODES.
     last_error: Option<String>,
 }
@@ -53,39 +277,31 @@ impl Backends {
 
     /// Brings the pools in line with a (new) topology: pools for new nodes, a fresh pool for
     /// a node whose URL changed, and retired nodes' pools drained. Connections sessions hold
-    /// stay theirs until they give them back.
+    /// stay theirs until they give them back (then they close).
     pub fn apply(&self, topo: &Topology) {
-        let mut retire = Vec::new();
-        {
-            let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-            for (i, n) in topo.nodes.iter().enumerate() {
-                let fresh = || Entry {
-                    name: n.name.clone(),
-                    url: n.url.clone(),
-                    pool: (!n.retired).then(|| Pool::new(session_opts(&n.opts))),
-                    found_rows: (!n.retired)
-                        .then(|| Pool::new(session_opts(&n.opts).client_found_rows(true))),
-                    last_error: None,
-                };
-                match entries.get_mut(i) {
-                    None => entries.push(fresh()),
-                    Some(e) if n.retired => {
-                        retire.extend(e.pool.take());
-                        retire.extend(e.found_rows.take());
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        for (i, n) in topo.nodes.iter().enumerate() {
+            let fresh = || Entry {
+                name: n.name.clone(),
+                url: n.url.clone(),
+                pool: (!n.retired).then(|| NodePool::new(&n.name, &n.opts)),
+                last_error: None,
+            };
+            match entries.get_mut(i) {
+                None => entries.push(fresh()),
+                Some(e) if n.retired => {
+                    if let Some(p) = e.pool.take() {
+                        p.retire();
                     }
-                    Some(e) if e.url != n.url || e.pool.is_none() => {
-                        retire.extend(e.pool.take());
-                        retire.extend(e.found_rows.take());
-                        *e = fresh();
-                    }
-                    Some(_) => {}
                 }
+                Some(e) if e.url != n.url || e.pool.is_none() => {
+                    if let Some(p) = e.pool.take() {
+                        p.retire();
+                    }
+                    *e = fresh();
+                }
+                Some(_) => {}
             }
-        }
-        for p in retire {
-            tokio::spawn(async move {
-                let _ = p.disconnect().await;
-            });
         }
     }
 
@@ -120,79 +336,65 @@ impl Backends {
 
     /// Connections of `node`'s pool: (in use by sessions, idle in the pool).
     pub fn pool_usage(&self, node: usize) -> Option<(usize, usize)> {
-        use std::sync::atomic::Ordering::Relaxed;
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        let e = entries.get(node)?;
-        let mut usage = None;
-        for p in [&e.pool, &e.found_rows].into_iter().flatten() {
-            let m = p.metrics();
-            let (u, i) = usage.unwrap_or((0, 0));
-            usage = Some((
-                u + m.connections_in_use.load(Relaxed),
-                i + m.connections_in_pool.load(Relaxed),
-            ));
-        }
-        usage
+        let p = entries.get(node)?.pool.as_ref()?;
+        let idle = p.idle_lock().iter().map(Vec::len).sum();
+        Some((p.in_use.load(Ordering::Relaxed), idle))
     }
 
     /// A connection to `node` from its pool.
-    pub async fn connect(&self, node: usize) -> Result<Conn, MyError> {
+    pub async fn connect(&self, node: usize) -> Result<Pooled, MyError> {
         self.connect_with(node, false).await
     }
 
     /// A connection to `node`, with CLIENT_FOUND_ROWS if `found_rows`.
-    pub async fn connect_with(&self, node: usize, found_rows: bool) -> Result<Conn, MyError> {
+    pub async fn connect_with(&self, node: usize, found_rows: bool) -> Result<Pooled, MyError> {
         let pool = self
             .entries
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(node)
-            .and_then(|e| {
-                if found_rows {
-                    e.found_rows.clone()
-                } else {
-                    e.pool.clone()
-                }
-            })
+            .and_then(|e| e.pool.clone())
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
-        let r = self.connect_to(node, &pool).await;
+        let r = match tokio::time::timeout(CONNECT_TIMEOUT, pool.get(found_rows)).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(e)) => Err(MyError::new(
+                1105,
+                format!("shardproxy: node `{}` is unavailable: {e}", pool.name),
+            )),
+            Err(_) => Err(MyError::new(
+                1105,
+                format!(
+                    "shardproxy: node `{}` did not accept a connection within {}s{}",
+                    pool.name,
+                    CONNECT_TIMEOUT.as_secs(),
+                    if pool.open.available_permits() == 0 {
+                        format!(" (all {} of its pool's connections are in use)", pool.max)
+                    } else {
+                        String::new()
+                    }
+                ),
+            )),
+        };
         if let Err(e) = &r {
             self.note_error(node, &e.message);
         }
         r
     }
 
-    async fn connect_to(&self, node: usize, pool: &Pool) -> Result<Conn, MyError> {
-        match tokio::time::timeout(CONNECT_TIMEOUT, pool.get_conn()).await {
-            Ok(Ok(conn)) => Ok(conn),
-            Ok(Err(e)) => Err(MyError::new(
-                1105,
-                format!("shardproxy: node `{}` is unavailable: {e}", self.name(node)),
-            )),
-            Err(_) => Err(MyError::new(
-                1105,
-                format!(
-                    "shardproxy: node `{}` did not accept a connection within {}s",
-                    self.name(node),
-                    CONNECT_TIMEOUT.as_secs()
-                ),
-            )),
-        }
-    }
-
     /// Closes every pool (at shutdown).
     pub async fn disconnect(&self) {
-        let pools: Vec<Pool> = self
+        let pools: Vec<Arc<NodePool>> = self
             .entries
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .iter_mut()
-            .flat_map(|e| e.pool.take().into_iter().chain(e.found_rows.take()))
+            .filter_map(|e| e.pool.take())
             .collect();
         for p in pools {
-            let _ = p.disconnect().await;
+            p.retire();
         }
     }
 }

@@ -429,7 +429,7 @@ async fn node_connections_use_tls_when_the_node_url_asks_for_it() {
 /// A client speaking the protocol packet by packet, for the commands drivers send that
 /// mysql_async has no call for.
 struct Raw {
-    io: shardproxy::frontend::packet::PacketIo<tokio::net::TcpStream>,
+    io: shardproxy::packet::PacketIo<tokio::net::TcpStream>,
 }
 
 impl Raw {
@@ -443,7 +443,7 @@ impl Raw {
             .await
             .expect("connect");
         let mut raw = Raw {
-            io: shardproxy::frontend::packet::PacketIo::new(stream, 64 << 20),
+            io: shardproxy::packet::PacketIo::new(stream, 64 << 20),
         };
         let hs = raw.read().await;
         let hp: HandshakePacket<'_> = mysql_common::io::ParseBuf(&hs)

@@ -1502,3 +1502,66 @@ async fn mariadb_cli_through_the_proxy() {
     assert!(!ok, "a wrong password exited 0");
     assert!(err.contains("ERROR 1045"), "stderr: {err}");
 }
+
+/// A client's node connections go back to their node's pool when it leaves, reset: the next
+/// client that gets the same connection finds none of the last one's session state. Past the
+/// URL's `pool_max` a statement waits, then fails naming the node.
+#[test]
+fn pooled_node_connections_carry_nothing_between_clients() {
+    let c = cluster();
+    block_on(async {
+        let mut direct = c.direct(0).get_conn().await.expect("node 0");
+        direct
+            .query_drop("CREATE TABLE IF NOT EXISTS pool_probe (id INT PRIMARY KEY)")
+            .await
+            .expect("create pool_probe");
+    });
+    let rules = rules_toml(c, "").replace("/shop\"", "/shop?pool_min=1&pool_max=1\"");
+    let proxy = start_proxy_with_rules(rules);
+    block_on(async move {
+        // `pool_probe` is in no rule: the default node, ds0, answers.
+        let mut a = proxy.conn().await;
+        a.query_drop("SELECT * FROM pool_probe")
+            .await
+            .expect("a reads");
+        a.query_drop("SET @leak = 42").await.expect("a sets");
+        let id_a: Option<u64> = a
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("a's node connection");
+
+        let mut b = proxy.conn().await;
+        let started = std::time::Instant::now();
+        let (code, message) = server_error(b.query_drop("SELECT * FROM pool_probe").await);
+        assert_eq!(code, 1105, "{message}");
+        assert!(
+            message.contains("ds0") && message.contains("in use"),
+            "{message}"
+        );
+        assert!(started.elapsed() >= std::time::Duration::from_secs(4));
+
+        a.disconnect().await.expect("a leaves");
+        // The connection is reset in the background, then idle in the pool.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while proxy.shared.backends.pool_usage(0) != Some((0, 1)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the connection did not go back to the pool: {:?}",
+                proxy.shared.backends.pool_usage(0)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        b.query_drop("SELECT * FROM pool_probe")
+            .await
+            .expect("b reads once a left");
+        let id_b: Option<u64> = b
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("b's node connection");
+        assert_eq!(id_a, id_b, "the pool's one connection was not reused");
+        let leak: Option<Option<i64>> = b.query_first("SELECT @leak").await.expect("b reads @leak");
+        assert_eq!(leak, Some(None), "a's user variable reached b");
+        let db: Option<String> = b.query_first("SELECT DATABASE()").await.expect("db");
+        assert_eq!(db.as_deref(), Some("shop"));
+    });
+}

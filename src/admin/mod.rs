@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use mysql_async::prelude::Queryable;
 use mysql_common::constants::{ColumnType, StatusFlags};
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
@@ -19,9 +18,9 @@ use tracing::{debug, info, warn};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::frontend::handshake::{self, Gate, Greeting};
-use crate::frontend::packet::PacketIo;
 use crate::frontend::stream::ClientStream;
 use crate::frontend::{auth, codec};
+use crate::packet::PacketIo;
 use crate::routing::slot::SLOTS;
 use crate::shared::{Reload, Shared};
 use crate::sql;
@@ -390,9 +389,7 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             } else {
                 match tokio::time::timeout(Duration::from_secs(2), async {
                     let mut c = shared.backends.connect(i).await?;
-                    c.ping()
-                        .await
-                        .map_err(|e| MyError::from_backend(&n.name, &e))
+                    c.ping().await.map_err(|e| MyError::from_wire(&n.name, &e))
                 })
                 .await
                 {

@@ -11,17 +11,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use futures::future::join_all;
-use mysql_async::prelude::Queryable;
-use mysql_async::{BinaryProtocol, Conn, QueryResult, TextProtocol};
 use mysql_common::constants::StatusFlags;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tracing::warn;
 
 use crate::error::MyError;
-use crate::exec::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Stmt};
+use crate::exec::door::{
+    client_gone, Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt,
+};
 use crate::exec::state::{Enter, SessionState};
 use crate::merge::Row;
+use crate::node::conn::{decode, Summary};
+use crate::node::{Head, RowEvent, Statement, WireError};
+use crate::pools::Pooled;
 use crate::shared::Shared;
 
 /// Failures seen while results were being read (the results borrow the connections, so the
@@ -33,16 +36,15 @@ type Casualties = Mutex<Vec<(usize, String, bool)>>;
 const MAX_HANDLES: usize = 256;
 
 /// A node connection and the statements prepared on it, by their text: an execute sends
-/// only the handle and the values. The pools' own statement cache is off
-/// (`crate::pools`), so a handle stays valid until this map closes it; a connection going
-/// back to its pool is reset, which deallocates them on the node.
+/// only the handle and the values. A connection going back to its pool is reset, which
+/// deallocates them on the node.
 pub struct NodeConn {
-    conn: Conn,
-    handles: HashMap<String, mysql_async::Statement>,
+    conn: Pooled,
+    handles: HashMap<String, Statement>,
 }
 
 impl NodeConn {
-    fn new(conn: Conn) -> Self {
+    fn new(conn: Pooled) -> Self {
         NodeConn {
             conn,
             handles: HashMap::new(),
@@ -50,18 +52,45 @@ impl NodeConn {
     }
 
     /// The handle of `sql` on this connection, prepared on first use.
-    async fn handle(&mut self, sql: &str) -> mysql_async::Result<mysql_async::Statement> {
-        if let Some(h) = self.handles.get(sql) {
-            return Ok(h.clone());
-        }
-        if self.handles.len() >= MAX_HANDLES {
-            for (_, h) in self.handles.drain() {
-                self.conn.close(h).await?;
+    async fn handle(&mut self, sql: &str) -> Result<&mut Statement, WireError> {
+        if !self.handles.contains_key(sql) {
+            if self.handles.len() >= MAX_HANDLES {
+                for (_, h) in self.handles.drain() {
+                    self.conn.close(h.id).await?;
+                }
             }
+            let h = self.conn.prepare(sql).await?;
+            self.handles.insert(sql.to_string(), h);
         }
-        let h = self.conn.prep(sql).await?;
-        self.handles.insert(sql.to_string(), h.clone());
-        Ok(h)
+        self.handles
+            .get_mut(sql)
+            .ok_or_else(|| WireError::Protocol("a statement handle vanished".into()))
+    }
+
+    /// Executes `sql` (prepared on first use) with `params`: the first result, and the
+    /// statement's columns (a MariaDB node may leave them out of the answer).
+    async fn exec(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<(Head, Arc<[Column]>), WireError> {
+        self.handle(sql).await?;
+        let Some(h) = self.handles.get_mut(sql) else {
+            return Err(WireError::Protocol("a statement handle vanished".into()));
+        };
+        if h.params.len() != params.len() {
+            return Err(WireError::Server {
+                code: 1210,
+                state: "HY000".into(),
+                message: format!(
+                    "Incorrect arguments to mysqld_stmt_execute: {} parameters for {} markers",
+                    params.len(),
+                    h.params.len()
+                ),
+            });
+        }
+        let head = self.conn.execute(h, params).await?;
+        Ok((head, h.columns.clone()))
     }
 }
 
@@ -137,11 +166,11 @@ impl NodeSession {
         l
     }
 
-    fn node_error(&self, node: usize, e: &mysql_async::Error) -> NodeError {
+    fn node_error(&self, node: usize, e: &WireError) -> NodeError {
         NodeError {
             node,
-            error: MyError::from_backend(&self.shared.backends.name(node), e),
-            broke: MyError::breaks_connection(e),
+            error: MyError::from_wire(&self.shared.backends.name(node), e),
+            broke: e.breaks(),
         }
     }
 
@@ -216,7 +245,8 @@ impl NodeSession {
                     error,
                     broke: true,
                 })?;
-            let c = self.bring_to_state(node, c).await?;
+            let mut c = c;
+            self.bring_to_state(node, &mut c).await?;
             self.conns[node] = Some(NodeConn::new(c));
             self.held(node, 1);
         }
@@ -224,18 +254,21 @@ impl NodeSession {
     }
 
     /// Replays the session's database and SETs on a connection it just opened.
-    async fn bring_to_state(&self, node: usize, mut c: Conn) -> Result<Conn, NodeError> {
+    async fn bring_to_state(&self, node: usize, c: &mut Pooled) -> Result<(), NodeError> {
         if let Some(db) = &self.db {
-            c.query_drop(format!("USE `{}`", db.replace('`', "``")))
-                .await
-                .map_err(|e| self.node_error(node, &e))?;
+            if c.db() != Some(db.as_str()) {
+                c.query_drop(&use_stmt(db))
+                    .await
+                    .map_err(|e| self.node_error(node, &e))?;
+                c.set_db(Some(db.clone()));
+            }
         }
         for s in &self.sets {
             c.query_drop(s.as_str())
                 .await
                 .map_err(|e| self.node_error(node, &e))?;
         }
-        Ok(c)
+        Ok(())
     }
 
     /// Runs one of the proxy's own statements on the session's connection to `node`.
@@ -280,17 +313,34 @@ impl NodeSession {
         let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        let r = match nc.handle(sql).await {
-            Ok(h) => nc.conn.exec::<mysql_async::Row, _, _>(h, ()).await,
-            Err(e) => Err(e),
-        };
+        let r = async {
+            let (head, _) = nc.exec(sql, &[]).await?;
+            let mut rows = Vec::new();
+            if let Head::Rows(cols) = head {
+                while let RowEvent::Row(p) = nc.conn.read_row().await? {
+                    let row = decode(p, &cols, true)
+                        .map_err(|e| WireError::Protocol(format!("a malformed row: {e}")))?;
+                    rows.push(typed(row));
+                }
+            }
+            nc.conn.drain().await?;
+            Ok::<_, WireError>(rows)
+        }
+        .await;
         match r {
-            Ok(rows) => Ok(rows.into_iter().map(typed).collect()),
+            Ok(rows) => Ok(rows),
             Err(e) => {
                 let err = self.node_error(node, &e);
                 self.failed(node, &err.error.message, err.broke);
                 Err(err)
             }
+        }
+    }
+
+    /// The connection to `node` has `db` as its database now.
+    fn used(&mut self, node: usize, db: &str) {
+        if let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) {
+            nc.conn.set_db(Some(db.to_string()));
         }
     }
 
@@ -305,11 +355,12 @@ impl NodeSession {
     }
 }
 
-fn typed(r: mysql_async::Row) -> Vec<Value> {
-    r.unwrap_raw()
-        .into_iter()
-        .map(|v| v.unwrap_or(Value::NULL))
-        .collect()
+fn typed(r: Row) -> Vec<Value> {
+    r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect()
+}
+
+fn use_stmt(db: &str) -> String {
+    format!("USE `{}`", db.replace('`', "``"))
 }
 
 fn vanished(node: usize) -> NodeError {
@@ -333,7 +384,13 @@ impl Drop for NodeSession {
 
 /// A result being read from one node, in either protocol.
 pub struct NodeRes<'a> {
-    res: Res<'a>,
+    nc: &'a mut NodeConn,
+    cur: Cur,
+    /// An executed statement's result (binary rows).
+    binary: bool,
+    /// The executed statement's columns, for a next result whose columns the node left out.
+    known: Option<Arc<[Column]>>,
+    warnings: u16,
     node: usize,
     labels: Arc<NodeLabels>,
     casualties: &'a Casualties,
@@ -341,81 +398,157 @@ pub struct NodeRes<'a> {
     status: StatusFlags,
 }
 
-enum Res<'a> {
-    Text(QueryResult<'a, 'static, TextProtocol>),
-    Bin(QueryResult<'a, 'static, BinaryProtocol>),
+/// The result being read.
+enum Cur {
+    Rows(Arc<[Column]>),
+    Ok(Summary),
+    /// Every result was read.
+    Done,
 }
 
 /// A node's failure while the connections are borrowed: recorded for the session to deal
 /// with when the statement is over (counted, noted, a broken connection dropped), and
 /// returned as the statement's error.
-fn casualty(casualties: &Casualties, node: usize, name: &str, e: mysql_async::Error) -> NodeError {
-    let broke = MyError::breaks_connection(&e);
+fn casualty(casualties: &Casualties, node: usize, name: &str, e: WireError) -> NodeError {
+    let broke = e.breaks();
     casualties
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((node, e.to_string(), broke));
     NodeError {
         node,
-        error: MyError::from_backend(name, &e),
+        error: MyError::from_wire(name, &e),
         broke,
     }
 }
 
-impl NodeRes<'_> {
-    fn fail(&self, e: mysql_async::Error) -> NodeError {
+impl<'a> NodeRes<'a> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        nc: &'a mut NodeConn,
+        head: Head,
+        binary: bool,
+        known: Option<Arc<[Column]>>,
+        node: usize,
+        labels: Arc<NodeLabels>,
+        casualties: &'a Casualties,
+        started: Instant,
+        status: StatusFlags,
+    ) -> Self {
+        let mut r = NodeRes {
+            nc,
+            cur: Cur::Done,
+            binary,
+            known,
+            warnings: 0,
+            node,
+            labels,
+            casualties,
+            started,
+            status,
+        };
+        r.enter(head);
+        r
+    }
+
+    fn enter(&mut self, head: Head) {
+        self.cur = match head {
+            Head::Rows(cols) => Cur::Rows(cols),
+            Head::Ok(s) => {
+                self.warnings = s.warnings;
+                Cur::Ok(s)
+            }
+        };
+    }
+
+    fn fail(&mut self, e: WireError) -> NodeError {
+        self.cur = Cur::Done;
         casualty(self.casualties, self.node, &self.labels.name, e)
+    }
+
+    /// Past the current result: the next one if the node said one follows.
+    async fn advance(&mut self, more: bool) -> Result<(), NodeError> {
+        if !more {
+            self.cur = Cur::Done;
+            return Ok(());
+        }
+        match self.nc.conn.next_head(self.known.as_ref()).await {
+            Ok(head) => {
+                self.enter(head);
+                Ok(())
+            }
+            Err(e) => Err(self.fail(e)),
+        }
     }
 }
 
 impl NodeResult for NodeRes<'_> {
     fn columns(&self) -> Option<Arc<[Column]>> {
-        let cols = match &self.res {
-            Res::Text(r) => r.columns(),
-            Res::Bin(r) => r.columns(),
-        };
-        cols.filter(|c| !c.is_empty())
+        match &self.cur {
+            Cur::Rows(cols) if !cols.is_empty() => Some(cols.clone()),
+            _ => None,
+        }
     }
 
     async fn next(&mut self) -> Result<Option<Row>, NodeError> {
-        let r = match &mut self.res {
-            Res::Text(r) => r.next().await,
-            Res::Bin(r) => r.next().await,
+        let cols = match &self.cur {
+            Cur::Rows(cols) => cols.clone(),
+            Cur::Ok(s) => {
+                let more = s.more();
+                self.advance(more).await?;
+                return Ok(None);
+            }
+            Cur::Done => return Ok(None),
         };
-        match r {
-            Ok(row) => Ok(row.map(mysql_async::Row::unwrap_raw)),
-            Err(e) => Err(self.fail(e)),
+        let decoded = match self.nc.conn.read_row().await {
+            Ok(RowEvent::Row(p)) => decode(p, &cols, self.binary)
+                .map(Some)
+                .map_err(|e| WireError::Protocol(format!("a malformed row: {e}"))),
+            Ok(RowEvent::End(s)) => {
+                self.warnings = s.warnings;
+                self.advance(s.more()).await?;
+                return Ok(None);
+            }
+            Err(e) => Err(e),
+        };
+        decoded.map_err(|e| self.fail(e))
+    }
+
+    /// The rows as the node sent them: one node answers and nothing merges, so each row
+    /// packet is written to the client untouched (no decoding into values and back).
+    async fn relay_rows<K: Sink>(&mut self, sink: &mut K) -> Result<(), NodeError> {
+        if !matches!(self.cur, Cur::Rows(_)) {
+            return Ok(());
+        }
+        loop {
+            match self.nc.conn.read_row().await {
+                Ok(RowEvent::Row(p)) => {
+                    sink.raw_row(p);
+                    sink.flush_some().await.map_err(client_gone)?;
+                }
+                Ok(RowEvent::End(s)) => {
+                    self.warnings = s.warnings;
+                    return self.advance(s.more()).await;
+                }
+                Err(e) => return Err(self.fail(e)),
+            }
         }
     }
 
     fn ok(&self) -> OkInfo {
-        let (affected, last_insert_id, warnings, info) = match &self.res {
-            Res::Text(r) => (
-                r.affected_rows(),
-                r.last_insert_id().unwrap_or(0),
-                r.warnings(),
-                r.info(),
-            ),
-            Res::Bin(r) => (
-                r.affected_rows(),
-                r.last_insert_id().unwrap_or(0),
-                r.warnings(),
-                r.info(),
-            ),
-        };
-        OkInfo {
-            affected,
-            last_insert_id,
-            warnings,
-            info: info.into_owned(),
+        match &self.cur {
+            Cur::Ok(s) => OkInfo {
+                affected: s.affected,
+                last_insert_id: s.last_insert_id,
+                warnings: s.warnings,
+                info: s.info.clone(),
+            },
+            _ => OkInfo::default(),
         }
     }
 
     fn warnings(&self) -> u16 {
-        match &self.res {
-            Res::Text(r) => r.warnings(),
-            Res::Bin(r) => r.warnings(),
-        }
+        self.warnings
     }
 
     fn status(&self) -> StatusFlags {
@@ -423,17 +556,11 @@ impl NodeResult for NodeRes<'_> {
     }
 
     fn pending(&self) -> bool {
-        match &self.res {
-            Res::Text(r) => r.columns().is_some(),
-            Res::Bin(r) => r.columns().is_some(),
-        }
+        !matches!(self.cur, Cur::Done)
     }
 
     async fn finish(self) -> Result<(), NodeError> {
-        let r = match self.res {
-            Res::Text(ref_) => ref_.drop_result().await,
-            Res::Bin(ref_) => ref_.drop_result().await,
-        };
+        let r = self.nc.conn.drain().await;
         self.labels
             .latency
             .observe(self.started.elapsed().as_secs_f64());
@@ -441,21 +568,17 @@ impl NodeResult for NodeRes<'_> {
     }
 }
 
-async fn start_on<'a>(
-    nc: &'a mut NodeConn,
-    stmt: Stmt<'a>,
+/// Starts `stmt` on a connection: its first result, and (executed) the statement's columns.
+async fn start_on(
+    nc: &mut NodeConn,
+    stmt: Stmt<'_>,
     binary: bool,
-) -> mysql_async::Result<Res<'a>> {
+) -> Result<(Head, Option<Arc<[Column]>>), WireError> {
     if binary {
-        let params = if stmt.params.is_empty() {
-            mysql_async::Params::Empty
-        } else {
-            mysql_async::Params::Positional(stmt.params.to_vec())
-        };
-        let h = nc.handle(stmt.sql).await?;
-        nc.conn.exec_iter(h, params).await.map(Res::Bin)
+        let (head, cols) = nc.exec(stmt.sql, stmt.params).await?;
+        Ok((head, Some(cols)))
     } else {
-        nc.conn.query_iter(stmt.sql).await.map(Res::Text)
+        Ok((nc.conn.query(stmt.sql).await?, None))
     }
 }
 
@@ -478,14 +601,17 @@ impl Door for NodeSession {
             return Err(vanished(node));
         };
         match start_on(conn, stmt, run.binary).await {
-            Ok(res) => Ok(NodeRes {
-                res,
+            Ok((head, known)) => Ok(NodeRes::new(
+                conn,
+                head,
+                run.binary,
+                known,
                 node,
                 labels,
-                casualties: &self.casualties,
+                &self.casualties,
                 started,
                 status,
-            }),
+            )),
             Err(e) => Err(casualty(&self.casualties, node, &labels.name, e)),
         }
     }
@@ -514,12 +640,12 @@ impl Door for NodeSession {
             )
             .await;
             for (n, r) in missing.iter().zip(opened) {
-                let c = r.map_err(|error| NodeError {
+                let mut c = r.map_err(|error| NodeError {
                     node: *n,
                     error,
                     broke: true,
                 })?;
-                let c = self.bring_to_state(*n, c).await?;
+                self.bring_to_state(*n, &mut c).await?;
                 self.conns[*n] = Some(NodeConn::new(c));
                 self.held(*n, 1);
             }
@@ -552,14 +678,10 @@ impl Door for NodeSession {
                     };
                     let started = Instant::now();
                     match start_on(conn, *stmt, run.binary).await {
-                        Ok(res) => Ok(NodeRes {
-                            res,
-                            node,
-                            labels,
-                            casualties,
-                            started,
+                        Ok((head, known)) => Ok(NodeRes::new(
+                            conn, head, run.binary, known, node, labels, casualties, started,
                             status,
-                        }),
+                        )),
                         Err(e) => Err(casualty(casualties, node, &labels.name, e)),
                     }
                 }
@@ -587,7 +709,7 @@ impl Door for NodeSession {
                 error,
                 broke: true,
             })?;
-        conn.query::<mysql_async::Row, _>(sql)
+        conn.query_rows(sql)
             .await
             .map(|rows| rows.into_iter().map(typed).collect())
             .map_err(|e| self.node_error(node, &e))
@@ -599,8 +721,8 @@ impl Door for NodeSession {
             return Err(vanished(node));
         };
         let r = async {
-            let stmt = nc.conn.prep(sql).await?;
-            nc.conn.close(stmt).await
+            let stmt = nc.conn.prepare(sql).await?;
+            nc.conn.close(stmt.id).await
         }
         .await;
         r.map_err(|e| {
@@ -619,8 +741,8 @@ impl Door for NodeSession {
         };
         match nc.handle(sql).await {
             Ok(stmt) => Ok(Prepared {
-                params: stmt.params().to_vec(),
-                columns: stmt.columns().to_vec(),
+                params: stmt.params.clone(),
+                columns: stmt.columns.to_vec(),
             }),
             Err(e) => {
                 let err = self.node_error(node, &e);
@@ -649,14 +771,20 @@ impl Door for NodeSession {
     async fn use_db(&mut self, db: &str) -> Result<(), MyError> {
         let default = self.shared.topology().default_node;
         let node = self.sticky(false, default).unwrap_or(default);
-        let stmt = format!("USE `{}`", db.replace('`', "``"));
+        let stmt = use_stmt(db);
         // Checked on one node first so an unknown database fails cleanly. With no connection
         // open and that node unreachable, it is only remembered (and checked on the first
         // connection the session opens): a node that is down fails only what needs it.
         if self.open(node).await.is_ok() {
             self.run_own(node, &stmt).await?;
+            self.used(node, db);
         }
-        self.on_others(node, &stmt).await?;
+        for n in 0..self.conns.len() {
+            if n != node && self.conns[n].is_some() {
+                self.run_own(n, &stmt).await?;
+                self.used(n, db);
+            }
+        }
         self.db = Some(db.to_string());
         Ok(())
     }

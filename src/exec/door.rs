@@ -96,6 +96,24 @@ pub trait NodeResult: Send {
     /// The next row of the current result set; `None` at its end (which also moves to the
     /// next result set, if there is one).
     fn next(&mut self) -> impl Future<Output = Result<Option<Row>, NodeError>> + Send;
+    /// Writes the rest of the current result set's rows to `sink` (for a relay: one node
+    /// answers, nothing merges). A door that reads the node's packets passes each row on as
+    /// the node sent it ([`Sink::raw_row`]); this default writes the decoded rows.
+    fn relay_rows<K: Sink>(
+        &mut self,
+        sink: &mut K,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        async move {
+            let Some(cols) = self.columns() else {
+                return Ok(());
+            };
+            while let Some(row) = self.next().await? {
+                sink.row(&row, &cols);
+                sink.flush_some().await.map_err(client_gone)?;
+            }
+            Ok(())
+        }
+    }
     /// The current OK packet (meaningful when `columns()` is `None`).
     fn ok(&self) -> OkInfo;
     /// Warnings of the current result.
@@ -277,6 +295,9 @@ pub trait Sink: Send {
     fn columns(&mut self, cols: &[Column], status: StatusFlags);
     /// One row of the result set (values as the node sent them, or merged).
     fn row(&mut self, row: &[Option<Value>], cols: &[Column]);
+    /// One row as a node sent it (a row packet's payload, in the protocol the client asked
+    /// for: [`Sink::binary`]), passed on untouched.
+    fn raw_row(&mut self, payload: &[u8]);
     /// The end of a result set; `more`: another result of the same statement follows.
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool);
     /// An OK packet; `more`: another result of the same statement follows.

@@ -437,6 +437,8 @@ impl Door for FakeDoor {
 pub enum Event {
     Columns(Vec<String>),
     Row(Vec<Option<String>>),
+    /// A row packet passed on as a node sent it.
+    Raw(Vec<u8>),
     End {
         warnings: u16,
         more: bool,
@@ -516,6 +518,10 @@ impl Sink for RecordSink {
         self.events.push(Event::Row(
             row.iter().map(|v| v.as_ref().map(text)).collect(),
         ));
+    }
+
+    fn raw_row(&mut self, payload: &[u8]) {
+        self.events.push(Event::Raw(payload.to_vec()));
     }
 
     fn end(&mut self, _status: StatusFlags, warnings: u16, more: bool) {

@@ -4,7 +4,7 @@
 
 use mysql_common::value::Value;
 
-use super::door::{client_gone, Access, Door, NodeError, NodeResult, Run, Sink, Stmt};
+use super::door::{Access, Door, NodeError, NodeResult, Run, Sink, Stmt};
 use crate::error::MyError;
 
 /// Runs `stmt` on `node` and relays every result of it.
@@ -35,11 +35,8 @@ pub async fn relay<R: NodeResult, K: Sink>(mut res: R, sink: &mut K) -> Result<u
     loop {
         let follows = if let Some(cols) = res.columns() {
             sink.columns(&cols, status);
-            // The last `next` also moves to the next result set, if there is one.
-            while let Some(row) = res.next().await? {
-                sink.row(&row, &cols);
-                sink.flush_some().await.map_err(client_gone)?;
-            }
+            // Reading the last row also moves to the next result set, if there is one.
+            res.relay_rows(sink).await?;
             let follows = res.pending();
             sink.end(status, res.warnings(), follows && multi);
             follows

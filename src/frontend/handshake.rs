@@ -13,10 +13,10 @@ use tokio_rustls::TlsAcceptor;
 
 use super::auth::{self, ClientHello};
 use super::codec;
-use super::packet::PacketIo;
 use super::stream::{ClientStream, Rewind};
 use crate::config::User;
 use crate::error::{sqlstate_of, ER_ACCESS_DENIED, ER_HANDSHAKE};
+use crate::packet::PacketIo;
 
 /// What a listener's greeting offers.
 pub struct Greeting<'a> {

@@ -3,7 +3,6 @@
 pub mod auth;
 pub mod codec;
 pub mod handshake;
-pub mod packet;
 pub mod session;
 pub mod sink;
 pub mod split;

@@ -11,12 +11,12 @@ use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFl
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::codec;
-use super::packet::PacketIo;
 use super::sink::ClientSink;
 use super::stream::ClientStream;
 use crate::backend::session::NodeSession;
 use crate::config::Topology;
 use crate::error::{MyError, ER_UNKNOWN_COM};
+use crate::packet::PacketIo;
 use crate::shared::Shared;
 use crate::sql::Parsed;
 

@@ -9,8 +9,8 @@ use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::codec;
-use super::packet::PacketIo;
 use crate::exec::door::{OkInfo, Sink};
+use crate::packet::PacketIo;
 
 pub struct ClientSink<'a, S> {
     pub io: &'a mut PacketIo<S>,
@@ -61,6 +61,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
                 codec::text_row(row, out)
             }
         });
+    }
+
+    fn raw_row(&mut self, payload: &[u8]) {
+        self.rows += 1;
+        self.io.write(payload);
     }
 
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool) {

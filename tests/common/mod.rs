@@ -131,6 +131,12 @@ impl Cluster {
             .spawn()
             .expect("spawn the temp dir reaper");
 
+        // Every node offers TLS (a client may still connect without): a self-signed
+        // certificate for 127.0.0.1.
+        let ck = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("generate a node certificate");
+        fs::write(dir.join("node-cert.pem"), ck.cert.pem()).expect("write node cert");
+        fs::write(dir.join("node-key.pem"), ck.key_pair.serialize_pem()).expect("write node key");
         let template = cached_template(&install_db, &mariadbd);
         for i in 0..n {
             let status = Command::new("cp")
@@ -268,6 +274,14 @@ impl Cluster {
             .arg("--collation-server=utf8mb4_general_ci")
             .arg("--max-connections=500")
             .arg("--skip-log-bin")
+            .arg(format!(
+                "--ssl-cert={}",
+                self.dir.join("node-cert.pem").display()
+            ))
+            .arg(format!(
+                "--ssl-key={}",
+                self.dir.join("node-key.pem").display()
+            ))
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("dup"))
             .stderr(out)

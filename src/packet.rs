@@ -1,6 +1,6 @@
-//! MySQL packet framing on a client socket: 3-byte length + sequence id, payloads of 16 MiB
-//! and more split into several packets. Writes are buffered so a small response leaves in one
-//! syscall.
+//! MySQL packet framing on a socket, either side of the proxy (the clients' and the nodes'):
+//! 3-byte length + sequence id, payloads of 16 MiB and more split into several packets.
+//! Writes are buffered so a small request or response leaves in one syscall.
 
 use std::io;
 
@@ -34,12 +34,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// Reads one logical packet; `Ok(None)` on a clean end of stream.
     pub async fn read(&mut self) -> io::Result<Option<Vec<u8>>> {
         let mut payload = Vec::new();
+        Ok(self.read_into(&mut payload).await?.then_some(payload))
+    }
+
+    /// Reads one logical packet into `payload` (replacing what it held, keeping its
+    /// allocation); `Ok(false)` on a clean end of stream.
+    pub async fn read_into(&mut self, payload: &mut Vec<u8>) -> io::Result<bool> {
+        payload.clear();
         loop {
             let mut header = [0u8; 4];
             match self.stream.read_exact(&mut header).await {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && payload.is_empty() => {
-                    return Ok(None)
+                    return Ok(false)
                 }
                 Err(e) => return Err(e),
             }
@@ -59,7 +66,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             payload.resize(start + len, 0);
             self.stream.read_exact(&mut payload[start..]).await?;
             if len < MAX_PAYLOAD {
-                return Ok(Some(payload));
+                return Ok(true);
             }
         }
     }
@@ -132,6 +139,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
             }
         }
         Ok(())
+    }
+
+    pub fn get_ref(&self) -> &S {
+        self.stream.get_ref()
+    }
+
+    /// Bytes were read from the stream that no packet has consumed yet.
+    pub fn has_buffered(&self) -> bool {
+        !self.stream.buffer().is_empty()
     }
 
     pub fn get_mut(&mut self) -> &mut S {

@@ -1,0 +1,799 @@
+//! One connection to a node: the handshake, commands, and results read packet by packet.
+//!
+//! A result is read in steps the caller drives: [`Conn::query`] / [`Conn::execute`] return
+//! its first [`Head`] (an OK, or a result set's columns); [`Conn::read_row`] returns each row
+//! packet as the node sent it and then the end of the set; when the node says more results
+//! follow, [`Conn::next_head`] reads the next one. What a caller leaves unread is read and
+//! dropped before the next command ([`Conn::drain`]), so a connection is never out of step.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+use mysql_common::constants::{CapabilityFlags, MariadbCapabilities, StatusFlags};
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{
+    AuthPlugin, AuthSwitchRequest, Column, ComStmtClose, ComStmtExecuteRequestBuilder,
+    ComStmtSendLongData, CommonOkPacket, ErrPacket, HandshakePacket, HandshakeResponse, OkPacket,
+    OkPacketDeserializer, OldEofPacket, ResultSetTerminator, SslRequest, StmtPacket,
+};
+use mysql_common::proto::{Binary, MySerialize, Text};
+use mysql_common::row::RowDeserializer;
+use mysql_common::value::{ServerSide, Value};
+use tokio::net::{TcpStream, UnixStream};
+
+use super::stream::{Stream, Tls};
+use crate::packet::PacketIo;
+
+/// utf8mb4_general_ci, the handshake's character set (sessions set their own after).
+const UTF8MB4_GENERAL_CI: u8 = 45;
+/// The largest packet the proxy announces it accepts from a node.
+const MAX_PACKET: u32 = 1 << 30;
+/// What one chunk of COM_STMT_SEND_LONG_DATA carries.
+const LONG_DATA_CHUNK: usize = 1 << 20;
+
+/// A node connection failed a command.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// The node's own error: the connection is still usable.
+    #[error("ERROR {code} ({state}): {message}")]
+    Server {
+        code: u16,
+        state: String,
+        message: String,
+    },
+    /// The socket failed or closed: the connection is gone.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The node sent what the protocol does not allow there: the connection is dropped.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+impl WireError {
+    /// Did the failure leave the connection unusable?
+    pub fn breaks(&self) -> bool {
+        !matches!(self, WireError::Server { .. })
+    }
+}
+
+/// Where and as whom to connect.
+#[derive(Clone)]
+pub struct ConnectOpts {
+    pub host: String,
+    pub port: u16,
+    /// A unix socket to use instead of TCP.
+    pub socket: Option<String>,
+    pub user: String,
+    pub pass: Option<String>,
+    pub db: Option<String>,
+    pub tls: Option<Tls>,
+    /// CLIENT_FOUND_ROWS: an UPDATE's affected rows count the rows it matched.
+    pub found_rows: bool,
+}
+
+/// An OK packet, or the end of a result set.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub affected: u64,
+    pub last_insert_id: u64,
+    pub warnings: u16,
+    pub info: String,
+    pub status: StatusFlags,
+}
+
+impl Summary {
+    fn of(ok: &OkPacket<'_>) -> Self {
+        Summary {
+            affected: ok.affected_rows(),
+            last_insert_id: ok.last_insert_id().unwrap_or(0),
+            warnings: ok.warnings(),
+            info: ok
+                .info_ref()
+                .map(|i| String::from_utf8_lossy(i).into_owned())
+                .unwrap_or_default(),
+            status: ok.status_flags(),
+        }
+    }
+
+    /// Another result of the same statement follows.
+    pub fn more(&self) -> bool {
+        self.status
+            .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
+    }
+}
+
+/// The first packet(s) of a result.
+#[derive(Debug, Clone)]
+pub enum Head {
+    Ok(Summary),
+    /// A result set: its columns; rows follow ([`Conn::read_row`]).
+    Rows(Arc<[Column]>),
+}
+
+/// What [`Conn::read_row`] read.
+#[derive(Debug)]
+pub enum RowEvent<'a> {
+    /// A row packet's payload, as the node sent it.
+    Row(&'a [u8]),
+    /// The end of the result set (its warnings and status: more results may follow).
+    End(Summary),
+}
+
+/// A statement prepared on this connection.
+#[derive(Debug, Clone)]
+pub struct Statement {
+    pub id: u32,
+    pub params: Vec<Column>,
+    /// Its result columns, as the node last described them (a MariaDB node may skip them in
+    /// an execute's answer when they did not change).
+    pub columns: Arc<[Column]>,
+}
+
+/// What is left to read of the last command's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    Nothing,
+    /// Rows of a result set, up to its end (in the binary protocol: an execute's).
+    Rows {
+        binary: bool,
+    },
+    /// The first packet of another result.
+    Head {
+        binary: bool,
+    },
+}
+
+pub struct Conn {
+    io: PacketIo<Stream>,
+    /// The last packet read.
+    buf: Vec<u8>,
+    caps: CapabilityFlags,
+    /// MariaDB may leave out the columns of an execute's result (MARIADB_CLIENT_CACHE_METADATA).
+    cache_metadata: bool,
+    id: u32,
+    status: StatusFlags,
+    pending: Pending,
+    broken: bool,
+    /// The current database, as far as the proxy set it.
+    db: Option<String>,
+    /// When the connection last went idle (the pools use it).
+    pub idle_since: Instant,
+}
+
+fn protocol(what: impl Into<String>) -> WireError {
+    WireError::Protocol(what.into())
+}
+
+fn server_error(buf: &[u8], caps: CapabilityFlags) -> WireError {
+    match ParseBuf(buf).parse::<ErrPacket<'_>>(caps) {
+        Ok(ErrPacket::Error(e)) => WireError::Server {
+            code: e.error_code(),
+            state: e
+                .sql_state_ref()
+                .map(|s| s.as_str().into_owned())
+                .unwrap_or_else(|| "HY000".into()),
+            message: e.message_str().into_owned(),
+        },
+        Ok(ErrPacket::Progress(_)) => protocol("an unexpected progress report"),
+        Err(e) => protocol(format!("a malformed error packet: {e}")),
+    }
+}
+
+impl Conn {
+    /// Connects and authenticates.
+    pub async fn connect(opts: &ConnectOpts) -> Result<Conn, WireError> {
+        let stream = match &opts.socket {
+            Some(path) => Stream::Unix(UnixStream::connect(path).await?),
+            None => {
+                let s = TcpStream::connect((opts.host.as_str(), opts.port)).await?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+        };
+        let mut conn = Conn {
+            io: PacketIo::new(stream, usize::MAX),
+            buf: Vec::with_capacity(4096),
+            caps: CapabilityFlags::empty(),
+            cache_metadata: false,
+            id: 0,
+            status: StatusFlags::empty(),
+            pending: Pending::Nothing,
+            broken: false,
+            db: opts.db.clone(),
+            idle_since: Instant::now(),
+        };
+        conn.handshake(opts).await?;
+        Ok(conn)
+    }
+
+    async fn handshake(&mut self, opts: &ConnectOpts) -> Result<(), WireError> {
+        self.read().await?;
+        if self.buf.first() == Some(&0xFF) {
+            return Err(server_error(&self.buf, CapabilityFlags::empty()));
+        }
+        let hello = ParseBuf(&self.buf)
+            .parse::<HandshakePacket<'_>>(())
+            .map_err(|e| protocol(format!("a malformed handshake: {e}")))?;
+        let mut nonce = hello.scramble_1_ref().to_vec();
+        nonce.extend_from_slice(hello.scramble_2_ref().unwrap_or(&[]));
+        nonce.resize(20, 0);
+        let mariadb = hello.maria_db_server_version_parsed();
+        let version = mariadb
+            .or_else(|| hello.server_version_parsed())
+            .unwrap_or((0, 0, 0));
+        let mut wanted = CapabilityFlags::CLIENT_PROTOCOL_41
+            | CapabilityFlags::CLIENT_SECURE_CONNECTION
+            | CapabilityFlags::CLIENT_LONG_PASSWORD
+            | CapabilityFlags::CLIENT_LONG_FLAG
+            | CapabilityFlags::CLIENT_TRANSACTIONS
+            | CapabilityFlags::CLIENT_MULTI_STATEMENTS
+            | CapabilityFlags::CLIENT_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
+            | CapabilityFlags::CLIENT_DEPRECATE_EOF
+            | CapabilityFlags::CLIENT_PLUGIN_AUTH;
+        if opts.db.is_some() {
+            wanted |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;
+        }
+        if opts.found_rows {
+            wanted |= CapabilityFlags::CLIENT_FOUND_ROWS;
+        }
+        let tls = opts.tls.as_ref().filter(|_| !self.io.get_mut().is_unix());
+        if tls.is_some() {
+            wanted |= CapabilityFlags::CLIENT_SSL;
+        }
+        self.caps = hello.capabilities() & wanted;
+        self.id = hello.connection_id();
+        self.status = hello.status_flags();
+        if opts.found_rows && !self.caps.contains(CapabilityFlags::CLIENT_FOUND_ROWS) {
+            return Err(protocol("the node does not offer CLIENT_FOUND_ROWS"));
+        }
+        // MariaDB's own capabilities, announced where MySQL has CLIENT_LONG_PASSWORD.
+        let mariadb_caps = if mariadb.is_some()
+            && !hello
+                .capabilities()
+                .contains(CapabilityFlags::CLIENT_LONG_PASSWORD)
+        {
+            hello.mariadb_ext_capabilities() & MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA
+        } else {
+            MariadbCapabilities::empty()
+        };
+        self.cache_metadata =
+            mariadb_caps.contains(MariadbCapabilities::MARIADB_CLIENT_CACHE_METADATA);
+        let mut plugin = match hello.auth_plugin() {
+            Some(AuthPlugin::CachingSha2Password) => AuthPlugin::CachingSha2Password,
+            _ => AuthPlugin::MysqlNativePassword,
+        };
+        if let Some(tls) = tls {
+            if !self.caps.contains(CapabilityFlags::CLIENT_SSL) {
+                return Err(protocol(
+                    "the node does not offer SSL, and its URL says require_ssl=true",
+                ));
+            }
+            let mut req = Vec::new();
+            SslRequest::new(self.caps, MAX_PACKET, UTF8MB4_GENERAL_CI)
+                .with_mariadb_capabilities(mariadb_caps)
+                .serialize(&mut req);
+            self.io.write(&req);
+            self.io.flush().await?;
+            self.upgrade(tls).await?;
+        }
+        let pass = opts.pass.as_deref();
+        let data = plugin.gen_data(pass, &nonce);
+        let mut response = Vec::new();
+        HandshakeResponse::new(
+            data.as_deref(),
+            version,
+            Some(opts.user.as_bytes()),
+            opts.db.as_deref().map(str::as_bytes),
+            Some(plugin.borrow()),
+            self.caps,
+            None,
+            MAX_PACKET,
+        )
+        .with_mariadb_ext_capabilities(mariadb_caps)
+        .serialize(&mut response);
+        self.io.write(&response);
+        self.io.flush().await?;
+        let mut switched = false;
+        loop {
+            self.read().await?;
+            match self.buf.first() {
+                Some(0x00) => {
+                    if let Ok(ok) = ParseBuf(&self.buf)
+                        .parse::<OkPacketDeserializer<'_, CommonOkPacket>>(self.caps)
+                    {
+                        self.status = ok.into_inner().status_flags();
+                    }
+                    return Ok(());
+                }
+                Some(0xFF) => return Err(server_error(&self.buf, self.caps)),
+                Some(0xFE) if !switched => {
+                    switched = true;
+                    let switch = ParseBuf(&self.buf)
+                        .parse::<AuthSwitchRequest<'_>>(())
+                        .map_err(|e| protocol(format!("a malformed auth switch: {e}")))?;
+                    nonce = switch.plugin_data().to_vec();
+                    if nonce.last() == Some(&0) {
+                        nonce.pop();
+                    }
+                    plugin = match switch.auth_plugin() {
+                        AuthPlugin::CachingSha2Password => AuthPlugin::CachingSha2Password,
+                        AuthPlugin::MysqlNativePassword => AuthPlugin::MysqlNativePassword,
+                        other => {
+                            return Err(protocol(format!(
+                                "the node asks for the `{}` authentication plugin; shardproxy \
+                                 speaks mysql_native_password and caching_sha2_password to nodes",
+                                String::from_utf8_lossy(other.as_bytes())
+                            )))
+                        }
+                    };
+                    let mut out = Vec::new();
+                    if let Some(d) = plugin.gen_data(pass, &nonce) {
+                        d.serialize(&mut out);
+                    }
+                    self.io.write(&out);
+                    self.io.flush().await?;
+                }
+                // caching_sha2_password: fast auth done, the OK follows.
+                Some(0x01) if self.buf.get(1) == Some(&0x03) => {}
+                // caching_sha2_password: full authentication, the password itself.
+                Some(0x01) if self.buf.get(1) == Some(&0x04) => {
+                    let mut secret = pass.unwrap_or_default().as_bytes().to_vec();
+                    secret.push(0);
+                    let stream = self.io.get_mut();
+                    if stream.is_tls() || stream.is_unix() {
+                        self.io.write(&secret);
+                    } else {
+                        // Plain TCP: encrypted with the node's RSA public key.
+                        self.io.write(&[0x02]);
+                        self.io.flush().await?;
+                        self.read().await?;
+                        let key = self.buf.get(1..).unwrap_or_default().to_vec();
+                        for (i, b) in secret.iter_mut().enumerate() {
+                            *b ^= nonce[i % nonce.len()];
+                        }
+                        let encrypted = std::panic::catch_unwind(|| {
+                            mysql_common::crypto::encrypt(&secret, &key)
+                        })
+                        .map_err(|_| protocol("the node's RSA public key is not usable"))?;
+                        self.io.write(&encrypted);
+                    }
+                    self.io.flush().await?;
+                }
+                _ => {
+                    return Err(protocol(format!(
+                        "an unexpected packet during authentication (0x{:02x})",
+                        self.buf.first().copied().unwrap_or(0)
+                    )))
+                }
+            }
+        }
+    }
+
+    /// Upgrades the socket to TLS (after the SSLRequest).
+    async fn upgrade(&mut self, tls: &Tls) -> Result<(), WireError> {
+        let seq = self.io.seq();
+        let io = std::mem::replace(&mut self.io, PacketIo::new(Stream::Gone, usize::MAX));
+        let (stream, _) = io.into_parts();
+        let Stream::Tcp(tcp) = stream else {
+            return Err(protocol("TLS over a non-TCP stream"));
+        };
+        let secure = tls
+            .connector
+            .connect(tls.server_name.clone(), tcp)
+            .await
+            .map_err(|e| WireError::Io(io::Error::other(format!("TLS: {e}"))))?;
+        self.io = PacketIo::new(Stream::Tls(Box::new(secure)), usize::MAX);
+        self.io.set_seq(seq);
+        Ok(())
+    }
+
+    /// Reads one packet into `buf`; a failure breaks the connection.
+    async fn read(&mut self) -> Result<(), WireError> {
+        match self.io.read_into(&mut self.buf).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.broken = true;
+                Err(WireError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the node closed the connection",
+                )))
+            }
+            Err(e) => {
+                self.broken = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Sends one command packet (after reading what the last one left).
+    async fn command(&mut self, payload: &[u8]) -> Result<(), WireError> {
+        self.ready().await?;
+        self.io.set_seq(0);
+        self.io.write(payload);
+        if let Err(e) = self.io.flush().await {
+            self.broken = true;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Reads what the last command left unread; refuses a broken connection.
+    async fn ready(&mut self) -> Result<(), WireError> {
+        if self.broken {
+            return Err(WireError::Io(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the node connection broke earlier",
+            )));
+        }
+        self.drain().await
+    }
+
+    fn broke(&mut self, e: WireError) -> WireError {
+        if e.breaks() {
+            self.broken = true;
+        }
+        e
+    }
+
+    /// COM_QUERY: the first result.
+    pub async fn query(&mut self, sql: &str) -> Result<Head, WireError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(0x03);
+        payload.extend_from_slice(sql.as_bytes());
+        self.command(&payload).await?;
+        self.read_head(false, None).await
+    }
+
+    /// COM_STMT_PREPARE.
+    pub async fn prepare(&mut self, sql: &str) -> Result<Statement, WireError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(0x16);
+        payload.extend_from_slice(sql.as_bytes());
+        self.command(&payload).await?;
+        self.read().await?;
+        if self.buf.first() == Some(&0xFF) {
+            return Err(server_error(&self.buf, self.caps));
+        }
+        let ok = ParseBuf(&self.buf)
+            .parse::<StmtPacket>(())
+            .map_err(|e| self.broke(protocol(format!("a malformed prepare answer: {e}"))))?;
+        let params = self.read_columns(ok.num_params().into()).await?;
+        let columns = self.read_columns(ok.num_columns().into()).await?;
+        Ok(Statement {
+            id: ok.statement_id(),
+            params,
+            columns: columns.into(),
+        })
+    }
+
+    /// COM_STMT_EXECUTE of `stmt` with `params`: the first result.
+    pub async fn execute(
+        &mut self,
+        stmt: &mut Statement,
+        params: &[Value],
+    ) -> Result<Head, WireError> {
+        self.ready().await?;
+        let (req, long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(params);
+        if long_data {
+            for (i, v) in params.iter().enumerate() {
+                if let Value::Bytes(bytes) = v {
+                    let mut chunks: Vec<&[u8]> = bytes.chunks(LONG_DATA_CHUNK).collect();
+                    if chunks.is_empty() {
+                        chunks.push(&[]);
+                    }
+                    for chunk in chunks {
+                        let mut payload = Vec::with_capacity(chunk.len() + 7);
+                        ComStmtSendLongData::new(stmt.id, i as u16, chunk).serialize(&mut payload);
+                        self.command(&payload).await?;
+                    }
+                }
+            }
+        }
+        let mut payload = Vec::with_capacity(64);
+        req.serialize(&mut payload);
+        self.command(&payload).await?;
+        let head = self.read_head(true, Some(&stmt.columns)).await?;
+        if let Head::Rows(cols) = &head {
+            if !Arc::ptr_eq(cols, &stmt.columns) {
+                stmt.columns = cols.clone();
+            }
+        }
+        Ok(head)
+    }
+
+    /// COM_STMT_CLOSE (the node does not answer it).
+    pub async fn close(&mut self, id: u32) -> Result<(), WireError> {
+        let mut payload = Vec::with_capacity(5);
+        ComStmtClose::new(id).serialize(&mut payload);
+        self.command(&payload).await
+    }
+
+    /// COM_RESET_CONNECTION: the session's state on the node as it was after the handshake
+    /// (transaction rolled back, prepared statements and variables gone).
+    pub async fn reset(&mut self) -> Result<(), WireError> {
+        self.simple(0x1F).await
+    }
+
+    /// COM_PING.
+    pub async fn ping(&mut self) -> Result<(), WireError> {
+        self.simple(0x0E).await
+    }
+
+    async fn simple(&mut self, command: u8) -> Result<(), WireError> {
+        self.command(&[command]).await?;
+        match self.read_head(false, None).await? {
+            Head::Ok(_) => Ok(()),
+            Head::Rows(_) => Err(self.broke(protocol("rows where an OK was due"))),
+        }
+    }
+
+    /// Runs `sql` and reads its whole answer (every result); the first failure.
+    pub async fn query_drop(&mut self, sql: &str) -> Result<(), WireError> {
+        self.query(sql).await?;
+        self.drain().await
+    }
+
+    /// Runs `sql` and returns every row of its first result set, decoded (text protocol).
+    pub async fn query_rows(&mut self, sql: &str) -> Result<Vec<Vec<Option<Value>>>, WireError> {
+        let head = self.query(sql).await?;
+        let mut rows = Vec::new();
+        if let Head::Rows(cols) = head {
+            while let RowEvent::Row(p) = self.read_row().await? {
+                let row = decode(p, &cols, false).map_err(|e| {
+                    self.broken = true;
+                    protocol(format!("a malformed row: {e}"))
+                })?;
+                rows.push(row);
+            }
+        }
+        self.drain().await?;
+        Ok(rows)
+    }
+
+    /// Column definitions (and the EOF after them, for a node without CLIENT_DEPRECATE_EOF).
+    async fn read_columns(&mut self, n: usize) -> Result<Vec<Column>, WireError> {
+        let mut cols = Vec::with_capacity(n);
+        for _ in 0..n {
+            self.read().await?;
+            let c = ParseBuf(&self.buf)
+                .parse::<Column>(())
+                .map_err(|e| self.broke(protocol(format!("a malformed column: {e}"))))?;
+            cols.push(c);
+        }
+        if n > 0 && !self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF) {
+            self.read().await?;
+        }
+        Ok(cols)
+    }
+
+    /// The first packet(s) of a result: an OK, an error, or a result set's columns.
+    async fn read_head(
+        &mut self,
+        binary: bool,
+        known: Option<&Arc<[Column]>>,
+    ) -> Result<Head, WireError> {
+        self.pending = Pending::Nothing;
+        self.read().await?;
+        match self.buf.first() {
+            Some(0x00) => {
+                let parsed = ParseBuf(&self.buf)
+                    .parse::<OkPacketDeserializer<'_, CommonOkPacket>>(self.caps)
+                    .map(|ok| Summary::of(&ok.into_inner()));
+                let s = match parsed {
+                    Ok(s) => s,
+                    Err(e) => return Err(self.broke(protocol(format!("a malformed OK: {e}")))),
+                };
+                self.status = s.status;
+                if s.more() {
+                    self.pending = Pending::Head { binary };
+                }
+                Ok(Head::Ok(s))
+            }
+            Some(0xFF) => Err(server_error(&self.buf, self.caps)),
+            Some(0xFB) => Err(self.broke(protocol(
+                "the node asked for a local file (LOAD DATA LOCAL INFILE is not relayed)",
+            ))),
+            _ => {
+                let header = lenenc(&self.buf).map(|(n, rest)| (n, rest.first() == Some(&0)));
+                let Some((count, zero_follows)) = header else {
+                    return Err(self.broke(protocol("a malformed result set header")));
+                };
+                // A MariaDB node skips the columns of an execute's answer it already gave.
+                let skipped = binary && self.cache_metadata && zero_follows;
+                let cols: Arc<[Column]> = match known {
+                    Some(k) if skipped => k.clone(),
+                    _ if skipped => Arc::from(Vec::new()),
+                    _ => self.read_columns(count as usize).await?.into(),
+                };
+                self.pending = Pending::Rows { binary };
+                Ok(Head::Rows(cols))
+            }
+        }
+    }
+
+    /// The next result of the statement, once the last one said more follow.
+    pub async fn next_head(&mut self, known: Option<&Arc<[Column]>>) -> Result<Head, WireError> {
+        match self.pending {
+            Pending::Head { binary } => self.read_head(binary, known).await,
+            _ => Err(protocol("no further result is due")),
+        }
+    }
+
+    /// The next row of the current result set, or its end.
+    pub async fn read_row(&mut self) -> Result<RowEvent<'_>, WireError> {
+        let Pending::Rows { binary } = self.pending else {
+            return Err(protocol("no result set is being read"));
+        };
+        self.read().await?;
+        let deprecate_eof = self.caps.contains(CapabilityFlags::CLIENT_DEPRECATE_EOF);
+        match self.buf.first() {
+            Some(0xFE) if self.buf.len() < 0xFF_FFFF => {
+                let s = if deprecate_eof {
+                    ParseBuf(&self.buf)
+                        .parse::<OkPacketDeserializer<'_, ResultSetTerminator>>(self.caps)
+                        .map(|ok| Summary::of(&ok.into_inner()))
+                } else {
+                    ParseBuf(&self.buf)
+                        .parse::<OkPacketDeserializer<'_, OldEofPacket>>(self.caps)
+                        .map(|ok| Summary::of(&ok.into_inner()))
+                };
+                let s = s.map_err(|e| self.broke(protocol(format!("a malformed EOF: {e}"))))?;
+                self.status = s.status;
+                self.pending = if s.more() {
+                    Pending::Head { binary }
+                } else {
+                    Pending::Nothing
+                };
+                Ok(RowEvent::End(s))
+            }
+            Some(0xFF) => {
+                self.pending = Pending::Nothing;
+                Err(server_error(&self.buf, self.caps))
+            }
+            _ => Ok(RowEvent::Row(&self.buf)),
+        }
+    }
+
+    /// Reads and drops whatever is left of the last command's answer; the first error a
+    /// later result carried.
+    pub async fn drain(&mut self) -> Result<(), WireError> {
+        let mut first_err = None;
+        loop {
+            match self.pending {
+                Pending::Nothing => break,
+                Pending::Rows { .. } => loop {
+                    match self.read_row().await {
+                        Ok(RowEvent::Row(_)) => {}
+                        Ok(RowEvent::End(_)) => break,
+                        Err(e) if e.breaks() => return Err(e),
+                        Err(e) => {
+                            first_err.get_or_insert(e);
+                            break;
+                        }
+                    }
+                },
+                Pending::Head { .. } => match self.next_head(None).await {
+                    Ok(_) => {}
+                    Err(e) if e.breaks() => return Err(e),
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
+                },
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// The status flags of the last answer (in transaction, autocommit).
+    pub fn status(&self) -> StatusFlags {
+        self.status
+    }
+
+    /// The node's id of this connection (for KILL).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The node may leave out the columns of an execute's answer when they did not change
+    /// (MariaDB's MARIADB_CLIENT_CACHE_METADATA, agreed at the handshake).
+    pub fn caches_metadata(&self) -> bool {
+        self.cache_metadata
+    }
+
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Nothing unread, not broken, no transaction open: fit to go back to a pool.
+    pub fn is_clean(&self) -> bool {
+        !self.broken && self.pending == Pending::Nothing
+    }
+
+    /// Can an idle connection still be used (the node has not closed it)?
+    pub fn alive(&self) -> bool {
+        !self.broken && !self.io_closed()
+    }
+
+    fn io_closed(&self) -> bool {
+        self.io.has_buffered() || self.io.get_ref().closed_or_dirty()
+    }
+
+    /// The current database, as far as the proxy set it.
+    pub fn db(&self) -> Option<&str> {
+        self.db.as_deref()
+    }
+
+    pub fn set_db(&mut self, db: Option<String>) {
+        self.db = db;
+    }
+}
+
+/// A length-encoded integer at the start of `b`, and the bytes after it.
+fn lenenc(b: &[u8]) -> Option<(u64, &[u8])> {
+    let (&first, rest) = b.split_first()?;
+    let take = |n: usize| -> Option<(u64, &[u8])> {
+        let bytes = rest.get(..n)?;
+        let mut v = 0u64;
+        for (i, x) in bytes.iter().enumerate() {
+            v |= u64::from(*x) << (8 * i);
+        }
+        Some((v, &rest[n..]))
+    };
+    match first {
+        0xFC => take(2),
+        0xFD => take(3),
+        0xFE => take(8),
+        0xFB | 0xFF => None,
+        n => Some((u64::from(n), rest)),
+    }
+}
+
+/// A row packet as values: text rows as bytes, binary rows typed by their columns; NULL is
+/// `Some(Value::NULL)`, as mysql_async gave them.
+pub fn decode(packet: &[u8], cols: &Arc<[Column]>, binary: bool) -> io::Result<Vec<Option<Value>>> {
+    let row: mysql_common::row::Row = if binary {
+        ParseBuf(packet)
+            .parse::<RowDeserializer<ServerSide, Binary>>(cols.clone())?
+            .into()
+    } else {
+        ParseBuf(packet)
+            .parse::<RowDeserializer<ServerSide, Text>>(cols.clone())?
+            .into()
+    };
+    Ok(row.unwrap_raw())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lenenc_reads_every_width() {
+        assert_eq!(lenenc(&[3, 9]), Some((3, &[9u8][..])));
+        assert_eq!(lenenc(&[0xFC, 0x10, 0x01]), Some((0x110, &[][..])));
+        assert_eq!(lenenc(&[0xFD, 1, 2, 3, 7]), Some((0x030201, &[7u8][..])));
+        assert_eq!(lenenc(&[0xFC, 1]), None);
+        assert_eq!(lenenc(&[]), None);
+    }
+
+    #[test]
+    fn rows_decode_as_mysql_async_did() {
+        let cols: Arc<[Column]> = vec![
+            Column::new(mysql_common::constants::ColumnType::MYSQL_TYPE_LONG),
+            Column::new(mysql_common::constants::ColumnType::MYSQL_TYPE_VAR_STRING),
+        ]
+        .into();
+        // Text: "42", NULL.
+        let text = decode(&[2, b'4', b'2', 0xFB], &cols, false).unwrap();
+        assert_eq!(
+            text,
+            vec![Some(Value::Bytes(b"42".to_vec())), Some(Value::NULL)]
+        );
+        // Binary: header 0x00, null bitmap (offset 2: column 1 is NULL -> bit 3), INT 42.
+        let bin = decode(&[0x00, 0b0000_1000, 42, 0, 0, 0], &cols, true).unwrap();
+        assert_eq!(bin, vec![Some(Value::Int(42)), Some(Value::NULL)]);
+        assert!(decode(&[5, b'x'], &cols, false).is_err());
+    }
+}
