@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Merged fan-out SELECTs: one MariaDB node holding every row directly vs. the proxy over four
-# shard nodes (ordered merge, ordered merge with a deep OFFSET, full ordered scan, GROUP BY).
+# shard nodes (ordered merge, ordered merge with a deep OFFSET, full ordered scan, GROUP BY);
+# and the relay of one node's big answer (a `single` table read whole: nothing to merge).
 #
 #   bench/merge.sh
 #
 # Environment: ROWS (default 1000000), RUNS timed runs per query and target, the median is
 # reported (default 3), BUFFER_POOL InnoDB buffer pool of every node (default 256M, so that the
-# direct node's whole table is cached like the shards' are).
+# direct node's whole table is cached like the shards' are), BIN a shardproxy binary to
+# measure instead of building this checkout (to compare commits), CARGO_TARGET_DIR honoured.
 # Ports: shard nodes 3511-3514, direct node 3515, proxy 3517. Everything started here is
 # stopped and removed on exit. The last line of output is
-#   orderby_limit20_ratio=R scan_rows_per_s_proxy=N scan_rows_per_s_direct=N peak_rss_mib=M deep_offset_rows_read=N
+#   orderby_limit20_ratio=R scan_rows_per_s_proxy=N scan_rows_per_s_direct=N peak_rss_mib=M deep_offset_rows_read=N relay_ratio=R relay_proxy_cpu_s=S
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,10 +50,16 @@ bench_traps
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 
-echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
-(cd "$repo" && cargo build --release)
-bin=$repo/target/release/shardproxy
-[[ -x $bin ]] || die "$bin not found after the build"
+if [[ -n ${BIN:-} ]]; then
+    bin=$BIN
+else
+    echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
+    (cd "$repo" && cargo build --release)
+    target_dir=${CARGO_TARGET_DIR:-$repo/target}
+    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+    bin=$target_dir/release/shardproxy
+fi
+[[ -x $bin ]] || die "$bin not found"
 
 work=$(mktemp -d /tmp/shardproxy-merge.XXXXXX)
 
@@ -102,6 +110,10 @@ max_rows=$((rows > 1000000 ? rows : 1000000))
         slots+="${slots:+, }{ slots = \"$((i * 256))-$((i * 256 + 255))\", node = \"ds$i\" }"
     done
     echo "slots = [$slots]"
+    echo
+    echo '[tables.t_one]'
+    echo 'rule = "single"'
+    echo 'node = "ds0"'
 } >"$work/rules.toml"
 
 bench_start_proxy "$bin" "$proxy_port" app app
@@ -128,10 +140,18 @@ for p in "${load_pids[@]}"; do
 done
 load_end=$(date +%s.%N)
 printf 'loaded in %.1f s\n' "$(awk -v a="$load_start" -v b="$load_end" 'BEGIN { print b - a }')"
+# t_one: the same rows as one `single` table on ds0 (and on the direct node, to compare).
+one="CREATE TABLE t_one (id BIGINT PRIMARY KEY, k INT NOT NULL, v VARCHAR(32) NOT NULL); INSERT INTO t_one $gen"
+node_sql "$base_port" "$one" &
+one_pid=$!
+node_sql "$direct_port" "$one"
+wait "$one_pid" || die "loading t_one failed"
 # Write the loaded pages out now, so that background flushing does not run during the queries.
 for ((i = 0; i <= shard_count; i++)); do
     node_sql $((base_port + i)) 'FLUSH TABLES t_big FOR EXPORT; UNLOCK TABLES'
 done
+node_sql "$base_port" 'FLUSH TABLES t_one FOR EXPORT; UNLOCK TABLES'
+node_sql "$direct_port" 'FLUSH TABLES t_one FOR EXPORT; UNLOCK TABLES'
 
 # Check the data: every shard holds only rows of its own slots, the shards together hold
 # ROWS rows, the proxy counts ROWS, the direct node holds ROWS.
@@ -159,6 +179,7 @@ q_limit="SELECT id, k, v FROM t_big ORDER BY k, id LIMIT $page"
 q_scan="SELECT id, k, v FROM t_big ORDER BY k, id"
 q_deep="SELECT id, k, v FROM t_big ORDER BY k, id LIMIT $deep_offset, $page"
 q_group="SELECT k, COUNT(*), SUM(id) FROM t_big GROUP BY k"
+q_relay="SELECT id, k, v FROM t_one ORDER BY id"
 
 echo "== query plans (EXPLAIN) on the direct node and on shard ds0"
 for q in "$q_limit" "$q_scan" "$q_deep" "$q_group"; do
@@ -232,6 +253,7 @@ expect_lines[limit]=$page
 expect_lines[scan]=$rows
 expect_lines[deep]=$page
 expect_lines[group]=1000
+expect_lines[relay]=$rows
 if ((rows < 1000)); then expect_lines[group]=$rows; fi
 
 # measure NAME SQL: one untimed run per target whose output is checked (line count, and the
@@ -328,6 +350,11 @@ deep_read_direct=$((deep_read_direct - base_read_d))
 echo "session overhead subtracted: $base_sent rows sent / $base_read read by the shard nodes per proxy session, $base_sent_d / $base_read_d by the direct node per CLI session"
 measure deep "$q_deep"
 measure group "$q_group"
+cpu0=$(proxy_cpu_ticks)
+measure relay "$q_relay"
+cpu1=$(proxy_cpu_ticks)
+proxy_cpu_per_relay=$(awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v n=$((runs + 1)) \
+    'BEGIN { printf "%.2f", t / hz / n }')
 rss_after=$(proxy_vm VmRSS)
 hwm_after=$(proxy_vm VmHWM)
 
@@ -346,19 +373,21 @@ bench_cleanup
 echo
 echo "date=$(date +%F) machine=\"$machine\" rows=$rows runs=$runs buffer_pool=$buffer_pool cpu_idle_before=${idle_before}%"
 printf '%-58s %10s %10s %6s\n' "query (wall time, median of $runs, mariadb CLI)" "direct s" "proxy s" "ratio"
-for name in limit scan deep group; do
+for name in limit scan deep group relay; do
     case $name in
     limit) q=$q_limit ;;
     scan) q=$q_scan ;;
     deep) q=$q_deep ;;
     group) q=$q_group ;;
+    relay) q=$q_relay ;;
     esac
     printf '%-58s %10s %10s %6s\n' "${q#SELECT }" "${med[$name.direct]}" "${med[$name.proxy]}" \
         "$(ratio "${med[$name.proxy]}" "${med[$name.direct]}")"
 done
 echo "full ordered scan: $scan_rps_direct rows/s direct, $scan_rps_proxy rows/s through the proxy; proxy CPU ${proxy_cpu_per_scan} s per scan"
+echo "relay of one node's $rows rows (t_one, single): proxy CPU ${proxy_cpu_per_relay} s per read"
 echo "proxy memory: VmRSS $(kib_to_mib "$rss_before") MiB before the queries (VmHWM $(kib_to_mib "$hwm_before")), $(kib_to_mib "$rss_scan_before") MiB before the scans; peak during the scans $peak_rss_mib MiB (high-water mark reset: $hwm_reset); VmRSS $(kib_to_mib "$rss_after") MiB and VmHWM $(kib_to_mib "$hwm_after") MiB at the end"
 deep_check=as-expected
 ((deep_sent_shards == deep_expected)) || deep_check=UNEXPECTED
 echo "deep OFFSET $deep_offset LIMIT $page: shard nodes sent $deep_sent_shards rows ($deep_check: $deep_expected, LIMIT $((deep_offset + page)) on each) and read $deep_read_shards; the direct node sent $deep_sent_direct and read $deep_read_direct"
-echo "orderby_limit20_ratio=$(ratio "${med[limit.proxy]}" "${med[limit.direct]}") scan_rows_per_s_proxy=$scan_rps_proxy scan_rows_per_s_direct=$scan_rps_direct peak_rss_mib=$peak_rss_mib deep_offset_rows_read=$deep_sent_shards"
+echo "orderby_limit20_ratio=$(ratio "${med[limit.proxy]}" "${med[limit.direct]}") scan_rows_per_s_proxy=$scan_rps_proxy scan_rows_per_s_direct=$scan_rps_direct peak_rss_mib=$peak_rss_mib deep_offset_rows_read=$deep_sent_shards relay_ratio=$(ratio "${med[relay.proxy]}" "${med[relay.direct]}") relay_proxy_cpu_s=$proxy_cpu_per_relay"
