@@ -7,6 +7,7 @@
 # Environment:
 #   SHARDPROXY_DEMO_DIR   where nodes, logs and pid files live (default /tmp/shardproxy-demo)
 #   SHARDPROXY_PROFILE    release (default) or debug
+#   CARGO_TARGET_DIR      where cargo builds (default target/ in the repo)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -162,7 +163,9 @@ cmd_start() {
     local bin
     install_mariadb_if_missing
     build
-    bin=$repo/target/$profile/shardproxy
+    local target_dir=${CARGO_TARGET_DIR:-$repo/target}
+    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+    bin=$target_dir/$profile/shardproxy
     [[ -x $bin ]] || die "$bin not found after the build"
 
     mkdir -p "$demo_dir"

@@ -77,6 +77,8 @@ pub fn sqlstate_of(code: u16) -> &'static str {
         ER_ACCESS_DENIED => "28000",
         ER_PARSE_ERROR | 1149 | ER_NOT_SUPPORTED_YET => "42000",
         1046 => "3D000",
+        1136 => "21S01",
+        1146 => "42S02",
         ER_UNKNOWN_COM | ER_HANDSHAKE => "08S01",
         ER_LOCK_DEADLOCK => "40001",
         _ => "HY000",

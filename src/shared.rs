@@ -39,10 +39,31 @@ pub struct Shared {
     pub lookups: ArcSwap<HashMap<String, LookupCache>>,
     /// Statement shapes: their counters (SHOW PLANS) and text statements' cached plans.
     pub plans: crate::plan::cache::PlanCache,
+    /// Tables' column order, read from their nodes (for an INSERT without a column list).
+    pub columns: ColumnCache,
+}
+
+/// `(schema, table)` -> the table's columns in order, as its nodes agree on them (the schema
+/// is "" where the session had none). Emptied on reload and after DDL through the proxy; an
+/// entry lives [`COLUMNS_TTL`] at most, so a change made on the nodes directly is seen.
+pub type ColumnCache = moka::sync::Cache<(String, String), Arc<[String]>>;
+
+/// How long a table's column order is trusted without being read again.
+pub const COLUMNS_TTL: Duration = Duration::from_secs(60);
+
+fn column_cache() -> ColumnCache {
+    moka::sync::Cache::builder()
+        .max_capacity(10_000)
+        .time_to_live(COLUMNS_TTL)
+        .build()
 }
 
 /// A directory table's cache of lookup-table entries: key -> node (`None`: not in the table).
 pub type LookupCache = moka::sync::Cache<Vec<u8>, Option<usize>>;
+
+fn column_key(schema: Option<&str>, table: &str) -> (String, String) {
+    (schema.unwrap_or_default().to_string(), table.to_string())
+}
 
 fn lookup_caches(topo: &Topology) -> HashMap<String, LookupCache> {
     topo.tables
@@ -147,20 +168,30 @@ impl Shared {
             })
     }
 
-    /// Runs `f` with the planning context of this proxy (its clock, lookup caches, ids).
+    /// Runs `f` with the planning context of this proxy (its clock, lookup caches, ids,
+    /// tables' columns) for a session whose current database is `db`.
     pub fn with_plan_ctx<R>(
         &self,
         topo: &Topology,
+        db: Option<&str>,
         f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
     ) -> R {
         let lookup = |t: &str, k: &[u8]| self.lookup_cached(t, k);
         let next_id = |t: &str, slot: u16| self.next_id(topo, t, slot);
+        let columns =
+            |schema: Option<&str>, t: &str| self.columns.get(&column_key(schema.or(db), t));
         let ctx = crate::plan::PlanCtx {
             today: self.clock.today(),
             lookup: &lookup,
             next_id: &next_id,
+            columns: &columns,
         };
         f(&ctx)
+    }
+
+    /// Remembers a table's columns (read from its nodes).
+    pub fn columns_store(&self, schema: Option<&str>, table: &str, cols: Arc<[String]>) {
+        self.columns.insert(column_key(schema, table), cols);
     }
 
     pub fn new(topo: Topology) -> Self {
@@ -185,6 +216,7 @@ impl Shared {
             metrics,
             tls: None,
             plans: Default::default(),
+            columns: column_cache(),
         }
     }
 
@@ -205,6 +237,7 @@ impl Shared {
         let caches = lookup_caches(&aligned);
         self.topology.store(Arc::new(aligned));
         self.lookups.store(Arc::new(caches));
+        self.columns.invalidate_all();
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         self.metrics.reloads.with_label_values(&["applied"]).inc();
         self.metrics

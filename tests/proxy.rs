@@ -1565,3 +1565,135 @@ fn pooled_node_connections_carry_nothing_between_clients() {
         assert_eq!(db.as_deref(), Some("shop"));
     });
 }
+
+/// `INSERT INTO t VALUES (...)` without a column list, as loaders and dump files write it:
+/// rows go to their key's node (a multi-row INSERT split by node), REPLACE / IGNORE / ON
+/// DUPLICATE KEY UPDATE and prepared statements too; a row of the wrong width gets MySQL's
+/// 1136; after an ALTER through the proxy the new column order is used at once.
+#[test]
+fn inserts_without_a_column_list_reach_their_keys_node() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_nocols"));
+    block_on(async move {
+        let mut conn = proxy.conn().await;
+        conn.query_drop("DROP TABLE IF EXISTS t_nocols")
+            .await
+            .expect("drop");
+        conn.query_drop(
+            "CREATE TABLE t_nocols (id INT NOT NULL, user_id BIGINT NOT NULL, v VARCHAR(20), PRIMARY KEY (user_id, id))",
+        )
+        .await
+        .expect("create");
+        let keys = spread_keys(2, 40);
+        // One multi-row INSERT over all four nodes, the way mysqldump writes it.
+        let rows: Vec<String> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("({i},{k},'v{i}')"))
+            .collect();
+        let r = conn
+            .query_iter(format!("INSERT INTO `t_nocols` VALUES {}", rows.join(",")))
+            .await
+            .expect("multi-row insert without columns");
+        assert_eq!(r.affected_rows(), keys.len() as u64);
+        drop(r);
+        for node in 0..NODES {
+            let got = direct_rows(c, node, "t_nocols").await;
+            let mut want: Vec<(i64, String)> = keys
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| node_of_key(&L, **k) == node)
+                .map(|(i, k)| (*k, format!("v{i}")))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "node {node}");
+        }
+        // Prepared, REPLACE, IGNORE, ON DUPLICATE KEY UPDATE.
+        let k = keys[1];
+        conn.exec_drop("INSERT INTO t_nocols VALUES (?, ?, ?)", (100, k, "p"))
+            .await
+            .expect("prepared insert");
+        conn.query_drop(format!("REPLACE INTO t_nocols VALUES (100, {k}, 'r')"))
+            .await
+            .expect("replace");
+        conn.query_drop(format!(
+            "INSERT IGNORE INTO t_nocols VALUES (100, {k}, 'ignored')"
+        ))
+        .await
+        .expect("insert ignore");
+        conn.query_drop(format!(
+            "INSERT INTO t_nocols VALUES (100, {k}, 'x') ON DUPLICATE KEY UPDATE v = CONCAT(v, '+')"
+        ))
+        .await
+        .expect("on duplicate key update");
+        let v: Option<String> = conn
+            .exec_first(
+                "SELECT v FROM t_nocols WHERE user_id = ? AND id = 100",
+                (k,),
+            )
+            .await
+            .expect("read back");
+        assert_eq!(v.as_deref(), Some("r+"));
+
+        let (code, message) = server_error(
+            conn.query_drop(format!(
+                "INSERT INTO t_nocols VALUES (1, {k}, 'a'), (2, {k})"
+            ))
+            .await,
+        );
+        assert_eq!(code, 1136, "{message}");
+        assert!(message.contains("row 2"), "{message}");
+        // The connection stays usable, and a new column is seen right after the ALTER.
+        conn.query_drop("ALTER TABLE t_nocols ADD COLUMN w INT NOT NULL DEFAULT 0")
+            .await
+            .expect("alter");
+        conn.query_drop(format!("INSERT INTO t_nocols VALUES (200, {k}, 'w', 7)"))
+            .await
+            .expect("insert with the new column");
+        let w: Option<i64> = conn
+            .exec_first(
+                "SELECT w FROM t_nocols WHERE user_id = ? AND id = 200",
+                (k,),
+            )
+            .await
+            .expect("read w");
+        assert_eq!(w, Some(7));
+    });
+}
+
+/// The nodes of a table must agree on its columns before an INSERT without a column list is
+/// routed by position.
+#[test]
+fn inserts_without_a_column_list_refuse_nodes_that_disagree() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_nocols_split"));
+    block_on(async move {
+        for node in 0..NODES {
+            let (_pool, mut d) = direct_conn(c, node).await;
+            d.query_drop("DROP TABLE IF EXISTS t_nocols_split")
+                .await
+                .expect("drop");
+            let cols = if node == 2 {
+                "v VARCHAR(20), user_id BIGINT NOT NULL PRIMARY KEY"
+            } else {
+                "user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(20)"
+            };
+            d.query_drop(format!("CREATE TABLE t_nocols_split ({cols})"))
+                .await
+                .expect("create");
+        }
+        let mut conn = proxy.conn().await;
+        let (code, message) = server_error(
+            conn.query_drop("INSERT INTO t_nocols_split VALUES (1, 'a')")
+                .await,
+        );
+        assert_eq!(code, 1235, "{message}");
+        assert!(
+            message.contains("disagree") && message.contains("ds2"),
+            "{message}"
+        );
+        conn.query_drop("INSERT INTO t_nocols_split (user_id, v) VALUES (1, 'a')")
+            .await
+            .expect("with a column list it still works");
+    });
+}

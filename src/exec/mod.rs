@@ -11,6 +11,7 @@
 //! case in [`run`].
 
 pub mod aggregate;
+pub mod columns;
 pub mod door;
 #[cfg(test)]
 pub mod fake;
@@ -53,6 +54,11 @@ pub async fn run<D: Door, K: Sink>(
             return Err(MyError::internal(format!(
                 "shardproxy: directory lookup entries for {} key(s) could not be resolved",
                 keys.len()
+            )))
+        }
+        Plan::NeedColumns { table, .. } => {
+            return Err(MyError::internal(format!(
+                "shardproxy: the column order of `{table}` could not be read from its nodes"
             )))
         }
         Plan::Sticky { sql, params } => {

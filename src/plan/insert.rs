@@ -24,6 +24,13 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     };
     let column = column.as_str();
 
+    // `INSERT INTO t VALUES (...)`: the values are by position; name the columns.
+    if ins.columns.is_empty() {
+        if let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|s| s.body.as_ref()) {
+            return with_column_list(p, ins, name, values);
+        }
+    }
+
     if let Some(OnInsert::DuplicateKeyUpdate(assignments)) = &ins.on {
         if assigns(assignments, column) {
             return refuse(format!(
@@ -195,6 +202,71 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         merge: None,
     }
 }
+
+/// An INSERT without a column list into a sharded table: planned as the same statement with
+/// the table's columns named (read from its nodes and cached, `Plan::NeedColumns` until
+/// then), so the shard key is found by name and the nodes get an INSERT that names what each
+/// value is. A row with another number of values is refused as MySQL refuses it.
+fn with_column_list(
+    p: &Planner<'_>,
+    ins: &Insert,
+    name: &sqlparser::ast::ObjectName,
+    values: &sqlparser::ast::Values,
+) -> Plan {
+    let table = table_name(name);
+    let schema = name
+        .0
+        .len()
+        .checked_sub(2)
+        .and_then(|i| name.0.get(i))
+        .and_then(|part| part.as_ident())
+        .map(|i| i.value.clone());
+    let Some(cols) = (p.ctx.columns)(schema.as_deref(), &table) else {
+        return Plan::NeedColumns { schema, table };
+    };
+    if let Some(i) = values
+        .rows
+        .iter()
+        .position(|r| r.content.len() != cols.len())
+    {
+        return refuse_with(
+            ER_WRONG_VALUE_COUNT_ON_ROW,
+            format!("Column count doesn't match value count at row {}", i + 1),
+        );
+    }
+    if ins.partitioned.is_some() || ins.table_alias.is_some() {
+        return refuse(format!(
+            "INSERT into `{table}` with PARTITION or a row alias needs a column list"
+        ));
+    }
+    let Some(mut end) = byte_offset(p.sql, sqlparser::ast::Spanned::span(name).end) else {
+        return refuse("cannot locate the table of this INSERT in its text to name its columns");
+    };
+    // A quoted name's span may stop before its closing quote.
+    if matches!(p.sql.as_bytes().get(end), Some(b'`' | b'"')) {
+        end += 1;
+    }
+    let list = cols
+        .iter()
+        .map(|c| format!("`{}`", c.replace('`', "``")))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = format!("{} ({list}){}", &p.sql[..end], &p.sql[end..]);
+    let parsed = match crate::sql::parse(&sql) {
+        Ok(parsed) => parsed,
+        Err(e) => return refuse(format!("naming the columns of this INSERT failed: {e}")),
+    };
+    match &parsed.stmt {
+        sqlparser::ast::Statement::Insert(named) if named.columns.len() == cols.len() => {}
+        _ => return refuse("naming the columns of this INSERT changed its meaning"),
+    }
+    let (plan, slots) = super::plan_traced(&sql, Ok(&parsed), p.params, p.topo, p.ctx);
+    p.slots.borrow_mut().extend(slots);
+    plan
+}
+
+/// MySQL's ER_WRONG_VALUE_COUNT_ON_ROW.
+const ER_WRONG_VALUE_COUNT_ON_ROW: u16 = 1136;
 
 /// An INSERT into a table that is not sharded: its node, or every copy of a broadcast table.
 fn unsharded(

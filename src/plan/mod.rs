@@ -105,6 +105,12 @@ pub enum Plan {
     /// Keys of directory tables whose lookup-table entries the cache does not hold: read them
     /// (`(table, key)`), then plan again.
     NeedLookup(Vec<(String, Vec<u8>)>),
+    /// An INSERT without a column list into a sharded table whose column order is not known
+    /// yet: read it from the table's nodes, then plan again.
+    NeedColumns {
+        schema: Option<String>,
+        table: String,
+    },
     /// A read or write of a time_tier table over several tiers.
     Tier(Box<TierPlan>),
 }
@@ -121,7 +127,13 @@ pub struct PlanCtx<'a> {
     pub lookup: &'a LookupFn<'a>,
     /// The next generated id for a row of `table` whose shard key is in `slot`.
     pub next_id: &'a dyn Fn(&str, u16) -> Result<u64, String>,
+    /// `(schema named in the statement, table)` -> the table's columns in order, if known
+    /// (the session's database stands in for an unnamed schema).
+    pub columns: &'a ColumnsFn<'a>,
 }
+
+/// A column-order probe: `(schema, table)` -> the table's columns, if cached.
+pub type ColumnsFn<'a> = dyn Fn(Option<&str>, &str) -> Option<std::sync::Arc<[String]>> + 'a;
 
 /// Runs `f` with a planning context for explaining plans outside a running proxy (`shardproxy
 /// route`): the given day, no cached lookups (directory keys show as lookups to make), ids
@@ -133,6 +145,7 @@ pub fn with_offline_ctx<R>(
 ) -> R {
     let ids = crate::routing::keygen::Snowflake::new();
     let lookup = |_: &str, _: &[u8]| None;
+    let columns = |_: Option<&str>, _: &str| None;
     let next_id = |table: &str, slot: u16| match topo.key_generators.get(table) {
         Some(g) => ids
             .next(&g.layout, slot, &crate::routing::keygen::system_ms)
@@ -143,6 +156,7 @@ pub fn with_offline_ctx<R>(
         today,
         lookup: &lookup,
         next_id: &next_id,
+        columns: &columns,
     })
 }
 
@@ -228,6 +242,10 @@ impl fmt::Display for PlanDescription<'_> {
                 f,
                 "Refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
                 name(*node)
+            ),
+            Plan::NeedColumns { table, .. } => writeln!(
+                f,
+                "Columns: an INSERT without a column list into `{table}`: its column order is read from its nodes (then cached), and the statement planned again with the columns named"
             ),
             Plan::NeedLookup(keys) => {
                 writeln!(

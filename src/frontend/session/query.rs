@@ -148,6 +148,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             r
         };
         if ddl {
+            // Whatever it did, on whichever nodes: tables' columns are read again.
+            self.shared.columns.invalidate_all();
             crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
         }
         r
@@ -177,7 +179,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let topo = self.topo.clone();
         for part in parts {
             let parsed = sql::parse(&part);
-            let (plan, _) = self.shared.with_plan_ctx(&topo, |ctx| {
+            let (plan, _) = self.shared.with_plan_ctx(&topo, None, |ctx| {
                 plan::plan_traced(
                     &part,
                     parsed.as_ref().map_err(String::as_str),
@@ -215,8 +217,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         topo: &Arc<Topology>,
     ) -> (Plan, Vec<(String, u16)>) {
         let mut read_once = false;
+        let mut columns_read = false;
         loop {
-            let (plan, slots) = self.shared.with_plan_ctx(topo, |ctx| {
+            let db = self.nodes.db().map(str::to_string);
+            let (plan, slots) = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
                 plan::plan_traced(sql, parsed, params, topo, ctx)
             });
             match plan {
@@ -237,6 +241,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                                 },
                                 Vec::new(),
                             );
+                        }
+                    }
+                }
+                Plan::NeedColumns { schema, table } if !columns_read => {
+                    columns_read = true;
+                    let schema = schema.as_deref();
+                    match crate::exec::columns::read(&mut self.nodes, topo, schema, &table).await {
+                        Ok(cols) => {
+                            self.shared
+                                .columns_store(schema.or(db.as_deref()), &table, cols)
+                        }
+                        Err(e) => {
+                            return (
+                                Plan::Refuse {
+                                    code: e.code,
+                                    message: e.message,
+                                },
+                                Vec::new(),
+                            )
                         }
                     }
                 }
@@ -265,6 +288,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Scatter { .. } => "scatter",
             Plan::Tier(_) => "tiers",
             Plan::NeedLookup(_) => "lookup",
+            Plan::NeedColumns { .. } => "lookup",
             Plan::Session(_) => "session",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {

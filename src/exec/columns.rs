@@ -1,0 +1,164 @@
+//! Columns: a table's column order, read from every node that holds it. An INSERT without a
+//! column list gives its values by position; to find the shard key among them (and to tell
+//! the nodes which column each value is) the proxy must know the order, and every node must
+//! agree on it.
+
+use std::sync::Arc;
+
+use mysql_common::value::Value;
+
+use super::door::Door;
+use crate::config::Topology;
+use crate::error::MyError;
+
+/// MySQL's ER_NO_SUCH_TABLE.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+
+/// The query reading `table`'s visible columns in order, in `schema` (else the session's
+/// database). Names compare without case, as the rules do.
+pub fn columns_sql(schema: Option<&str>, table: &str) -> String {
+    let schema = schema.map_or_else(|| "DATABASE()".to_string(), quote);
+    format!(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = {schema} \
+         AND LOWER(TABLE_NAME) = LOWER({}) AND EXTRA NOT LIKE '%INVISIBLE%' \
+         ORDER BY ORDINAL_POSITION",
+        quote(table)
+    )
+}
+
+/// A string literal.
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
+/// Reads `table`'s columns from each node of its rule (the default node for a table in no
+/// rule). A node without the table fails with MySQL's 1146; nodes that disagree, with 1235
+/// naming both lists.
+pub async fn read<D: Door>(
+    door: &mut D,
+    topo: &Topology,
+    schema: Option<&str>,
+    table: &str,
+) -> Result<Arc<[String]>, MyError> {
+    let mut nodes = match topo.table(table) {
+        Some(rule) => rule.all_nodes(topo),
+        None => vec![topo.default_node],
+    };
+    nodes.sort_unstable();
+    nodes.dedup();
+    let sql = columns_sql(schema, table);
+    let mut first: Option<(usize, Vec<String>)> = None;
+    for node in nodes {
+        let rows = door.fetch(node, &sql).await?;
+        let cols: Vec<String> = rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next())
+            .map(|v| match v {
+                Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+                other => other.as_sql(true),
+            })
+            .collect();
+        if cols.is_empty() {
+            let name = match schema {
+                Some(s) => format!("{s}.{table}"),
+                None => table.to_string(),
+            };
+            return Err(MyError::new(
+                ER_NO_SUCH_TABLE,
+                format!(
+                    "Table '{name}' doesn't exist (on node `{}`)",
+                    door.name(node)
+                ),
+            ));
+        }
+        match &first {
+            None => first = Some((node, cols)),
+            Some((n, seen)) if *seen != cols => {
+                return Err(MyError::unsupported(format!(
+                    "an INSERT without a column list into `{table}`: its nodes disagree on its columns (`{}` has {}, `{}` has {}); name the columns",
+                    door.name(*n),
+                    seen.join(", "),
+                    door.name(node),
+                    cols.join(", ")
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    first
+        .map(|(_, cols)| cols.into())
+        .ok_or_else(|| MyError::internal(format!("shardproxy: `{table}` is on no node")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_topology;
+    use crate::exec::fake::{Canned, FakeDoor};
+
+    fn topo() -> Topology {
+        test_topology(
+            1,
+            3,
+            "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"k\"\n\
+             slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds2\" }]\n",
+        )
+    }
+
+    fn cols(names: &[&str]) -> Canned {
+        let rows: Vec<Vec<&str>> = names.iter().map(|n| vec![*n]).collect();
+        let rows: Vec<&[&str]> = rows.iter().map(Vec::as_slice).collect();
+        Canned::rows(&["COLUMN_NAME"], &rows)
+    }
+
+    #[tokio::test]
+    async fn every_node_of_the_table_is_asked_and_they_must_agree() {
+        let t = topo();
+        let mut door = FakeDoor::new(3);
+        door.answer_any("information_schema.COLUMNS", cols(&["id", "k", "v"]));
+        let got = read(&mut door, &t, None, "t").await.unwrap();
+        assert_eq!(&*got, ["id", "k", "v"]);
+        let asked: Vec<usize> = door.log().iter().map(|(n, _)| *n).collect();
+        assert_eq!(asked, vec![0, 2], "the nodes of its slot map, once each");
+        assert!(door.log()[0].1.contains("TABLE_SCHEMA = DATABASE()"));
+
+        // A schema named in the statement, quoted as a literal.
+        let mut door = FakeDoor::new(3);
+        door.answer_any("information_schema.COLUMNS", cols(&["id"]));
+        read(&mut door, &t, Some("sh'op"), "t").await.unwrap();
+        assert!(door.log()[0].1.contains("TABLE_SCHEMA = 'sh''op'"));
+
+        // ds2 has another column order: refused, naming both.
+        let mut door = FakeDoor::new(3);
+        door.answer(0, "information_schema.COLUMNS", cols(&["id", "k", "v"]));
+        door.answer(2, "information_schema.COLUMNS", cols(&["id", "v", "k"]));
+        let e = read(&mut door, &t, None, "t").await.unwrap_err();
+        assert_eq!(e.code, 1235);
+        assert!(
+            e.message.contains("ds0") && e.message.contains("id, v, k"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_table_or_a_failing_node_fails_the_statement() {
+        let t = topo();
+        let mut door = FakeDoor::new(3);
+        door.answer_any("information_schema.COLUMNS", cols(&[]));
+        let e = read(&mut door, &t, None, "t").await.unwrap_err();
+        assert_eq!((e.code, e.state.as_str()), (1146, "42S02"));
+        assert!(e.message.contains("ds0"), "{}", e.message);
+
+        let mut door = FakeDoor::new(3);
+        door.answer_any("information_schema.COLUMNS", cols(&["id"]));
+        door.down(2);
+        assert!(read(&mut door, &t, None, "t").await.is_err());
+        // A table in no rule lives on the default node.
+        let mut door = FakeDoor::new(3);
+        door.answer_any("information_schema.COLUMNS", cols(&["a"]));
+        read(&mut door, &t, None, "plain").await.unwrap();
+        assert_eq!(door.log().len(), 1);
+        assert_eq!(door.log()[0].0, 0);
+    }
+}
