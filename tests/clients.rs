@@ -24,7 +24,9 @@ const SHARDS: [usize; 2] = [0, 1];
 const DIRECT: usize = 2;
 const L2: [(u16, u16); 2] = [(0, 767), (768, 1023)];
 /// The sharded tables of the client sessions (each client has its own).
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 12] = [
+    "t_dump",
+    "t_dump_user",
     "t_cli",
     "t_pymysql",
     "t_mysqlclient",

@@ -715,6 +715,10 @@ impl Door for NodeSession {
             .map_err(|e| self.node_error(node, &e))
     }
 
+    async fn run_on(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        self.run_own(node, sql).await
+    }
+
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.open(node).await?;
         let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {

@@ -177,6 +177,14 @@ pub trait Door: Send {
         sql: &str,
     ) -> impl Future<Output = Result<Vec<Vec<Value>>, NodeError>> + Send;
 
+    /// Runs one of the proxy's own statements on the session's connection to `node` (table
+    /// locks), outside the transaction rules, and reads its whole answer.
+    fn run_on(
+        &mut self,
+        node: usize,
+        sql: &str,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send;
+
     /// Asks `node` to parse `sql` without running it (PREPARE + CLOSE): `Ok` when it would
     /// run, the node's own error (a syntax error) otherwise.
     fn check_syntax(

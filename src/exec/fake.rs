@@ -380,6 +380,11 @@ impl Door for FakeDoor {
         Ok(out)
     }
 
+    async fn run_on(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        let res = self.run_one(node, Stmt::new(sql, &[]))?;
+        res.finish().await
+    }
+
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.check(node, sql)
     }

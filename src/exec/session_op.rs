@@ -25,7 +25,30 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
         SessionOp::SetAutocommit(on) => door.set_autocommit(*on).await,
         SessionOp::Use(db) => door.use_db(db).await,
         SessionOp::Set(sql) => door.set(sql).await,
+        SessionOp::Lock { sql, nodes } => {
+            unlock(door).await?;
+            // LOCK TABLES commits the open transaction, as in MySQL.
+            door.end(true).await?;
+            for node in nodes {
+                door.run_on(*node, sql).await?;
+                door.state_mut().locked.push(*node);
+            }
+            Ok(())
+        }
+        SessionOp::Unlock => unlock(door).await,
     }
+}
+
+/// Releases the session's table locks on every node that holds some.
+async fn unlock<D: Door>(door: &mut D) -> Result<(), MyError> {
+    let nodes = std::mem::take(&mut door.state_mut().locked);
+    let mut first_err = None;
+    for node in nodes {
+        if let Err(e) = door.run_on(node, "UNLOCK TABLES").await {
+            first_err.get_or_insert(e.error);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -34,6 +57,34 @@ mod tests {
     use crate::exec::door::{Access, Stmt};
     use crate::exec::fake::{FakeDoor, RecordSink};
     use crate::exec::route::single;
+
+    #[tokio::test]
+    async fn table_locks_are_released_where_they_were_taken() {
+        let mut door = FakeDoor::new(3);
+        let mut sink = RecordSink::text();
+        let lock = SessionOp::Lock {
+            sql: "LOCK TABLES t WRITE".into(),
+            nodes: vec![0, 2],
+        };
+        apply(&mut door, &mut sink, &lock).await.unwrap();
+        // A second LOCK TABLES releases the first one's locks first, as MySQL does.
+        let again = SessionOp::Lock {
+            sql: "LOCK TABLES u READ".into(),
+            nodes: vec![1],
+        };
+        apply(&mut door, &mut sink, &again).await.unwrap();
+        apply(&mut door, &mut sink, &SessionOp::Unlock)
+            .await
+            .unwrap();
+        // Nothing left to release.
+        apply(&mut door, &mut sink, &SessionOp::Unlock)
+            .await
+            .unwrap();
+        assert_eq!(door.sql_on(0), vec!["LOCK TABLES t WRITE", "UNLOCK TABLES"]);
+        assert_eq!(door.sql_on(2), vec!["LOCK TABLES t WRITE", "UNLOCK TABLES"]);
+        assert_eq!(door.sql_on(1), vec!["LOCK TABLES u READ", "UNLOCK TABLES"]);
+        assert!(door.state().locked.is_empty());
+    }
 
     #[tokio::test]
     async fn a_transaction_begins_on_the_first_node_it_touches_and_ends_there() {

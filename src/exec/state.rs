@@ -37,6 +37,8 @@ pub struct SessionState {
     pub last_node: Option<usize>,
     /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is asked there.
     pub insert_id_node: Option<usize>,
+    /// The nodes where the session holds table locks (LOCK TABLES).
+    pub locked: Vec<usize>,
 }
 
 impl Default for SessionState {
@@ -47,6 +49,7 @@ impl Default for SessionState {
             ddl: false,
             last_node: None,
             insert_id_node: None,
+            locked: Vec::new(),
         }
     }
 }

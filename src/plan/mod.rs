@@ -62,6 +62,14 @@ pub enum SessionOp {
     Use(String),
     /// A session `SET` sent to every node the session holds and replayed on new ones.
     Set(String),
+    /// `LOCK TABLES`: on every node holding one of the tables (the locks of an earlier LOCK
+    /// TABLES released first, as MySQL does).
+    Lock {
+        sql: String,
+        nodes: Vec<usize>,
+    },
+    /// `UNLOCK TABLES`: where the session holds locks.
+    Unlock,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -384,7 +392,7 @@ pub fn plan_traced(
     topo: &Topology,
     ctx: &PlanCtx<'_>,
 ) -> (Plan, Vec<(String, u16)>) {
-    if let Some(p) = session_statement(sql) {
+    if let Some(p) = session_statement(sql, topo) {
         return (p, Vec::new());
     }
     let parsed = match parsed {
@@ -414,9 +422,78 @@ pub fn plan_traced(
     (plan, slots)
 }
 
+/// `LOCK TABLES t1 READ, t2 AS a WRITE, ...`: the nodes holding any of the tables (a table in
+/// no rule: the default node).
+fn lock_tables(sql: &str, topo: &Topology) -> Plan {
+    let w = sql::words(sql);
+    let mut nodes = Vec::new();
+    // Each item: `name [AS alias | alias] lock_type`, items separated by commas.
+    let list = sql
+        .trim()
+        .split_once(|c: char| c.is_whitespace())
+        .and_then(|(_, rest)| rest.trim_start().split_once(|c: char| c.is_whitespace()))
+        .map(|(_, items)| items)
+        .unwrap_or_default();
+    for item in list.split(',') {
+        let Some(name) = sql::words(item).into_iter().next() else {
+            continue;
+        };
+        // `db.t`: the words are `db`, `t`; the table is the last before the lock type.
+        let words = sql::words(item);
+        let name = match (words.get(1).map(String::as_str), item.contains('.')) {
+            (Some(t), true) => t.to_string(),
+            _ => name,
+        };
+        match topo.table(&name) {
+            Some(rule) => nodes.extend(rule.all_nodes(topo)),
+            None => nodes.push(topo.default_node),
+        }
+    }
+    if w.len() < 3 || nodes.is_empty() {
+        return refuse("LOCK TABLES without tables");
+    }
+    nodes.sort_unstable();
+    nodes.dedup();
+    Plan::Session(SessionOp::Lock {
+        sql: sql.trim().to_string(),
+        nodes,
+    })
+}
+
+/// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (dump files wrap them in executable comments;
+/// sqlparser does not read them): the table's name.
+fn alter_keys(sql: &str) -> Option<String> {
+    let w = sql::words(sql);
+    let n = w.len();
+    let shape = (5..=6).contains(&n)
+        && w[0] == "alter"
+        && w[1] == "table"
+        && (w[n - 2] == "disable" || w[n - 2] == "enable")
+        && w[n - 1] == "keys";
+    shape.then(|| w[n - 3].clone())
+}
+
 /// A statement sqlparser cannot read: forwarded if it names no configured table (the node
 /// then answers, with its own syntax error where there is one), refused otherwise.
 fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
+    if let Some(table) = alter_keys(sql) {
+        let nodes = match topo.table(&table) {
+            Some(rule) => rule.all_nodes(topo),
+            None => vec![topo.default_node],
+        };
+        return Plan::Scatter {
+            targets: nodes
+                .into_iter()
+                .map(|node| Target {
+                    node,
+                    sql: sql.to_string(),
+                    params: params.to_vec(),
+                })
+                .collect(),
+            ok: OkMerge::Copies,
+            merge: None,
+        };
+    }
     let mut nodes: Vec<usize> = Vec::new();
     let mut check_on = topo.default_node;
     for w in sql::words(sql) {
@@ -460,9 +537,15 @@ fn strip_quotes(s: &str) -> String {
 
 /// Transaction control, SET and USE, recognised by their first words so that every form
 /// (even ones sqlparser cannot parse) is handled by the session.
-fn session_statement(sql: &str) -> Option<Plan> {
+fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
     let w = sql::leading_words(sql, 4);
     let is = |i: usize, k: &str| w.get(i).is_some_and(|x| x.eq_ignore_ascii_case(k));
+    if is(0, "LOCK") && (is(1, "TABLES") || is(1, "TABLE")) {
+        return Some(lock_tables(sql, topo));
+    }
+    if is(0, "UNLOCK") && (is(1, "TABLES") || is(1, "TABLE")) && w.len() == 2 {
+        return Some(Plan::Session(SessionOp::Unlock));
+    }
     if is(0, "BEGIN") && w.len() == 1
         || is(0, "BEGIN") && is(1, "WORK")
         || is(0, "START") && is(1, "TRANSACTION")

@@ -396,6 +396,38 @@ fn ddl_on_sharded_and_broadcast_tables_runs_everywhere() {
 }
 
 #[test]
+fn table_locks_and_key_toggles_go_where_the_tables_are() {
+    assert_eq!(
+        plan_of("LOCK TABLES `t_order` WRITE, t_merchant AS m READ"),
+        Plan::Session(SessionOp::Lock {
+            sql: "LOCK TABLES `t_order` WRITE, t_merchant AS m READ".into(),
+            nodes: vec![0, 1]
+        })
+    );
+    assert_eq!(
+        plan_of("lock table shop.t_merchant write"),
+        Plan::Session(SessionOp::Lock {
+            sql: "lock table shop.t_merchant write".into(),
+            nodes: vec![1]
+        })
+    );
+    assert_eq!(plan_of("UNLOCK TABLES"), Plan::Session(SessionOp::Unlock));
+    // A dump's DISABLE / ENABLE KEYS: every node of the table.
+    let Plan::Scatter { targets, ok, .. } = plan_of("ALTER TABLE `t_order` DISABLE KEYS") else {
+        panic!()
+    };
+    assert_eq!(ok, OkMerge::Copies);
+    assert_eq!(
+        targets.iter().map(|t| t.node).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    let Plan::Scatter { targets, .. } = plan_of("ALTER TABLE t_merchant ENABLE KEYS") else {
+        panic!()
+    };
+    assert_eq!(targets.iter().map(|t| t.node).collect::<Vec<_>>(), vec![1]);
+}
+
+#[test]
 fn session_statements() {
     assert_eq!(
         plan_of("BEGIN"),

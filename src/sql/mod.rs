@@ -180,6 +180,60 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
 
 /// All identifier-like words of a statement, lower-cased (for routing statements that
 /// sqlparser cannot parse: does it mention a configured table?).
+/// The version MySQL's executable comments are compared with: the proxy's own, 5.7.99
+/// (`Shared::server_version`).
+pub const VERSION_ID: u32 = 50799;
+
+/// A statement that is one MySQL executable comment, `/*!NNNNN body */` or `/*! body */`
+/// (dump files wrap their SETs, `ALTER TABLE ... DISABLE KEYS` and more in them), whose
+/// version the proxy's satisfies: its body, which MySQL runs as the statement. `None` for
+/// anything else (including MariaDB's `/*M!...*/` and versions above the proxy's, which then
+/// go on as they are).
+pub fn executable_comment(sql: &str) -> Option<&str> {
+    let body = skip_comments(sql).strip_prefix("/*!")?.trim_end();
+    let body = body.strip_suffix("*/")?;
+    if body.contains("*/") {
+        return None;
+    }
+    let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+    let (version, inner) = body.split_at(digits);
+    if !version.is_empty() {
+        let v: u32 = version.parse().ok()?;
+        if !(5..=6).contains(&version.len()) || v > VERSION_ID {
+            return None;
+        }
+    }
+    let inner = inner.trim();
+    (!inner.is_empty()).then_some(inner)
+}
+
+/// `sql` after its leading whitespace and comments (`/* */`, `-- `, `#`, and MariaDB's
+/// `/*M! */`, which MySQL ignores), stopping at an executable `/*! */`. The mariadb CLI sends
+/// a dump's `/*M!999999\- enable the sandbox mode */` line and the statement after it as
+/// one.
+fn skip_comments(sql: &str) -> &str {
+    let mut rest = sql;
+    loop {
+        rest = rest.trim_start();
+        if rest.starts_with("/*!") {
+            return rest;
+        }
+        if let Some(after) = rest.strip_prefix("/*") {
+            match after.find("*/") {
+                Some(end) => rest = &after[end + 2..],
+                None => return rest,
+            }
+        } else if rest.starts_with("-- ") || rest.starts_with("--\n") || rest.starts_with('#') {
+            match rest.find('\n') {
+                Some(end) => rest = &rest[end + 1..],
+                None => return "",
+            }
+        } else {
+            return rest;
+        }
+    }
+}
+
 pub fn words(sql: &str) -> Vec<String> {
     let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize() else {
         return sql
@@ -330,6 +384,44 @@ pub fn value_expr(v: &Value) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn executable_comments_give_their_body_when_the_version_allows() {
+        assert_eq!(
+            executable_comment("/*!40101 SET NAMES utf8mb4 */"),
+            Some("SET NAMES utf8mb4")
+        );
+        assert_eq!(executable_comment("/*! SET @a = 1 */ "), Some("SET @a = 1"));
+        assert_eq!(
+            executable_comment("/*!50799 DO 1*/"),
+            Some("DO 1"),
+            "the proxy's own version"
+        );
+        // The CLI sends the sandbox line of a dump with the statement after it.
+        assert_eq!(
+            executable_comment(
+                "/*M!999999 enable the sandbox mode */ \n-- a dump\n\n/*!40101 SET @OLD=@@CHARACTER_SET_CLIENT */"
+            ),
+            Some("SET @OLD=@@CHARACTER_SET_CLIENT")
+        );
+        assert_eq!(
+            executable_comment("/*!80000 SET x = 1 */"),
+            None,
+            "newer than 5.7.99"
+        );
+        assert_eq!(
+            executable_comment("/*M!100100 SET x = 1 */"),
+            None,
+            "MariaDB's own"
+        );
+        assert_eq!(
+            executable_comment("/*!40101 SET a=1 */ /*!40101 SET b=2 */"),
+            None
+        );
+        assert_eq!(executable_comment("SELECT 1 /*!40101 , 2 */"), None);
+        assert_eq!(executable_comment("/* plain */ SELECT 1"), None);
+        assert_eq!(executable_comment("/*!40101 */"), None);
+    }
 
     #[test]
     fn placeholders_are_numbered_in_text_order() {

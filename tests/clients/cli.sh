@@ -34,6 +34,11 @@ if m -e "INSERT INTO t_cli (id, k) VALUES (5, 0)" 2>"$SP_OUT/cli.dup.$SP_TARGET"
 fi
 sed 's/ at line [0-9]*//' "$SP_OUT/cli.dup.$SP_TARGET"
 
+echo "== a dump file restored (mariadb-dump's format: executable comments, LOCK TABLES, DISABLE KEYS, INSERT without a column list)"
+m < "$here/dump_session.sql"
+m --table -e "SELECT * FROM t_dump ORDER BY id; SELECT * FROM t_dump_user ORDER BY id;
+SELECT COUNT(*), SUM(amount) FROM t_dump"
+
 echo "== caching_sha2_password offered by the client"
 m --default-auth=caching_sha2_password -N -e "SELECT 'authenticated'"
 if mariadb --protocol=TCP -h"$SP_HOST" -P"$SP_PORT" -u"$SP_USER" -p"wrong-$SP_PASSWORD" \

@@ -55,6 +55,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn query(&mut self, sql: &str) -> Outcome {
+        // `/*!40101 SET NAMES utf8mb4 */`: MySQL runs the body.
+        let sql = sql::executable_comment(sql).unwrap_or(sql);
         if let Some(parts) = super::super::split::set_with_autocommit(sql) {
             return self.set_parts(parts).await;
         }
