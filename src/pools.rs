@@ -3,12 +3,18 @@
 //! connections taken from them are `crate::backend`'s.
 //!
 //! A pool opens at most the node URL's `pool_max` connections (mysql_async's URL option
-//! and default, 100). A connection taken is the taker's until it is dropped: a clean one
-//! (its answers read to the end) is reset on the node (COM_RESET_CONNECTION: transaction
-//! rolled back, statement handles and session variables gone) and kept for the next taker;
-//! any other is closed. An idle connection the node closed meanwhile is noticed without a
-//! round trip when it is taken again, and a fresh one is opened instead.
+//! and default, 100). A connection taken is the taker's until it is dropped. It carries what
+//! the proxy knows of its session state on the node: the database, the session SETs applied
+//! in order, the prepared-statement handles. A connection given back with nothing else on it
+//! goes back to the pool as it is (a session holds a node connection only while it needs
+//! it, `crate::backend::session`, so connections change hands often); one marked dirty
+//! (state the proxy does not track: user variables, temporary tables, locks, an open
+//! transaction) is reset on the node first (COM_RESET_CONNECTION: transaction rolled back,
+//! handles, variables and temporary tables gone); one with an answer left unread, or broken,
+//! is closed. An idle connection the node closed meanwhile is noticed without a round trip
+//! when it is taken again, and a fresh one is opened instead.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,15 +25,53 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use crate::config::Topology;
 use crate::error::MyError;
 use crate::node::stream::Tls;
-use crate::node::{Conn, ConnectOpts};
+use crate::node::{Conn, ConnectOpts, Statement};
 
 /// How long acquiring a connection to a node may take before the statement fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A connection of a node's pool, open and counted against its `pool_max`.
+/// A connection of a node's pool, open and counted against its `pool_max`, with the state
+/// the proxy put on it.
 struct Open {
     conn: Conn,
+    /// Statements prepared on it, by their text.
+    handles: HashMap<String, Statement>,
+    /// The session SETs applied on it since it was opened or reset, in order.
+    sets: Vec<String>,
+    /// It carries state the proxy does not track: reset before anyone else takes it.
+    dirty: bool,
     _permit: OwnedSemaphorePermit,
+}
+
+impl Open {
+    fn new(conn: Conn, permit: OwnedSemaphorePermit) -> Self {
+        Open {
+            conn,
+            handles: HashMap::new(),
+            sets: Vec::new(),
+            dirty: false,
+            _permit: permit,
+        }
+    }
+
+    /// COM_RESET_CONNECTION, then the URL's database again (a reset keeps the current one).
+    async fn reset(&mut self, url_db: Option<&str>) -> Result<(), crate::node::WireError> {
+        self.handles.clear();
+        self.sets.clear();
+        self.conn.reset().await?;
+        self.dirty = false;
+        if self.conn.db() != url_db {
+            match url_db {
+                Some(db) => {
+                    let sql = format!("USE `{}`", db.replace('`', "``"));
+                    self.conn.query_drop(&sql).await?;
+                    self.conn.set_db(Some(db.to_string()));
+                }
+                None => self.conn.set_db(None),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One node's pool, as one version of the topology describes the node.
@@ -54,22 +98,69 @@ pub struct Pooled {
     found_rows: bool,
 }
 
+impl Pooled {
+    fn open(&self) -> &Open {
+        match &self.open {
+            Some(o) => o,
+            None => unreachable!("a pooled connection is only empty while dropped"),
+        }
+    }
+
+    fn open_mut(&mut self) -> &mut Open {
+        match &mut self.open {
+            Some(o) => o,
+            None => unreachable!("a pooled connection is only empty while dropped"),
+        }
+    }
+
+    /// The connection and its prepared-statement handles.
+    pub fn with_handles(&mut self) -> (&mut Conn, &mut HashMap<String, Statement>) {
+        let o = self.open_mut();
+        (&mut o.conn, &mut o.handles)
+    }
+
+    /// The session SETs applied on it, in order.
+    pub fn sets(&self) -> &[String] {
+        &self.open().sets
+    }
+
+    pub fn set_sets(&mut self, sets: &[String]) {
+        let o = self.open_mut();
+        o.sets.clear();
+        o.sets.extend_from_slice(sets);
+    }
+
+    /// It now carries state the proxy does not track (reset when given back).
+    pub fn mark_dirty(&mut self) {
+        self.open_mut().dirty = true;
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        self.open().dirty
+    }
+
+    /// The database the node URL names.
+    pub fn url_db(&self) -> Option<String> {
+        self.pool.opts.db_name().map(str::to_string)
+    }
+
+    /// Back to the state of a fresh connection (COM_RESET_CONNECTION, the URL's database).
+    pub async fn reset_state(&mut self) -> Result<(), crate::node::WireError> {
+        let url_db = self.pool.opts.db_name().map(str::to_string);
+        self.open_mut().reset(url_db.as_deref()).await
+    }
+}
+
 impl std::ops::Deref for Pooled {
     type Target = Conn;
     fn deref(&self) -> &Conn {
-        match &self.open {
-            Some(o) => &o.conn,
-            None => unreachable!("a pooled connection is only empty while dropped"),
-        }
+        &self.open().conn
     }
 }
 
 impl std::ops::DerefMut for Pooled {
     fn deref_mut(&mut self) -> &mut Conn {
-        match &mut self.open {
-            Some(o) => &mut o.conn,
-            None => unreachable!("a pooled connection is only empty while dropped"),
-        }
+        &mut self.open_mut().conn
     }
 }
 
@@ -84,27 +175,20 @@ impl Drop for Pooled {
         }
         let pool = self.pool.clone();
         let flavour = usize::from(self.found_rows);
+        let in_tx = open
+            .conn
+            .status()
+            .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS);
+        if !open.dirty && !in_tx {
+            open.conn.idle_since = std::time::Instant::now();
+            pool.idle_lock()[flavour].push(open);
+            return;
+        }
         // Outside a runtime (a test's teardown) the connection just closes.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
-                let reset = tokio::time::timeout(CONNECT_TIMEOUT, async {
-                    open.conn.reset().await?;
-                    // A reset keeps the current database: back to the URL's, so the next
-                    // taker finds the connection as a fresh one.
-                    let url_db = pool.opts.db_name();
-                    if open.conn.db() != url_db {
-                        match url_db {
-                            Some(db) => {
-                                let sql = format!("USE `{}`", db.replace('`', "``"));
-                                open.conn.query_drop(&sql).await?;
-                                open.conn.set_db(Some(db.to_string()));
-                            }
-                            None => open.conn.set_db(None),
-                        }
-                    }
-                    Ok::<_, crate::node::WireError>(())
-                })
-                .await;
+                let url_db = pool.opts.db_name();
+                let reset = tokio::time::timeout(CONNECT_TIMEOUT, open.reset(url_db)).await;
                 if matches!(reset, Ok(Ok(()))) && !pool.retired.load(Ordering::Relaxed) {
                     open.conn.idle_since = std::time::Instant::now();
                     pool.idle_lock()[flavour].push(open);
@@ -179,10 +263,7 @@ impl NodePool {
                 break o;
             }
             let conn = self.connect(found_rows).await?;
-            break Open {
-                conn,
-                _permit: permit,
-            };
+            break Open::new(conn, permit);
         };
         self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(Pooled {

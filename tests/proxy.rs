@@ -1697,3 +1697,71 @@ fn inserts_without_a_column_list_refuse_nodes_that_disagree() {
             .expect("with a column list it still works");
     });
 }
+
+/// Between statements a session keeps only the node connection it may still be asked about
+/// (its last statement's); the others go back to their pools and serve other sessions, with
+/// none of this session's SETs on them.
+#[test]
+fn sessions_give_back_node_connections_between_statements() {
+    let c = cluster();
+    let rules =
+        rules_toml(c, &sharded("t_mux")).replace("/shop\"", "/shop?pool_min=1&pool_max=1\"");
+    let proxy = start_proxy_with_rules(rules);
+    block_on(async move {
+        let mut a = proxy.conn().await;
+        a.query_drop("CREATE TABLE IF NOT EXISTS t_mux (user_id BIGINT PRIMARY KEY, v VARCHAR(8))")
+            .await
+            .expect("create");
+        // A statement on every node: afterwards the session holds one connection, not four.
+        for node in 0..NODES {
+            let k = key_on_node(&L, node);
+            a.exec_drop("SELECT v FROM t_mux WHERE user_id = ?", (k,))
+                .await
+                .expect("point read");
+        }
+        let held: usize = (0..NODES)
+            .map(|n| proxy.shared.backends.pool_usage(n).unwrap_or((0, 0)).0)
+            .sum();
+        assert_eq!(held, 1, "node connections in use after four point reads");
+
+        // A session SET lands on a connection; once a moves on, the next session that takes
+        // that connection gets it without a's SET. a runs on ds0 first, so the SET and
+        // CONNECTION_ID() run there.
+        a.exec_drop(
+            "SELECT v FROM t_mux WHERE user_id = ?",
+            (key_on_node(&L, 0),),
+        )
+        .await
+        .expect("read on ds0");
+        a.query_drop("SET SESSION sql_mode = 'ANSI_QUOTES'")
+            .await
+            .expect("set");
+        let id_a: Option<u64> = a
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("a's connection");
+        let mode_a: Option<String> = a.query_first("SELECT @@sql_mode").await.expect("mode");
+        assert_eq!(mode_a.as_deref(), Some("ANSI_QUOTES"));
+        // a moves to a node other than the default one, which gives ds0's connection back.
+        let k = key_on_node(&L, 1);
+        a.exec_drop("SELECT v FROM t_mux WHERE user_id = ?", (k,))
+            .await
+            .expect("read on ds1");
+        let mut b = proxy.conn().await;
+        let id_b: Option<u64> = b
+            .query_first("SELECT CONNECTION_ID()")
+            .await
+            .expect("b's connection");
+        assert_eq!(id_a, id_b, "ds0's one connection went from a to b");
+        let mode_b: Option<String> = b.query_first("SELECT @@sql_mode").await.expect("mode");
+        assert!(
+            !mode_b.unwrap_or_default().contains("ANSI_QUOTES"),
+            "a's SET reached b"
+        );
+        // And a, back on ds0, finds its SET again.
+        drop(b);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let mode_a: Option<String> = a.query_first("SELECT @@sql_mode").await.expect("mode");
+        assert_eq!(mode_a.as_deref(), Some("ANSI_QUOTES"));
+    });
+}

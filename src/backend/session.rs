@@ -6,7 +6,6 @@
 //! node is refused until cross-node transactions exist), drops connections that broke, and
 //! counts node latency and errors.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -35,34 +34,31 @@ type Casualties = Mutex<Vec<(usize, String, bool)>>;
 /// it fills up).
 const MAX_HANDLES: usize = 256;
 
-/// A node connection and the statements prepared on it, by their text: an execute sends
-/// only the handle and the values. A connection going back to its pool is reset, which
-/// deallocates them on the node.
+/// A node connection the session holds. The statements prepared on it stay with it (an
+/// execute sends only the handle and the values), in the pool too, for whichever session
+/// takes it next.
 pub struct NodeConn {
     conn: Pooled,
-    handles: HashMap<String, Statement>,
 }
 
 impl NodeConn {
     fn new(conn: Pooled) -> Self {
-        NodeConn {
-            conn,
-            handles: HashMap::new(),
-        }
+        NodeConn { conn }
     }
 
     /// The handle of `sql` on this connection, prepared on first use.
     async fn handle(&mut self, sql: &str) -> Result<&mut Statement, WireError> {
-        if !self.handles.contains_key(sql) {
-            if self.handles.len() >= MAX_HANDLES {
-                for (_, h) in self.handles.drain() {
-                    self.conn.close(h.id).await?;
+        let (conn, handles) = self.conn.with_handles();
+        if !handles.contains_key(sql) {
+            if handles.len() >= MAX_HANDLES {
+                for (_, h) in handles.drain() {
+                    conn.close(h.id).await?;
                 }
             }
-            let h = self.conn.prepare(sql).await?;
-            self.handles.insert(sql.to_string(), h);
+            let h = conn.prepare(sql).await?;
+            handles.insert(sql.to_string(), h);
         }
-        self.handles
+        handles
             .get_mut(sql)
             .ok_or_else(|| WireError::Protocol("a statement handle vanished".into()))
     }
@@ -75,7 +71,8 @@ impl NodeConn {
         params: &[Value],
     ) -> Result<(Head, Arc<[Column]>), WireError> {
         self.handle(sql).await?;
-        let Some(h) = self.handles.get_mut(sql) else {
+        let (conn, handles) = self.conn.with_handles();
+        let Some(h) = handles.get_mut(sql) else {
             return Err(WireError::Protocol("a statement handle vanished".into()));
         };
         if h.params.len() != params.len() {
@@ -89,7 +86,7 @@ impl NodeConn {
                 ),
             });
         }
-        let head = self.conn.execute(h, params).await?;
+        let head = conn.execute(h, params).await?;
         Ok((head, h.columns.clone()))
     }
 }
@@ -174,10 +171,35 @@ impl NodeSession {
         }
     }
 
-    /// Deals with the failures the last statement's results reported (the frontend calls it
-    /// when a command is answered; every door operation does first).
+    /// Deals with the failures the last statement's results reported, and gives back the
+    /// node connections the session does not need between statements (the frontend calls
+    /// it when a command is answered; every door operation reaps first).
+    ///
+    /// Kept: the connection of the session's last statement (what `SHOW WARNINGS`,
+    /// `ROW_COUNT()` and `FOUND_ROWS()` ask about), of its last generated id
+    /// (`LAST_INSERT_ID()`), of its open transaction, of its table locks, and any that
+    /// carries state the proxy does not track (it stays the session's until the session
+    /// ends). Every other goes back to its node's pool as it is, for whichever session
+    /// needs that node next: the nodes serve few, busy connections instead of one per
+    /// client and node.
     pub fn settle(&mut self) {
         self.reap();
+        for node in 0..self.conns.len() {
+            let keep = match &self.conns[node] {
+                None => continue,
+                Some(c) => {
+                    c.conn.is_dirty()
+                        || self.state.last_node == Some(node)
+                        || self.state.insert_id_node == Some(node)
+                        || self.state.tx_node() == Some(node)
+                        || self.state.locked.contains(&node)
+                }
+            };
+            if !keep {
+                self.conns[node] = None;
+                self.held(node, -1);
+            }
+        }
     }
 
     /// Deals with the failures results reported: counted, noted for SHOW NODES, broken
@@ -253,21 +275,28 @@ impl NodeSession {
         Ok(())
     }
 
-    /// Replays the session's database and SETs on a connection it just opened.
+    /// Brings a connection just taken from the pool to the session's state: a connection
+    /// whose SETs are not a beginning of the session's is reset first; then the session's
+    /// database (the URL's when it chose none) and the SETs it lacks.
     async fn bring_to_state(&self, node: usize, c: &mut Pooled) -> Result<(), NodeError> {
-        if let Some(db) = &self.db {
-            if c.db() != Some(db.as_str()) {
-                c.query_drop(&use_stmt(db))
-                    .await
-                    .map_err(|e| self.node_error(node, &e))?;
-                c.set_db(Some(db.clone()));
+        let err = |e: WireError| self.node_error(node, &e);
+        if !self.sets.starts_with(c.sets()) {
+            c.reset_state().await.map_err(err)?;
+        }
+        let db = self.db.clone().or_else(|| c.url_db());
+        match db {
+            Some(db) if c.db() != Some(db.as_str()) => {
+                c.query_drop(&use_stmt(&db)).await.map_err(err)?;
+                c.set_db(Some(db));
             }
+            None if c.db().is_some() => c.reset_state().await.map_err(err)?,
+            _ => {}
         }
-        for s in &self.sets {
-            c.query_drop(s.as_str())
-                .await
-                .map_err(|e| self.node_error(node, &e))?;
+        let done = c.sets().len();
+        for s in &self.sets[done..] {
+            c.query_drop(s.as_str()).await.map_err(err)?;
         }
+        c.set_sets(&self.sets);
         Ok(())
     }
 
@@ -357,6 +386,56 @@ impl NodeSession {
 
 fn typed(r: Row) -> Vec<Value> {
     r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect()
+}
+
+/// Does the statement leave state on its node connection that the proxy does not track
+/// (user variables assigned outside SET, temporary tables, named locks, SQL-level prepared
+/// statements, a procedure's doings, FOUND_ROWS of SQL_CALC_FOUND_ROWS, XA)? Then the
+/// connection stays with the session and is reset when given back. Conservative: an `@` in
+/// a string literal counts too.
+fn leaves_state(sql: &str) -> bool {
+    let b = sql.as_bytes();
+    let user_var = b
+        .iter()
+        .enumerate()
+        .any(|(i, c)| *c == b'@' && b.get(i + 1) != Some(&b'@') && (i == 0 || b[i - 1] != b'@'));
+    if user_var {
+        return true;
+    }
+    let lead = crate::sql::leading_words(sql, 1);
+    if lead.first().is_some_and(|w| {
+        [
+            "CALL",
+            "PREPARE",
+            "EXECUTE",
+            "DEALLOCATE",
+            "HANDLER",
+            "XA",
+            "LOCK",
+            "FLUSH",
+            "BACKUP",
+        ]
+        .iter()
+        .any(|k| w.eq_ignore_ascii_case(k))
+    }) {
+        return true;
+    }
+    const MARKERS: [&[u8]; 3] = [b"TEMPORARY", b"GET_LOCK", b"SQL_CALC_FOUND_ROWS"];
+    if MARKERS
+        .iter()
+        .any(|m| b.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m)))
+    {
+        return true;
+    }
+    // LAST_INSERT_ID(expr) sets the session's id; LAST_INSERT_ID() only reads it.
+    const ID: &[u8] = b"LAST_INSERT_ID(";
+    b.windows(ID.len()).enumerate().any(|(i, w)| {
+        w.eq_ignore_ascii_case(ID)
+            && b[i + ID.len()..]
+                .iter()
+                .find(|c| !c.is_ascii_whitespace())
+                .is_some_and(|c| *c != b')')
+    })
 }
 
 fn use_stmt(db: &str) -> String {
@@ -600,6 +679,9 @@ impl Door for NodeSession {
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
+        if leaves_state(stmt.sql) {
+            conn.conn.mark_dirty();
+        }
         match start_on(conn, stmt, run.binary).await {
             Ok((head, known)) => Ok(NodeRes::new(
                 conn,
@@ -677,6 +759,9 @@ impl Door for NodeSession {
                         });
                     };
                     let started = Instant::now();
+                    if leaves_state(stmt.sql) {
+                        conn.conn.mark_dirty();
+                    }
                     match start_on(conn, *stmt, run.binary).await {
                         Ok((head, known)) => Ok(NodeRes::new(
                             conn, head, run.binary, known, node, labels, casualties, started,
@@ -716,6 +801,10 @@ impl Door for NodeSession {
     }
 
     async fn run_on(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        self.open(node).await?;
+        if let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) {
+            nc.conn.mark_dirty();
+        }
         self.run_own(node, sql).await
     }
 
@@ -798,7 +887,13 @@ impl Door for NodeSession {
         let default = self.shared.topology().default_node;
         let first = self.sticky(false, default).unwrap_or(default);
         self.run_own(first, sql).await?;
-        self.on_others(first, sql).await?;
+        if let Err(e) = self.on_others(first, sql).await {
+            // Some connections ran it, some did not: none is like the session's record.
+            for c in self.conns.iter_mut().flatten() {
+                c.conn.mark_dirty();
+            }
+            return Err(e);
+        }
         self.sets.retain(|s| s != sql);
         if self.sets.len() >= 256 {
             return Err(MyError::unsupported(
@@ -806,6 +901,9 @@ impl Door for NodeSession {
             ));
         }
         self.sets.push(sql.to_string());
+        for c in self.conns.iter_mut().flatten() {
+            c.conn.set_sets(&self.sets);
+        }
         Ok(())
     }
 
@@ -836,5 +934,39 @@ impl Door for NodeSession {
             .lookups
             .with_label_values(&[outcome])
             .inc_by(n);
+    }
+}
+
+#[cfg(test)]
+mod state_tests {
+    use super::leaves_state;
+
+    #[test]
+    fn statements_that_leave_untracked_state_are_told_apart() {
+        for sql in [
+            "SELECT @x := 1",
+            "SELECT c INTO @v FROM t",
+            "CREATE TEMPORARY TABLE tt (a INT)",
+            "DO GET_LOCK('a', 1)",
+            "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
+            "INSERT INTO t (id) VALUES (LAST_INSERT_ID(5))",
+            "call p()",
+            "PREPARE s FROM 'SELECT 1'",
+            "LOCK TABLES t WRITE",
+            "FLUSH TABLES WITH READ LOCK",
+            "XA START 'x'",
+        ] {
+            assert!(leaves_state(sql), "{sql}");
+        }
+        for sql in [
+            "SELECT c FROM sbtest1 WHERE id=?",
+            "SELECT @@version, @@session.sql_mode",
+            "SELECT LAST_INSERT_ID()",
+            "SELECT LAST_INSERT_ID( )",
+            "UPDATE t SET v = v + 1 WHERE id = 3",
+            "DELETE FROM t WHERE id = 1",
+        ] {
+            assert!(!leaves_state(sql), "{sql}");
+        }
     }
 }
