@@ -30,6 +30,9 @@ use crate::node::{Conn, ConnectOpts, Statement};
 /// How long acquiring a connection to a node may take before the statement fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long an idle connection is trusted without looking at its socket.
+const FRESH: Duration = Duration::from_secs(1);
+
 /// A connection of a node's pool, open and counted against its `pool_max`, with the state
 /// the proxy put on it.
 struct Open {
@@ -144,6 +147,24 @@ impl Pooled {
         self.pool.opts.db_name().map(str::to_string)
     }
 
+    /// On the URL's database (a connection given back by a session may be on the session's):
+    /// for the proxy's own statements outside any session.
+    pub async fn ensure_url_db(&mut self) -> Result<(), crate::node::WireError> {
+        let url_db = self.url_db();
+        if self.db() == url_db.as_deref() {
+            return Ok(());
+        }
+        match url_db {
+            Some(db) => {
+                self.query_drop(&format!("USE `{}`", db.replace('`', "``")))
+                    .await?;
+                self.set_db(Some(db));
+                Ok(())
+            }
+            None => self.reset_state().await,
+        }
+    }
+
     /// Back to the state of a fresh connection (COM_RESET_CONNECTION, the URL's database).
     pub async fn reset_state(&mut self) -> Result<(), crate::node::WireError> {
         let url_db = self.pool.opts.db_name().map(str::to_string);
@@ -224,23 +245,32 @@ impl NodePool {
         drop(closing);
     }
 
-    /// An idle connection of the flavour, still alive; dead ones are closed on the way.
-    fn take_idle(&self, flavour: usize) -> Option<Open> {
+    /// An idle connection of the flavour, still alive (dead ones are closed on the way):
+    /// the last given back whose SETs are `sets`, else the last given back.
+    fn take_idle(&self, flavour: usize, sets: &[String]) -> Option<Open> {
         let mut idle = self.idle_lock();
-        while let Some(o) = idle[flavour].pop() {
-            if o.conn.alive() {
+        let list = &mut idle[flavour];
+        loop {
+            let at = list
+                .iter()
+                .rposition(|o| o.sets == sets)
+                .or_else(|| list.len().checked_sub(1))?;
+            let o = list.remove(at);
+            // A connection given back within the last second is taken as it is (a node
+            // that died since fails that statement, as a node dying under it would); one
+            // idle longer is checked without a round trip first.
+            if o.conn.idle_since.elapsed() < FRESH || o.conn.alive() {
                 return Some(o);
             }
         }
-        None
     }
 
     /// A connection: an idle one, else a new one once the pool has room (closing an idle
     /// one of the other flavour to make it).
-    async fn get(self: &Arc<Self>, found_rows: bool) -> Result<Pooled, String> {
+    async fn get(self: &Arc<Self>, found_rows: bool, sets: &[String]) -> Result<Pooled, String> {
         let flavour = usize::from(found_rows);
         let open = loop {
-            if let Some(o) = self.take_idle(flavour) {
+            if let Some(o) = self.take_idle(flavour, sets) {
                 break o;
             }
             let permit = match self.open.clone().try_acquire_owned() {
@@ -258,7 +288,7 @@ impl NodePool {
                 }
             };
             // Someone may have given a connection back meanwhile.
-            if let Some(o) = self.take_idle(flavour) {
+            if let Some(o) = self.take_idle(flavour, sets) {
                 drop(permit);
                 break o;
             }
@@ -425,11 +455,17 @@ impl Backends {
 
     /// A connection to `node` from its pool.
     pub async fn connect(&self, node: usize) -> Result<Pooled, MyError> {
-        self.connect_with(node, false).await
+        self.connect_with(node, false, &[]).await
     }
 
-    /// A connection to `node`, with CLIENT_FOUND_ROWS if `found_rows`.
-    pub async fn connect_with(&self, node: usize, found_rows: bool) -> Result<Pooled, MyError> {
+    /// A connection to `node`, with CLIENT_FOUND_ROWS if `found_rows`; an idle one that has
+    /// exactly the session SETs `sets` applied if there is one.
+    pub async fn connect_with(
+        &self,
+        node: usize,
+        found_rows: bool,
+        sets: &[String],
+    ) -> Result<Pooled, MyError> {
         let pool = self
             .entries
             .read()
@@ -439,7 +475,7 @@ impl Backends {
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
-        let r = match tokio::time::timeout(CONNECT_TIMEOUT, pool.get(found_rows)).await {
+        let r = match tokio::time::timeout(CONNECT_TIMEOUT, pool.get(found_rows, sets)).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(MyError::new(
                 1105,

@@ -96,6 +96,8 @@ impl NodeConn {
 struct NodeLabels {
     name: String,
     latency: prometheus::Histogram,
+    /// Node connections sessions hold (`shardproxy_backend_connections_held`).
+    held: prometheus::IntGauge,
 }
 
 pub struct NodeSession {
@@ -157,6 +159,7 @@ impl NodeSession {
         let name = self.shared.backends.name(node);
         let l = Arc::new(NodeLabels {
             latency: self.shared.metrics.latency.with_label_values(&[&name]),
+            held: self.shared.metrics.held.with_label_values(&[&name]),
             name,
         });
         self.labels[node] = Some(l.clone());
@@ -238,12 +241,8 @@ impl NodeSession {
     }
 
     /// Counts the node connections sessions hold, for the metrics.
-    fn held(&self, node: usize, delta: i64) {
-        self.shared
-            .metrics
-            .held
-            .with_label_values(&[&self.shared.backends.name(node)])
-            .add(delta);
+    fn held(&mut self, node: usize, delta: i64) {
+        self.labels(node).held.add(delta);
     }
 
     fn grow(&mut self, node: usize) {
@@ -260,7 +259,7 @@ impl NodeSession {
             let c = self
                 .shared
                 .backends
-                .connect_with(node, self.found_rows)
+                .connect_with(node, self.found_rows, &self.sets)
                 .await
                 .map_err(|error| NodeError {
                     node,
@@ -453,8 +452,8 @@ fn vanished(node: usize) -> NodeError {
 impl Drop for NodeSession {
     fn drop(&mut self) {
         self.reap();
-        for (node, c) in self.conns.iter().enumerate() {
-            if c.is_some() {
+        for node in 0..self.conns.len() {
+            if self.conns[node].is_some() {
                 self.held(node, -1);
             }
         }
@@ -718,7 +717,7 @@ impl Door for NodeSession {
             let opened = join_all(
                 missing
                     .iter()
-                    .map(|n| backends.connect_with(*n, self.found_rows)),
+                    .map(|n| backends.connect_with(*n, self.found_rows, &self.sets)),
             )
             .await;
             for (n, r) in missing.iter().zip(opened) {
@@ -794,9 +793,11 @@ impl Door for NodeSession {
                 error,
                 broke: true,
             })?;
-        conn.query_rows(sql)
-            .await
-            .map(|rows| rows.into_iter().map(typed).collect())
+        let r = match conn.ensure_url_db().await {
+            Ok(()) => conn.query_rows(sql).await,
+            Err(e) => Err(e),
+        };
+        r.map(|rows| rows.into_iter().map(typed).collect())
             .map_err(|e| self.node_error(node, &e))
     }
 
