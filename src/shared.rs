@@ -41,6 +41,8 @@ pub struct Shared {
     pub plans: crate::plan::cache::PlanCache,
     /// Tables' column order, read from their nodes (for an INSERT without a column list).
     pub columns: ColumnCache,
+    /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
+    pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
 }
 
 /// `(schema, table)` -> the table's columns in order, as its nodes agree on them (the schema
@@ -147,11 +149,27 @@ impl Shared {
     }
 
     /// The next generated id for a row of `table` in `slot`.
-    pub fn next_id(&self, topo: &Topology, table: &str, slot: u16) -> Result<u64, String> {
+    pub fn next_id(
+        &self,
+        topo: &Topology,
+        table: &str,
+        slot: u16,
+    ) -> Result<u64, crate::plan::IdError> {
+        use crate::plan::IdError;
         let g = topo
             .key_generators
             .get(table)
-            .ok_or_else(|| format!("`{table}` has no key_generator"))?;
+            .ok_or_else(|| IdError::Refused(format!("`{table}` has no key_generator")))?;
+        if g.sequence.is_some() {
+            let mut blocks = self.sequences.lock().unwrap_or_else(|e| e.into_inner());
+            return match blocks.get_mut(table) {
+                Some(b) if b.0 < b.1 => {
+                    b.0 += 1;
+                    Ok(b.0 - 1)
+                }
+                _ => Err(IdError::NeedBlock),
+            };
+        }
         self.ids
             .next(&g.layout, slot, &|| self.clock.now_ms())
             .map_err(|e| {
@@ -164,8 +182,17 @@ impl Shared {
                     .with_label_values(&[reason])
                     .inc();
                 tracing::warn!(table, "key generator refused: {e}");
-                format!("key_generator of `{table}`: {e}")
+                IdError::Refused(format!("key_generator of `{table}`: {e}"))
             })
+    }
+
+    /// Takes a block of ids `[first, end)` reserved from `table`'s sequence (replacing what
+    /// was left of the last block: those ids are skipped, never reused).
+    pub fn sequence_store(&self, table: &str, first: u64, end: u64) {
+        self.sequences
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(table.to_string(), (first, end));
     }
 
     /// Runs `f` with the planning context of this proxy (its clock, lookup caches, ids,
@@ -217,6 +244,7 @@ impl Shared {
             tls: None,
             plans: Default::default(),
             columns: column_cache(),
+            sequences: Default::default(),
         }
     }
 

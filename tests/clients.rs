@@ -60,6 +60,13 @@ fn start(dir: &Path) -> Proxy {
     let mut tables = String::new();
     for t in TABLES {
         tables.push_str(&hash_slot_table(t, "id", &L2));
+        if t.starts_with("sbtest") {
+            // sysbench's default AUTO_INCREMENT ids: a sequence gives them.
+            tables.insert_str(
+                tables.trim_end().len(),
+                "\nkey_generator = { column = \"id\", kind = \"sequence\" }",
+            );
+        }
     }
     let rules = rules_toml_on(cluster(), &SHARDS, &tables);
     let users = "users = [{ name = \"app\", password = \"app\" }]\n";

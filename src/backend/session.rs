@@ -809,6 +809,36 @@ impl Door for NodeSession {
         self.run_own(node, sql).await
     }
 
+    async fn fetch_outside_all(
+        &mut self,
+        node: usize,
+        sqls: &[&str],
+    ) -> Result<Vec<Vec<Value>>, NodeError> {
+        let mut conn = self
+            .shared
+            .backends
+            .connect(node)
+            .await
+            .map_err(|error| NodeError {
+                node,
+                error,
+                broke: true,
+            })?;
+        // LAST_INSERT_ID(expr) and the like: reset before anyone else takes it.
+        conn.mark_dirty();
+        let r = async {
+            conn.ensure_url_db().await?;
+            let mut last = Vec::new();
+            for sql in sqls {
+                last = conn.query_rows(sql).await?;
+            }
+            Ok::<_, WireError>(last)
+        }
+        .await;
+        r.map(|rows| rows.into_iter().map(typed).collect())
+            .map_err(|e| self.node_error(node, &e))
+    }
+
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.open(node).await?;
         let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {

@@ -179,6 +179,10 @@ struct KeyGenSection {
     worker: u16,
     #[serde(default)]
     worker_bits: u8,
+    /// kind = "sequence": the node holding the sequence table (default: default_node).
+    node: Option<String>,
+    /// kind = "sequence": ids a proxy reserves at a time (default 1000).
+    block: Option<u64>,
 }
 
 /// A generated key column of a sharded table.
@@ -186,7 +190,18 @@ struct KeyGenSection {
 pub struct KeyGenerator {
     /// Lower-cased column.
     pub column: String,
+    /// kind = "snowflake": the ids' layout.
     pub layout: IdLayout,
+    /// kind = "sequence": where the sequence lives and how many ids a proxy reserves.
+    pub sequence: Option<SequenceGen>,
+}
+
+/// Ids from a sequence row on a node (`shardproxy_sequences`), reserved in blocks per proxy:
+/// unique across proxies, increasing within one, small (AUTO_INCREMENT-like).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SequenceGen {
+    pub node: usize,
+    pub block: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -466,7 +481,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         let terr = |message: String| err(format!("table `{table}`: {message}"));
         let rule = table_rule(section, None, &ctx).map_err(terr)?;
         if let Some(g) = &section.key_generator {
-            let gen = key_generator(g, &rule).map_err(terr)?;
+            let gen = key_generator(g, &rule, &ctx, &file.default_node).map_err(terr)?;
             key_generators.insert(table.to_ascii_lowercase(), gen);
         }
         if tables.insert(table.to_ascii_lowercase(), rule).is_some() {
@@ -738,19 +753,39 @@ fn table_rule(
     })
 }
 
-fn key_generator(g: &KeyGenSection, rule: &TableRule) -> Result<KeyGenerator, String> {
-    if g.kind != "snowflake" {
-        return Err(format!(
-            "key_generator kind \"{}\" is unknown (expected \"snowflake\")",
-            g.kind
-        ));
-    }
+fn key_generator(
+    g: &KeyGenSection,
+    rule: &TableRule,
+    ctx: &RuleCtx<'_>,
+    default_node: &str,
+) -> Result<KeyGenerator, String> {
     let column = g.column.to_ascii_lowercase();
-    if rule.column() == Some(column.as_str()) {
-        return Err(format!(
-            "key_generator column `{column}` is the shard key: the id carries the slot of the shard key, so generate another column"
-        ));
+    if rule.column().is_none() {
+        return Err("key_generator needs a sharded table (a rule with a column)".into());
     }
+    let sequence = match g.kind.as_str() {
+        "snowflake" => {
+            if g.node.is_some() || g.block.is_some() {
+                return Err("key_generator `node` and `block` are for kind = \"sequence\"".into());
+            }
+            None
+        }
+        "sequence" => {
+            let block = g.block.unwrap_or(1000);
+            if !(1..=1_000_000).contains(&block) {
+                return Err("key_generator block is 1 to 1000000".into());
+            }
+            Some(SequenceGen {
+                node: ctx.node(g.node.as_deref().unwrap_or(default_node))?,
+                block,
+            })
+        }
+        other => {
+            return Err(format!(
+                "key_generator kind \"{other}\" is unknown (expected \"snowflake\" or \"sequence\")"
+            ))
+        }
+    };
     if g.worker_bits > 8 {
         return Err("key_generator worker_bits is at most 8 (of the 12 sequence bits)".into());
     }
@@ -774,6 +809,7 @@ fn key_generator(g: &KeyGenSection, rule: &TableRule) -> Result<KeyGenerator, St
             worker: g.worker,
             worker_bits: g.worker_bits,
         },
+        sequence,
     })
 }
 

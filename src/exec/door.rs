@@ -185,6 +185,14 @@ pub trait Door: Send {
         sql: &str,
     ) -> impl Future<Output = Result<(), NodeError>> + Send;
 
+    /// Statements on one connection of their own to `node`, outside the session (a
+    /// sequence's reservation), in order: the rows of the last.
+    fn fetch_outside_all(
+        &mut self,
+        node: usize,
+        sqls: &[&str],
+    ) -> impl Future<Output = Result<Vec<Vec<Value>>, NodeError>> + Send;
+
     /// Asks `node` to parse `sql` without running it (PREPARE + CLOSE): `Ok` when it would
     /// run, the node's own error (a syntax error) otherwise.
     fn check_syntax(

@@ -385,6 +385,18 @@ impl Door for FakeDoor {
         res.finish().await
     }
 
+    async fn fetch_outside_all(
+        &mut self,
+        node: usize,
+        sqls: &[&str],
+    ) -> Result<Vec<Vec<Value>>, NodeError> {
+        let mut last = Vec::new();
+        for sql in sqls {
+            last = self.fetch_outside(node, sql).await?;
+        }
+        Ok(last)
+    }
+
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
         self.check(node, sql)
     }

@@ -22,6 +22,7 @@ pub mod merge_sort;
 pub mod poll;
 pub mod route;
 pub mod scatter;
+pub mod sequence;
 pub mod session_op;
 pub mod state;
 pub mod tier_page;
@@ -54,6 +55,11 @@ pub async fn run<D: Door, K: Sink>(
             return Err(MyError::internal(format!(
                 "shardproxy: directory lookup entries for {} key(s) could not be resolved",
                 keys.len()
+            )))
+        }
+        Plan::NeedIds { table, .. } => {
+            return Err(MyError::internal(format!(
+                "shardproxy: no ids could be reserved from the sequence of `{table}`"
             )))
         }
         Plan::NeedColumns { table, .. } => {

@@ -7,7 +7,7 @@ use mysql_common::value::Value;
 use sqlparser::ast::{Assignment, AssignmentTarget, Insert, OnInsert, SetExpr, TableObject};
 
 use super::uses::{collect_uses, without_first};
-use super::{refuse, OkMerge, Plan, Planner, Target};
+use super::{refuse, IdError, OkMerge, Plan, Planner, Target};
 use crate::config::TableRule;
 use crate::routing::slot::slot_of;
 use crate::sql::{literal, table_name};
@@ -75,43 +75,80 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             "INSERT ... SELECT into the sharded table `{table}`: shardproxy cannot move rows between nodes; insert the rows with VALUES"
         ));
     };
-    let Some(pos) = ins.columns.iter().position(|c| table_name(c) == *column) else {
+    // A generated key: the column list leaves it out.
+    let generate = generator.filter(|g| !ins.columns.iter().any(|c| table_name(c) == g.column));
+    // The generated column is the shard key itself: each row goes where its new id lives.
+    let key_generated = generate.is_some_and(|g| g.column == column);
+    // A generator on the shard key also fills a NULL given for it (AUTO_INCREMENT's way).
+    let fills_null = generator.is_some_and(|g| g.column == column);
+    let pos = ins.columns.iter().position(|c| table_name(c) == *column);
+    if pos.is_none() && !key_generated {
         return refuse(format!(
             "INSERT into the sharded table `{table}` needs a column list that names its shard key `{column}`"
         ));
-    };
-    // A generated key: the column list leaves it out.
-    let generate = generator.filter(|g| !ins.columns.iter().any(|c| table_name(c) == g.column));
+    }
 
-    // Node of each row, in order, and the generated id of each row.
+    // Node of each row, in order, the generated id of each row, and the rows whose NULL key
+    // was given an id (row, the id).
     let mut by_node: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut first_node = None;
     let mut ids: Vec<u64> = Vec::new();
+    let mut filled: Vec<(usize, u64)> = Vec::new();
+    let rows = values.rows.len() as u64;
+    let new_id = |slot: u16| match (p.ctx.next_id)(&table, slot) {
+        Ok(id) => Ok(id),
+        Err(IdError::NeedBlock) => Err(Box::new(Plan::NeedIds {
+            table: table.clone(),
+            count: rows,
+        })),
+        Err(IdError::Refused(m)) => Err(Box::new(refuse_with(1105, m))),
+    };
     for (i, row) in values.rows.iter().enumerate() {
-        let Some(expr) = row.content.get(pos) else {
-            return refuse(format!("row {} has fewer values than columns", i + 1));
-        };
-        let Some(v) = literal(expr, p.parsed, p.params) else {
-            return refuse(format!(
-                "the shard key `{column}` of `{table}` must be a constant in every row (row {}: `{expr}`), not an expression",
-                i + 1
-            ));
+        let v = match pos {
+            None => match new_id(0) {
+                Ok(id) => {
+                    ids.push(id);
+                    Value::UInt(id)
+                }
+                Err(plan) => return *plan,
+            },
+            Some(pos) => {
+                let Some(expr) = row.content.get(pos) else {
+                    return refuse(format!("row {} has fewer values than columns", i + 1));
+                };
+                let Some(v) = literal(expr, p.parsed, p.params) else {
+                    return refuse(format!(
+                        "the shard key `{column}` of `{table}` must be a constant in every row (row {}: `{expr}`), not an expression",
+                        i + 1
+                    ));
+                };
+                if v == Value::NULL && fills_null {
+                    match new_id(0) {
+                        Ok(id) => {
+                            filled.push((i, id));
+                            Value::UInt(id)
+                        }
+                        Err(plan) => return *plan,
+                    }
+                } else {
+                    v
+                }
+            }
         };
         let node = match p.node_of_value(&table, rule, &v) {
             Ok(n) => n,
             Err(m) => return refuse(format!("row {}: {m}", i + 1)),
         };
-        if generate.is_some() {
-            let slot = slot_of(&v).unwrap_or(0);
-            match (p.ctx.next_id)(&table, slot) {
+        if generate.is_some() && !key_generated {
+            match new_id(slot_of(&v).unwrap_or(0)) {
                 Ok(id) => ids.push(id),
-                Err(m) => return refuse_with(1105, m),
+                Err(plan) => return *plan,
             }
         }
         first_node.get_or_insert(node);
         by_node.entry(node).or_default().push(i);
     }
-    if by_node.len() <= 1 && generate.is_none() {
+    if by_node.len() <= 1 && generate.is_none() && filled.is_empty() {
         let node = by_node
             .keys()
             .next()
@@ -131,6 +168,37 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         .iter()
         .map(|(a, b)| p.sql[*a..*b].to_string())
         .collect();
+    // A NULL key given an id: the id in its place (the first one also as LAST_INSERT_ID).
+    for (n, (i, id)) in filled.iter().enumerate() {
+        let Some(pos) = pos else { break };
+        let Some(expr) = values.rows[*i].content.get(pos) else {
+            return refuse("cannot locate a NULL key in this INSERT's text");
+        };
+        let span = sqlparser::ast::Spanned::span(expr);
+        let (Some(a), Some(b)) = (byte_offset(p.sql, span.start), byte_offset(p.sql, span.end))
+        else {
+            return refuse("cannot locate a NULL key in this INSERT's text");
+        };
+        let (start, _) = spans[*i];
+        let (Some(a), Some(b)) = (a.checked_sub(start), b.checked_sub(start)) else {
+            return refuse("cannot locate a NULL key in this INSERT's text");
+        };
+        match row_text[*i].get(a..b) {
+            Some(t) if t.eq_ignore_ascii_case("null") => {}
+            Some("?") => {
+                return refuse(format!(
+                    "a NULL bound for the generated shard key `{column}` of `{table}`: leave the column out to have it generated"
+                ))
+            }
+            _ => return refuse("cannot locate a NULL key in this INSERT's text"),
+        }
+        let value = if n == 0 && generate.is_none() {
+            format!("LAST_INSERT_ID({id})")
+        } else {
+            id.to_string()
+        };
+        row_text[*i].replace_range(a..b, &value);
+    }
     if let Some(g) = generate {
         // `(a, b)` -> `(a, b, id_col)`; each row `(..)` -> `(.., id)`, the first row's id
         // through LAST_INSERT_ID(id) so the session's LAST_INSERT_ID() names it, as MySQL

@@ -119,6 +119,12 @@ pub enum Plan {
         schema: Option<String>,
         table: String,
     },
+    /// An INSERT whose generated ids come from a sequence, and this proxy's block of ids is
+    /// used up: reserve a block of at least `count`, then plan again.
+    NeedIds {
+        table: String,
+        count: u64,
+    },
     /// A read or write of a time_tier table over several tiers.
     Tier(Box<TierPlan>),
 }
@@ -134,10 +140,20 @@ pub struct PlanCtx<'a> {
     /// cached.
     pub lookup: &'a LookupFn<'a>,
     /// The next generated id for a row of `table` whose shard key is in `slot`.
-    pub next_id: &'a dyn Fn(&str, u16) -> Result<u64, String>,
+    pub next_id: &'a dyn Fn(&str, u16) -> Result<u64, IdError>,
     /// `(schema named in the statement, table)` -> the table's columns in order, if known
     /// (the session's database stands in for an unnamed schema).
     pub columns: &'a ColumnsFn<'a>,
+}
+
+/// Why no id was generated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdError {
+    /// The generator refused (a clock that stepped back, no generator): the statement fails.
+    Refused(String),
+    /// A sequence's block of ids reserved by this proxy is used up: reserve more, then plan
+    /// again.
+    NeedBlock,
 }
 
 /// A column-order probe: `(schema, table)` -> the table's columns, if cached.
@@ -155,10 +171,11 @@ pub fn with_offline_ctx<R>(
     let lookup = |_: &str, _: &[u8]| None;
     let columns = |_: Option<&str>, _: &str| None;
     let next_id = |table: &str, slot: u16| match topo.key_generators.get(table) {
+        Some(g) if g.sequence.is_some() => Err(IdError::NeedBlock),
         Some(g) => ids
             .next(&g.layout, slot, &crate::routing::keygen::system_ms)
-            .map_err(|e| e.to_string()),
-        None => Err(format!("`{table}` has no key_generator")),
+            .map_err(|e| IdError::Refused(e.to_string())),
+        None => Err(IdError::Refused(format!("`{table}` has no key_generator"))),
     };
     f(&PlanCtx {
         today,
@@ -250,6 +267,10 @@ impl fmt::Display for PlanDescription<'_> {
                 f,
                 "Refused: ERROR 1235: {reason} (unless {} finds a syntax error in it)",
                 name(*node)
+            ),
+            Plan::NeedIds { table, count } => writeln!(
+                f,
+                "Ids: {count} id(s) of `{table}`'s sequence, reserved in a block from its node, then planned again"
             ),
             Plan::NeedColumns { table, .. } => writeln!(
                 f,

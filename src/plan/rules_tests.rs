@@ -346,7 +346,12 @@ ds1 = "mysql://root:root@127.0.0.1:3312/shop"
     assert!(err("[tables.a]\nrule = \"time_tier\"\ncolumn = \"d\"\ntiers = [{ name = \"hot\", node = \"ds0\", lower = \"now-30d\", overlap_days = 1 }, { name = \"cold\", node = \"ds1\" }]").contains("primary_key"));
     assert!(err("[tables.a]\nrule = \"time_tier\"\ncolumn = \"d\"\ntiers = [{ name = \"hot\", node = \"ds0\", lower = \"2030-01-01\" }, { name = \"cold\", node = \"ds1\", lower = \"2031-01-01\" }]").contains("last tier"));
     assert!(err("[tables.a]\nrule = \"time_tier\"\ncolumn = \"d\"\ntiers = [{ name = \"hot\", node = \"ds0\", lower = \"2000-01-01\" }, { name = \"warm\", node = \"ds1\", lower = \"2001-01-01\" }, { name = \"cold\", node = \"ds0\" }]").contains("tier"));
-    assert!(err("[tables.a]\nrule = \"hash_slot\"\ncolumn = \"u\"\nslots = [{ slots = \"0-1023\", node = \"ds0\" }]\nkey_generator = { column = \"u\", kind = \"snowflake\" }").contains("shard key"));
+    assert!(err("[tables.a]\nrule = \"hash_slot\"\ncolumn = \"u\"\nslots = [{ slots = \"0-1023\", node = \"ds0\" }]\nkey_generator = { column = \"u\", kind = \"sequence\", block = 0 }").contains("block"));
+    assert!(err(
+        "[tables.a]\nrule = \"broadcast\"\nkey_generator = { column = \"u\", kind = \"sequence\" }"
+    )
+    .contains("key_generator"));
+    assert!(err("[tables.a]\nrule = \"hash_slot\"\ncolumn = \"u\"\nslots = [{ slots = \"0-1023\", node = \"ds0\" }]\nkey_generator = { column = \"u\", kind = \"sequence\", node = \"nope\" }").contains("nope"));
     assert!(
         err("[tables.a]\nrule = \"single\"\nnode = \"ds0\"\nranges = []")
             .contains("does not apply")

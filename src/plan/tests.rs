@@ -25,6 +25,11 @@ rule = "broadcast"
 [tables.t_merchant]
 rule = "single"
 node = "ds1"
+[tables.t_seq]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+key_generator = { column = "id", kind = "sequence" }
 "#,
         "test.toml",
     )
@@ -62,7 +67,17 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         _ => None,
     };
     let n = std::cell::Cell::new(1000u64);
-    let next_id = |_: &str, slot: u16| {
+    let next_id = |table: &str, slot: u16| {
+        if table == "t_seq" {
+            // A sequence whose block holds two ids: 7 and 8.
+            let next = n.get() + 1;
+            n.set(next);
+            return if next <= 1002 {
+                Ok(next - 1001 + 7)
+            } else {
+                Err(IdError::NeedBlock)
+            };
+        }
         n.set(n.get() + 1);
         Ok(n.get() * 10_000 + u64::from(slot))
     };
@@ -310,6 +325,66 @@ fn inserts_without_a_column_list_name_the_tables_columns() {
         panic!()
     };
     assert_eq!(t.sql, "INSERT INTO t_merchant VALUES (1, 'm')");
+}
+
+#[test]
+fn a_sequence_generates_the_shard_key_and_routes_by_it() {
+    // The context's sequence hands out 7 and 8, then needs a new block.
+    let (n7, n8) = (node_of(7), node_of(8));
+    let plan = plan_of("INSERT INTO t_seq (v) VALUES ('a'), ('b')");
+    let mut got: Vec<(usize, String)> = match plan {
+        Plan::Route(t) => vec![(t.node, t.sql)],
+        Plan::Scatter { targets, .. } => targets.into_iter().map(|t| (t.node, t.sql)).collect(),
+        other => panic!("{other:?}"),
+    };
+    got.sort();
+    let mut want = vec![
+        (
+            n7,
+            "INSERT INTO t_seq (v, `id`) VALUES ('a', LAST_INSERT_ID(7))".to_string(),
+        ),
+        (
+            n8,
+            "INSERT INTO t_seq (v, `id`) VALUES ('b', 8)".to_string(),
+        ),
+    ];
+    if n7 == n8 {
+        want = vec![(
+            n7,
+            "INSERT INTO t_seq (v, `id`) VALUES ('a', LAST_INSERT_ID(7)), ('b', 8)".into(),
+        )];
+    }
+    want.sort();
+    assert_eq!(got, want);
+    // More rows than the block holds: reserve first.
+    assert_eq!(
+        plan_of("INSERT INTO t_seq (v) VALUES ('a'), ('b'), ('c')"),
+        Plan::NeedIds {
+            table: "t_seq".into(),
+            count: 3
+        }
+    );
+    // A NULL key is generated, as AUTO_INCREMENT does.
+    let Plan::Route(t) = plan_of("INSERT INTO t_seq (id, v) VALUES (NULL, 'x')") else {
+        panic!()
+    };
+    assert_eq!(t.node, n7);
+    assert_eq!(
+        t.sql,
+        "INSERT INTO t_seq (id, v) VALUES (LAST_INSERT_ID(7), 'x')"
+    );
+    // A NULL bound to a placeholder is refused with the way out.
+    assert!(refused(&plan_with(
+        "INSERT INTO t_seq (id, v) VALUES (?, 'x')",
+        &[Value::NULL]
+    ))
+    .contains("leave the column out"));
+    // An explicit key is kept.
+    let Plan::Route(t) = plan_of("INSERT INTO t_seq (id, v) VALUES (8, 'x')") else {
+        panic!()
+    };
+    assert_eq!(t.node, n8);
+    assert_eq!(t.sql, "INSERT INTO t_seq (id, v) VALUES (8, 'x')");
 }
 
 #[test]

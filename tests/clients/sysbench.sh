@@ -3,7 +3,8 @@
 # --db-ps-mode=auto (server-side prepared statements) and disable, a few seconds each; any
 # error (sysbench stops at the first one it does not ignore, or counts ignored ones) fails.
 #
-# --auto-inc=off: sysbench inserts explicit ids (the shard key) instead of AUTO_INCREMENT.
+# sysbench's default --auto-inc=on: prepare leaves `id` (the shard key, AUTO_INCREMENT) out
+# of its INSERTs; through the proxy a sequence key_generator gives the ids (tests/clients.rs).
 # oltp_read_write runs with --skip-trx=on: its BEGIN ... COMMIT writes rows on several
 # nodes, and shardproxy runs a transaction on one node only; read-only transactions span
 # nodes fine. Without transactions its DELETE-then-INSERT of one id races between threads
@@ -13,7 +14,7 @@ set -euo pipefail
 
 seconds=${SB_SECONDS:-3}
 common=(--db-driver=mysql --mysql-host="$SP_HOST" --mysql-port="$SP_PORT" --mysql-user="$SP_USER"
-    --mysql-password="$SP_PASSWORD" --mysql-db="$SP_DB" --tables=2 --table-size=500 --auto-inc=off)
+    --mysql-password="$SP_PASSWORD" --mysql-db="$SP_DB" --tables=2 --table-size=500)
 log=$SP_OUT/sysbench.$SP_TARGET.log
 : >"$log"
 

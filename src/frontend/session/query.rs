@@ -220,6 +220,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> (Plan, Vec<(String, u16)>) {
         let mut read_once = false;
         let mut columns_read = false;
+        let mut reservations = 0;
         loop {
             let db = self.nodes.db().map(str::to_string);
             let (plan, slots) = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
@@ -243,6 +244,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                                 },
                                 Vec::new(),
                             );
+                        }
+                    }
+                }
+                // Another session may use up a fresh block before this one plans again.
+                Plan::NeedIds { table, count } if reservations < 3 => {
+                    reservations += 1;
+                    match crate::exec::sequence::reserve(&mut self.nodes, topo, &table, count).await
+                    {
+                        Ok((first, end)) => self.shared.sequence_store(&table, first, end),
+                        Err(e) => {
+                            return (
+                                Plan::Refuse {
+                                    code: e.code,
+                                    message: e.message,
+                                },
+                                Vec::new(),
+                            )
                         }
                     }
                 }
@@ -290,7 +308,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Scatter { .. } => "scatter",
             Plan::Tier(_) => "tiers",
             Plan::NeedLookup(_) => "lookup",
-            Plan::NeedColumns { .. } => "lookup",
+            Plan::NeedColumns { .. } | Plan::NeedIds { .. } => "lookup",
             Plan::Session(_) => "session",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
