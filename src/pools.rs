@@ -191,26 +191,37 @@ impl Drop for Pooled {
         let Some(mut open) = self.open.take() else {
             return;
         };
-        if !open.conn.is_clean() || self.pool.retired.load(Ordering::Relaxed) {
+        if open.conn.is_broken() || self.pool.retired.load(Ordering::Relaxed) {
             return;
         }
         let pool = self.pool.clone();
         let flavour = usize::from(self.found_rows);
-        let in_tx = open
-            .conn
-            .status()
-            .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS);
-        if !open.dirty && !in_tx {
+        let in_tx = |o: &Open| {
+            o.conn
+                .status()
+                .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)
+        };
+        if open.conn.is_clean() && !open.dirty && !in_tx(&open) {
             open.conn.idle_since = std::time::Instant::now();
             pool.idle_lock()[flavour].push(open);
             return;
         }
-        // Outside a runtime (a test's teardown) the connection just closes.
+        // An answer left unread (a merge that stopped early) is read to its end, and state
+        // the proxy does not track is reset, off the session's path; whatever takes longer
+        // than the connect timeout closes the connection. Outside a runtime (a test's
+        // teardown) the connection just closes.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let url_db = pool.opts.db_name();
-                let reset = tokio::time::timeout(CONNECT_TIMEOUT, open.reset(url_db)).await;
-                if matches!(reset, Ok(Ok(()))) && !pool.retired.load(Ordering::Relaxed) {
+                let tidy = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                    open.conn.drain().await?;
+                    if open.dirty || in_tx(&open) {
+                        open.reset(url_db).await?;
+                    }
+                    Ok::<_, crate::node::WireError>(())
+                })
+                .await;
+                if matches!(tidy, Ok(Ok(()))) && !pool.retired.load(Ordering::Relaxed) {
                     open.conn.idle_since = std::time::Instant::now();
                     pool.idle_lock()[flavour].push(open);
                 }

@@ -226,64 +226,46 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let (plan, slots) = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
                 plan::plan_traced(sql, parsed, params, topo, ctx)
             });
-            match plan {
+            // What the plan waits for, read or reserved through the door; a failure fails
+            // the statement.
+            let fetched: Result<(), crate::error::MyError> = match plan {
                 Plan::NeedLookup(keys) if !read_once => {
                     read_once = true;
-                    match crate::exec::lookup::read(&mut self.nodes, topo, keys).await {
-                        Ok(found) => {
-                            for (table, entries) in found {
-                                self.shared.lookup_store(&table, entries);
-                            }
-                        }
-                        Err(e) => {
-                            crate::exec::door::Door::count_lookups(&self.nodes, "failed", 1);
-                            return (
-                                Plan::Refuse {
-                                    code: e.code,
-                                    message: e.message,
-                                },
-                                Vec::new(),
-                            );
-                        }
+                    let found = crate::exec::lookup::read(&mut self.nodes, topo, keys).await;
+                    if found.is_err() {
+                        crate::exec::door::Door::count_lookups(&self.nodes, "failed", 1);
                     }
+                    found.map(|found| {
+                        for (table, entries) in found {
+                            self.shared.lookup_store(&table, entries);
+                        }
+                    })
                 }
                 // Another session may use up a fresh block before this one plans again.
                 Plan::NeedIds { table, count } if reservations < 3 => {
                     reservations += 1;
-                    match crate::exec::sequence::reserve(&mut self.nodes, topo, &table, count).await
-                    {
-                        Ok((first, end)) => self.shared.sequence_store(&table, first, end),
-                        Err(e) => {
-                            return (
-                                Plan::Refuse {
-                                    code: e.code,
-                                    message: e.message,
-                                },
-                                Vec::new(),
-                            )
-                        }
-                    }
+                    crate::exec::sequence::reserve(&mut self.nodes, topo, &table, count)
+                        .await
+                        .map(|(first, end)| self.shared.sequence_store(&table, first, end))
                 }
                 Plan::NeedColumns { schema, table } if !columns_read => {
                     columns_read = true;
                     let schema = schema.as_deref();
-                    match crate::exec::columns::read(&mut self.nodes, topo, schema, &table).await {
-                        Ok(cols) => {
+                    crate::exec::columns::read(&mut self.nodes, topo, schema, &table)
+                        .await
+                        .map(|cols| {
                             self.shared
                                 .columns_store(schema.or(db.as_deref()), &table, cols)
-                        }
-                        Err(e) => {
-                            return (
-                                Plan::Refuse {
-                                    code: e.code,
-                                    message: e.message,
-                                },
-                                Vec::new(),
-                            )
-                        }
-                    }
+                        })
                 }
                 other => return (other, slots),
+            };
+            if let Err(e) = fetched {
+                let refusal = Plan::Refuse {
+                    code: e.code,
+                    message: e.message,
+                };
+                return (refusal, Vec::new());
             }
         }
     }
