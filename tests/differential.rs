@@ -1006,7 +1006,21 @@ fn gen_query(rng: &mut StdRng, users: &[i64]) -> GenQuery {
                 .choose(rng)
                 .copied()
                 .unwrap_or("grp");
-            let mut items = vec![format!("COUNT(DISTINCT {col})")];
+            // Now and then over a pair of columns (a row counts once per distinct pair, and
+            // not at all when either is NULL).
+            let mut items = vec![if rng.gen_bool(0.4) {
+                let other = ["grp", "qty", "user_id", "amount"]
+                    .iter()
+                    .copied()
+                    .filter(|c| *c != col)
+                    .collect::<Vec<_>>()
+                    .choose(rng)
+                    .copied()
+                    .unwrap_or("qty");
+                format!("COUNT(DISTINCT {col}, {other})")
+            } else {
+                format!("COUNT(DISTINCT {col})")
+            }];
             let mut tolerant = Vec::new();
             if rng.gen_bool(0.4) {
                 let (more, tol) = gen_aggregates(rng, 1);

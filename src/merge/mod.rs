@@ -48,9 +48,11 @@ pub enum AggFn {
     /// columns; the column itself holds each node's value and gives the result type.
     Expr(Cond),
     /// COUNT / SUM / AVG (DISTINCT x): the nodes group by x too, column `arg` carries x, and
-    /// the merge collects each group's distinct values.
+    /// the merge collects each group's distinct values. `COUNT(DISTINCT x, y, ...)`: columns
+    /// `also` carry y, ...; a row counts once per distinct tuple, and not when any is NULL.
     Distinct {
         arg: usize,
+        also: Vec<usize>,
         kind: DistinctKind,
     },
 }
@@ -186,12 +188,15 @@ fn row_key(row: &Row, cols: &[usize], classes: &[Class]) -> Vec<u8> {
     k
 }
 
+/// One DISTINCT aggregate's values in a group: key -> the value as a number (for SUM/AVG).
+type DistinctSet = HashMap<Vec<u8>, Option<Num>>;
+
 /// Accumulated state of one group.
 struct Acc {
     row: Row,
     nums: Vec<Option<Num>>,
-    /// Distinct values of the DISTINCT aggregates' arguments, by column.
-    sets: HashMap<usize, HashMap<Vec<u8>, Option<Num>>>,
+    /// Distinct values (tuples) of the DISTINCT aggregates' arguments, by their columns.
+    sets: HashMap<(usize, Vec<usize>), DistinctSet>,
 }
 
 fn collect_distinct(
@@ -202,20 +207,42 @@ fn collect_distinct(
     cap: usize,
 ) -> Result<(), MergeError> {
     for f in &g.columns {
-        if let AggFn::Distinct { arg, .. } = f {
+        if let AggFn::Distinct { arg, also, .. } = f {
             let v = row.get(*arg).cloned().unwrap_or(None);
             if v.is_none() || v == Some(Value::NULL) {
                 continue;
             }
             let class = classes.get(*arg).copied().unwrap_or(Class::Float);
-            let set = acc.sets.entry(*arg).or_default();
+            let mut key = key_of(&v, class);
+            if !also.is_empty() {
+                // A tuple: each part behind its length, so ("ab", "c") and ("a", "bc") differ.
+                let mut framed = Vec::with_capacity(key.len() * (also.len() + 1) + 16);
+                let mut null = false;
+                let mut push = |part: Vec<u8>| {
+                    framed.extend_from_slice(&(part.len() as u64).to_le_bytes());
+                    framed.extend_from_slice(&part);
+                };
+                push(key);
+                for a in also {
+                    let w = row.get(*a).cloned().unwrap_or(None);
+                    if w.is_none() || w == Some(Value::NULL) {
+                        null = true;
+                        break;
+                    }
+                    push(key_of(&w, classes.get(*a).copied().unwrap_or(Class::Float)));
+                }
+                if null {
+                    continue;
+                }
+                key = framed;
+            }
+            let set = acc.sets.entry((*arg, also.clone())).or_default();
             if set.len() >= cap {
                 return Err(MergeError(format!(
                     "more than {cap} distinct values to merge in memory (max_rows_per_statement)"
                 )));
             }
-            set.entry(key_of(&v, class))
-                .or_insert_with(|| as_num(&v, class));
+            set.entry(key).or_insert_with(|| as_num(&v, class));
         }
     }
     Ok(())
@@ -325,8 +352,8 @@ pub fn aggregate(
                         Some(t) => Some(avg(t, n, col, binary)?),
                     };
                 }
-                AggFn::Distinct { arg, kind } => {
-                    let values = acc.sets.get(arg);
+                AggFn::Distinct { arg, also, kind } => {
+                    let values = acc.sets.get(&(*arg, also.clone()));
                     let n = values.map(HashMap::len).unwrap_or(0);
                     let sum = values.and_then(|vs| {
                         vs.values().flatten().try_fold(None::<Num>, |t, v| {

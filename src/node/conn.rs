@@ -350,6 +350,9 @@ impl Conn {
                         self.io.flush().await?;
                         self.read().await?;
                         let key = self.buf.get(1..).unwrap_or_default().to_vec();
+                        if nonce.is_empty() {
+                            return Err(protocol("caching_sha2_password without a nonce"));
+                        }
                         for (i, b) in secret.iter_mut().enumerate() {
                             *b ^= nonce[i % nonce.len()];
                         }

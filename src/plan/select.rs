@@ -72,6 +72,23 @@ fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
     } else {
         name
     };
+    // COUNT(DISTINCT a, b, ...): its arguments as one tuple.
+    if name == "COUNT DISTINCT"
+        && f.filter.is_none()
+        && list.clauses.is_empty()
+        && list.args.len() > 1
+    {
+        let mut items = Vec::with_capacity(list.args.len());
+        for a in &list.args {
+            match a {
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if !contains_agg(e) => {
+                    items.push(e.clone())
+                }
+                _ => return Err(format!("{name}() with this argument form")),
+            }
+        }
+        return Ok(Some((name, Some(Expr::Tuple(items)))));
+    }
     if f.filter.is_some() || !list.clauses.is_empty() || list.args.len() != 1 {
         return Err(format!("{name}() with this argument form"));
     }
@@ -213,15 +230,28 @@ impl Builder<'_> {
                     "SUM DISTINCT" => DistinctKind::Sum,
                     _ => DistinctKind::Avg,
                 };
-                let n = norm(&arg);
-                let at = match self.hidden.iter().position(|x| norm(x) == n) {
-                    Some(i) => self.visible() + i,
-                    None => self.add_hidden(arg.clone(), AggFn::First),
+                let parts = match arg {
+                    Expr::Tuple(items) if kind == DistinctKind::Count => items,
+                    other => vec![other],
                 };
-                if !self.distinct_args.iter().any(|x| norm(x) == n) {
-                    self.distinct_args.push(arg);
+                let mut cols = Vec::with_capacity(parts.len());
+                for part in parts {
+                    let n = norm(&part);
+                    let at = match self.hidden.iter().position(|x| norm(x) == n) {
+                        Some(i) => self.visible() + i,
+                        None => self.add_hidden(part.clone(), AggFn::First),
+                    };
+                    if !self.distinct_args.iter().any(|x| norm(x) == n) {
+                        self.distinct_args.push(part);
+                    }
+                    cols.push(at);
                 }
-                AggFn::Distinct { arg: at, kind }
+                let arg = cols.remove(0);
+                AggFn::Distinct {
+                    arg,
+                    also: cols,
+                    kind,
+                }
             }
             "AVG" => {
                 let arg = arg.ok_or("AVG(*)")?;

@@ -160,7 +160,7 @@ fn scans_fan_out_and_merges_are_refused() {
             "UNION",
         ),
         (
-            "SELECT COUNT(DISTINCT status, user_id) FROM t_order",
+            "SELECT COUNT(DISTINCT status, user_id), SUM(DISTINCT status, user_id) FROM t_order",
             "argument form",
         ),
         ("SELECT ROUND(SUM(a), 2) FROM t_order", "over aggregate"),
@@ -711,6 +711,21 @@ fn groups_stream_when_the_nodes_can_sort_them() {
         "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
     );
     assert!(m.buffers());
+    // COUNT(DISTINCT a, b): the nodes group by both; the merge counts distinct pairs.
+    let (sql, m) = merged("SELECT COUNT(DISTINCT status, user_id) FROM t_order");
+    assert_eq!(
+        sql,
+        "SELECT COUNT(DISTINCT status, user_id), status AS __sp_h0, user_id AS __sp_h1 FROM t_order GROUP BY status, user_id"
+    );
+    let g = m.group.as_ref().expect("grouped");
+    assert_eq!(
+        g.columns[0],
+        crate::merge::AggFn::Distinct {
+            arg: 1,
+            also: vec![2],
+            kind: crate::merge::DistinctKind::Count
+        }
+    );
 }
 
 #[test]
