@@ -92,6 +92,8 @@ pub struct NodePool {
     max: usize,
     in_use: AtomicUsize,
     retired: std::sync::atomic::AtomicBool,
+    /// `[server] node_timeout_secs`, in ms (0: none), shared with its connections.
+    timeout_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A connection taken from a pool: given back when dropped.
@@ -191,6 +193,24 @@ impl Drop for Pooled {
         let Some(mut open) = self.open.take() else {
             return;
         };
+        if open.conn.timed_out() {
+            // The node may still run the query: kill it from a connection of its own.
+            let pool = self.pool.clone();
+            let id = open.conn.id();
+            drop(open);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let kill = async {
+                        let mut c = pool.connect(false).await.ok()?;
+                        c.query_drop(&format!("KILL QUERY {id}")).await.ok()
+                    };
+                    if tokio::time::timeout(CONNECT_TIMEOUT, kill).await.is_err() {
+                        tracing::warn!(node = %pool.name, id, "could not kill a timed-out query");
+                    }
+                });
+            }
+            return;
+        }
         if open.conn.is_broken() || self.pool.retired.load(Ordering::Relaxed) {
             return;
         }
@@ -231,7 +251,11 @@ impl Drop for Pooled {
 }
 
 impl NodePool {
-    fn new(name: &str, opts: &mysql_async::Opts) -> Arc<Self> {
+    fn new(
+        name: &str,
+        opts: &mysql_async::Opts,
+        timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    ) -> Arc<Self> {
         let max = opts.pool_opts().constraints().max().max(1);
         Arc::new(NodePool {
             name: name.to_string(),
@@ -243,6 +267,7 @@ impl NodePool {
             max,
             in_use: AtomicUsize::new(0),
             retired: false.into(),
+            timeout_ms,
         })
     }
 
@@ -325,6 +350,7 @@ impl NodePool {
             db: self.opts.db_name().map(str::to_string),
             tls,
             found_rows,
+            timeout_ms: self.timeout_ms.clone(),
         };
         let socket = self
             .socket
@@ -386,12 +412,15 @@ struct Entry {
 /// reloads, see `Topology::align_to`).
 pub struct Backends {
     entries: std::sync::RwLock<Vec<Entry>>,
+    /// `[server] node_timeout_secs` of the topology in force, in ms (0: none).
+    timeout_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Backends {
     pub fn new(topo: &Topology) -> Self {
         let b = Backends {
             entries: std::sync::RwLock::new(Vec::new()),
+            timeout_ms: Default::default(),
         };
         b.apply(topo);
         b
@@ -401,12 +430,17 @@ impl Backends {
     /// a node whose URL changed, and retired nodes' pools drained. Connections sessions hold
     /// stay theirs until they give them back (then they close).
     pub fn apply(&self, topo: &Topology) {
+        let ms = topo
+            .node_timeout
+            .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        self.timeout_ms.store(ms, Ordering::Relaxed);
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         for (i, n) in topo.nodes.iter().enumerate() {
             let fresh = || Entry {
                 name: n.name.clone(),
                 url: n.url.clone(),
-                pool: (!n.retired).then(|| NodePool::new(&n.name, &n.opts)),
+                pool: (!n.retired)
+                    .then(|| NodePool::new(&n.name, &n.opts, self.timeout_ms.clone())),
                 last_error: None,
             };
             match entries.get_mut(i) {

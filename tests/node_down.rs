@@ -54,7 +54,8 @@ async fn a_stopped_node_fails_only_its_statements() {
         .expect("INSERT");
     }
     let down_key = keys[DOWN][0];
-    // A second session that already holds a backend connection to every node.
+    // A second session that has used every node (its node connections, idle in the pools
+    // between statements, are as dead as the node once it stops).
     let mut warm = proxy.conn().await;
     let all: Vec<(i64, String)> = warm
         .query("SELECT user_id, v FROM t_nd")

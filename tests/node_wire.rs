@@ -24,6 +24,7 @@ fn opts() -> ConnectOpts {
         db: Some("shop".into()),
         tls: None,
         found_rows: false,
+        timeout_ms: Default::default(),
     }
 }
 

@@ -83,6 +83,14 @@ struct ServerSection {
     max_rows_per_statement: u64,
     /// TLS for clients: `tls = { cert = "server.pem", key = "server.key" }`.
     tls: Option<TlsSection>,
+    /// How long a node may send nothing while the proxy waits for its answer (a hung node)
+    /// before the statement fails and the node's query is killed; 0: no bound.
+    #[serde(default = "default_node_timeout")]
+    node_timeout_secs: u64,
+}
+
+fn default_node_timeout() -> u64 {
+    300
 }
 
 /// PEM files of the certificate chain clients are shown and its private key.
@@ -287,6 +295,8 @@ pub struct Topology {
     pub users: Vec<User>,
     /// Rows a merge may read from the nodes for one statement before it fails.
     pub max_rows_per_statement: u64,
+    /// `[server] node_timeout_secs` (None: no bound).
+    pub node_timeout: Option<std::time::Duration>,
     /// TLS for clients (read when the proxy starts).
     pub tls: Option<TlsSection>,
     pub admin: Option<AdminSection>,
@@ -497,6 +507,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         listen: file.server.listen,
         users: file.server.users,
         max_rows_per_statement: file.server.max_rows_per_statement,
+        node_timeout: (file.server.node_timeout_secs > 0)
+            .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
         tls: file.server.tls,
         admin: file.admin,
         metrics: file.metrics,

@@ -48,6 +48,10 @@ pub enum WireError {
     /// The node sent what the protocol does not allow there: the connection is dropped.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The node sent nothing for this long while an answer was due: the connection is
+    /// dropped (and its query killed, `crate::pools`).
+    #[error("no answer for {0} s (node_timeout_secs); its query is being killed")]
+    Timeout(u64),
 }
 
 impl WireError {
@@ -70,6 +74,9 @@ pub struct ConnectOpts {
     pub tls: Option<Tls>,
     /// CLIENT_FOUND_ROWS: an UPDATE's affected rows count the rows it matched.
     pub found_rows: bool,
+    /// Milliseconds a node may send nothing while an answer is due (0: no bound); shared
+    /// so that a reload changes it for open connections too.
+    pub timeout_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// An OK packet, or the end of a result set.
@@ -159,6 +166,9 @@ pub struct Conn {
     db: Option<String>,
     /// When the connection last went idle (the pools use it).
     pub idle_since: Instant,
+    timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// An answer did not come in time: the node may still be running the query.
+    timed_out: bool,
 }
 
 fn protocol(what: impl Into<String>) -> WireError {
@@ -202,6 +212,8 @@ impl Conn {
             broken: false,
             db: opts.db.clone(),
             idle_since: Instant::now(),
+            timeout_ms: opts.timeout_ms.clone(),
+            timed_out: false,
         };
         conn.handshake(opts).await?;
         Ok(conn)
@@ -392,9 +404,24 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads one packet into `buf`; a failure breaks the connection.
+    /// Reads one packet into `buf`; a failure, or a node silent past the timeout, breaks
+    /// the connection.
     async fn read(&mut self) -> Result<(), WireError> {
-        match self.io.read_into(&mut self.buf).await {
+        let ms = self.timeout_ms.load(std::sync::atomic::Ordering::Relaxed);
+        let read = if ms == 0 {
+            self.io.read_into(&mut self.buf).await
+        } else {
+            let limit = std::time::Duration::from_millis(ms);
+            match tokio::time::timeout(limit, self.io.read_into(&mut self.buf)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    self.broken = true;
+                    self.timed_out = true;
+                    return Err(WireError::Timeout(ms.div_ceil(1000)));
+                }
+            }
+        };
+        match read {
             Ok(true) => Ok(()),
             Ok(false) => {
                 self.broken = true;
@@ -703,6 +730,11 @@ impl Conn {
     /// (MariaDB's MARIADB_CLIENT_CACHE_METADATA, agreed at the handshake).
     pub fn caches_metadata(&self) -> bool {
         self.cache_metadata
+    }
+
+    /// An answer did not come in time (the node may still run the query).
+    pub fn timed_out(&self) -> bool {
+        self.timed_out
     }
 
     pub fn is_broken(&self) -> bool {

@@ -355,6 +355,20 @@ impl Cluster {
         let _ = fs::remove_file(self.pid_file(i));
     }
 
+    /// Freezes node `i` (SIGSTOP: its sockets stay open, it answers nothing, as a hung
+    /// server) until the guard is dropped (SIGCONT).
+    pub fn pause_node(&self, i: usize) -> Paused {
+        let pid = fs::read_to_string(self.pid_file(i)).expect("node pid file");
+        let pid = pid.trim().to_string();
+        let status = Command::new("kill")
+            .arg("-STOP")
+            .arg(&pid)
+            .status()
+            .expect("run kill -STOP");
+        assert!(status.success(), "kill -STOP {pid} failed");
+        Paused { pid }
+    }
+
     /// Starts node `i` again on its port and datadir, and waits until it accepts connections.
     pub fn start_node(&self, i: usize) {
         assert!(
@@ -531,6 +545,17 @@ where
     })
     .join()
     .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+/// A node frozen by [`Cluster::pause_node`]; it runs again when this is dropped.
+pub struct Paused {
+    pid: String,
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-CONT").arg(&self.pid).status();
+    }
 }
 
 /// A shardproxy serving the cluster on its own thread; stops when dropped.
