@@ -132,8 +132,24 @@ impl Server {
             };
             let _ = stream.set_nodelay(true);
             let shared = self.shared.clone();
+            let Some(slot) = ClientSlot::take(&shared) else {
+                // MySQL's answer: an error packet where the handshake would be.
+                tokio::spawn(async move {
+                    let mut io = crate::packet::PacketIo::new(stream, 1024);
+                    io.set_seq(0);
+                    io.write(&crate::frontend::codec::err(
+                        1040,
+                        "08004",
+                        "Too many connections",
+                    ));
+                    let _ = io.flush().await;
+                });
+                warn!(%peer, "refused a client: [server] max_connections reached");
+                continue;
+            };
             let id = shared.next_conn_id();
             tokio::spawn(async move {
+                let _slot = slot;
                 if let Err(e) = Session::new(stream, shared, id, peer.ip().to_string())
                     .run()
                     .await
@@ -142,5 +158,28 @@ impl Server {
                 }
             });
         }
+    }
+}
+
+/// A client connection counted against `[server] max_connections` while it lives.
+struct ClientSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ClientSlot {
+    fn take(shared: &Shared) -> Option<Self> {
+        use std::sync::atomic::Ordering;
+        let max = shared.topology().max_connections;
+        let clients = shared.clients.clone();
+        clients
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| ClientSlot(clients))
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
     }
 }

@@ -43,6 +43,8 @@ pub struct Shared {
     pub columns: ColumnCache,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
+    /// Client connections being served (bounded by `[server] max_connections`).
+    pub clients: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// `(schema, table)` -> the table's columns in order, as its nodes agree on them (the schema
@@ -245,6 +247,7 @@ impl Shared {
             plans: Default::default(),
             columns: column_cache(),
             sequences: Default::default(),
+            clients: Default::default(),
         }
     }
 

@@ -1847,3 +1847,38 @@ fn auto_increment_keys_come_from_a_sequence_shared_by_proxies() {
         }
     });
 }
+
+/// Past `[server] max_connections` a client gets MySQL's 1040 instead of the handshake; a
+/// client leaving makes room again.
+#[test]
+fn clients_past_max_connections_get_1040() {
+    let c = cluster();
+    let rules = rules_toml(c, "").replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        "users = [{ name = \"app\", password = \"app\" }]\nmax_connections = 2",
+    );
+    let proxy = start_proxy_with_rules(rules);
+    block_on(async move {
+        let opts = || mysql_async::Opts::from_url(&proxy.url("shop")).expect("url");
+        let mut a = Conn::new(opts()).await.expect("first client");
+        let b = Conn::new(opts()).await.expect("second client");
+        let (code, message) = server_error(Conn::new(opts()).await);
+        assert_eq!(code, 1040, "{message}");
+        a.query_drop("SELECT 1")
+            .await
+            .expect("the first still works");
+        b.disconnect().await.expect("second leaves");
+        // The slot is given back when its session ends.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut third = loop {
+            match Conn::new(opts()).await {
+                Ok(conn) => break conn,
+                Err(e) => {
+                    assert!(std::time::Instant::now() < deadline, "no room again: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            }
+        };
+        third.query_drop("SELECT 1").await.expect("served");
+    });
+}

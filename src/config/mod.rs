@@ -87,6 +87,13 @@ struct ServerSection {
     /// before the statement fails and the node's query is killed; 0: no bound.
     #[serde(default = "default_node_timeout")]
     node_timeout_secs: u64,
+    /// Client connections served at once; past it a client gets MySQL's 1040.
+    #[serde(default = "default_max_connections")]
+    max_connections: usize,
+}
+
+fn default_max_connections() -> usize {
+    4096
 }
 
 fn default_node_timeout() -> u64 {
@@ -297,6 +304,8 @@ pub struct Topology {
     pub max_rows_per_statement: u64,
     /// `[server] node_timeout_secs` (None: no bound).
     pub node_timeout: Option<std::time::Duration>,
+    /// `[server] max_connections`.
+    pub max_connections: usize,
     /// TLS for clients (read when the proxy starts).
     pub tls: Option<TlsSection>,
     pub admin: Option<AdminSection>,
@@ -463,6 +472,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             ))
         })?;
     }
+    if file.server.max_connections == 0 {
+        return Err(err("[server] max_connections must be at least 1".into()));
+    }
     if file.server.max_rows_per_statement == 0 {
         return Err(err(
             "[server] max_rows_per_statement must be at least 1".into()
@@ -509,6 +521,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         max_rows_per_statement: file.server.max_rows_per_statement,
         node_timeout: (file.server.node_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
+        max_connections: file.server.max_connections,
         tls: file.server.tls,
         admin: file.admin,
         metrics: file.metrics,
