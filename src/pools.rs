@@ -30,6 +30,9 @@ use crate::node::{Conn, ConnectOpts, Statement};
 /// How long acquiring a connection to a node may take before the statement fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a connection beyond the pool's `pool_min` may stay idle.
+const IDLE_TTL: Duration = Duration::from_secs(60);
+
 /// How long an idle connection is trusted without looking at its socket.
 const FRESH: Duration = Duration::from_secs(1);
 
@@ -90,6 +93,8 @@ pub struct NodePool {
     idle: Mutex<[Vec<Open>; 2]>,
     open: Arc<Semaphore>,
     max: usize,
+    /// Idle connections kept however long they idle (the URL's `pool_min`).
+    min: usize,
     in_use: AtomicUsize,
     retired: std::sync::atomic::AtomicBool,
     /// `[server] node_timeout_secs`, in ms (0: none), shared with its connections.
@@ -222,8 +227,7 @@ impl Drop for Pooled {
                 .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)
         };
         if open.conn.is_clean() && !open.dirty && !in_tx(&open) {
-            open.conn.idle_since = std::time::Instant::now();
-            pool.idle_lock()[flavour].push(open);
+            pool.give_back(flavour, open);
             return;
         }
         // An answer left unread (a merge that stopped early) is read to its end, and state
@@ -242,8 +246,7 @@ impl Drop for Pooled {
                 })
                 .await;
                 if matches!(tidy, Ok(Ok(()))) && !pool.retired.load(Ordering::Relaxed) {
-                    open.conn.idle_since = std::time::Instant::now();
-                    pool.idle_lock()[flavour].push(open);
+                    pool.give_back(flavour, open);
                 }
             });
         }
@@ -265,10 +268,32 @@ impl NodePool {
             idle: Mutex::new([Vec::new(), Vec::new()]),
             open: Arc::new(Semaphore::new(max)),
             max,
+            min: opts.pool_opts().constraints().min(),
             in_use: AtomicUsize::new(0),
             retired: false.into(),
             timeout_ms,
         })
+    }
+
+    /// A connection back to the idle list; the ones idle longer than [`IDLE_TTL`] beyond
+    /// the pool's `pool_min` are closed (after a burst the node keeps few connections).
+    fn give_back(&self, flavour: usize, mut open: Open) {
+        open.conn.idle_since = std::time::Instant::now();
+        let mut idle = self.idle_lock();
+        idle[flavour].push(open);
+        let total: usize = idle.iter().map(Vec::len).sum();
+        let mut surplus = total.saturating_sub(self.min);
+        for list in idle.iter_mut() {
+            // Oldest first: the list is pushed at its end.
+            while surplus > 0
+                && list
+                    .first()
+                    .is_some_and(|o| o.conn.idle_since.elapsed() > IDLE_TTL)
+            {
+                list.remove(0);
+                surplus -= 1;
+            }
+        }
     }
 
     fn idle_lock(&self) -> std::sync::MutexGuard<'_, [Vec<Open>; 2]> {
