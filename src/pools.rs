@@ -3,7 +3,7 @@
 //! connections taken from them are `crate::backend`'s.
 //!
 //! A pool opens at most the node URL's `pool_max` connections (mysql_async's URL option
-//! and default, 100). A connection taken is the taker's until it is dropped. It carries what
+//! and default, 100), on demand, and closes those idle over a minute beyond `pool_min`. A connection taken is the taker's until it is dropped. It carries what
 //! the proxy knows of its session state on the node: the database, the session SETs applied
 //! in order, the prepared-statement handles. A connection given back with nothing else on it
 //! goes back to the pool as it is (a session holds a node connection only while it needs
