@@ -365,6 +365,40 @@ impl NodeSession {
         }
     }
 
+    /// Statements on a pooled connection of their own to `node`, outside the session, on
+    /// the URL's database: the rows of the last. `dirty`: they leave state on it.
+    async fn outside(
+        &self,
+        node: usize,
+        sqls: &[&str],
+        dirty: bool,
+    ) -> Result<Vec<Vec<Value>>, NodeError> {
+        let mut conn = self
+            .shared
+            .backends
+            .connect(node)
+            .await
+            .map_err(|error| NodeError {
+                node,
+                error,
+                broke: true,
+            })?;
+        if dirty {
+            conn.mark_dirty();
+        }
+        let r = async {
+            conn.ensure_url_db().await?;
+            let mut last = Vec::new();
+            for sql in sqls {
+                last = conn.query_rows(sql).await?;
+            }
+            Ok::<_, WireError>(last)
+        }
+        .await;
+        r.map(|rows| rows.into_iter().map(typed).collect())
+            .map_err(|e| self.node_error(node, &e))
+    }
+
     /// The connection to `node` has `db` as its database now.
     fn used(&mut self, node: usize, db: &str) {
         if let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) {
@@ -783,22 +817,7 @@ impl Door for NodeSession {
         node: usize,
         sql: &str,
     ) -> Result<Vec<Vec<Value>>, NodeError> {
-        let mut conn = self
-            .shared
-            .backends
-            .connect(node)
-            .await
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: true,
-            })?;
-        let r = match conn.ensure_url_db().await {
-            Ok(()) => conn.query_rows(sql).await,
-            Err(e) => Err(e),
-        };
-        r.map(|rows| rows.into_iter().map(typed).collect())
-            .map_err(|e| self.node_error(node, &e))
+        self.outside(node, &[sql], false).await
     }
 
     async fn run_on(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
@@ -814,29 +833,8 @@ impl Door for NodeSession {
         node: usize,
         sqls: &[&str],
     ) -> Result<Vec<Vec<Value>>, NodeError> {
-        let mut conn = self
-            .shared
-            .backends
-            .connect(node)
-            .await
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: true,
-            })?;
         // LAST_INSERT_ID(expr) and the like: reset before anyone else takes it.
-        conn.mark_dirty();
-        let r = async {
-            conn.ensure_url_db().await?;
-            let mut last = Vec::new();
-            for sql in sqls {
-                last = conn.query_rows(sql).await?;
-            }
-            Ok::<_, WireError>(last)
-        }
-        .await;
-        r.map(|rows| rows.into_iter().map(typed).collect())
-            .map_err(|e| self.node_error(node, &e))
+        self.outside(node, sqls, true).await
     }
 
     async fn check_syntax(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {

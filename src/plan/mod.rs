@@ -446,7 +446,6 @@ pub fn plan_traced(
 /// `LOCK TABLES t1 READ, t2 AS a WRITE, ...`: the nodes holding any of the tables (a table in
 /// no rule: the default node).
 fn lock_tables(sql: &str, topo: &Topology) -> Plan {
-    let w = sql::words(sql);
     let mut nodes = Vec::new();
     // Each item: `name [AS alias | alias] lock_type`, items separated by commas.
     let list = sql
@@ -456,21 +455,21 @@ fn lock_tables(sql: &str, topo: &Topology) -> Plan {
         .map(|(_, items)| items)
         .unwrap_or_default();
     for item in list.split(',') {
-        let Some(name) = sql::words(item).into_iter().next() else {
+        let mut words = sql::words(item).into_iter();
+        let Some(first) = words.next() else {
             continue;
         };
-        // `db.t`: the words are `db`, `t`; the table is the last before the lock type.
-        let words = sql::words(item);
-        let name = match (words.get(1).map(String::as_str), item.contains('.')) {
-            (Some(t), true) => t.to_string(),
-            _ => name,
+        // `db.t`: the words are `db`, `t`.
+        let name = match words.next() {
+            Some(t) if item.contains('.') => t,
+            _ => first,
         };
         match topo.table(&name) {
             Some(rule) => nodes.extend(rule.all_nodes(topo)),
             None => nodes.push(topo.default_node),
         }
     }
-    if w.len() < 3 || nodes.is_empty() {
+    if nodes.is_empty() {
         return refuse("LOCK TABLES without tables");
     }
     nodes.sort_unstable();
