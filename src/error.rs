@@ -14,6 +14,8 @@ pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 pub const ER_PARSE_ERROR: u16 = 1064;
 /// ER_LOCK_DEADLOCK: also the answer when a transaction's node connection was lost.
 pub const ER_LOCK_DEADLOCK: u16 = 1213;
+/// ER_ERROR_DURING_COMMIT: a transaction over several nodes could not commit.
+pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
 /// ER_ACCESS_DENIED_ERROR.
 pub const ER_ACCESS_DENIED: u16 = 1045;
 /// ER_HANDSHAKE_ERROR (bad handshake).
@@ -75,7 +77,7 @@ impl MyError {
 pub fn sqlstate_of(code: u16) -> &'static str {
     match code {
         ER_ACCESS_DENIED => "28000",
-        ER_PARSE_ERROR | 1149 | ER_NOT_SUPPORTED_YET => "42000",
+        ER_PARSE_ERROR | 1149 | 1305 | ER_NOT_SUPPORTED_YET => "42000",
         1046 => "3D000",
         1136 => "21S01",
         1146 => "42S02",

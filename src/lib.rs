@@ -17,6 +17,7 @@ pub mod node;
 pub mod packet;
 pub mod plan;
 pub mod pools;
+pub mod recovery;
 pub mod routing;
 pub mod server;
 pub mod shared;

@@ -47,6 +47,10 @@ pub struct Metrics {
     pub lookups: IntCounterVec,
     /// Time-tier statements by how they ran (read, page, poll, write) and tier rows counted.
     pub tier_statements: IntCounterVec,
+    /// Transactions ended, by how (commit, commit_xa, commit_in_turn, rollback, failed,
+    /// unknown, rolled_back_by_error) and prepared branches recovery finished.
+    pub transactions: IntCounterVec,
+    pub xa_recovered: IntCounterVec,
     slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
 }
 
@@ -119,6 +123,16 @@ impl Metrics {
                 "Statements over several tiers of time_tier tables, by mode",
                 &["mode"],
             ),
+            transactions: counter_vec(
+                "shardproxy_transactions_total",
+                "Transactions that reached a node, by how they ended",
+                &["outcome"],
+            ),
+            xa_recovered: counter_vec(
+                "shardproxy_xa_recovered_total",
+                "Prepared XA branches whose coordinator was gone, finished by recovery",
+                &["outcome"],
+            ),
             slots: RwLock::new(HashMap::new()),
         };
         for c in [
@@ -133,6 +147,8 @@ impl Metrics {
             Box::new(m.keygen_refused.clone()),
             Box::new(m.lookups.clone()),
             Box::new(m.tier_statements.clone()),
+            Box::new(m.transactions.clone()),
+            Box::new(m.xa_recovered.clone()),
         ] {
             let _ = m.registry.register(c);
         }

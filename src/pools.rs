@@ -106,6 +106,9 @@ pub struct Pooled {
     open: Option<Open>,
     pool: Arc<NodePool>,
     found_rows: bool,
+    /// Closed when dropped, never reused (its state is unknown: an XA branch left
+    /// prepared, a rollback that failed).
+    discard: bool,
 }
 
 impl Pooled {
@@ -147,6 +150,13 @@ impl Pooled {
 
     pub fn is_dirty(&self) -> bool {
         self.open().dirty
+    }
+
+    /// Closes the connection when it is dropped instead of giving it back: a prepared XA
+    /// branch on it stays prepared on the node, and a transaction it was in is rolled
+    /// back by the node.
+    pub fn discard(&mut self) {
+        self.discard = true;
     }
 
     /// The database the node URL names.
@@ -216,7 +226,7 @@ impl Drop for Pooled {
             }
             return;
         }
-        if open.conn.is_broken() || self.pool.retired.load(Ordering::Relaxed) {
+        if self.discard || open.conn.is_broken() || self.pool.retired.load(Ordering::Relaxed) {
             return;
         }
         let pool = self.pool.clone();
@@ -361,6 +371,7 @@ impl NodePool {
             open: Some(open),
             pool: self.clone(),
             found_rows,
+            discard: false,
         })
     }
 

@@ -115,6 +115,7 @@ impl Server {
                 self.rules.clone(),
             ));
         }
+        tokio::spawn(crate::recovery::run(self.shared.clone()));
         if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
             tokio::spawn(crate::admin::metadata::watch(
                 self.shared.clone(),

@@ -45,6 +45,11 @@ pub struct Shared {
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
     /// Client connections being served (bounded by `[server] max_connections`).
     pub clients: Arc<std::sync::atomic::AtomicUsize>,
+    /// This process's part of its XA ids, and the count of those it handed out.
+    xa_instance: String,
+    xa_next: AtomicU64,
+    /// Nodes where this process made sure the XA decision table exists.
+    decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
 
 /// `(schema, table)` -> the table's columns in order, as its nodes agree on them (the schema
@@ -54,6 +59,20 @@ pub type ColumnCache = moka::sync::Cache<(String, String), Arc<[String]>>;
 
 /// How long a table's column order is trusted without being read again.
 pub const COLUMNS_TTL: Duration = Duration::from_secs(60);
+
+/// 12 hex digits that tell this process's XA ids from any other proxy's: the start time's
+/// nanoseconds, the process id and a random number mixed.
+fn xa_instance() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:012x}", h.finish() & 0xFFFF_FFFF_FFFF)
+}
 
 fn column_cache() -> ColumnCache {
     moka::sync::Cache::builder()
@@ -248,7 +267,31 @@ impl Shared {
             columns: column_cache(),
             sequences: Default::default(),
             clients: Default::default(),
+            xa_instance: xa_instance(),
+            xa_next: AtomicU64::new(1),
+            decision_tables: Default::default(),
         }
+    }
+
+    /// A new XA transaction id: `prefix:instance:n`, at most 64 bytes (the prefix is at most
+    /// 24), unique across the proxies of a family (their instance parts differ).
+    pub fn new_xid(&self) -> String {
+        let n = self.xa_next.fetch_add(1, Ordering::Relaxed);
+        format!("{}:{}:{n:x}", self.topology().xa_prefix, self.xa_instance)
+    }
+
+    pub fn decision_table_ready(&self, node: usize) -> bool {
+        self.decision_tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&node)
+    }
+
+    pub fn decision_table_made(&self, node: usize) {
+        self.decision_tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node);
     }
 
     /// Offers a new rules snapshot: swapped in atomically if its version is newer (running

@@ -15,11 +15,12 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tracing::warn;
 
+use crate::config::TxMode;
 use crate::error::MyError;
 use crate::exec::door::{
-    client_gone, Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt,
+    client_gone, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt,
 };
-use crate::exec::state::{Enter, SessionState};
+use crate::exec::state::SessionState;
 use crate::merge::Row;
 use crate::node::conn::{decode, Summary};
 use crate::node::{Head, RowEvent, Statement, WireError};
@@ -27,8 +28,9 @@ use crate::pools::Pooled;
 use crate::shared::Shared;
 
 /// Failures seen while results were being read (the results borrow the connections, so the
-/// session deals with them when the statement is over): node, message, connection broken.
-type Casualties = Mutex<Vec<(usize, String, bool)>>;
+/// session deals with them when the statement is over): node, message, connection broken,
+/// the node's error code (0: not a server error).
+type Casualties = Mutex<Vec<(usize, String, bool, u16)>>;
 
 /// Prepared-statement handles kept per node connection, at most this many (all closed when
 /// it fills up).
@@ -185,8 +187,9 @@ impl NodeSession {
     /// ends). Every other goes back to its node's pool as it is, for whichever session
     /// needs that node next: the nodes serve few, busy connections instead of one per
     /// client and node.
-    pub fn settle(&mut self) {
+    pub async fn settle(&mut self) {
         self.reap();
+        self.settle_tx().await;
         for node in 0..self.conns.len() {
             let keep = match &self.conns[node] {
                 None => continue,
@@ -194,7 +197,7 @@ impl NodeSession {
                     c.conn.is_dirty()
                         || self.state.last_node == Some(node)
                         || self.state.insert_id_node == Some(node)
-                        || self.state.tx_node() == Some(node)
+                        || self.state.tx_nodes().any(|b| b == node)
                         || self.state.locked.contains(&node)
                 }
             };
@@ -208,14 +211,15 @@ impl NodeSession {
     /// Deals with the failures results reported: counted, noted for SHOW NODES, broken
     /// connections dropped.
     fn reap(&mut self) {
-        let found: Vec<(usize, String, bool)> =
+        let found: Vec<(usize, String, bool, u16)> =
             std::mem::take(&mut *self.casualties.lock().unwrap_or_else(|e| e.into_inner()));
-        for (node, message, broke) in found {
-            self.failed(node, &message, broke);
+        for (node, message, broke, code) in found {
+            self.failed(node, &message, broke, code);
         }
     }
 
-    fn failed(&mut self, node: usize, message: &str, broke: bool) {
+    fn failed(&mut self, node: usize, message: &str, broke: bool, code: u16) {
+        self.state.failed(node, code);
         let name = self.shared.backends.name(node);
         self.shared
             .metrics
@@ -309,30 +313,10 @@ impl NodeSession {
             Ok(()) => Ok(()),
             Err(e) => {
                 let err = self.node_error(node, &e);
-                self.failed(node, &err.error.message, err.broke);
+                self.failed(node, &err.error.message, err.broke, err.error.code);
                 Err(err)
             }
         }
-    }
-
-    /// Before a statement on `node`: inside a transaction, the first node touched gets the
-    /// BEGIN; a write elsewhere is refused (the transaction would span nodes).
-    async fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
-        self.reap();
-        let backends = &self.shared.backends;
-        let enter = self
-            .state
-            .enter(node, access == Access::Write, |n| backends.name(n))
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: false,
-            })?;
-        if let Enter::Begin(begin) = enter {
-            self.run_own(node, &begin).await?;
-            self.state.began(node);
-        }
-        Ok(())
     }
 
     /// A statement on the session's connection (after any lost connection was dealt with).
@@ -359,7 +343,7 @@ impl NodeSession {
             Ok(rows) => Ok(rows),
             Err(e) => {
                 let err = self.node_error(node, &e);
-                self.failed(node, &err.error.message, err.broke);
+                self.failed(node, &err.error.message, err.broke, err.error.code);
                 Err(err)
             }
         }
@@ -523,10 +507,14 @@ enum Cur {
 /// returned as the statement's error.
 fn casualty(casualties: &Casualties, node: usize, name: &str, e: WireError) -> NodeError {
     let broke = e.breaks();
+    let code = match &e {
+        WireError::Server { code, .. } => *code,
+        _ => 0,
+    };
     casualties
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push((node, e.to_string(), broke));
+        .push((node, e.to_string(), broke, code));
     NodeError {
         node,
         error: MyError::from_wire(name, &e),
@@ -703,8 +691,9 @@ impl Door for NodeSession {
         stmt: Stmt<'a>,
         run: Run,
     ) -> Result<NodeRes<'a>, NodeError> {
-        self.enter_tx(node, run.access).await?;
+        self.reap();
         self.open(node).await?;
+        Door::enter(self, &[node], run.access).await?;
         self.state.last_node = Some(node);
         let labels = self.labels(node);
         let started = Instant::now();
@@ -765,6 +754,8 @@ impl Door for NodeSession {
                 self.held(*n, 1);
             }
         }
+        let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
+        Door::enter(self, &nodes, run.access).await?;
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
@@ -868,7 +859,7 @@ impl Door for NodeSession {
             }),
             Err(e) => {
                 let err = self.node_error(node, &e);
-                self.failed(node, &err.error.message, err.broke);
+                self.failed(node, &err.error.message, err.broke, err.error.code);
                 Err(err)
             }
         }
@@ -936,13 +927,106 @@ impl Door for NodeSession {
         Ok(())
     }
 
-    async fn end(&mut self, commit: bool) -> Result<(), MyError> {
+    fn tx_mode(&self) -> TxMode {
+        self.shared.topology().tx_mode
+    }
+
+    fn new_xid(&self) -> String {
+        self.shared.new_xid()
+    }
+
+    async fn run_each(&mut self, stmts: &[(usize, String)]) -> Vec<Result<(), NodeError>> {
         self.reap();
-        if let Some(node) = self.state.end(commit)? {
-            self.run_own(node, if commit { "COMMIT" } else { "ROLLBACK" })
-                .await?;
+        let mut opened = Vec::with_capacity(stmts.len());
+        for (n, _) in stmts {
+            opened.push(self.open(*n).await.err());
         }
-        Ok(())
+        let results = {
+            let mut by_node: Vec<Option<&mut NodeConn>> =
+                self.conns.iter_mut().map(Option::as_mut).collect();
+            let conns: Vec<Option<&mut NodeConn>> = stmts
+                .iter()
+                .zip(&opened)
+                .map(|((n, _), failed)| {
+                    if failed.is_some() {
+                        None
+                    } else {
+                        by_node.get_mut(*n).and_then(Option::take)
+                    }
+                })
+                .collect();
+            join_all(
+                conns
+                    .into_iter()
+                    .zip(stmts)
+                    .map(|(c, (_, sql))| async move {
+                        match c {
+                            Some(c) => c.conn.query_drop(sql).await.map_err(Some),
+                            None => Err(None),
+                        }
+                    }),
+            )
+            .await
+        };
+        let mut out = Vec::with_capacity(stmts.len());
+        for ((r, failed), (node, _)) in results.into_iter().zip(opened).zip(stmts) {
+            out.push(match (r, failed) {
+                (Ok(()), _) => Ok(()),
+                (Err(_), Some(e)) => Err(e),
+                (Err(None), None) => Err(vanished(*node)),
+                (Err(Some(e)), None) => {
+                    let err = self.node_error(*node, &e);
+                    self.failed(*node, &err.error.message, err.broke, err.error.code);
+                    Err(err)
+                }
+            });
+        }
+        out
+    }
+
+    async fn decision_table(&mut self, node: usize) -> Result<String, NodeError> {
+        self.open(node).await?;
+        let db = self
+            .conns
+            .get(node)
+            .and_then(Option::as_ref)
+            .and_then(|c| c.conn.url_db());
+        let Some(db) = db else {
+            return Err(NodeError {
+                node,
+                error: MyError::unsupported(format!(
+                    "a transaction that writes several nodes keeps its decision record in the database of node `{}`'s URL, and that URL names none",
+                    self.shared.backends.name(node)
+                )),
+                broke: false,
+            });
+        };
+        let table = format!(
+            "`{}`.{}",
+            db.replace('`', "``"),
+            crate::exec::txn::DECISIONS
+        );
+        if !self.shared.decision_table_ready(node) {
+            self.outside(node, &[&crate::exec::txn::decisions_ddl(&table)], false)
+                .await?;
+            self.shared.decision_table_made(node);
+        }
+        Ok(table)
+    }
+
+    fn discard(&mut self, node: usize) {
+        if let Some(c) = self.conns.get_mut(node).and_then(Option::as_mut) {
+            c.conn.discard();
+        }
+        self.drop_conn(node);
+    }
+
+    fn count_tx(&self, outcome: &str) {
+        self.shared
+            .metrics
+            .transactions
+            .with_label_values(&[outcome])
+            .inc();
     }
 
     fn count_merged(&self, rows: u64) {

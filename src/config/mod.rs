@@ -90,6 +90,30 @@ struct ServerSection {
     /// Client connections served at once; past it a client gets MySQL's 1040.
     #[serde(default = "default_max_connections")]
     max_connections: usize,
+    /// How a transaction that touched several nodes commits: "xa" (two-phase) or
+    /// "best_effort" (each node in turn).
+    #[serde(default)]
+    transaction_mode: TxMode,
+    /// The start of every XA transaction id this proxy family writes; recovery finishes
+    /// only the prepared branches that carry it.
+    #[serde(default = "default_xa_prefix")]
+    xa_prefix: String,
+}
+
+/// `[server] transaction_mode`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TxMode {
+    /// Two-phase commit (XA) when a transaction wrote more than one node.
+    #[default]
+    Xa,
+    /// Each node commits in turn, without XA: a failure between two commits leaves the
+    /// transaction applied on some nodes only.
+    BestEffort,
+}
+
+fn default_xa_prefix() -> String {
+    "shardproxy".into()
 }
 
 fn default_max_connections() -> usize {
@@ -306,6 +330,10 @@ pub struct Topology {
     pub node_timeout: Option<std::time::Duration>,
     /// `[server] max_connections`.
     pub max_connections: usize,
+    /// `[server] transaction_mode`.
+    pub tx_mode: TxMode,
+    /// `[server] xa_prefix`.
+    pub xa_prefix: String,
     /// TLS for clients (read when the proxy starts).
     pub tls: Option<TlsSection>,
     pub admin: Option<AdminSection>,
@@ -472,6 +500,17 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             ))
         })?;
     }
+    let prefix = &file.server.xa_prefix;
+    if prefix.is_empty()
+        || prefix.len() > 24
+        || !prefix
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(err(format!(
+            "[server] xa_prefix `{prefix}`: 1 to 24 letters, digits, `_` or `-`"
+        )));
+    }
     if file.server.max_connections == 0 {
         return Err(err("[server] max_connections must be at least 1".into()));
     }
@@ -522,6 +561,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         node_timeout: (file.server.node_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
         max_connections: file.server.max_connections,
+        tx_mode: file.server.transaction_mode,
+        xa_prefix: file.server.xa_prefix,
         tls: file.server.tls,
         admin: file.admin,
         metrics: file.metrics,

@@ -21,6 +21,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::state::SessionState;
+use crate::config::TxMode;
 use crate::error::MyError;
 use crate::merge::Row;
 
@@ -136,7 +137,7 @@ pub struct Run {
 }
 
 /// The door to the nodes (see the module documentation).
-pub trait Door: Send {
+pub trait Door: Send + Sized {
     type Res<'a>: NodeResult + 'a
     where
         Self: 'a;
@@ -150,10 +151,10 @@ pub trait Door: Send {
         run: Run,
     ) -> impl Future<Output = Result<Self::Res<'a>, NodeError>> + Send + 'a;
 
-    /// Starts each statement on its node, all at once (nodes distinct), outside the
-    /// session's transaction (the callers refuse writes over several nodes inside one:
-    /// [`Door::check_multi_write`]). `Err` when a node cannot be reached or brought to the
-    /// session's state; else one result per statement, in order.
+    /// Starts each statement on its node, all at once (nodes distinct), each inside the
+    /// session's transaction's branch there (opened first where missing: [`Door::enter`]).
+    /// `Err` when a node cannot be reached or brought to the session's state; else one
+    /// result per statement, in order.
     #[allow(clippy::type_complexity)]
     fn start_all<'a>(
         &'a mut self,
@@ -234,12 +235,6 @@ pub trait Door: Send {
         self.state().tx_node()
     }
 
-    /// Refuses a write over several parts inside a transaction; `what` names them
-    /// ("3 nodes", "2 tiers of `t`").
-    fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
-        self.state().check_multi_write(what)
-    }
-
     /// Remembers where the session ran last and which node generated an insert id.
     fn ran_on(&mut self, node: usize, generated_id: bool) {
         self.state_mut().ran_on(node, generated_id);
@@ -279,8 +274,54 @@ pub trait Door: Send {
         }
     }
 
-    /// COMMIT (`true`) or ROLLBACK on the transaction's node.
-    fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send;
+    /// COMMIT (`true`) or ROLLBACK of the open transaction on every node it touched: one
+    /// node commits alone; several commit by two-phase commit (see [`super::txn`]).
+    fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        super::txn::end(self, commit)
+    }
+
+    /// Before statements on `nodes` (`access`: whether they may change rows): inside a
+    /// transaction, opens its branch on each node that has none yet (the first branch
+    /// alone, then the others at once). The branches that opened are recorded even when
+    /// another failed.
+    fn enter(
+        &mut self,
+        nodes: &[usize],
+        access: Access,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        super::txn::enter(self, nodes, access)
+    }
+
+    /// After a statement: a transaction a deadlock or a lock wait timeout rolled back on
+    /// one node (or a write that ran on some of its nodes only) is rolled back on all.
+    fn settle_tx(&mut self) -> impl Future<Output = ()> + Send {
+        super::txn::settle(self)
+    }
+
+    /// How transactions over several nodes commit (`[server] transaction_mode`).
+    fn tx_mode(&self) -> TxMode;
+
+    /// A new XA transaction id (gtrid), unique among every proxy of the family.
+    fn new_xid(&self) -> String;
+
+    /// Runs each of the proxy's own statements (a text, possibly several statements) on
+    /// the session's connection to its node, all at once (nodes distinct), outside the
+    /// transaction rules (they are the transaction's BEGINs and XA steps); one result each.
+    fn run_each(
+        &mut self,
+        stmts: &[(usize, String)],
+    ) -> impl Future<Output = Vec<Result<(), NodeError>>> + Send;
+
+    /// The table of XA decision records on `node`, created there if need be (outside the
+    /// session), qualified with its database: `db`.`shardproxy_xa`.
+    fn decision_table(
+        &mut self,
+        node: usize,
+    ) -> impl Future<Output = Result<String, NodeError>> + Send;
+
+    /// Closes the session's connection to `node` instead of giving it back (a branch on
+    /// it was left prepared, or failed to roll back: the node decides, or recovery does).
+    fn discard(&mut self, node: usize);
 
     /// `SET autocommit`: turning it on commits the open transaction.
     fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
@@ -297,6 +338,8 @@ pub trait Door: Send {
     fn count_merged(&self, rows: u64);
     /// Counts a tier statement by mode (metrics: read, page, poll, write, write_retry).
     fn count_tier(&self, mode: &str);
+    /// Counts a transaction's end by how it went (metrics: commit, commit_xa, rollback, ...).
+    fn count_tx(&self, outcome: &str);
     /// Counts lookup-table reads (metrics: read, failed).
     fn count_lookups(&self, outcome: &str, n: u64);
 }

@@ -11,8 +11,9 @@ use mysql_common::constants::{ColumnType, StatusFlags};
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
-use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt};
-use super::state::{Enter, SessionState};
+use super::door::{Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt};
+use super::state::SessionState;
+use crate::config::TxMode;
 use crate::error::MyError;
 use crate::merge::Row;
 
@@ -117,6 +118,13 @@ pub struct FakeDoor {
     pub merged: u64,
     pub tier_counts: Vec<String>,
     pub lookups: Vec<(String, u64)>,
+    /// `[server] transaction_mode`.
+    pub mode: TxMode,
+    xids: std::sync::atomic::AtomicU64,
+    /// Nodes whose connection the door was told to close, in order.
+    pub discarded: Vec<usize>,
+    /// Transactions ended, by how.
+    pub tx_counts: std::sync::Mutex<Vec<String>>,
 }
 
 impl FakeDoor {
@@ -215,9 +223,23 @@ impl FakeDoor {
             .unwrap_or_else(|| Canned::ok(0, 0))
     }
 
+    /// Fails `sql` on `node` if a rule says so, with the real door's consequences for the
+    /// session (a broken connection loses its transaction, a deadlock ends it).
+    fn check_in_session(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        let r = self.check(node, sql);
+        if let Err(e) = &r {
+            if e.broke {
+                self.state.lost(node);
+            } else {
+                self.state.failed(node, e.error.code);
+            }
+        }
+        r
+    }
+
     fn run_one(&mut self, node: usize, stmt: Stmt<'_>) -> Result<FakeRes, NodeError> {
         self.log.push((node, stmt.sql.to_string()));
-        self.check(node, stmt.sql)?;
+        self.check_in_session(node, stmt.sql)?;
         let canned = self.canned(node, stmt.sql);
         let results = match canned {
             Canned::Many(v) => v,
@@ -230,22 +252,6 @@ impl FakeDoor {
             row: 0,
             status: self.status(),
         })
-    }
-
-    fn enter_tx(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
-        let enter = self
-            .state
-            .enter(node, access == Access::Write, |n| format!("ds{n}"))
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: false,
-            })?;
-        if let Enter::Begin(begin) = enter {
-            self.log.push((node, begin));
-            self.state.began(node);
-        }
-        Ok(())
     }
 }
 
@@ -333,7 +339,10 @@ impl Door for FakeDoor {
         stmt: Stmt<'a>,
         run: Run,
     ) -> Result<FakeRes, NodeError> {
-        self.enter_tx(node, run.access)?;
+        if self.down.contains(&node) {
+            return Err(self.check(node, "").unwrap_err());
+        }
+        Door::enter(self, &[node], run.access).await?;
         self.state.last_node = Some(node);
         self.run_one(node, stmt)
     }
@@ -341,11 +350,13 @@ impl Door for FakeDoor {
     async fn start_all<'a>(
         &'a mut self,
         stmts: &'a [(usize, Stmt<'a>)],
-        _run: Run,
+        run: Run,
     ) -> Result<Vec<Result<FakeRes, NodeError>>, NodeError> {
         if let Some((n, _)) = stmts.iter().find(|(n, _)| self.down.contains(n)) {
             return Err(self.check(*n, "").unwrap_err());
         }
+        let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
+        Door::enter(self, &nodes, run.access).await?;
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         Ok(stmts.iter().map(|(n, s)| self.run_one(*n, *s)).collect())
     }
@@ -434,12 +445,41 @@ impl Door for FakeDoor {
         self.check(node, sql).map_err(|e| e.error)
     }
 
-    async fn end(&mut self, commit: bool) -> Result<(), MyError> {
-        if let Some(node) = self.state.end(commit)? {
-            self.log
-                .push((node, if commit { "COMMIT" } else { "ROLLBACK" }.into()));
+    fn tx_mode(&self) -> TxMode {
+        self.mode
+    }
+
+    fn new_xid(&self) -> String {
+        let n = self.xids.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        format!("sp:test:{n}")
+    }
+
+    async fn run_each(&mut self, stmts: &[(usize, String)]) -> Vec<Result<(), NodeError>> {
+        let mut out = Vec::with_capacity(stmts.len());
+        for (node, sql) in stmts {
+            self.log.push((*node, sql.clone()));
+            out.push(self.check_in_session(*node, sql));
         }
-        Ok(())
+        out
+    }
+
+    async fn decision_table(&mut self, node: usize) -> Result<String, NodeError> {
+        let table = format!("`db`.{}", super::txn::DECISIONS);
+        let ddl = super::txn::decisions_ddl(&table);
+        self.outside.push((node, ddl.clone()));
+        self.check(node, &ddl)?;
+        Ok(table)
+    }
+
+    fn discard(&mut self, node: usize) {
+        self.discarded.push(node);
+    }
+
+    fn count_tx(&self, outcome: &str) {
+        self.tx_counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(outcome.to_string());
     }
 
     fn count_merged(&self, _rows: u64) {}

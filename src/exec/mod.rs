@@ -28,6 +28,7 @@ pub mod state;
 pub mod tier_page;
 pub mod tier_read;
 pub mod tier_write;
+pub mod txn;
 
 use door::{Access, Door, NodeError, Sink, Stmt};
 

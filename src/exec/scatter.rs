@@ -14,18 +14,43 @@ pub async fn append<D: Door, K: Sink>(
     ok: OkMerge,
     access: Access,
 ) -> Result<u64, NodeError> {
-    if access == Access::Write && stmts.len() > 1 {
-        door.check_multi_write(&format!("{} nodes", stmts.len()))
-            .map_err(not_a_node)?;
+    let in_tx = access == Access::Write
+        && stmts.len() > 1
+        && (door.state().tx.is_some() || !door.state().autocommit);
+    match append_started(door, sink, stmts, ok, access).await {
+        Ok(id) => Ok(id),
+        Err((mut e, partial)) => {
+            if in_tx && partial {
+                // A write half applied inside a transaction: MySQL would roll the statement
+                // back; the proxy rolls the transaction back on every node.
+                door.state_mut().doom();
+                e.error.message = format!(
+                    "{}; the statement had run on other nodes of the transaction, so the transaction was rolled back",
+                    e.error.message
+                );
+            }
+            Err(e)
+        }
     }
+}
+
+/// [`append`]; an error says whether some statements had started.
+async fn append_started<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    stmts: &[(usize, Stmt<'_>)],
+    ok: OkMerge,
+    access: Access,
+) -> Result<u64, (NodeError, bool)> {
     let run = Run {
         access,
         binary: sink.binary(),
     };
     let status = door.status();
     let first_node = stmts.first().map(|(n, _)| *n);
-    let results = door.start_all(stmts, run).await?;
-    let ress = started(results).await?;
+    let results = door.start_all(stmts, run).await.map_err(|e| (e, false))?;
+    let partial = results.iter().any(|r| r.is_ok()) && results.iter().any(|r| r.is_err());
+    let ress = started(results).await.map_err(|e| (e, partial))?;
     let generated = match ress.iter().find_map(|r| r.columns()) {
         Some(cols) => {
             sink.columns(&cols, status);
@@ -56,7 +81,7 @@ pub async fn append<D: Door, K: Sink>(
                 }
             }
             if let Some(e) = failed {
-                return Err(e);
+                return Err((e, true));
             }
             sink.end(status, warnings, false);
             0
@@ -84,7 +109,7 @@ pub async fn append<D: Door, K: Sink>(
                 }
             }
             if let Some(e) = failed {
-                return Err(e);
+                return Err((e, true));
             }
             sink.ok(&total, status, false);
             total.last_insert_id

@@ -3,7 +3,7 @@
 
 use super::door::{Door, Sink};
 use crate::error::MyError;
-use crate::plan::SessionOp;
+use crate::plan::{SavepointKind, SessionOp};
 
 /// Carries out `op` and answers it.
 pub async fn apply<D: Door, K: Sink>(
@@ -36,7 +36,62 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
             Ok(())
         }
         SessionOp::Unlock => unlock(door).await,
+        SessionOp::Savepoint { sql, name, kind } => savepoint(door, sql, name, *kind).await,
     }
+}
+
+/// A savepoint statement on every branch of the transaction; the list of savepoints follows
+/// MySQL's rules (a name set again moves; ROLLBACK TO drops the later ones; RELEASE drops
+/// it and the later ones).
+async fn savepoint<D: Door>(
+    door: &mut D,
+    sql: &str,
+    name: &str,
+    kind: SavepointKind,
+) -> Result<(), MyError> {
+    if door.state().tx.is_none() && !door.state().autocommit {
+        door.state_mut().begin("BEGIN");
+    }
+    let Some(tx) = door.state().tx.as_ref() else {
+        // Outside a transaction MySQL takes a SAVEPOINT and forgets it at once.
+        return match kind {
+            SavepointKind::Set => Ok(()),
+            _ => Err(no_savepoint(name)),
+        };
+    };
+    let at = tx.savepoints.iter().position(|(n, _)| n == name);
+    if kind != SavepointKind::Set && at.is_none() {
+        return Err(no_savepoint(name));
+    }
+    let stmts: Vec<(usize, String)> = tx
+        .branches
+        .iter()
+        .map(|b| (b.node, sql.to_string()))
+        .collect();
+    let results = door.run_each(&stmts).await;
+    if let Some(e) = results.into_iter().find_map(Result::err) {
+        if kind == SavepointKind::RollbackTo {
+            // Some branches went back and some did not: nothing consistent is left.
+            door.state_mut().doom();
+        }
+        return Err(e.error);
+    }
+    if let Some(tx) = door.state_mut().tx.as_mut() {
+        match (kind, at) {
+            (SavepointKind::Set, _) => {
+                tx.savepoints.retain(|(n, _)| n != name);
+                tx.savepoints.push((name.to_string(), sql.to_string()));
+            }
+            (SavepointKind::RollbackTo, Some(i)) => tx.savepoints.truncate(i + 1),
+            (SavepointKind::Release, Some(i)) => tx.savepoints.truncate(i),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn no_savepoint(name: &str) -> MyError {
+    MyError::new(1305, format!("SAVEPOINT {name} does not exist"))
 }
 
 /// Releases the session's table locks on every node that holds some.
@@ -57,6 +112,7 @@ mod tests {
     use crate::exec::door::{Access, Stmt};
     use crate::exec::fake::{FakeDoor, RecordSink};
     use crate::exec::route::single;
+    use crate::plan::SavepointKind;
 
     #[tokio::test]
     async fn table_locks_are_released_where_they_were_taken() {
@@ -87,7 +143,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_transaction_begins_on_the_first_node_it_touches_and_ends_there() {
+    async fn a_transaction_begins_on_the_first_node_it_touches() {
         let mut door = FakeDoor::new(2);
         let mut sink = RecordSink::text();
         apply(&mut door, &mut sink, &SessionOp::Begin("BEGIN".into()))
@@ -103,25 +159,6 @@ mod tests {
         )
         .await
         .unwrap();
-        let e = single(
-            &mut door,
-            &mut sink,
-            0,
-            Stmt::new("UPDATE t SET v = 2", &[]),
-            Access::Write,
-        )
-        .await
-        .unwrap_err();
-        assert_eq!(e.error.code, 1235);
-        single(
-            &mut door,
-            &mut sink,
-            0,
-            Stmt::new("SELECT 1 FROM t", &[]),
-            Access::Read,
-        )
-        .await
-        .unwrap();
         apply(&mut door, &mut sink, &SessionOp::Commit)
             .await
             .unwrap();
@@ -129,10 +166,11 @@ mod tests {
             door.sql_on(1),
             vec!["BEGIN", "UPDATE t SET v = 1", "COMMIT"]
         );
+        assert!(door.sql_on(0).is_empty());
     }
 
     #[tokio::test]
-    async fn autocommit_off_opens_a_transaction_that_multi_node_writes_refuse() {
+    async fn autocommit_off_opens_a_transaction_that_multi_node_writes_join() {
         let mut door = FakeDoor::new(2);
         let mut sink = RecordSink::text();
         apply(&mut door, &mut sink, &SessionOp::SetAutocommit(false))
@@ -142,7 +180,7 @@ mod tests {
             (0, Stmt::new("DELETE FROM t", &[])),
             (1, Stmt::new("DELETE FROM t", &[])),
         ];
-        let e = crate::exec::scatter::append(
+        crate::exec::scatter::append(
             &mut door,
             &mut sink,
             &stmts,
@@ -150,14 +188,15 @@ mod tests {
             Access::Write,
         )
         .await
-        .unwrap_err();
-        assert!(
-            e.error.message.contains("2 nodes inside a transaction"),
-            "{}",
-            e.error.message
-        );
-        // DDL runs outside the transaction.
+        .unwrap();
+        assert_eq!(door.sql_on(0), vec!["BEGIN", "DELETE FROM t"]);
+        assert_eq!(door.sql_on(1)[1], "DELETE FROM t");
+        assert!(door.sql_on(1)[0].starts_with("XA START"));
+        // DDL commits the transaction first and runs outside any.
         door.ddl(true).await.unwrap();
+        assert!(door.state().tx.is_none());
+        assert_eq!(door.sql_on(0).last().unwrap(), "COMMIT");
+        let before = door.log().len();
         crate::exec::scatter::append(
             &mut door,
             &mut sink,
@@ -168,5 +207,88 @@ mod tests {
         .await
         .unwrap();
         door.ddl(false).await.unwrap();
+        assert_eq!(door.log().len(), before + 2, "no BEGIN around DDL");
+    }
+
+    #[tokio::test]
+    async fn savepoints_reach_every_branch_and_follow_mysqls_rules() {
+        let mut door = FakeDoor::new(2);
+        let mut sink = RecordSink::text();
+        let sp = |sql: &str, name: &str, kind| SessionOp::Savepoint {
+            sql: sql.into(),
+            name: name.into(),
+            kind,
+        };
+        let e = apply(
+            &mut door,
+            &mut sink,
+            &sp("ROLLBACK TO a", "a", SavepointKind::RollbackTo),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, 1305, "no transaction, no savepoint");
+        apply(&mut door, &mut sink, &SessionOp::Begin("BEGIN".into()))
+            .await
+            .unwrap();
+        single(
+            &mut door,
+            &mut sink,
+            0,
+            Stmt::new("UPDATE t SET v = 1", &[]),
+            Access::Write,
+        )
+        .await
+        .unwrap();
+        apply(
+            &mut door,
+            &mut sink,
+            &sp("SAVEPOINT a", "a", SavepointKind::Set),
+        )
+        .await
+        .unwrap();
+        single(
+            &mut door,
+            &mut sink,
+            1,
+            Stmt::new("UPDATE t SET v = 2", &[]),
+            Access::Write,
+        )
+        .await
+        .unwrap();
+        apply(
+            &mut door,
+            &mut sink,
+            &sp("SAVEPOINT b", "b", SavepointKind::Set),
+        )
+        .await
+        .unwrap();
+        apply(
+            &mut door,
+            &mut sink,
+            &sp("ROLLBACK TO SAVEPOINT a", "a", SavepointKind::RollbackTo),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            door.sql_on(1)[0],
+            "XA START 'sp:test:1',X'647330',21328; SAVEPOINT a",
+            "the branch opened later has the savepoint too"
+        );
+        assert_eq!(
+            door.sql_on(0)[2..],
+            ["SAVEPOINT a", "SAVEPOINT b", "ROLLBACK TO SAVEPOINT a"]
+        );
+        assert_eq!(
+            door.sql_on(1)[2..],
+            ["SAVEPOINT b", "ROLLBACK TO SAVEPOINT a"]
+        );
+        let e = apply(
+            &mut door,
+            &mut sink,
+            &sp("RELEASE SAVEPOINT b", "b", SavepointKind::Release),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.code, 1305, "ROLLBACK TO a dropped b");
     }
 }

@@ -5,27 +5,48 @@
 
 use mysql_common::constants::StatusFlags;
 
-use crate::error::{MyError, ER_LOCK_DEADLOCK, ER_NOT_SUPPORTED_YET};
+use crate::config::TxMode;
+use crate::error::{MyError, ER_LOCK_DEADLOCK};
 
-/// A transaction the session is in: its BEGIN text and the node it runs on once it touched one.
+/// A transaction the session is in: its BEGIN text and its branches, one per node it
+/// touched, in the order it touched them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tx {
     pub begin: String,
-    pub node: Option<usize>,
-    /// The connection it ran on was lost: the node rolled it back. Every statement fails
-    /// until the client ends it, so no later write can silently run outside it.
+    pub branches: Vec<Branch>,
+    /// A branch's connection was lost, or a deadlock rolled the transaction back on a
+    /// node: every statement fails until the client ends it, so no later write can
+    /// silently run outside it.
     pub lost: bool,
+    /// The transaction's XA id (its gtrid), once a second branch opened in XA mode.
+    pub xid: Option<String>,
+    /// The savepoints set so far, in order (name, SAVEPOINT statement): replayed on a branch
+    /// that opens later, so ROLLBACK TO finds them on every branch.
+    pub savepoints: Vec<(String, String)>,
+    /// To be rolled back on every node once the statement is answered: a deadlock or lock
+    /// wait timeout on one of its nodes, or a write that ran on some of its nodes only.
+    pub abort: bool,
+}
+
+/// The transaction's part on one node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Branch {
+    pub node: usize,
+    /// Opened with XA START (every branch but the first, in XA mode); the first is a plain
+    /// transaction, so a transaction on one node costs what it costs without the proxy.
+    pub xa: bool,
+    /// A statement that may change rows ran on it.
+    pub wrote: bool,
 }
 
 /// What a statement on a node needs first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enter {
-    /// Nothing: no transaction, or the transaction is already on that node (or the statement
-    /// only reads elsewhere).
+    /// Nothing: no transaction, or it already has a branch on that node.
     Ready,
-    /// The transaction's first statement: send its BEGIN there, then call
-    /// [`SessionState::began`].
-    Begin(String),
+    /// The transaction's branch on that node opens first: send these statements there (its
+    /// BEGIN or XA START, then the savepoints so far), then call [`SessionState::began`].
+    Begin { sql: String, xa: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,58 +79,99 @@ impl Default for SessionState {
 pub fn lost_tx() -> MyError {
     MyError::new(
         ER_LOCK_DEADLOCK,
-        "shardproxy: the connection of this transaction to its node was lost and the node rolled the transaction back; ROLLBACK and retry it",
+        "shardproxy: the connection of this transaction to one of its nodes was lost and the transaction was rolled back; ROLLBACK and retry it",
     )
 }
 
+/// A transaction id's branch qualifier and format: `'gtrid',X'bqual',FORMAT`. The branch
+/// qualifier names the node that holds the transaction's decision record.
+pub const XA_FORMAT: u32 = 0x5350;
+
+/// The xid of a branch, as XA statements take it.
+pub fn xid_sql(gtrid: &str, decision_node: &str) -> String {
+    let hex: String = decision_node
+        .bytes()
+        .take(64)
+        .map(|b| format!("{b:02X}"))
+        .collect();
+    format!("'{gtrid}',X'{hex}',{XA_FORMAT}")
+}
+
+/// Is this BEGIN text a read-only transaction? (No XA there: nothing to commit atomically.)
+fn read_only(begin: &str) -> bool {
+    let w = crate::sql::leading_words(begin, 8);
+    w.windows(2).any(|p| {
+        p[0].eq_ignore_ascii_case("READ") && p[1].trim_end_matches(',').eq_ignore_ascii_case("ONLY")
+    })
+}
+
 impl SessionState {
-    /// Before a statement on `node` (`write`: it changes rows): inside a transaction, the
-    /// first node touched gets the BEGIN; a write elsewhere is refused (the transaction
-    /// would span nodes). `name` names nodes for the message.
+    /// Before a statement on `node` (`write`: it may change rows): inside a transaction,
+    /// the branch on that node opens first. The first branch is a plain transaction
+    /// (its BEGIN text); later ones are XA branches in `Xa` mode, plain in `BestEffort`.
+    /// `xid` names the transaction's XA id when the first XA branch opens.
     pub fn enter(
         &mut self,
         node: usize,
         write: bool,
+        mode: TxMode,
+        xid: impl FnOnce() -> String,
         name: impl Fn(usize) -> String,
     ) -> Result<Enter, MyError> {
         if self.tx.is_none() && !self.autocommit && !self.ddl {
             self.tx = Some(Tx {
                 begin: "BEGIN".into(),
-                node: None,
+                branches: Vec::new(),
                 lost: false,
+                xid: None,
+                savepoints: Vec::new(),
+                abort: false,
             });
         }
-        let Some(tx) = &self.tx else {
+        let Some(tx) = &mut self.tx else {
             return Ok(Enter::Ready);
         };
         if tx.lost {
             return Err(lost_tx());
         }
-        match tx.node {
-            Some(n) if n == node => Ok(Enter::Ready),
-            Some(_) if !write => Ok(Enter::Ready),
-            Some(n) => Err(MyError::new(
-                ER_NOT_SUPPORTED_YET,
-                format!(
-                    "this transaction runs on node `{}`; a write on node `{}` would make it span two nodes, which shardproxy does not support yet",
-                    name(n),
-                    name(node)
-                ),
-            )),
-            None => Ok(Enter::Begin(tx.begin.clone())),
+        if let Some(b) = tx.branches.iter_mut().find(|b| b.node == node) {
+            b.wrote |= write;
+            return Ok(Enter::Ready);
         }
+        let xa = !tx.branches.is_empty() && mode == TxMode::Xa && !read_only(&tx.begin);
+        let mut sql = if xa {
+            let first = tx.branches[0].node;
+            let gtrid = tx.xid.get_or_insert_with(xid).clone();
+            format!("XA START {}", xid_sql(&gtrid, &name(first)))
+        } else {
+            tx.begin.clone()
+        };
+        for (_, sp) in &tx.savepoints {
+            sql.push_str("; ");
+            sql.push_str(sp);
+        }
+        Ok(Enter::Begin { sql, xa })
     }
 
-    /// The transaction's BEGIN ran on `node`.
-    pub fn began(&mut self, node: usize) {
+    /// The transaction's branch on `node` opened (`write`: for a statement that may change
+    /// rows).
+    pub fn began(&mut self, node: usize, xa: bool, write: bool) {
         if let Some(tx) = self.tx.as_mut() {
-            tx.node = Some(node);
+            tx.branches.push(Branch {
+                node,
+                xa,
+                wrote: write,
+            });
         }
     }
 
-    /// `node`'s connection is gone: a transaction there is lost.
+    /// `node`'s connection is gone: a transaction with a branch there is lost.
     pub fn lost(&mut self, node: usize) -> bool {
-        match self.tx.as_mut().filter(|t| t.node == Some(node)) {
+        match self
+            .tx
+            .as_mut()
+            .filter(|t| t.branches.iter().any(|b| b.node == node))
+        {
             Some(tx) => {
                 tx.lost = true;
                 true
@@ -118,26 +180,52 @@ impl SessionState {
         }
     }
 
+    /// A statement failed on `node` with `code`: a deadlock (the node rolled the whole
+    /// transaction back) or a lock wait timeout inside a transaction with a branch there
+    /// rolls the transaction back on every node, as MySQL does for a deadlock.
+    pub fn failed(&mut self, node: usize, code: u16) {
+        if let Some(tx) = self.tx.as_mut() {
+            if matches!(code, 1213 | 1205) && tx.branches.iter().any(|b| b.node == node) {
+                tx.abort = true;
+            }
+        }
+    }
+
+    /// Marks the open transaction to be rolled back on every node (see [`Tx::abort`]).
+    pub fn doom(&mut self) {
+        if let Some(tx) = self.tx.as_mut() {
+            tx.abort = true;
+        }
+    }
+
     /// BEGIN: returns `true` when an open transaction on a node must be committed first.
     pub fn begin(&mut self, sql: &str) -> bool {
-        let commit_first = self.tx.as_ref().is_some_and(|t| t.node.is_some());
+        let commit_first = self.tx.as_ref().is_some_and(|t| !t.branches.is_empty());
         if !commit_first {
             self.tx = Some(Tx {
                 begin: sql.to_string(),
-                node: None,
+                branches: Vec::new(),
                 lost: false,
+                xid: None,
+                savepoints: Vec::new(),
+                abort: false,
             });
         }
         commit_first
     }
 
-    /// COMMIT / ROLLBACK: the node to send it to, if the transaction reached one.
-    pub fn end(&mut self, commit: bool) -> Result<Option<usize>, MyError> {
-        let tx = self.tx.take();
-        if tx.as_ref().is_some_and(|t| t.lost) {
-            return if commit { Err(lost_tx()) } else { Ok(None) };
+    /// COMMIT / ROLLBACK: the transaction to end, if it reached a node. A lost one cannot
+    /// commit (the client learns it was rolled back); its branches are rolled back.
+    pub fn end(&mut self, commit: bool) -> Result<Option<Tx>, MyError> {
+        let tx = self.tx.take().filter(|t| !t.branches.is_empty());
+        match tx {
+            Some(t) if t.lost && commit => {
+                // Whatever branch is left is rolled back by the caller first.
+                self.tx = Some(t);
+                Err(lost_tx())
+            }
+            other => Ok(other),
         }
-        Ok(tx.and_then(|t| t.node))
     }
 
     /// Where a statement that names no table runs (see `Door::sticky`).
@@ -147,27 +235,31 @@ impl SessionState {
             return None;
         }
         Some(match (tx_node, self.insert_id_node) {
-            (Some(n), _) => n,
-            (None, Some(n)) if insert_id => n,
+            (_, Some(n)) if insert_id => n,
+            (Some(n), _) => {
+                // Inside the transaction: where it last ran, if that is one of its branches.
+                match self.last_node {
+                    Some(l) if self.tx_nodes().any(|b| b == l) => l,
+                    _ => n,
+                }
+            }
             _ => self.last_node.unwrap_or(default),
         })
     }
 
+    /// The node of the transaction's first branch.
     pub fn tx_node(&self) -> Option<usize> {
-        self.tx.as_ref().and_then(|t| t.node)
+        self.tx
+            .as_ref()
+            .and_then(|t| t.branches.first())
+            .map(|b| b.node)
     }
 
-    /// Refuses a write over several parts inside a transaction (`what` names them).
-    pub fn check_multi_write(&self, what: &str) -> Result<(), MyError> {
-        if !self.ddl && (self.tx.is_some() || !self.autocommit) {
-            return Err(MyError::new(
-                ER_NOT_SUPPORTED_YET,
-                format!(
-                    "this write touches {what} inside a transaction; shardproxy does not support transactions across nodes yet"
-                ),
-            ));
-        }
-        Ok(())
+    /// Every node the open transaction has a branch on.
+    pub fn tx_nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.tx
+            .iter()
+            .flat_map(|t| t.branches.iter().map(|b| b.node))
     }
 
     pub fn ran_on(&mut self, node: usize, generated_id: bool) {
@@ -197,25 +289,103 @@ mod tests {
         format!("ds{n}")
     }
 
+    fn enter(s: &mut SessionState, node: usize, write: bool) -> Result<Enter, MyError> {
+        s.enter(node, write, TxMode::Xa, || "sp:t:1".into(), name)
+    }
+
+    fn plain(sql: &str) -> Enter {
+        Enter::Begin {
+            sql: sql.into(),
+            xa: false,
+        }
+    }
+
     #[test]
-    fn a_transaction_lives_on_its_first_node() {
+    fn a_transaction_opens_a_plain_branch_first_and_xa_branches_after() {
         let mut s = SessionState::default();
         assert!(!s.begin("START TRANSACTION"));
+        assert_eq!(enter(&mut s, 1, false), Ok(plain("START TRANSACTION")));
+        s.began(1, false, false);
+        assert_eq!(enter(&mut s, 1, true), Ok(Enter::Ready));
         assert_eq!(
-            s.enter(1, true, name),
-            Ok(Enter::Begin("START TRANSACTION".into()))
+            enter(&mut s, 0, false),
+            Ok(Enter::Begin {
+                sql: "XA START 'sp:t:1',X'647331',21328".into(),
+                xa: true
+            }),
+            "the XA branch names the first branch's node"
         );
-        s.began(1);
-        assert_eq!(s.enter(1, true, name), Ok(Enter::Ready));
-        assert_eq!(s.enter(0, false, name), Ok(Enter::Ready), "reads elsewhere");
-        assert_eq!(s.enter(0, true, name).unwrap_err().code, 1235);
+        s.began(0, true, false);
+        assert_eq!(enter(&mut s, 0, true), Ok(Enter::Ready));
+        let tx = s.tx.clone().unwrap();
+        assert_eq!(
+            tx.branches,
+            vec![
+                Branch {
+                    node: 1,
+                    xa: false,
+                    wrote: true
+                },
+                Branch {
+                    node: 0,
+                    xa: true,
+                    wrote: true
+                }
+            ]
+        );
         assert!(s.status().contains(StatusFlags::SERVER_STATUS_IN_TRANS));
         assert!(
             s.begin("BEGIN"),
             "a BEGIN inside commits the open one first"
         );
-        assert_eq!(s.end(true), Ok(Some(1)));
+        assert_eq!(
+            s.end(true).map(|t| t.map(|t| t.branches.len())),
+            Ok(Some(2))
+        );
         assert_eq!(s.tx, None);
+    }
+
+    #[test]
+    fn best_effort_and_read_only_transactions_open_plain_branches() {
+        let mut s = SessionState::default();
+        s.begin("START TRANSACTION READ ONLY");
+        assert_eq!(
+            enter(&mut s, 0, false),
+            Ok(plain("START TRANSACTION READ ONLY"))
+        );
+        s.began(0, false, false);
+        assert_eq!(
+            enter(&mut s, 1, false),
+            Ok(plain("START TRANSACTION READ ONLY"))
+        );
+        let mut s = SessionState::default();
+        s.begin("BEGIN");
+        s.enter(0, true, TxMode::BestEffort, String::new, name)
+            .unwrap();
+        s.began(0, false, true);
+        assert_eq!(
+            s.enter(1, true, TxMode::BestEffort, String::new, name),
+            Ok(plain("BEGIN"))
+        );
+    }
+
+    #[test]
+    fn savepoints_are_replayed_on_a_branch_that_opens_later() {
+        let mut s = SessionState::default();
+        s.begin("BEGIN");
+        enter(&mut s, 0, true).unwrap();
+        s.began(0, false, true);
+        s.tx.as_mut()
+            .unwrap()
+            .savepoints
+            .push(("a".into(), "SAVEPOINT a".into()));
+        assert_eq!(
+            enter(&mut s, 2, true),
+            Ok(Enter::Begin {
+                sql: "XA START 'sp:t:1',X'647330',21328; SAVEPOINT a".into(),
+                xa: true
+            })
+        );
     }
 
     #[test]
@@ -224,32 +394,47 @@ mod tests {
             autocommit: false,
             ..Default::default()
         };
-        assert_eq!(s.enter(2, true, name), Ok(Enter::Begin("BEGIN".into())));
-        s.began(2);
+        assert_eq!(enter(&mut s, 2, true), Ok(plain("BEGIN")));
+        s.began(2, false, true);
         assert!(s.lost(2));
-        assert_eq!(s.enter(2, false, name).unwrap_err().code, 1213);
+        assert_eq!(enter(&mut s, 2, false).unwrap_err().code, 1213);
         assert_eq!(s.end(true).unwrap_err().code, 1213);
-        s.autocommit = false;
-        assert_eq!(s.enter(2, true, name), Ok(Enter::Begin("BEGIN".into())));
-        s.began(2);
+        assert!(s.tx.is_some(), "kept for the caller to roll back");
+        s.tx = None;
+        assert_eq!(enter(&mut s, 2, true), Ok(plain("BEGIN")));
+        s.began(2, false, true);
         s.lost(2);
-        assert_eq!(
-            s.end(false),
-            Ok(None),
+        assert!(
+            s.end(false).is_ok(),
             "ROLLBACK of a lost transaction is fine"
         );
+    }
+
+    #[test]
+    fn a_deadlock_or_lock_wait_on_a_branch_dooms_the_transaction() {
+        let mut s = SessionState::default();
+        s.begin("BEGIN");
+        enter(&mut s, 0, true).unwrap();
+        s.began(0, false, true);
+        s.failed(1, 1213);
+        assert!(!s.tx.as_ref().unwrap().abort, "no branch on node 1");
+        s.failed(0, 1062);
+        assert!(
+            !s.tx.as_ref().unwrap().abort,
+            "a duplicate key ends the statement only"
+        );
+        s.failed(0, 1205);
+        assert!(s.tx.as_ref().unwrap().abort);
     }
 
     #[test]
     fn ddl_runs_outside_the_transaction() {
         let mut s = SessionState {
             autocommit: false,
+            ddl: true,
             ..Default::default()
         };
-        assert!(s.check_multi_write("2 nodes").is_err());
-        s.ddl = true;
-        assert!(s.check_multi_write("2 nodes").is_ok());
-        assert_eq!(s.enter(0, true, name), Ok(Enter::Ready));
+        assert_eq!(enter(&mut s, 0, true), Ok(Enter::Ready));
         assert_eq!(s.tx, None);
     }
 
@@ -261,5 +446,19 @@ mod tests {
         s.ran_on(1, false);
         assert_eq!(s.sticky(false, 0), Some(1));
         assert_eq!(s.sticky(true, 0), Some(2));
+        s.begin("BEGIN");
+        enter(&mut s, 3, true).unwrap();
+        s.began(3, false, true);
+        assert_eq!(s.sticky(false, 0), Some(3), "the transaction's node");
+        s.ran_on(3, false);
+        enter(&mut s, 1, true).unwrap();
+        s.began(1, true, true);
+        s.ran_on(1, false);
+        assert_eq!(s.sticky(false, 0), Some(1), "its branch that ran last");
+    }
+
+    #[test]
+    fn xids_quote_the_decision_node_in_hex() {
+        assert_eq!(xid_sql("p:1:2", "d'1"), "'p:1:2',X'642731',21328");
     }
 }

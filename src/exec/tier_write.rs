@@ -8,7 +8,6 @@ use mysql_common::value::Value;
 use tracing::warn;
 
 use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Run, Sink, Stmt};
-use super::scatter::not_a_node;
 use crate::error::MyError;
 use crate::plan::tier::TierPlan;
 
@@ -33,14 +32,14 @@ pub async fn write<D: Door, K: Sink>(
     params: &[Value],
     retry: Retry,
 ) -> Result<(), NodeError> {
-    door.check_multi_write(&format!("{} tiers of `{}`", t.parts.len(), t.table))
-        .map_err(not_a_node)?;
     let run = Run {
         access: Access::Write,
         binary: sink.binary(),
     };
     let mut total = OkInfo::default();
     let mut done: Vec<String> = Vec::new();
+    // Inside a transaction a deadlock or lock wait ends the whole transaction: no retry.
+    let in_tx = door.state().tx.is_some() || !door.state().autocommit;
     for part in &t.parts {
         let node = part.node;
         let name = door.name(node);
@@ -60,7 +59,7 @@ pub async fn write<D: Door, K: Sink>(
                     done.push(name.clone());
                     break;
                 }
-                Err(e) if transient(&e.error) && attempt < retry.retries => {
+                Err(e) if !in_tx && transient(&e.error) && attempt < retry.retries => {
                     attempt += 1;
                     door.count_tier("write_retry");
                     warn!(
@@ -72,7 +71,16 @@ pub async fn write<D: Door, K: Sink>(
                     tokio::time::sleep(Duration::from_millis(retry.retry_ms)).await;
                 }
                 Err(mut e) => {
-                    if !done.is_empty() {
+                    if in_tx && !done.is_empty() {
+                        // A statement half applied inside a transaction: MySQL would roll
+                        // the statement back; the proxy rolls the transaction back.
+                        door.state_mut().doom();
+                        e.error.message = format!(
+                            "{} (tier node `{name}`); the statement had run on {} already, so the transaction was rolled back",
+                            e.error.message,
+                            done.join(", ")
+                        );
+                    } else if !done.is_empty() {
                         e.error.message = format!(
                             "{} (tier node `{name}`; already applied on {})",
                             e.error.message,
@@ -161,26 +169,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn refused_inside_a_transaction() {
+    async fn inside_a_transaction_a_half_applied_write_rolls_it_back() {
         let t = write_plan();
         let TierMode::Write { sql, params, .. } = &t.mode else {
             panic!("{:?}", t.mode)
         };
         let mut door = FakeDoor::new(3);
         door.set_autocommit(false).await.unwrap();
+        door.fail_on(1, "UPDATE", 1213, "Deadlock found when trying to get lock");
         let mut sink = RecordSink::text();
         let retry = Retry {
-            retries: 0,
+            retries: 3,
             retry_ms: 0,
         };
         let e = write(&mut door, &mut sink, &t, sql, params, retry)
             .await
             .unwrap_err();
+        assert_eq!(e.error.code, 1213);
         assert!(
-            e.error.message.contains("3 tiers of `t_txn`"),
+            e.error.message.contains("transaction was rolled back"),
             "{}",
             e.error.message
         );
-        assert!(door.log().is_empty());
+        assert_eq!(
+            door.sql_on(1)
+                .iter()
+                .filter(|s| s.starts_with("UPDATE"))
+                .count(),
+            1,
+            "no retry inside a transaction: the deadlock ended it"
+        );
+        door.settle_tx().await;
+        assert!(door.state().tx.is_none());
+        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+        assert!(door.sql_on(1).last().unwrap().contains("XA ROLLBACK"));
     }
 }

@@ -252,7 +252,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Err(e) = result {
             self.write_err(&e);
         }
-        self.nodes.settle();
+        self.nodes.settle().await;
         Ok(())
     }
 

@@ -70,6 +70,20 @@ pub enum SessionOp {
     },
     /// `UNLOCK TABLES`: where the session holds locks.
     Unlock,
+    /// `SAVEPOINT x`, `ROLLBACK TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`: on every branch of
+    /// the transaction (and replayed on branches it opens later).
+    Savepoint {
+        sql: String,
+        name: String,
+        kind: SavepointKind,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavepointKind {
+    Set,
+    RollbackTo,
+    Release,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -577,6 +591,25 @@ fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
     }
     if is(0, "ROLLBACK") && !w.iter().any(|x| x.eq_ignore_ascii_case("TO")) {
         return Some(Plan::Session(SessionOp::Rollback));
+    }
+    let kind = if is(0, "SAVEPOINT") {
+        Some(SavepointKind::Set)
+    } else if is(0, "ROLLBACK") {
+        Some(SavepointKind::RollbackTo)
+    } else if is(0, "RELEASE") && is(1, "SAVEPOINT") {
+        Some(SavepointKind::Release)
+    } else {
+        None
+    };
+    if let Some(kind) = kind {
+        let all = sql::leading_words(sql, 8);
+        if let Some(name) = all.last().filter(|_| all.len() >= 2) {
+            return Some(Plan::Session(SessionOp::Savepoint {
+                sql: sql.trim().trim_end_matches(';').to_string(),
+                name: strip_quotes(name).to_ascii_lowercase(),
+                kind,
+            }));
+        }
     }
     if is(0, "USE") {
         return w

@@ -487,7 +487,7 @@ fn find_prog(name: &str) -> PathBuf {
 
 /// `n` distinct free loopback ports, never 3306. Taken below the kernel's ephemeral range when
 /// there is room, so that no client socket grabs a node's port while the node is down.
-fn free_ports(n: usize) -> Vec<u16> {
+pub fn free_ports(n: usize) -> Vec<u16> {
     let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| {

@@ -1,0 +1,789 @@
+//! Transactions over several nodes: the branch a transaction opens on each node it touches,
+//! and how it ends there.
+//!
+//! The first node a transaction touches gets a plain transaction (its BEGIN text), so a
+//! transaction that stays on one node commits as it would without the proxy. Every later
+//! node gets an XA branch (`XA START`, in `transaction_mode = "xa"`), whose branch qualifier
+//! names the first node. COMMIT then depends on how many nodes changed rows:
+//!
+//! - one or none: every branch commits in one phase, at once (`XA COMMIT ... ONE PHASE`);
+//! - several: two-phase commit, where the first branch is the coordinator's "last
+//!   resource". Phase 1, at once: the first branch inserts the decision record
+//!   (`shardproxy_xa`, gtrid -> `commit`) inside its own transaction, the branches that
+//!   wrote `XA END` + `XA PREPARE`, the ones that only read commit in one phase. Any failure
+//!   rolls everything back. Phase 2: the first branch COMMITs: that commit makes its rows
+//!   and the decision record durable together, so the decision is exactly whether it
+//!   committed. Phase 3, at once: `XA COMMIT` on every prepared branch; the client's OK
+//!   comes after them.
+//!
+//! Recovery (`crate::recovery`) finishes prepared branches whose coordinator died: it
+//! inserts `rollback` for their gtrid with `INSERT IGNORE` on the decision node and obeys
+//! whichever record is there. The insert waits on the row lock of a decision not yet
+//! committed, so a recoverer can never roll back what a live coordinator commits. Why this
+//! is safe, step by step: `../docs/transactions.md`.
+//!
+//! `transaction_mode = "best_effort"` opens plain transactions everywhere and commits them
+//! one after another; a failure between two commits leaves the transaction applied on some
+//! nodes only, and the error says which.
+
+use tracing::warn;
+
+use super::door::{Access, Door, NodeError};
+use super::state::{lost_tx, xid_sql, Branch, Enter, Tx};
+use crate::config::TxMode;
+use crate::error::{MyError, ER_ERROR_DURING_COMMIT, ER_LOCK_DEADLOCK};
+
+/// The decision records' table, in the database of each node's URL.
+pub const DECISIONS: &str = "shardproxy_xa";
+
+/// Its definition.
+pub fn decisions_ddl(table: &str) -> String {
+    format!(
+        "CREATE TABLE IF NOT EXISTS {table} (gtrid VARBINARY(64) NOT NULL PRIMARY KEY, \
+         outcome ENUM('commit','rollback') NOT NULL, \
+         at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB"
+    )
+}
+
+/// XAER_NOTA: the node knows no such branch (already finished, by recovery or before).
+const XAER_NOTA: u16 = 1397;
+/// XA_RBROLLBACK: a prepared branch that changed nothing answers XA COMMIT so.
+const XA_RBROLLBACK: u16 = 1402;
+
+/// See [`Door::enter`].
+pub async fn enter<D: Door>(
+    door: &mut D,
+    nodes: &[usize],
+    access: Access,
+) -> Result<(), NodeError> {
+    {
+        let st = door.state();
+        if st.tx.is_none() && (st.autocommit || st.ddl) {
+            return Ok(());
+        }
+    }
+    let fresh = door
+        .state()
+        .tx
+        .as_ref()
+        .is_none_or(|t| t.branches.is_empty());
+    let rest = match nodes.split_first() {
+        // The first branch opens alone: the others name its node.
+        Some((first, rest)) if fresh => {
+            open(door, &[*first], access).await?;
+            rest
+        }
+        _ => nodes,
+    };
+    open(door, rest, access).await
+}
+
+async fn open<D: Door>(door: &mut D, nodes: &[usize], access: Access) -> Result<(), NodeError> {
+    let write = access == Access::Write;
+    let mode = door.tx_mode();
+    let first_name = door
+        .state()
+        .tx_node()
+        .or(nodes.first().copied())
+        .map(|n| door.name(n))
+        .unwrap_or_default();
+    let needs_xid = mode == TxMode::Xa
+        && door
+            .state()
+            .tx
+            .as_ref()
+            .is_some_and(|t| t.xid.is_none() && !t.branches.is_empty())
+        && nodes
+            .iter()
+            .any(|n| !door.state().tx_nodes().any(|b| b == *n));
+    let xid = if needs_xid {
+        door.new_xid()
+    } else {
+        String::new()
+    };
+    let mut opens = Vec::new();
+    for &node in nodes {
+        let e = door
+            .state_mut()
+            .enter(node, write, mode, || xid.clone(), |_| first_name.clone())
+            .map_err(|error| NodeError {
+                node,
+                error,
+                broke: false,
+            })?;
+        if let Enter::Begin { sql, xa } = e {
+            opens.push((node, sql, xa));
+        }
+    }
+    if opens.is_empty() {
+        return Ok(());
+    }
+    let stmts: Vec<(usize, String)> = opens.iter().map(|(n, s, _)| (*n, s.clone())).collect();
+    let results = door.run_each(&stmts).await;
+    let mut first_err = None;
+    for ((node, _, xa), r) in opens.into_iter().zip(results) {
+        match r {
+            Ok(()) => door.state_mut().began(node, xa, write),
+            Err(e) => {
+                // Half opened (XA START ran, a savepoint failed): the node rolls it back
+                // when the connection closes.
+                door.discard(node);
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    first_err.map_or(Ok(()), Err)
+}
+
+/// See [`Door::settle_tx`].
+pub async fn settle<D: Door>(door: &mut D) {
+    if door.state().tx.as_ref().is_some_and(|t| t.abort) {
+        if let Some(tx) = door.state_mut().tx.take() {
+            if let Err(e) = rollback(door, &tx).await {
+                warn!(error = %e, "rolling back a transaction a deadlock ended failed");
+            }
+            door.count_tx("rolled_back_by_error");
+        }
+    }
+}
+
+/// See [`Door::end`].
+pub async fn end<D: Door>(door: &mut D, commit: bool) -> Result<(), MyError> {
+    let tx = match door.state_mut().end(commit) {
+        Ok(None) => return Ok(()),
+        Ok(Some(tx)) => tx,
+        Err(e) => {
+            if let Some(tx) = door.state_mut().tx.take() {
+                let _ = rollback(door, &tx).await;
+            }
+            return Err(e);
+        }
+    };
+    if !commit || tx.lost || tx.abort {
+        let r = rollback(door, &tx).await;
+        door.count_tx("rollback");
+        return if commit { Err(lost_tx()) } else { r };
+    }
+    commit_tx(door, tx).await
+}
+
+/// The XA steps' xid of `tx`.
+fn xid_of<D: Door>(door: &D, tx: &Tx) -> String {
+    let gtrid = tx.xid.clone().unwrap_or_default();
+    xid_sql(&gtrid, &door.name(tx.branches[0].node))
+}
+
+/// Rolls back every branch. A branch that fails to (an XA branch a deadlock already ended,
+/// a lost connection) has its connection closed: the node rolls back what it holds. Only a
+/// plain ROLLBACK's own error is returned.
+pub async fn rollback<D: Door>(door: &mut D, tx: &Tx) -> Result<(), MyError> {
+    if tx.branches.is_empty() {
+        return Ok(());
+    }
+    let x = xid_of(door, tx);
+    let stmts: Vec<(usize, String)> = tx
+        .branches
+        .iter()
+        .map(|b| {
+            let sql = if b.xa {
+                format!("XA END {x}; XA ROLLBACK {x}")
+            } else {
+                "ROLLBACK".to_string()
+            };
+            (b.node, sql)
+        })
+        .collect();
+    let results = door.run_each(&stmts).await;
+    let mut err = None;
+    for (b, r) in tx.branches.iter().zip(results) {
+        if let Err(e) = r {
+            door.discard(b.node);
+            if !b.xa && !e.broke {
+                err.get_or_insert(e.error);
+            }
+        }
+    }
+    err.map_or(Ok(()), Err)
+}
+
+fn commit_error(node: &str, e: &MyError, what: &str) -> MyError {
+    if e.code == ER_LOCK_DEADLOCK {
+        return e.clone();
+    }
+    MyError::new(
+        ER_ERROR_DURING_COMMIT,
+        format!(
+            "shardproxy: COMMIT failed on node `{node}` ({} {}); {what}",
+            e.code, e.message
+        ),
+    )
+}
+
+async fn commit_tx<D: Door>(door: &mut D, tx: Tx) -> Result<(), MyError> {
+    let b = &tx.branches;
+    if b.len() == 1 {
+        let r = door.run_each(&[(b[0].node, "COMMIT".into())]).await;
+        door.count_tx("commit");
+        return match r.into_iter().next() {
+            Some(Err(e)) => Err(e.error),
+            _ => Ok(()),
+        };
+    }
+    if tx.xid.is_none() || !b.iter().any(|x| x.xa) {
+        return commit_in_turn(door, b).await;
+    }
+    let x = xid_of(door, &tx);
+    let writers = b[1..].iter().filter(|x| x.wrote).count() + usize::from(b[0].wrote);
+    if writers <= 1 {
+        return commit_one_phase(door, b, &x).await;
+    }
+    two_phase(door, &tx, &x).await
+}
+
+/// Several plain transactions (best_effort, or READ ONLY): committed one after another.
+async fn commit_in_turn<D: Door>(door: &mut D, b: &[Branch]) -> Result<(), MyError> {
+    let mut committed = Vec::new();
+    for (i, br) in b.iter().enumerate() {
+        let r = door.run_each(&[(br.node, "COMMIT".into())]).await;
+        if let Some(Err(e)) = r.into_iter().next() {
+            let rest: Vec<(usize, String)> = b[i + 1..]
+                .iter()
+                .map(|r| (r.node, "ROLLBACK".into()))
+                .collect();
+            for (br, r) in b[i + 1..].iter().zip(door.run_each(&rest).await) {
+                if r.is_err() {
+                    door.discard(br.node);
+                }
+            }
+            door.count_tx("failed");
+            if committed.is_empty() {
+                return Err(e.error);
+            }
+            let what = format!(
+                "the transaction had committed on {} already (transaction_mode = \"best_effort\") and rolled back on the others",
+                committed.join(", ")
+            );
+            return Err(commit_error(&door.name(br.node), &e.error, &what));
+        }
+        committed.push(format!("`{}`", door.name(br.node)));
+    }
+    door.count_tx("commit_in_turn");
+    Ok(())
+}
+
+/// At most one node changed rows: no decision to record; every branch commits at once.
+async fn commit_one_phase<D: Door>(door: &mut D, b: &[Branch], x: &str) -> Result<(), MyError> {
+    let stmts: Vec<(usize, String)> = b
+        .iter()
+        .map(|br| {
+            let sql = if br.xa {
+                format!("XA END {x}; XA COMMIT {x} ONE PHASE")
+            } else {
+                "COMMIT".to_string()
+            };
+            (br.node, sql)
+        })
+        .collect();
+    let results = door.run_each(&stmts).await;
+    let mut err = None;
+    for (br, r) in b.iter().zip(results) {
+        if let Err(e) = r {
+            if br.xa {
+                door.discard(br.node);
+            }
+            // A branch that only read loses nothing by failing.
+            if br.wrote {
+                err.get_or_insert(e.error);
+            }
+        }
+    }
+    door.count_tx(if err.is_some() { "failed" } else { "commit" });
+    err.map_or(Ok(()), Err)
+}
+
+/// A test hook: `SHARDPROXY_XA_HOLD=prepared` (or `decided`) stops every two-phase commit
+/// there, so a test can kill the proxy at that point.
+async fn hold(point: &str) {
+    if std::env::var("SHARDPROXY_XA_HOLD").is_ok_and(|v| v == point) {
+        warn!("SHARDPROXY_XA_HOLD={point}: this commit stops here (a test hook)");
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyError> {
+    let b = &tx.branches;
+    let first = b[0].node;
+    let first_name = door.name(first);
+    let gtrid = tx.xid.clone().unwrap_or_default();
+    let table = match door.decision_table(first).await {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = rollback(door, tx).await;
+            door.count_tx("failed");
+            return Err(commit_error(
+                &first_name,
+                &e.error,
+                "its decision record could not be written, so it was rolled back on every node",
+            ));
+        }
+    };
+    let writers: Vec<usize> = b[1..].iter().filter(|x| x.wrote).map(|x| x.node).collect();
+    let readers: Vec<usize> = b[1..].iter().filter(|x| !x.wrote).map(|x| x.node).collect();
+    // Phase 1.
+    let mut stmts = vec![(
+        first,
+        format!("INSERT INTO {table} (gtrid, outcome) VALUES ('{gtrid}', 'commit')"),
+    )];
+    stmts.extend(
+        writers
+            .iter()
+            .map(|n| (*n, format!("XA END {x}; XA PREPARE {x}"))),
+    );
+    stmts.extend(
+        readers
+            .iter()
+            .map(|n| (*n, format!("XA END {x}; XA COMMIT {x} ONE PHASE"))),
+    );
+    let results = door.run_each(&stmts).await;
+    let mut failure = None;
+    let mut prepared = Vec::new();
+    for (i, r) in results.into_iter().enumerate() {
+        let node = stmts[i].0;
+        match r {
+            Ok(()) if (1..=writers.len()).contains(&i) => prepared.push(node),
+            Ok(()) => {}
+            Err(_) if i > writers.len() => door.discard(node),
+            Err(e) => {
+                if i > 0 {
+                    // Not prepared (or not known to be): closing the connection rolls an
+                    // unprepared branch back; one prepared after all is recovery's.
+                    door.discard(node);
+                }
+                failure.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = failure {
+        abandon(door, first, &prepared, x).await;
+        door.count_tx("failed");
+        return Err(commit_error(
+            &door.name(e.node),
+            &e.error,
+            "the transaction was rolled back on every node",
+        ));
+    }
+    hold("prepared").await;
+    // Phase 2: the decision.
+    let r = door.run_each(&[(first, "COMMIT".into())]).await;
+    if let Some(Err(e)) = r.into_iter().next() {
+        let committed = if e.broke {
+            // Unknown: the record says, once any late commit is fenced out.
+            door.discard(first);
+            decided(door, first, &table, &gtrid).await
+        } else {
+            Ok(false)
+        };
+        match committed {
+            Ok(true) => {}
+            Ok(false) => {
+                abandon(door, usize::MAX, &prepared, x).await;
+                door.count_tx("failed");
+                return Err(commit_error(
+                    &first_name,
+                    &e.error,
+                    "the transaction was rolled back on every node",
+                ));
+            }
+            Err(_) => {
+                for n in &prepared {
+                    door.discard(*n);
+                }
+                door.count_tx("unknown");
+                return Err(commit_error(
+                    &first_name,
+                    &e.error,
+                    "its outcome is unknown until that node answers again; the proxies' recovery then commits or rolls it back on every node alike",
+                ));
+            }
+        }
+    }
+    hold("decided").await;
+    // Phase 3.
+    let stmts: Vec<(usize, String)> = prepared
+        .iter()
+        .map(|n| (*n, format!("XA COMMIT {x}")))
+        .collect();
+    let results = door.run_each(&stmts).await;
+    for ((node, sql), r) in stmts.iter().zip(results) {
+        let Err(e) = r else { continue };
+        if matches!(e.error.code, XAER_NOTA | XA_RBROLLBACK) {
+            continue;
+        }
+        door.discard(*node);
+        // A prepared branch can be committed from any connection.
+        if let Err(e2) = door.fetch_outside(*node, sql).await {
+            if !matches!(e2.error.code, XAER_NOTA | XA_RBROLLBACK) {
+                warn!(node = %door.name(*node), error = %e2.error,
+                    "a committed transaction's branch is still prepared there; recovery will commit it");
+            }
+        }
+    }
+    door.count_tx("commit_xa");
+    Ok(())
+}
+
+/// Nothing was decided: the first branch (unless `usize::MAX`) and every prepared branch
+/// roll back.
+async fn abandon<D: Door>(door: &mut D, first: usize, prepared: &[usize], x: &str) {
+    let mut stmts: Vec<(usize, String)> = prepared
+        .iter()
+        .map(|n| (*n, format!("XA ROLLBACK {x}")))
+        .collect();
+    if first != usize::MAX {
+        stmts.push((first, "ROLLBACK".into()));
+    }
+    let results = door.run_each(&stmts).await;
+    for ((node, _), r) in stmts.iter().zip(results) {
+        if r.is_err() {
+            door.discard(*node);
+        }
+    }
+}
+
+/// Whether the decision record of `gtrid` says commit, asked on a connection of its own:
+/// `rollback` is inserted unless a record is there (waiting for a commit in flight), so a
+/// late commit cannot follow the answer.
+pub async fn decided<D: Door>(
+    door: &mut D,
+    node: usize,
+    table: &str,
+    gtrid: &str,
+) -> Result<bool, NodeError> {
+    let rows = door
+        .fetch_outside_all(
+            node,
+            &decide_sql(table, gtrid)
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+        )
+        .await?;
+    Ok(outcome_is_commit(&rows))
+}
+
+/// The statements that fence a decision and read it.
+pub fn decide_sql(table: &str, gtrid: &str) -> [String; 3] {
+    [
+        "SET SESSION innodb_lock_wait_timeout = 5".to_string(),
+        format!("INSERT IGNORE INTO {table} (gtrid, outcome) VALUES ('{gtrid}', 'rollback')"),
+        format!("SELECT outcome FROM {table} WHERE gtrid = '{gtrid}'"),
+    ]
+}
+
+/// Does a decision query's answer say commit?
+pub fn outcome_is_commit(rows: &[Vec<mysql_common::value::Value>]) -> bool {
+    matches!(
+        rows.first().and_then(|r| r.first()),
+        Some(mysql_common::value::Value::Bytes(b)) if b == b"commit"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::door::{Run, Stmt};
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::exec::route::single;
+
+    const X: &str = "'sp:test:1',X'647330',21328";
+
+    async fn write(door: &mut FakeDoor, node: usize) {
+        let mut sink = RecordSink::text();
+        single(
+            door,
+            &mut sink,
+            node,
+            Stmt::new("UPDATE t SET v = v + 1", &[]),
+            Access::Write,
+        )
+        .await
+        .unwrap();
+    }
+
+    async fn read(door: &mut FakeDoor, node: usize) {
+        let mut sink = RecordSink::text();
+        single(
+            door,
+            &mut sink,
+            node,
+            Stmt::new("SELECT v FROM t", &[]),
+            Access::Read,
+        )
+        .await
+        .unwrap();
+    }
+
+    fn counts(door: &FakeDoor) -> Vec<String> {
+        door.tx_counts.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn one_node_commits_without_xa() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 1).await;
+        read(&mut door, 1).await;
+        door.end(true).await.unwrap();
+        assert_eq!(
+            door.sql_on(1),
+            [
+                "BEGIN",
+                "UPDATE t SET v = v + 1",
+                "SELECT v FROM t",
+                "COMMIT"
+            ]
+        );
+        assert!(door.outside.is_empty());
+        assert_eq!(counts(&door), ["commit"]);
+    }
+
+    #[tokio::test]
+    async fn two_writers_commit_in_two_phases_with_the_decision_on_the_first_branch() {
+        let mut door = FakeDoor::new(3);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 2).await;
+        read(&mut door, 1).await;
+        door.end(true).await.unwrap();
+        let insert =
+            "INSERT INTO `db`.shardproxy_xa (gtrid, outcome) VALUES ('sp:test:1', 'commit')";
+        assert_eq!(
+            door.sql_on(0),
+            ["BEGIN", "UPDATE t SET v = v + 1", insert, "COMMIT"]
+        );
+        assert_eq!(
+            door.sql_on(2),
+            [
+                format!("XA START {X}"),
+                "UPDATE t SET v = v + 1".into(),
+                format!("XA END {X}; XA PREPARE {X}"),
+                format!("XA COMMIT {X}"),
+            ]
+        );
+        assert_eq!(
+            door.sql_on(1)[2],
+            format!("XA END {X}; XA COMMIT {X} ONE PHASE"),
+            "a branch that only read commits in one phase"
+        );
+        // Prepared everywhere before the decision; the decision before any XA COMMIT.
+        let log = door.log();
+        let at = |s: &str| log.iter().position(|(_, q)| q == s).unwrap();
+        assert!(at(&format!("XA END {X}; XA PREPARE {X}")) < at("COMMIT"));
+        assert!(at("COMMIT") < at(&format!("XA COMMIT {X}")));
+        assert_eq!(counts(&door), ["commit_xa"]);
+        assert!(door.state().tx.is_none());
+    }
+
+    #[tokio::test]
+    async fn one_writer_among_readers_needs_no_decision() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        read(&mut door, 0).await;
+        write(&mut door, 1).await;
+        door.end(true).await.unwrap();
+        assert_eq!(door.sql_on(0), ["BEGIN", "SELECT v FROM t", "COMMIT"]);
+        assert_eq!(
+            door.sql_on(1).last().unwrap(),
+            &format!("XA END {X}; XA COMMIT {X} ONE PHASE")
+        );
+        assert!(door.outside.is_empty(), "no decision table touched");
+    }
+
+    #[tokio::test]
+    async fn a_failed_prepare_rolls_every_branch_back() {
+        let mut door = FakeDoor::new(3);
+        door.fail_on(
+            2,
+            "XA PREPARE",
+            1614,
+            "XA_RBDEADLOCK: Transaction branch was rolled back: deadlock was detected",
+        );
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        write(&mut door, 2).await;
+        let e = door.end(true).await.unwrap_err();
+        assert_eq!(e.code, 1180);
+        assert!(
+            e.message.contains("ds2") && e.message.contains("rolled back on every node"),
+            "{}",
+            e.message
+        );
+        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+        assert_eq!(door.sql_on(1).last().unwrap(), &format!("XA ROLLBACK {X}"));
+        assert!(!door
+            .log()
+            .iter()
+            .any(|(_, s)| s == "COMMIT" || s.starts_with("XA COMMIT")));
+        assert_eq!(
+            door.discarded,
+            [2],
+            "the branch that failed to prepare is closed"
+        );
+        assert_eq!(counts(&door), ["failed"]);
+    }
+
+    #[tokio::test]
+    async fn a_lost_decision_commit_asks_the_record_before_answering() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        door.break_on(0, "COMMIT");
+        door.answer(
+            0,
+            "SELECT outcome",
+            Canned::rows(&["outcome"], &[&["commit"]]),
+        );
+        door.end(true).await.unwrap();
+        assert!(door
+            .outside
+            .iter()
+            .any(|(n, s)| *n == 0 && s.starts_with("INSERT IGNORE")));
+        assert_eq!(door.sql_on(1).last().unwrap(), &format!("XA COMMIT {X}"));
+
+        // The record says rollback (the commit never reached the node): every branch rolls back.
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        door.break_on(0, "COMMIT");
+        door.answer(
+            0,
+            "SELECT outcome",
+            Canned::rows(&["outcome"], &[&["rollback"]]),
+        );
+        assert_eq!(door.end(true).await.unwrap_err().code, 1180);
+        assert_eq!(door.sql_on(1).last().unwrap(), &format!("XA ROLLBACK {X}"));
+    }
+
+    #[tokio::test]
+    async fn rollback_ends_every_branch() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 1).await;
+        write(&mut door, 0).await;
+        door.end(false).await.unwrap();
+        assert_eq!(door.sql_on(1).last().unwrap(), "ROLLBACK");
+        assert_eq!(
+            door.sql_on(0).last().unwrap(),
+            "XA END 'sp:test:1',X'647331',21328; XA ROLLBACK 'sp:test:1',X'647331',21328"
+        );
+        assert_eq!(counts(&door), ["rollback"]);
+    }
+
+    #[tokio::test]
+    async fn a_deadlock_on_one_branch_rolls_back_all_of_them() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        door.fail_on(
+            1,
+            "UPDATE",
+            1213,
+            "Deadlock found when trying to get lock; try restarting transaction",
+        );
+        let mut sink = RecordSink::text();
+        let e = single(
+            &mut door,
+            &mut sink,
+            1,
+            Stmt::new("UPDATE t SET v = 0", &[]),
+            Access::Write,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(e.error.code, 1213);
+        door.settle_tx().await;
+        assert!(
+            door.state().tx.is_none(),
+            "out of the transaction, as in MySQL"
+        );
+        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+        assert!(door.sql_on(1).last().unwrap().contains("XA ROLLBACK"));
+        // The next statement runs on its own.
+        let res = door
+            .start(
+                0,
+                Stmt::new("SELECT 1", &[]),
+                Run {
+                    access: Access::Read,
+                    binary: false,
+                },
+            )
+            .await;
+        assert!(res.is_ok());
+        assert_eq!(door.sql_on(0).last().unwrap(), "SELECT 1");
+    }
+
+    #[tokio::test]
+    async fn a_half_applied_write_inside_a_transaction_rolls_it_back() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        door.fail_on(1, "DELETE", 1451, "Cannot delete or update a parent row");
+        let stmts = [
+            (0, Stmt::new("DELETE FROM t", &[])),
+            (1, Stmt::new("DELETE FROM t", &[])),
+        ];
+        let mut sink = RecordSink::text();
+        let e = crate::exec::scatter::append(
+            &mut door,
+            &mut sink,
+            &stmts,
+            crate::plan::OkMerge::Sum,
+            Access::Write,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            e.error.message.contains("transaction was rolled back"),
+            "{}",
+            e.error.message
+        );
+        door.settle_tx().await;
+        assert!(door.state().tx.is_none());
+        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+    }
+
+    #[tokio::test]
+    async fn best_effort_commits_in_turn_and_says_what_committed() {
+        let mut door = FakeDoor::new(3);
+        door.mode = TxMode::BestEffort;
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        write(&mut door, 2).await;
+        assert_eq!(door.sql_on(1)[0], "BEGIN", "no XA");
+        door.fail_on(1, "COMMIT", 1180, "Got error 28 during COMMIT");
+        let e = door.end(true).await.unwrap_err();
+        assert_eq!(e.code, 1180);
+        assert!(
+            e.message.contains("committed on `ds0` already"),
+            "{}",
+            e.message
+        );
+        assert_eq!(door.sql_on(2).last().unwrap(), "ROLLBACK");
+    }
+
+    #[tokio::test]
+    async fn a_lost_branch_fails_commit_and_rolls_back_the_rest() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        door.state_mut().lost(1);
+        assert_eq!(door.end(true).await.unwrap_err().code, 1213);
+        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+        assert!(door.state().tx.is_none());
+    }
+}

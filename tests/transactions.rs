@@ -1,0 +1,459 @@
+//! Transactions over several nodes on real MariaDB nodes: a branch per node, two-phase
+//! commit, reads inside the transaction, rollback, savepoints, deadlocks and lock waits, and
+//! recovery of a proxy killed between PREPARE and COMMIT. Its own test binary (its own
+//! cluster); the tests run one at a time, since one stops a node.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Pool};
+use tokio::sync::Mutex;
+
+const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::const_new(());
+
+/// A table of accounts over both nodes, `n` of them on each with balance 100; returns
+/// their ids (node 0's, node 1's).
+async fn accounts(conn: &mut Conn, table: &str, n: usize) -> (Vec<i64>, Vec<i64>) {
+    conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop");
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, balance INT NOT NULL)"
+    ))
+    .await
+    .expect("create");
+    let a = keys_on_node(&L2, 0, n);
+    let b = keys_on_node(&L2, 1, n);
+    for k in a.iter().chain(&b) {
+        conn.exec_drop(format!("INSERT INTO {table} VALUES (?, 100)"), (k,))
+            .await
+            .expect("insert");
+    }
+    (a, b)
+}
+
+async fn total(conn: &mut Conn, table: &str) -> i64 {
+    let t: Option<String> = conn
+        .query_first(format!("SELECT SUM(balance) FROM {table}"))
+        .await
+        .expect("sum");
+    t.and_then(|t| t.parse().ok()).unwrap_or(0)
+}
+
+async fn balance(pool: &Pool, table: &str, id: i64) -> Option<i64> {
+    let mut c = pool.get_conn().await.expect("direct conn");
+    c.exec_first(format!("SELECT balance FROM {table} WHERE id = ?"), (id,))
+        .await
+        .expect("direct read")
+}
+
+/// The prepared XA branches of node `i`.
+async fn prepared(c: &Cluster, i: usize) -> Vec<String> {
+    let mut conn = c.direct(i).get_conn().await.expect("direct conn");
+    let rows: Vec<mysql_async::Row> = conn.query("XA RECOVER").await.expect("XA RECOVER");
+    rows.into_iter()
+        .map(|r| {
+            let data: Vec<u8> = r.get(3).unwrap_or_default();
+            String::from_utf8_lossy(&data).into_owned()
+        })
+        .collect()
+}
+
+async fn transfer(
+    conn: &mut Conn,
+    table: &str,
+    from: i64,
+    to: i64,
+    n: i64,
+) -> Result<(), mysql_async::Error> {
+    conn.query_drop("BEGIN").await?;
+    let r = async {
+        conn.exec_drop(
+            format!("UPDATE {table} SET balance = balance - ? WHERE id = ?"),
+            (n, from),
+        )
+        .await?;
+        conn.exec_drop(
+            format!("UPDATE {table} SET balance = balance + ? WHERE id = ?"),
+            (n, to),
+        )
+        .await?;
+        conn.query_drop("COMMIT").await
+    }
+    .await;
+    if r.is_err() {
+        let _ = conn.query_drop("ROLLBACK").await;
+    }
+    r
+}
+
+#[tokio::test]
+async fn concurrent_transfers_across_nodes_keep_the_total() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct", 6).await;
+    assert_eq!(total(&mut conn, "acct").await, 1200);
+    let mut retried = 0;
+    for round in 0..4 {
+        let mut tasks = Vec::new();
+        for w in 0..6usize {
+            let (a, b) = (a.clone(), b.clone());
+            let pool = proxy.pool();
+            tasks.push(tokio::spawn(async move {
+                let mut conn = pool.get_conn().await.expect("conn");
+                conn.query_drop("SET SESSION innodb_lock_wait_timeout = 2")
+                    .await
+                    .expect("set");
+                let mut retries = 0;
+                for i in 0..8usize {
+                    let (x, y) = (a[(w + i) % a.len()], b[(w * 3 + i) % b.len()]);
+                    let (from, to) = if w % 2 == 0 { (x, y) } else { (y, x) };
+                    loop {
+                        match transfer(&mut conn, "acct", from, to, (w * 7 + i + 1) as i64).await {
+                            Ok(()) => break,
+                            Err(mysql_async::Error::Server(e)) if matches!(e.code, 1213 | 1205) => {
+                                retries += 1;
+                                assert!(retries < 200, "too many retries");
+                            }
+                            Err(e) => panic!("transfer failed: {e}"),
+                        }
+                    }
+                }
+                retries
+            }));
+        }
+        for t in tasks {
+            retried += t.await.expect("worker");
+        }
+        assert_eq!(total(&mut conn, "acct").await, 1200, "after round {round}");
+        for i in 0..2 {
+            assert!(
+                prepared(c, i).await.is_empty(),
+                "a branch left prepared on node {i}"
+            );
+        }
+    }
+    eprintln!("transfers retried after a deadlock or lock wait: {retried}");
+    // Each node's own sum moved (transfers crossed nodes), the total did not.
+    let on0: i64 = {
+        let mut d = c.direct(0).get_conn().await.expect("direct");
+        d.query_first("SELECT CAST(SUM(balance) AS SIGNED) FROM acct")
+            .await
+            .expect("sum")
+            .unwrap_or(0)
+    };
+    assert_ne!(on0, 600, "no transfer crossed nodes?");
+    let committed = proxy
+        .shared
+        .metrics
+        .transactions
+        .with_label_values(&["commit_xa"])
+        .get();
+    assert!(committed >= 4 * 6 * 8, "two-phase commits: {committed}");
+}
+
+#[tokio::test]
+async fn a_transaction_reads_its_own_writes_on_every_node_and_rollback_leaves_nothing() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct2", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct2", 1).await;
+    let (x, y) = (a[0], b[0]);
+    let mut other = proxy.conn().await;
+    // Autocommit off, as PyMySQL and mysqlclient default to.
+    conn.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
+    conn.exec_drop("UPDATE acct2 SET balance = 1 WHERE id = ?", (x,))
+        .await
+        .expect("w0");
+    conn.exec_drop("UPDATE acct2 SET balance = 2 WHERE id = ?", (y,))
+        .await
+        .expect("w1");
+    let seen: Vec<i64> = conn
+        .exec(
+            "SELECT balance FROM acct2 WHERE id IN (?, ?) ORDER BY id",
+            (x.min(y), x.max(y)),
+        )
+        .await
+        .expect("read own writes");
+    let mut want = [(x, 1), (y, 2)];
+    want.sort();
+    assert_eq!(seen, want.iter().map(|p| p.1).collect::<Vec<_>>());
+    let outside: Option<i64> = other
+        .exec_first("SELECT balance FROM acct2 WHERE id = ?", (y,))
+        .await
+        .expect("other session");
+    assert_eq!(outside, Some(100), "not committed yet");
+    conn.query_drop("ROLLBACK").await.expect("rollback");
+    assert_eq!(balance(&c.direct(0), "acct2", x).await, Some(100));
+    assert_eq!(balance(&c.direct(1), "acct2", y).await, Some(100));
+    // The next unit of work commits on both nodes.
+    conn.exec_drop("UPDATE acct2 SET balance = 7 WHERE id = ?", (x,))
+        .await
+        .expect("w0");
+    conn.exec_drop("UPDATE acct2 SET balance = 8 WHERE id = ?", (y,))
+        .await
+        .expect("w1");
+    conn.query_drop("COMMIT").await.expect("commit");
+    assert_eq!(balance(&c.direct(0), "acct2", x).await, Some(7));
+    assert_eq!(balance(&c.direct(1), "acct2", y).await, Some(8));
+    for i in 0..2 {
+        assert!(prepared(c, i).await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn savepoints_work_across_nodes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct3", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct3", 1).await;
+    conn.query_drop("BEGIN").await.expect("begin");
+    conn.exec_drop("UPDATE acct3 SET balance = 1 WHERE id = ?", (a[0],))
+        .await
+        .expect("w0");
+    conn.query_drop("SAVEPOINT before_b")
+        .await
+        .expect("savepoint");
+    conn.exec_drop("UPDATE acct3 SET balance = 2 WHERE id = ?", (b[0],))
+        .await
+        .expect("w1");
+    conn.exec_drop("UPDATE acct3 SET balance = 3 WHERE id = ?", (a[0],))
+        .await
+        .expect("w0 again");
+    conn.query_drop("ROLLBACK TO SAVEPOINT before_b")
+        .await
+        .expect("rollback to");
+    conn.query_drop("COMMIT").await.expect("commit");
+    assert_eq!(balance(&c.direct(0), "acct3", a[0]).await, Some(1));
+    assert_eq!(balance(&c.direct(1), "acct3", b[0]).await, Some(100));
+    let e = expect_code(
+        conn.query_drop("RELEASE SAVEPOINT before_b").await,
+        1305,
+        "after commit",
+    );
+    assert!(e.contains("before_b"), "{e}");
+}
+
+#[tokio::test]
+async fn a_lock_wait_timeout_rolls_back_every_branch() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct4", "id", &L2));
+    let mut s1 = proxy.conn().await;
+    let mut s2 = proxy.conn().await;
+    let (a, b) = accounts(&mut s1, "acct4", 1).await;
+    s2.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .expect("set");
+    s1.query_drop("BEGIN").await.expect("begin");
+    s1.exec_drop("UPDATE acct4 SET balance = 1 WHERE id = ?", (a[0],))
+        .await
+        .expect("lock a");
+    s2.query_drop("BEGIN").await.expect("begin");
+    s2.exec_drop("UPDATE acct4 SET balance = 2 WHERE id = ?", (b[0],))
+        .await
+        .expect("s2 b");
+    let r = s2
+        .exec_drop("UPDATE acct4 SET balance = 2 WHERE id = ?", (a[0],))
+        .await;
+    expect_code(r, 1205, "waiting on s1's lock");
+    // The whole transaction is gone, on node 1 too: s1 can take b at once.
+    s1.query_drop("SET SESSION innodb_lock_wait_timeout = 3")
+        .await
+        .expect("set");
+    s1.exec_drop("UPDATE acct4 SET balance = 1 WHERE id = ?", (b[0],))
+        .await
+        .expect("b is free");
+    s1.query_drop("COMMIT").await.expect("commit");
+    s2.query_drop("COMMIT").await.expect("nothing to commit");
+    assert_eq!(balance(&c.direct(1), "acct4", b[0]).await, Some(1));
+    assert_eq!(balance(&c.direct(0), "acct4", a[0]).await, Some(1));
+}
+
+#[tokio::test]
+async fn a_node_stopped_during_a_transaction_fails_it_and_leaves_nothing_half_done() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct5", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct5", 1).await;
+    conn.query_drop("BEGIN").await.expect("begin");
+    conn.exec_drop("UPDATE acct5 SET balance = 0 WHERE id = ?", (a[0],))
+        .await
+        .expect("w0");
+    conn.exec_drop("UPDATE acct5 SET balance = 200 WHERE id = ?", (b[0],))
+        .await
+        .expect("w1");
+    c.stop_node(1);
+    let r = conn.query_drop("COMMIT").await;
+    let (code, message) = server_error(r);
+    assert!(matches!(code, 1213 | 1180), "{code} {message}");
+    c.start_node(1);
+    let _ = conn.query_drop("ROLLBACK").await;
+    assert_eq!(balance(&c.direct(0), "acct5", a[0]).await, Some(100));
+    assert_eq!(balance(&c.direct(1), "acct5", b[0]).await, Some(100));
+    assert!(prepared(c, 1).await.is_empty());
+    // The session goes on.
+    transfer(&mut conn, "acct5", a[0], b[0], 5)
+        .await
+        .expect("after the node is back");
+    assert_eq!(total(&mut conn, "acct5").await, 200);
+}
+
+#[tokio::test]
+async fn best_effort_mode_commits_node_by_node_without_xa() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("acct6", "id", &L2)).replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        "users = [{ name = \"app\", password = \"app\" }]\ntransaction_mode = \"best_effort\"",
+    );
+    let proxy = start_proxy_with_rules(rules);
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct6", 1).await;
+    transfer(&mut conn, "acct6", a[0], b[0], 30)
+        .await
+        .expect("transfer");
+    assert_eq!(balance(&c.direct(0), "acct6", a[0]).await, Some(70));
+    assert_eq!(balance(&c.direct(1), "acct6", b[0]).await, Some(130));
+    let m = &proxy.shared.metrics.transactions;
+    assert_eq!(m.with_label_values(&["commit_in_turn"]).get(), 1);
+    assert_eq!(m.with_label_values(&["commit_xa"]).get(), 0);
+}
+
+/// `shardproxy serve` as a process of its own (so it can be killed), on a free port.
+struct ProxyProcess {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl ProxyProcess {
+    fn start(rules: &str, hold: Option<&str>) -> ProxyProcess {
+        let port = free_ports(1)[0];
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("rules.toml");
+        std::fs::write(
+            &path,
+            rules.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")),
+        )
+        .expect("write rules");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardproxy"));
+        cmd.arg("serve").arg("--config").arg(&path);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if let Some(h) = hold {
+            cmd.env("SHARDPROXY_XA_HOLD", h);
+        }
+        let child = cmd.spawn().expect("spawn shardproxy");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "shardproxy did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ProxyProcess {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn pool(&self) -> Pool {
+        Pool::new(
+            mysql_async::Opts::from_url(&format!("mysql://app:app@127.0.0.1:{}/shop", self.port))
+                .expect("url"),
+        )
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Kills a proxy stopped at `hold` in the middle of a cross-node commit, starts another
+/// one, and returns how long until no branch is left prepared.
+async fn killed_at(hold: &str, table: &str) -> (Vec<i64>, Vec<i64>, Duration) {
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table(table, "id", &L2));
+    let mut held = ProxyProcess::start(&rules, Some(hold));
+    let pool = held.pool();
+    let mut conn = pool.get_conn().await.expect("conn");
+    let (a, b) = accounts(&mut conn, table, 1).await;
+    let (x, y) = (a[0], b[0]);
+    let t = table.to_string();
+    let commit = tokio::spawn(async move {
+        let _ = transfer(&mut conn, &t, x, y, 40).await;
+    });
+    // Wait for the branch on node 1 to be prepared.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while prepared(c, 1).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the commit never reached PREPARE"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if hold == "decided" {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    held.kill();
+    commit.abort();
+    let _ = pool.disconnect().await;
+    let killed = Instant::now();
+    let _recovering = start_proxy(c, &hash_slot_table(table, "id", &L2));
+    loop {
+        if prepared(c, 0).await.is_empty() && prepared(c, 1).await.is_empty() {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "branches still prepared 10 s after the coordinator died: {:?}",
+            prepared(c, 1).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (a, b, killed.elapsed())
+}
+
+#[tokio::test]
+async fn a_proxy_killed_after_prepare_is_rolled_back_by_recovery() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let (a, b, took) = killed_at("prepared", "acct7").await;
+    eprintln!("recovered in {took:?}");
+    assert_eq!(balance(&c.direct(0), "acct7", a[0]).await, Some(100));
+    assert_eq!(balance(&c.direct(1), "acct7", b[0]).await, Some(100));
+}
+
+#[tokio::test]
+async fn a_proxy_killed_after_the_decision_is_committed_by_recovery() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let (a, b, took) = killed_at("decided", "acct8").await;
+    eprintln!("recovered in {took:?}");
+    assert_eq!(balance(&c.direct(0), "acct8", a[0]).await, Some(60));
+    assert_eq!(balance(&c.direct(1), "acct8", b[0]).await, Some(140));
+}
