@@ -977,7 +977,11 @@ async fn transactions_on_one_node() {
     let inside: Option<i64> = conn.query_first(count(&k[4..5])).await.expect("count");
     assert_eq!(inside, Some(1), "the transaction lost its row");
     let inside: Option<i64> = conn.query_first(count(&[other])).await.expect("count");
-    assert_eq!(inside, Some(1), "the transaction does not see its row on ds2");
+    assert_eq!(
+        inside,
+        Some(1),
+        "the transaction does not see its row on ds2"
+    );
     conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
     let direct: Option<i64> = d1.query_first(count(&k[4..5])).await.expect("direct");
     assert_eq!(

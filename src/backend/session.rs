@@ -141,6 +141,7 @@ impl NodeSession {
     }
 
     pub fn reset(&mut self, db: Option<String>, sets: Vec<String>, found_rows: bool) {
+        self.mark_tx_dirty();
         for n in 0..self.conns.len() {
             self.drop_conn(n);
         }
@@ -148,6 +149,18 @@ impl NodeSession {
         self.sets = sets;
         self.state = SessionState::default();
         self.found_rows = found_rows;
+    }
+
+    /// The connections of an open transaction's branches are reset when given back (the
+    /// node then rolls the branch back), whatever their last status flags said: an XA
+    /// branch must never reach another session.
+    fn mark_tx_dirty(&mut self) {
+        let nodes: Vec<usize> = self.state.tx_nodes().collect();
+        for n in nodes {
+            if let Some(c) = self.conns.get_mut(n).and_then(Option::as_mut) {
+                c.conn.mark_dirty();
+            }
+        }
     }
 
     /// The node's name and metric handles.
@@ -470,6 +483,7 @@ fn vanished(node: usize) -> NodeError {
 impl Drop for NodeSession {
     fn drop(&mut self) {
         self.reap();
+        self.mark_tx_dirty();
         for node in 0..self.conns.len() {
             if self.conns[node].is_some() {
                 self.held(node, -1);

@@ -3,8 +3,9 @@
 //! One primitive a file: [`route`] (one node, any copy, the sticky node), [`scatter`] (many
 //! nodes, rows appended, OKs combined), [`merge`] (a scatter whose rows are merged:
 //! [`merge_sort`], [`aggregate`], [`limit`]), the time-tier paths ([`tier_read`],
-//! [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup tables) and
-//! [`session_op`] (BEGIN, SET, USE, ...). Every primitive reaches the nodes only through
+//! [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup tables),
+//! [`session_op`] (BEGIN, SET, USE, ...) and [`txn`] (a transaction's branches on the
+//! nodes it touches, two-phase commit). Every primitive reaches the nodes only through
 //! [`door::Door`] and writes only to [`door::Sink`]; [`fake`] drives their unit tests.
 //!
 //! A new primitive goes in a file of its own here, takes `(door, sink, ...)`, and gets its

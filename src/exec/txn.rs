@@ -20,7 +20,7 @@
 //! inserts `rollback` for their gtrid with `INSERT IGNORE` on the decision node and obeys
 //! whichever record is there. The insert waits on the row lock of a decision not yet
 //! committed, so a recoverer can never roll back what a live coordinator commits. Why this
-//! is safe, step by step: `../docs/transactions.md`.
+//! is safe, step by step: `docs/design.md`.
 //!
 //! `transaction_mode = "best_effort"` opens plain transactions everywhere and commits them
 //! one after another; a failure between two commits leaves the transaction applied on some

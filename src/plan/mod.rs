@@ -602,10 +602,11 @@ fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
         None
     };
     if let Some(kind) = kind {
-        let all = sql::leading_words(sql, 8);
+        let body = sql.trim().trim_end_matches(';').trim_end();
+        let all = sql::leading_words(body, 8);
         if let Some(name) = all.last().filter(|_| all.len() >= 2) {
             return Some(Plan::Session(SessionOp::Savepoint {
-                sql: sql.trim().trim_end_matches(';').to_string(),
+                sql: body.to_string(),
                 name: strip_quotes(name).to_ascii_lowercase(),
                 kind,
             }));

@@ -514,6 +514,23 @@ fn session_statements() {
     );
     assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
     assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
+    for (sql, name, kind) in [
+        ("SAVEPOINT s1", "s1", SavepointKind::Set),
+        ("savepoint `Django_1`;", "django_1", SavepointKind::Set),
+        ("ROLLBACK TO SAVEPOINT s1", "s1", SavepointKind::RollbackTo),
+        ("ROLLBACK WORK TO s1", "s1", SavepointKind::RollbackTo),
+        ("RELEASE SAVEPOINT s1", "s1", SavepointKind::Release),
+    ] {
+        assert_eq!(
+            plan_of(sql),
+            Plan::Session(SessionOp::Savepoint {
+                sql: sql.trim_end_matches(';').into(),
+                name: name.into(),
+                kind
+            }),
+            "{sql}"
+        );
+    }
     assert_eq!(
         plan_of("SET autocommit=0"),
         Plan::Session(SessionOp::SetAutocommit(false))
