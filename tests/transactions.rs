@@ -457,3 +457,65 @@ async fn a_proxy_killed_after_the_decision_is_committed_by_recovery() {
     assert_eq!(balance(&c.direct(0), "acct8", a[0]).await, Some(60));
     assert_eq!(balance(&c.direct(1), "acct8", b[0]).await, Some(140));
 }
+
+#[tokio::test]
+async fn blind_kills_during_a_transfer_load_leave_no_transfer_half_applied() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("acct9", "id", &L2));
+    let (a, b) = {
+        let setup = start_proxy(c, &hash_slot_table("acct9", "id", &L2));
+        let mut conn = setup.conn().await;
+        accounts(&mut conn, "acct9", 4).await
+    };
+    let mut committed_total = 0u64;
+    for (kill, after_ms) in [(0, 300u64), (1, 650), (2, 1000)] {
+        let mut proxy = ProxyProcess::start(&rules, None);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut workers = Vec::new();
+        for w in 0..4usize {
+            let (a, b, pool, stop) = (a.clone(), b.clone(), proxy.pool(), stop.clone());
+            workers.push(tokio::spawn(async move {
+                let mut ok = 0u64;
+                let Ok(mut conn) = pool.get_conn().await else {
+                    return ok;
+                };
+                let mut i = 0usize;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (x, y) = (a[(w + i) % a.len()], b[(w + 2 * i) % b.len()]);
+                    let (from, to) = if w % 2 == 0 { (x, y) } else { (y, x) };
+                    match transfer(&mut conn, "acct9", from, to, (w + 1) as i64).await {
+                        Ok(()) => ok += 1,
+                        Err(mysql_async::Error::Server(_)) => {}
+                        Err(_) => break, // the proxy is gone
+                    }
+                    i += 1;
+                }
+                ok
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(after_ms)).await;
+        proxy.kill();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for w in workers {
+            committed_total += w.await.expect("worker");
+        }
+        // Another proxy finishes whatever the killed one left prepared.
+        let killed = Instant::now();
+        let recovering = ProxyProcess::start(&rules, None);
+        while !(prepared(c, 0).await.is_empty() && prepared(c, 1).await.is_empty()) {
+            assert!(
+                killed.elapsed() < Duration::from_secs(10),
+                "kill {kill}: branches still prepared after 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let mut conn = recovering.pool().get_conn().await.expect("conn");
+        assert_eq!(
+            total(&mut conn, "acct9").await,
+            800,
+            "kill {kill}: a transfer was half applied"
+        );
+    }
+    assert!(committed_total > 0, "no transfer committed at all");
+}
