@@ -169,10 +169,38 @@ async fn a_transaction_reads_its_own_writes_on_every_node_and_rollback_leaves_no
     let (a, b) = accounts(&mut conn, "acct2", 1).await;
     let (x, y) = (a[0], b[0]);
     let mut other = proxy.conn().await;
+    // Session state reaches every branch before its first statement.
+    for set in [
+        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+        "SET time_zone = '+05:00'",
+        "SET sql_mode = 'ANSI_QUOTES'",
+        "SET @who = 'ann'",
+    ] {
+        conn.query_drop(set).await.expect(set);
+    }
     // Autocommit off, as PyMySQL and mysqlclient default to.
     conn.query_drop("SET autocommit = 0")
         .await
         .expect("autocommit off");
+    conn.exec_drop("UPDATE acct2 SET balance = 100 WHERE id = ?", (x,))
+        .await
+        .expect("first branch");
+    let state: Option<(String, String, String, String)> = conn
+        .exec_first(
+            "SELECT @@tx_isolation, @@time_zone, @@sql_mode, @who FROM acct2 WHERE id = ?",
+            (y,),
+        )
+        .await
+        .expect("session state on the second branch");
+    assert_eq!(
+        state,
+        Some((
+            "READ-COMMITTED".into(),
+            "+05:00".into(),
+            "ANSI_QUOTES".into(),
+            "ann".into()
+        ))
+    );
     conn.exec_drop("UPDATE acct2 SET balance = 1 WHERE id = ?", (x,))
         .await
         .expect("w0");
