@@ -23,20 +23,27 @@ use mysql_async::{Conn, Opts, OptsBuilder, Row, SslOpts, Value};
 const SHARDS: [usize; 2] = [0, 1];
 const DIRECT: usize = 2;
 const L2: [(u16, u16); 2] = [(0, 767), (768, 1023)];
-/// The sharded tables of the client sessions (each client has its own).
-const TABLES: [&str; 12] = [
-    "t_dump",
-    "t_dump_user",
-    "t_cli",
-    "t_pymysql",
-    "t_mysqlclient",
-    "t_mysqlclient_tx",
-    "t_node",
-    "t_java",
-    "t_rust",
-    "t_multi",
-    "sbtest1",
-    "sbtest2",
+/// The sharded tables of the client sessions (each client has its own): name, shard key, and
+/// the column a sequence generates (AUTO_INCREMENT ids the sessions leave out).
+const TABLES: &[(&str, &str, Option<&str>)] = &[
+    ("t_dump", "id", None),
+    ("t_dump_user", "id", None),
+    ("t_cli", "id", None),
+    ("t_pymysql", "id", None),
+    ("t_pymysql_acct", "id", None),
+    ("t_mysqlclient", "id", None),
+    ("t_mysqlclient_tx", "id", None),
+    ("t_mysqlclient_acct", "id", None),
+    // SQLAlchemy's users and their orders, sharded alike (an order lives with its user).
+    ("t_sqlalchemy_user", "id", None),
+    ("t_sqlalchemy_order", "user_id", Some("id")),
+    ("t_node", "id", None),
+    ("t_java", "id", None),
+    ("t_rust", "id", None),
+    ("t_multi", "id", None),
+    // sysbench's default AUTO_INCREMENT ids.
+    ("sbtest1", "id", Some("id")),
+    ("sbtest2", "id", Some("id")),
 ];
 
 fn cluster() -> &'static Cluster {
@@ -58,13 +65,12 @@ fn write_cert(dir: &Path) -> (PathBuf, PathBuf) {
 fn start(dir: &Path) -> Proxy {
     let (cert, key) = write_cert(dir);
     let mut tables = String::new();
-    for t in TABLES {
-        tables.push_str(&hash_slot_table(t, "id", &L2));
-        if t.starts_with("sbtest") {
-            // sysbench's default AUTO_INCREMENT ids: a sequence gives them.
+    for &(t, column, generated) in TABLES {
+        tables.push_str(&hash_slot_table(t, column, &L2));
+        if let Some(g) = generated {
             tables.insert_str(
                 tables.trim_end().len(),
-                "\nkey_generator = { column = \"id\", kind = \"sequence\" }",
+                &format!("\nkey_generator = {{ column = \"{g}\", kind = \"sequence\" }}"),
             );
         }
     }
@@ -92,9 +98,11 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_client_runs_its_session_through_the_proxy_as_on_mariadb() {
-    // The sessions' multi-row inserts (ids 1-6) reach both shards.
+    // The sessions' multi-row inserts (ids 1-6) reach both shards, and so do the Python
+    // sessions' transactions (their transfer moves an amount from id 1 to id 2).
     let shards: std::collections::BTreeSet<usize> = (1..=6).map(|k| node_of_key(&L2, k)).collect();
     assert_eq!(shards.len(), 2);
+    assert_ne!(node_of_key(&L2, 1), node_of_key(&L2, 2));
     let dir = tempfile::tempdir().expect("temp dir");
     let proxy = start(dir.path());
     let c = cluster();
@@ -125,6 +133,35 @@ fn every_client_runs_its_session_through_the_proxy_as_on_mariadb() {
         status.success(),
         "tests/clients/run.sh failed ({status}); its output above names the client and the difference"
     );
+    // The transactions of these sessions wrote both shards: two-phase commits happened, and
+    // none failed or ended in doubt.
+    let ran = std::env::var("CLIENTS").unwrap_or_default();
+    let ran: Vec<&str> = ran.split_whitespace().collect();
+    let tx = |outcome: &str| {
+        proxy
+            .shared
+            .metrics
+            .transactions
+            .with_label_values(&[outcome])
+            .get()
+    };
+    eprintln!(
+        "transactions through the proxy: commit {}, commit_xa {}, rollback {}, failed {}, unknown {}, rolled_back_by_error {}",
+        tx("commit"),
+        tx("commit_xa"),
+        tx("rollback"),
+        tx("failed"),
+        tx("unknown"),
+        tx("rolled_back_by_error")
+    );
+    let cross_node = ["pymysql", "mysqlclient", "sqlalchemy", "sysbench"];
+    if ran.is_empty() || ran.iter().any(|c| cross_node.contains(c)) {
+        assert!(
+            tx("commit_xa") > 0,
+            "no transaction committed in two phases"
+        );
+    }
+    assert_eq!((tx("failed"), tx("unknown")), (0, 0));
 }
 
 fn opts(port: u16, user: &str, password: &str) -> OptsBuilder {

@@ -1,5 +1,6 @@
 """mysqlclient (MySQLdb)'s session through the proxy: the common script, autocommit(False) with
-commit and rollback, a server-side cursor (SSCursor), a multi-statement query."""
+commit and rollback, a server-side cursor (SSCursor), a multi-statement query, transactions over
+several nodes with the driver's default autocommit off."""
 
 import MySQLdb
 import MySQLdb.cursors
@@ -8,14 +9,15 @@ import pysession as s
 
 
 def connect(tls=False, autocommit=True):
+    """`autocommit=None`: the driver's default (off)."""
     e = s.env()
-    kw = {}
+    kw = {} if autocommit is None else {"autocommit": autocommit}
     if tls:
         kw["ssl"] = {"ca": None}
         kw["ssl_mode"] = "REQUIRED"
     return MySQLdb.connect(
         host=e["host"], port=e["port"], user=e["user"], password=e["password"],
-        database=e["db"], charset="utf8mb4", autocommit=autocommit, **kw,
+        database=e["db"], charset="utf8mb4", **kw,
     )
 
 
@@ -32,7 +34,7 @@ def driver_default_autocommit():
     """mysqlclient's own default (autocommit off): DDL on a sharded table commits and runs on
     every node, then one-node transactions with commit and rollback."""
     s.out("== autocommit off (the driver's default): DDL, then transactions")
-    conn = connect(autocommit=False)
+    conn = connect(autocommit=None)
     cur = conn.cursor()
     s.out("  get_autocommit", conn.get_autocommit())
     cur.execute("DROP TABLE IF EXISTS t_mysqlclient_tx")
@@ -75,6 +77,7 @@ def main():
     conn.ping()
     conn.close()
     driver_default_autocommit()
+    s.cross_node(MySQLdb, connect, "t_mysqlclient")
     s.tls_check(connect)
 
 

@@ -1,5 +1,6 @@
 """PyMySQL's session through the proxy: text queries, parameters, executemany, a multi-statement
-query with nextset(), begin/commit/rollback, ping and select_db, TLS (SP_TLS=1)."""
+query with nextset(), begin/commit/rollback, ping and select_db, transactions over several nodes
+with the driver's default autocommit off, TLS (SP_TLS=1)."""
 
 import ssl
 
@@ -9,9 +10,10 @@ from pymysql.constants import CLIENT
 import pysession as s
 
 
-def connect(tls=False, multi=True):
+def connect(tls=False, multi=True, autocommit=True):
+    """`autocommit=None`: the driver's default (off)."""
     e = s.env()
-    kw = {}
+    kw = {} if autocommit is None else {"autocommit": autocommit}
     if tls:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
@@ -19,7 +21,7 @@ def connect(tls=False, multi=True):
         kw["ssl"] = ctx
     return pymysql.connect(
         host=e["host"], port=e["port"], user=e["user"], password=e["password"],
-        database=e["db"], charset="utf8mb4", autocommit=True, client_flag=CLIENT.MULTI_STATEMENTS if multi else 0, **kw,
+        database=e["db"], charset="utf8mb4", client_flag=CLIENT.MULTI_STATEMENTS if multi else 0, **kw,
     )
 
 
@@ -58,6 +60,7 @@ def main():
     cur.execute("SELECT 3")
     s.show(cur, meta=False)
     conn.close()
+    s.cross_node(pymysql, connect, "t_pymysql")
     s.tls_check(connect)
 
 

@@ -1,8 +1,10 @@
 """The session both Python drivers (PyMySQL, mysqlclient) run, as a DB-API 2.0 script.
 
-Both drivers default to autocommit off, which makes every statement part of a transaction;
-shardproxy runs a transaction on one node only, so the sessions connect with autocommit on
-(writes spanning nodes then commit per node) and use transactions for one-node work.
+The common script connects with autocommit on; `cross_node` then connects with the driver's
+own default, autocommit off (both drivers default to it), where every statement is part of a
+transaction, and does what applications do there: units of work that write several nodes
+(shardproxy gives each node a branch and commits them in two phases), read them back before
+COMMIT, roll back, and use savepoints.
 
 Prints a transcript: values with their Python types, cursor.description (type code, length,
 precision, scale, nullability) and error classes. run.sh compares it with MariaDB's.
@@ -135,4 +137,120 @@ def tls_check(connect):
     cur.execute("SELECT 1")
     assert cur.fetchone()[0] == 1
     print("tls: ok", file=sys.stderr)
+    conn.close()
+
+
+def cross_node(mod, connect, table):
+    """Units of work over several nodes on a connection with the driver's default autocommit
+    (off), as applications run them. The ids land on both shards of tests/clients.rs (1, 4,
+    5, 8, 9 on one, 2, 3, 6, 7, 10 on the other). `connect(autocommit=None)` connects with
+    the driver's default; `connect()` with autocommit on (another client, watching)."""
+    t = f"{table}_acct"
+    out("== autocommit off (the driver's default): transactions over several nodes")
+    conn = connect(autocommit=None)
+    watcher = connect()
+    cur = conn.cursor()
+    wcur = watcher.cursor()
+    out("  get_autocommit", conn.get_autocommit())
+
+    def balances(c=cur):
+        c.execute(f"SELECT id, owner, balance FROM {t} ORDER BY id")
+        show(c, meta=False)
+
+    def totals(c):
+        c.execute(f"SELECT COUNT(*), SUM(balance) FROM {t}")
+        show(c, meta=False)
+
+    cur.execute(f"DROP TABLE IF EXISTS {t}")
+    cur.execute(
+        f"CREATE TABLE {t} (id BIGINT NOT NULL PRIMARY KEY, owner VARCHAR(32) NOT NULL, "
+        "balance DECIMAL(12,2) NOT NULL)"
+    )
+    out("-- one unit of work writes both nodes, reads its own writes, commits")
+    cur.executemany(
+        f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)",
+        [(1, "alice", "100.00"), (2, "bob", "50.00"), (4, "carol", "10.00"), (3, "dave", "0.00")],
+    )
+    out("  executemany rowcount", cur.rowcount)
+    n = cur.execute(
+        f"INSERT INTO {t} VALUES (5, 'erin', 30.00), (6, 'frank', 60.00), (8, 'gina', 8.00)"
+    )
+    out("  insert without a column list: affected", n)
+    # Moving an amount between two rows on different nodes.
+    n = cur.execute(f"UPDATE {t} SET balance = balance - %s WHERE id = %s", ("25.00", 1))
+    out("  debit affected", n)
+    n = cur.execute(f"UPDATE {t} SET balance = balance + %s WHERE id = %s", ("25.00", 2))
+    out("  credit affected", n)
+    n = cur.execute(f"UPDATE {t} SET balance = balance + 1 WHERE balance < %s", ("20.00",))
+    out("  update on every node: affected", n)
+    out("  inside the transaction:")
+    balances()
+    totals(cur)
+    cur.execute(f"SELECT owner FROM {t} WHERE id IN (%s, %s) ORDER BY owner", (1, 2))
+    show(cur, meta=False)
+    out("  another connection before COMMIT:")
+    totals(wcur)
+    conn.commit()
+    out("  another connection after COMMIT:")
+    balances(wcur)
+    totals(wcur)
+
+    out("-- a unit of work over both nodes rolled back leaves nothing")
+    cur.executemany(
+        f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)",
+        [(7, "hank", "7.00"), (9, "ivy", "9.00")],
+    )
+    cur.execute(f"UPDATE {t} SET balance = balance - 75 WHERE id = %s", (1,))
+    cur.execute(f"UPDATE {t} SET balance = balance + 75 WHERE id = %s", (3,))
+    n = cur.execute(f"DELETE FROM {t} WHERE id IN (%s, %s)", (6, 8))
+    out("  delete affected", n)
+    out("  inside the transaction:")
+    balances()
+    conn.rollback()
+    out("  after ROLLBACK:")
+    balances()
+    totals(wcur)
+
+    out("-- savepoints inside a transaction over both nodes")
+    cur.execute(f"UPDATE {t} SET balance = balance + 1000 WHERE id = %s", (1,))
+    cur.execute(f"UPDATE {t} SET balance = balance + 1000 WHERE id = %s", (2,))
+    cur.execute("SAVEPOINT before_more")
+    cur.execute(f"UPDATE {t} SET balance = 0 WHERE id IN (%s, %s)", (1, 2))
+    # A node the transaction had not touched yet: its branch opens after the savepoint.
+    cur.execute(f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)", (10, "jack", "10.00"))
+    cur.execute(f"SELECT COUNT(*), SUM(balance) FROM {t} WHERE id IN (1, 2, 10)")
+    show(cur, meta=False)
+    cur.execute("ROLLBACK TO SAVEPOINT before_more")
+    out("  after ROLLBACK TO SAVEPOINT:")
+    balances()
+    cur.execute("SAVEPOINT second")
+    cur.execute(f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)", (7, "hank", "7.00"))
+    cur.execute(f"DELETE FROM {t} WHERE id = %s", (5,))
+    cur.execute("RELEASE SAVEPOINT second")
+    try:
+        cur.execute("ROLLBACK TO SAVEPOINT second")
+        out("  ROLLBACK TO a released savepoint: no error")
+    except mod.Error as e:
+        out("  ROLLBACK TO a released savepoint:", type(e).__name__, e.args[0])
+    conn.commit()
+    out("  after COMMIT, from another connection:")
+    balances(wcur)
+
+    out("-- a duplicate key inside a transaction over both nodes fails that statement only")
+    cur.execute(f"UPDATE {t} SET balance = balance + 5 WHERE id = %s", (4,))
+    cur.execute(f"UPDATE {t} SET balance = balance + 5 WHERE id = %s", (3,))
+    try:
+        cur.execute(
+            f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)", (1, "again", "1.00")
+        )
+        out("  no error")
+    except mod.IntegrityError as e:
+        out("  IntegrityError", e.args[0])
+    cur.execute(f"UPDATE {t} SET balance = balance + 5 WHERE id = %s", (8,))
+    cur.execute(f"INSERT INTO {t} (id, owner, balance) VALUES (%s, %s, %s)", (9, "ivy", "9.00"))
+    conn.commit()
+    balances(wcur)
+    totals(wcur)
+    out("  get_autocommit", conn.get_autocommit())
+    watcher.close()
     conn.close()
