@@ -3,7 +3,7 @@
 #   Debian: mariadb-client, sysbench, libmariadb-java, a JDK (javac), node and npm,
 #           python3 with venv, and libmariadb-dev pkg-config build-essential python3-dev
 #           (mysqlclient compiles against them);
-#   PyPI:   requirements.txt into tests/clients/.venv;
+#   PyPI:   requirements.txt (PyMySQL, mysqlclient, SQLAlchemy) into tests/clients/.venv;
 #   npm:    node/package-lock.json into node/node_modules (npm ci).
 set -euo pipefail
 
@@ -41,7 +41,7 @@ venv=$here/.venv
 if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv" || die "python3 -m venv failed"
 fi
-if ! "$venv/bin/python" -c 'import pymysql, MySQLdb' >/dev/null 2>&1; then
+if ! "$venv/bin/python" -c 'import pymysql, MySQLdb, sqlalchemy' >/dev/null 2>&1; then
     "$venv/bin/pip" install --disable-pip-version-check -q -r "$here/requirements.txt" ||
         die "pip install -r tests/clients/requirements.txt failed"
 fi
@@ -50,5 +50,5 @@ if [[ ! -d $here/node/node_modules/mysql2 ]]; then
     (cd "$here/node" && npm ci --no-audit --no-fund) || die "npm ci in tests/clients/node failed"
 fi
 echo "install.sh: clients ready: mariadb $(mariadb --version | awk '{print $5}' | tr -d ,)," \
-    "$(sysbench --version), python $("$venv/bin/python" -c 'from importlib.metadata import version as v; print("PyMySQL", v("PyMySQL"), "mysqlclient", v("mysqlclient"))')," \
+    "$(sysbench --version), python $("$venv/bin/python" -c 'from importlib.metadata import version as v; print("PyMySQL", v("PyMySQL"), "mysqlclient", v("mysqlclient"), "SQLAlchemy", v("SQLAlchemy"))')," \
     "node $(node --version) mysql2 $(node -p 'require(process.argv[1]).version' "$here/node/node_modules/mysql2/package.json"), $(javac -version 2>&1)"

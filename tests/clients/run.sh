@@ -10,15 +10,18 @@
 # DIRECT_USER, DIRECT_PASSWORD (no DIRECT_PORT: no comparison), CLIENTS_DB (shop),
 # CLIENTS_OUT (where transcripts go; a temp dir by default).
 # Arguments (or CLIENTS, space-separated): the clients to run (default: all). A client that is not installed fails the run:
-# tests/clients/install.sh installs them all (Python drivers into tests/clients/.venv).
+# tests/clients/install.sh installs them all (Python packages into tests/clients/.venv).
 #
-# The proxy's rules must shard t_cli, t_pymysql, t_mysqlclient, t_mysqlclient_tx, t_node,
-# t_java, sbtest1 and sbtest2 by `id` (the tables are created by the sessions; tests/clients.rs does this).
+# The proxy's rules must shard t_cli, t_dump, t_dump_user, t_pymysql, t_pymysql_acct,
+# t_mysqlclient, t_mysqlclient_tx, t_mysqlclient_acct, t_sqlalchemy_user, t_node, t_java,
+# sbtest1 and sbtest2 by `id`, and t_sqlalchemy_order by `user_id` with the same slot map as
+# t_sqlalchemy_user; sbtest1, sbtest2 and t_sqlalchemy_order need a key_generator on `id`
+# (the tables are created by the sessions; tests/clients.rs does this).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly here
-all=(cli sysbench pymysql mysqlclient node java)
+all=(cli sysbench pymysql mysqlclient sqlalchemy node java)
 if (($# > 0)); then
     clients=("$@")
 elif [[ -n ${CLIENTS:-} ]]; then
@@ -51,6 +54,7 @@ session_cmd() {
     sysbench) cmd=("$here/sysbench.sh") ;;
     pymysql) cmd=("$py" "$here/pymysql_session.py") ;;
     mysqlclient) cmd=("$py" "$here/mysqlclient_session.py") ;;
+    sqlalchemy) cmd=("$py" "$here/sqlalchemy_session.py") ;;
     node) cmd=(node "$here/node/session.js") ;;
     java) cmd=(java -cp "$out/java:$(java_jar)" Session) ;;
     *) return 1 ;;
@@ -72,6 +76,7 @@ missing() {
     sysbench) command -v sysbench >/dev/null || echo "sysbench (Debian sysbench)" ;;
     pymysql) "$py" -c 'import pymysql' 2>/dev/null || echo "PyMySQL (tests/clients/install.sh)" ;;
     mysqlclient) "$py" -c 'import MySQLdb' 2>/dev/null || echo "mysqlclient (tests/clients/install.sh)" ;;
+    sqlalchemy) "$py" -c 'import sqlalchemy, pymysql' 2>/dev/null || echo "SQLAlchemy and PyMySQL (tests/clients/install.sh)" ;;
     node)
         command -v node >/dev/null || { echo "node (Debian nodejs)"; return; }
         [[ -d $here/node/node_modules/mysql2 ]] || echo "mysql2 (cd tests/clients/node && npm ci)"
