@@ -275,13 +275,13 @@ async fn savepoints_work_across_nodes() {
 }
 
 #[tokio::test]
-async fn a_lock_wait_timeout_rolls_back_every_branch() {
+async fn a_lock_wait_timeout_ends_the_statement_and_the_transaction_goes_on() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
     let proxy = start_proxy(c, &hash_slot_table("acct4", "id", &L2));
     let mut s1 = proxy.conn().await;
     let mut s2 = proxy.conn().await;
-    let (a, b) = accounts(&mut s1, "acct4", 1).await;
+    let (a, b) = accounts(&mut s1, "acct4", 2).await;
     s2.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
         .await
         .expect("set");
@@ -297,17 +297,129 @@ async fn a_lock_wait_timeout_rolls_back_every_branch() {
         .exec_drop("UPDATE acct4 SET balance = 2 WHERE id = ?", (a[0],))
         .await;
     expect_code(r, 1205, "waiting on s1's lock");
-    // The whole transaction is gone, on node 1 too: s1 can take b at once.
-    s1.query_drop("SET SESSION innodb_lock_wait_timeout = 3")
+    // As in MySQL, only the statement is gone: the transaction goes on, on both nodes.
+    s2.exec_drop("UPDATE acct4 SET balance = 3 WHERE id = ?", (a[1],))
         .await
-        .expect("set");
-    s1.exec_drop("UPDATE acct4 SET balance = 1 WHERE id = ?", (b[0],))
+        .expect("after the lock wait");
+    s2.exec_drop("UPDATE acct4 SET balance = 3 WHERE id = ?", (b[1],))
         .await
-        .expect("b is free");
+        .expect("after the lock wait");
+    s2.query_drop("ROLLBACK").await.expect("rollback");
     s1.query_drop("COMMIT").await.expect("commit");
-    s2.query_drop("COMMIT").await.expect("nothing to commit");
-    assert_eq!(balance(&c.direct(1), "acct4", b[0]).await, Some(1));
     assert_eq!(balance(&c.direct(0), "acct4", a[0]).await, Some(1));
+    for (node, id) in [(1, b[0]), (0, a[1]), (1, b[1])] {
+        assert_eq!(
+            balance(&c.direct(node), "acct4", id).await,
+            Some(100),
+            "s2's ROLLBACK undid every node"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_deadlock_rolls_back_every_branch() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct10", "id", &L2));
+    let mut s1 = proxy.conn().await;
+    let mut s2 = proxy.conn().await;
+    let (a, b) = accounts(&mut s1, "acct10", 2).await;
+    s1.query_drop("BEGIN").await.expect("begin");
+    s1.exec_drop("UPDATE acct10 SET balance = 1 WHERE id = ?", (a[0],))
+        .await
+        .expect("s1 a0");
+    s2.query_drop("BEGIN").await.expect("begin");
+    s2.exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (b[0],))
+        .await
+        .expect("s2 b0");
+    s2.exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (a[1],))
+        .await
+        .expect("s2 a1");
+    // s1 waits for a1, then s2 asks for a0: node 0 sees the deadlock and picks a victim.
+    let (a0, a1) = (a[0], a[1]);
+    let blocked = tokio::spawn(async move {
+        let r = s1
+            .exec_drop("UPDATE acct10 SET balance = 1 WHERE id = ?", (a1,))
+            .await;
+        (s1, r)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r2 = s2
+        .exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (a0,))
+        .await;
+    let (mut s1, r1) = blocked.await.expect("s1");
+    let s2_victim = match (&r1, &r2) {
+        (Ok(()), Err(mysql_async::Error::Server(e))) if e.code == 1213 => true,
+        (Err(mysql_async::Error::Server(e)), Ok(())) if e.code == 1213 => false,
+        other => panic!("expected one deadlock victim: {other:?}"),
+    };
+    let (victim, survivor) = if s2_victim {
+        (&mut s2, &mut s1)
+    } else {
+        (&mut s1, &mut s2)
+    };
+    survivor
+        .query_drop("COMMIT")
+        .await
+        .expect("the survivor commits");
+    // The victim is out of the transaction, as in MySQL: its ROLLBACK has nothing to undo.
+    victim.query_drop("ROLLBACK").await.expect("rollback");
+    let b0 = balance(&c.direct(1), "acct10", b[0]).await;
+    if s2_victim {
+        assert_eq!(
+            b0,
+            Some(100),
+            "the victim's write on node 1 was rolled back with its deadlocked branch"
+        );
+        assert_eq!(balance(&c.direct(0), "acct10", a0).await, Some(1));
+    } else {
+        assert_eq!(b0, Some(2), "the survivor's write on node 1 committed");
+        assert_eq!(balance(&c.direct(0), "acct10", a0).await, Some(2));
+    }
+    for i in 0..2 {
+        assert!(prepared(c, i).await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_multi_node_write_that_fails_on_one_node_is_undone_and_the_transaction_goes_on() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct11", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct11", 3).await;
+    // b[0] exists: a two-node INSERT of a new id on node 0 and b[0] fails on node 1.
+    conn.exec_drop(
+        "DELETE FROM acct11 WHERE id IN (?, ?, ?)",
+        (a[0], a[1], b[1]),
+    )
+    .await
+    .expect("delete");
+    for commit in [false, true] {
+        conn.query_drop("BEGIN").await.expect("begin");
+        conn.exec_drop("INSERT INTO acct11 VALUES (?, 1)", (a[0],))
+            .await
+            .expect("first insert");
+        let r = conn
+            .exec_drop("INSERT INTO acct11 VALUES (?, 1), (?, 1)", (a[1], b[0]))
+            .await;
+        expect_code(r, 1062, "the duplicate on node 1");
+        conn.exec_drop("INSERT INTO acct11 VALUES (?, 1)", (b[1],))
+            .await
+            .expect("after the failed statement");
+        conn.query_drop(if commit { "COMMIT" } else { "ROLLBACK" })
+            .await
+            .expect("end");
+        let want = |v: i64| if commit { Some(v) } else { None };
+        assert_eq!(balance(&c.direct(0), "acct11", a[0]).await, want(1));
+        assert_eq!(
+            balance(&c.direct(0), "acct11", a[1]).await,
+            None,
+            "the failed statement's row on node 0 was undone"
+        );
+        assert_eq!(balance(&c.direct(1), "acct11", b[0]).await, Some(100));
+        assert_eq!(balance(&c.direct(1), "acct11", b[1]).await, want(1));
+    }
 }
 
 #[tokio::test]

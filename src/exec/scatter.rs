@@ -14,18 +14,14 @@ pub async fn append<D: Door, K: Sink>(
     ok: OkMerge,
     access: Access,
 ) -> Result<u64, NodeError> {
-    let in_tx = access == Access::Write
-        && stmts.len() > 1
-        && (door.state().tx.is_some() || !door.state().autocommit);
+    let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
+    let guarded = access == Access::Write && super::txn::statement_savepoint(door, &nodes).await?;
     match append_started(door, sink, stmts, ok, access).await {
         Ok(id) => Ok(id),
         Err((mut e, partial)) => {
-            if in_tx && partial {
-                // A write half applied inside a transaction: MySQL would roll the statement
-                // back; the proxy rolls the transaction back on every node.
-                door.state_mut().doom();
+            if guarded && partial && !super::txn::undo_statement(door, &nodes).await {
                 e.error.message = format!(
-                    "{}; the statement had run on other nodes of the transaction, so the transaction was rolled back",
+                    "{}; the statement had run on other nodes of the transaction and could not be undone there, so the transaction was rolled back",
                     e.error.message
                 );
             }

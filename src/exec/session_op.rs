@@ -189,8 +189,11 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(door.sql_on(0), vec!["BEGIN", "DELETE FROM t"]);
-        assert_eq!(door.sql_on(1)[1], "DELETE FROM t");
+        assert_eq!(
+            door.sql_on(0),
+            vec!["BEGIN", "SAVEPOINT shardproxy_stmt", "DELETE FROM t"]
+        );
+        assert_eq!(door.sql_on(1)[2], "DELETE FROM t");
         assert!(door.sql_on(1)[0].starts_with("XA START"));
         // DDL commits the transaction first and runs outside any.
         door.ddl(true).await.unwrap();

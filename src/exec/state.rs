@@ -23,8 +23,8 @@ pub struct Tx {
     /// The savepoints set so far, in order (name, SAVEPOINT statement): replayed on a branch
     /// that opens later, so ROLLBACK TO finds them on every branch.
     pub savepoints: Vec<(String, String)>,
-    /// To be rolled back on every node once the statement is answered: a deadlock or lock
-    /// wait timeout on one of its nodes, or a write that ran on some of its nodes only.
+    /// To be rolled back on every node once the statement is answered: a deadlock on one of
+    /// its nodes, or a write over several nodes that could not be undone on all of them.
     pub abort: bool,
 }
 
@@ -180,12 +180,13 @@ impl SessionState {
         }
     }
 
-    /// A statement failed on `node` with `code`: a deadlock (the node rolled the whole
-    /// transaction back) or a lock wait timeout inside a transaction with a branch there
-    /// rolls the transaction back on every node, as MySQL does for a deadlock.
+    /// A statement failed on `node` with `code`: a deadlock (the node rolled its branch back)
+    /// inside a transaction with a branch there rolls the transaction back on every node, as
+    /// MySQL does. A lock wait timeout (1205) rolls back only the statement, there as in
+    /// MySQL, and the transaction goes on.
     pub fn failed(&mut self, node: usize, code: u16) {
         if let Some(tx) = self.tx.as_mut() {
-            if matches!(code, 1213 | 1205) && tx.branches.iter().any(|b| b.node == node) {
+            if code == 1213 && tx.branches.iter().any(|b| b.node == node) {
                 tx.abort = true;
             }
         }
@@ -411,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn a_deadlock_or_lock_wait_on_a_branch_dooms_the_transaction() {
+    fn a_deadlock_on_a_branch_dooms_the_transaction() {
         let mut s = SessionState::default();
         s.begin("BEGIN");
         enter(&mut s, 0, true).unwrap();
@@ -424,6 +425,11 @@ mod tests {
             "a duplicate key ends the statement only"
         );
         s.failed(0, 1205);
+        assert!(
+            !s.tx.as_ref().unwrap().abort,
+            "a lock wait timeout ends the statement only, as in MySQL"
+        );
+        s.failed(0, 1213);
         assert!(s.tx.as_ref().unwrap().abort);
     }
 

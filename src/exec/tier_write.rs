@@ -38,8 +38,11 @@ pub async fn write<D: Door, K: Sink>(
     };
     let mut total = OkInfo::default();
     let mut done: Vec<String> = Vec::new();
-    // Inside a transaction a deadlock or lock wait ends the whole transaction: no retry.
+    // Inside a transaction a failed part is not retried: the statement is undone on the
+    // parts that ran (a savepoint), as MySQL rolls back a failed statement.
     let in_tx = door.state().tx.is_some() || !door.state().autocommit;
+    let nodes: Vec<usize> = t.parts.iter().map(|p| p.node).collect();
+    let guarded = super::txn::statement_savepoint(door, &nodes).await?;
     for part in &t.parts {
         let node = part.node;
         let name = door.name(node);
@@ -71,15 +74,14 @@ pub async fn write<D: Door, K: Sink>(
                     tokio::time::sleep(Duration::from_millis(retry.retry_ms)).await;
                 }
                 Err(mut e) => {
-                    if in_tx && !done.is_empty() {
-                        // A statement half applied inside a transaction: MySQL would roll
-                        // the statement back; the proxy rolls the transaction back.
-                        door.state_mut().doom();
-                        e.error.message = format!(
-                            "{} (tier node `{name}`); the statement had run on {} already, so the transaction was rolled back",
-                            e.error.message,
-                            done.join(", ")
-                        );
+                    if guarded && !done.is_empty() {
+                        if !super::txn::undo_statement(door, &nodes).await {
+                            e.error.message = format!(
+                                "{} (tier node `{name}`); the statement had run on {} already and could not be undone there, so the transaction was rolled back",
+                                e.error.message,
+                                done.join(", ")
+                            );
+                        }
                     } else if !done.is_empty() {
                         e.error.message = format!(
                             "{} (tier node `{name}`; already applied on {})",
@@ -169,14 +171,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn inside_a_transaction_a_half_applied_write_rolls_it_back() {
+    async fn inside_a_transaction_a_failed_part_undoes_the_others_without_retry() {
         let t = write_plan();
         let TierMode::Write { sql, params, .. } = &t.mode else {
             panic!("{:?}", t.mode)
         };
         let mut door = FakeDoor::new(3);
         door.set_autocommit(false).await.unwrap();
-        door.fail_on(1, "UPDATE", 1213, "Deadlock found when trying to get lock");
+        door.fail_on(1, "UPDATE", 1205, "Lock wait timeout exceeded");
         let mut sink = RecordSink::text();
         let retry = Retry {
             retries: 3,
@@ -185,23 +187,37 @@ mod tests {
         let e = write(&mut door, &mut sink, &t, sql, params, retry)
             .await
             .unwrap_err();
-        assert_eq!(e.error.code, 1213);
-        assert!(
-            e.error.message.contains("transaction was rolled back"),
-            "{}",
-            e.error.message
-        );
+        assert_eq!(e.error.code, 1205);
         assert_eq!(
             door.sql_on(1)
                 .iter()
                 .filter(|s| s.starts_with("UPDATE"))
                 .count(),
             1,
-            "no retry inside a transaction: the deadlock ended it"
+            "no retry inside a transaction"
+        );
+        assert_eq!(
+            door.sql_on(0).last().unwrap(),
+            "ROLLBACK TO SAVEPOINT shardproxy_stmt",
+            "the tier that ran is undone"
         );
         door.settle_tx().await;
-        assert!(door.state().tx.is_none());
-        assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
-        assert!(door.sql_on(1).last().unwrap().contains("XA ROLLBACK"));
+        assert!(door.state().tx.is_some(), "the transaction goes on");
+
+        // A deadlock on a tier ends the transaction on every node.
+        let mut door2 = FakeDoor::new(3);
+        door2.set_autocommit(false).await.unwrap();
+        door2.fail_on(1, "UPDATE", 1213, "Deadlock found when trying to get lock");
+        let retry = Retry {
+            retries: 3,
+            retry_ms: 0,
+        };
+        let e = write(&mut door2, &mut sink, &t, sql, params, retry)
+            .await
+            .unwrap_err();
+        assert_eq!(e.error.code, 1213);
+        door2.settle_tx().await;
+        assert!(door2.state().tx.is_none());
+        assert_eq!(door2.sql_on(0).last().unwrap(), "ROLLBACK");
     }
 }

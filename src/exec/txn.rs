@@ -135,6 +135,54 @@ async fn open<D: Door>(door: &mut D, nodes: &[usize], access: Access) -> Result<
     first_err.map_or(Ok(()), Err)
 }
 
+/// The savepoint a write over several nodes inside a transaction sets first, so that a
+/// failure on some of its nodes undoes it on the others (MySQL rolls back a failed statement,
+/// not the transaction). Not one of the client's savepoints: never replayed, never listed.
+const STMT_SAVEPOINT: &str = "shardproxy_stmt";
+
+/// Before a write over `nodes` (several): inside a transaction, opens the branches it
+/// needs and sets [`STMT_SAVEPOINT`] on each; `true` when it did (undo with
+/// [`undo_statement`] if the write fails on some node).
+pub async fn statement_savepoint<D: Door>(
+    door: &mut D,
+    nodes: &[usize],
+) -> Result<bool, NodeError> {
+    let st = door.state();
+    if nodes.len() < 2 || st.ddl || (st.tx.is_none() && st.autocommit) {
+        return Ok(false);
+    }
+    door.enter(nodes, Access::Write).await?;
+    let stmts: Vec<(usize, String)> = nodes
+        .iter()
+        .map(|n| (*n, format!("SAVEPOINT {STMT_SAVEPOINT}")))
+        .collect();
+    if let Some(e) = door
+        .run_each(&stmts)
+        .await
+        .into_iter()
+        .find_map(Result::err)
+    {
+        return Err(e);
+    }
+    Ok(true)
+}
+
+/// A write over `nodes` failed on some of them: every node goes back to the statement's
+/// savepoint, as MySQL rolls back a failed statement. `false` when some node could not (its
+/// branch is gone, a deadlock ended it): then the transaction is rolled back on every node
+/// once the statement is answered.
+pub async fn undo_statement<D: Door>(door: &mut D, nodes: &[usize]) -> bool {
+    let stmts: Vec<(usize, String)> = nodes
+        .iter()
+        .map(|n| (*n, format!("ROLLBACK TO SAVEPOINT {STMT_SAVEPOINT}")))
+        .collect();
+    let undone = door.run_each(&stmts).await.iter().all(Result::is_ok);
+    if !undone {
+        door.state_mut().doom();
+    }
+    undone
+}
+
 /// See [`Door::settle_tx`].
 pub async fn settle<D: Door>(door: &mut D) {
     if door.state().tx.as_ref().is_some_and(|t| t.abort) {
@@ -727,7 +775,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_half_applied_write_inside_a_transaction_rolls_it_back() {
+    async fn a_write_that_fails_on_some_nodes_is_undone_on_all_and_the_transaction_goes_on() {
         let mut door = FakeDoor::new(2);
         door.begin("BEGIN").await.unwrap();
         door.fail_on(1, "DELETE", 1451, "Cannot delete or update a parent row");
@@ -745,6 +793,37 @@ mod tests {
         )
         .await
         .unwrap_err();
+        assert_eq!(e.error.code, 1451);
+        assert_eq!(
+            door.sql_on(0),
+            [
+                "BEGIN",
+                "SAVEPOINT shardproxy_stmt",
+                "DELETE FROM t",
+                "ROLLBACK TO SAVEPOINT shardproxy_stmt"
+            ]
+        );
+        door.settle_tx().await;
+        assert!(
+            door.state().tx.as_ref().is_some_and(|t| !t.abort),
+            "the transaction goes on, as in MySQL"
+        );
+        // A node that cannot go back to the savepoint: the transaction is rolled back.
+        door.fail_on(
+            0,
+            "ROLLBACK TO",
+            1305,
+            "SAVEPOINT shardproxy_stmt does not exist",
+        );
+        let e = crate::exec::scatter::append(
+            &mut door,
+            &mut sink,
+            &stmts,
+            crate::plan::OkMerge::Sum,
+            Access::Write,
+        )
+        .await
+        .unwrap_err();
         assert!(
             e.error.message.contains("transaction was rolled back"),
             "{}",
@@ -753,6 +832,15 @@ mod tests {
         door.settle_tx().await;
         assert!(door.state().tx.is_none());
         assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+    }
+
+    #[tokio::test]
+    async fn a_single_node_write_sets_no_savepoint() {
+        let mut door = FakeDoor::new(2);
+        door.begin("BEGIN").await.unwrap();
+        write(&mut door, 0).await;
+        write(&mut door, 1).await;
+        assert!(!door.log().iter().any(|(_, s)| s.contains("SAVEPOINT")));
     }
 
     #[tokio::test]
