@@ -1886,3 +1886,57 @@ fn clients_past_max_connections_get_1040() {
         third.query_drop("SELECT 1").await.expect("served");
     });
 }
+
+#[tokio::test]
+async fn a_split_insert_returning_answers_in_values_order() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_ret"));
+    let mut conn = proxy.conn().await;
+    conn.query_drop("CREATE TABLE t_ret (user_id BIGINT PRIMARY KEY, v VARCHAR(8))")
+        .await
+        .expect("create");
+    // Keys on nodes 3, 0, 2, 0, 1, 3: the nodes answer in another order.
+    let mut used = [0usize; 4];
+    let keys: Vec<i64> = [3, 0, 2, 0, 1, 3]
+        .iter()
+        .map(|n| {
+            used[*n] += 1;
+            keys_on_node(&L, *n, 2)[used[*n] - 1]
+        })
+        .collect();
+    let values: Vec<String> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| format!("({k}, 'r{i}')"))
+        .collect();
+    let sql = format!(
+        "INSERT INTO t_ret (user_id, v) VALUES {} RETURNING user_id, v",
+        values.join(", ")
+    );
+    let rows: Vec<(i64, String)> = conn.query(&sql).await.expect("INSERT ... RETURNING");
+    let want: Vec<(i64, String)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (*k, format!("r{i}")))
+        .collect();
+    assert_eq!(
+        rows, want,
+        "RETURNING rows in VALUES order, as from one MariaDB"
+    );
+    // Prepared, too.
+    conn.query_drop("DELETE FROM t_ret").await.expect("delete");
+    let marks = vec!["(?, ?)"; keys.len()].join(", ");
+    let params: Vec<mysql_async::Value> = keys
+        .iter()
+        .enumerate()
+        .flat_map(|(i, k)| [(*k).into(), format!("r{i}").into()])
+        .collect();
+    let rows: Vec<(i64, String)> = conn
+        .exec(
+            format!("INSERT INTO t_ret (user_id, v) VALUES {marks} RETURNING user_id, v"),
+            params,
+        )
+        .await
+        .expect("prepared INSERT ... RETURNING");
+    assert_eq!(rows, want);
+}

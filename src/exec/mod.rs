@@ -96,6 +96,11 @@ pub async fn run<D: Door, K: Sink>(
                 None => scatter::append(door, sink, &stmts, *ok, access)
                     .await
                     .map(|_| ()),
+                Some(spec) if !spec.row_order.is_empty() => {
+                    scatter::append_in_order(door, sink, &stmts, *ok, access, Some(&spec.row_order))
+                        .await
+                        .map(|_| ())
+                }
                 Some(spec) => merge::merged(door, sink, &stmts, spec, cap, access).await,
             }
         }

@@ -3,6 +3,7 @@
 //! the node that failed; the other nodes' results are drained.
 
 use super::door::{client_gone, Access, Door, NodeError, NodeResult, OkInfo, Run, Sink, Stmt};
+use crate::merge::Row;
 use crate::plan::OkMerge;
 
 /// Runs `stmts` and appends their answers. Returns the generated insert id (a split INSERT:
@@ -14,9 +15,22 @@ pub async fn append<D: Door, K: Sink>(
     ok: OkMerge,
     access: Access,
 ) -> Result<u64, NodeError> {
+    append_in_order(door, sink, stmts, ok, access, None).await
+}
+
+/// [`append`]; with `order` (a split INSERT ... RETURNING: for each statement, the VALUES
+/// positions of its rows), the rows are written in VALUES order, as one MySQL returns them.
+pub async fn append_in_order<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    stmts: &[(usize, Stmt<'_>)],
+    ok: OkMerge,
+    access: Access,
+    order: Option<&[Vec<usize>]>,
+) -> Result<u64, NodeError> {
     let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
     let guarded = access == Access::Write && super::txn::statement_savepoint(door, &nodes).await?;
-    match append_started(door, sink, stmts, ok, access).await {
+    match append_started(door, sink, stmts, ok, access, order).await {
         Ok(id) => Ok(id),
         Err((mut e, partial)) => {
             if guarded && partial && !super::txn::undo_statement(door, &nodes).await {
@@ -37,6 +51,7 @@ async fn append_started<D: Door, K: Sink>(
     stmts: &[(usize, Stmt<'_>)],
     ok: OkMerge,
     access: Access,
+    order: Option<&[Vec<usize>]>,
 ) -> Result<u64, (NodeError, bool)> {
     let run = Run {
         access,
@@ -52,10 +67,19 @@ async fn append_started<D: Door, K: Sink>(
             sink.columns(&cols, status);
             let mut warnings = 0u16;
             let mut failed = None;
-            for mut res in ress {
+            // In VALUES order: (position, row), written once every node answered.
+            let mut held: Vec<(usize, Row)> = Vec::new();
+            for (t, mut res) in ress.into_iter().enumerate() {
+                let positions = order.and_then(|o| o.get(t));
+                let mut k = 0usize;
                 if failed.is_none() {
                     loop {
                         match res.next().await {
+                            Ok(Some(row)) if order.is_some() => {
+                                let pos = positions.and_then(|p| p.get(k)).copied();
+                                held.push((pos.unwrap_or(usize::MAX), row));
+                                k += 1;
+                            }
                             Ok(Some(row)) => {
                                 sink.row(&row, &cols);
                                 if let Err(e) = sink.flush_some().await {
@@ -78,6 +102,13 @@ async fn append_started<D: Door, K: Sink>(
             }
             if let Some(e) = failed {
                 return Err((e, true));
+            }
+            held.sort_by_key(|(pos, _)| *pos);
+            for (_, row) in held {
+                sink.row(&row, &cols);
+                sink.flush_some()
+                    .await
+                    .map_err(|e| (client_gone(e), true))?;
             }
             sink.end(status, warnings, false);
             0

@@ -124,6 +124,9 @@ pub struct MergeSpec {
     /// The nodes return their groups sorted by the group keys (`order`), so groups are merged
     /// as they stream past instead of in a hash table.
     pub stream_groups: bool,
+    /// A split INSERT ... RETURNING: for each target, the VALUES positions of its rows; the
+    /// rows are written back in VALUES order (nothing else merges).
+    pub row_order: Vec<Vec<usize>>,
 }
 
 impl MergeSpec {

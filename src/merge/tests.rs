@@ -133,6 +133,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         offset: 1,
         limit: Some(1),
         stream_groups: false,
+        row_order: Vec::new(),
     };
     let rows = vec![
         vec![b("x"), b("1")],
@@ -154,6 +155,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         offset: 0,
         limit: None,
         stream_groups: false,
+        row_order: Vec::new(),
     };
     let rows = vec![
         vec![b("a"), b("1")],

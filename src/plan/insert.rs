@@ -229,6 +229,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         .filter_map(|loc| byte_offset(p.sql, loc))
         .collect();
     let mut targets = Vec::with_capacity(by_node.len());
+    let mut row_order = Vec::with_capacity(by_node.len());
     for (node, rows) in by_node {
         let mut sql = String::with_capacity(p.sql.len() + 32 * rows.len());
         sql.push_str(&prefix);
@@ -253,10 +254,12 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             .map(|(_, v)| v.clone())
             .collect();
         targets.push(Target { node, sql, params });
+        row_order.push(rows);
     }
     // The first row's node first: it holds LAST_INSERT_ID() afterwards.
     if let Some(i) = targets.iter().position(|t| Some(t.node) == first_node) {
         targets[..=i].rotate_right(1);
+        row_order[..=i].rotate_right(1);
     }
     if targets.len() == 1 {
         return targets
@@ -264,10 +267,16 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             .map(Plan::Route)
             .unwrap_or_else(|| refuse("INSERT without rows"));
     }
+    // RETURNING rows come back in VALUES order, as from one MySQL (an ORM pairs them with
+    // its objects by position).
+    let merge = ins.returning.is_some().then(|| crate::merge::MergeSpec {
+        row_order,
+        ..Default::default()
+    });
     Plan::Scatter {
         targets,
         ok: OkMerge::Sum,
-        merge: None,
+        merge,
     }
 }
 

@@ -310,6 +310,9 @@ impl fmt::Display for PlanDescription<'_> {
 /// [`crate::exec::aggregate`], [`crate::exec::merge_sort`]); returns how deep the tree got.
 pub(crate) fn merge_tree(f: &mut fmt::Formatter<'_>, m: &MergeSpec) -> Result<usize, fmt::Error> {
     let mut lines: Vec<String> = Vec::new();
+    if !m.row_order.is_empty() {
+        lines.push("RETURNING rows put back in VALUES order".into());
+    }
     if m.offset > 0 || m.limit.is_some() || m.hidden > 0 {
         let take = m
             .limit

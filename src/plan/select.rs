@@ -554,6 +554,7 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
         order,
         offset,
         limit,
+        row_order: Vec::new(),
     };
     let node_sql = node_query(q, s, &b, &merge)?;
     Ok(Rewrite { node_sql, merge })
