@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod backend;
 pub mod config;
+pub mod deadlock;
 pub mod error;
 pub mod exec;
 pub mod frontend;

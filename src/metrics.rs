@@ -51,6 +51,8 @@ pub struct Metrics {
     /// unknown, rolled_back_by_error) and prepared branches recovery finished.
     pub transactions: IntCounterVec,
     pub xa_recovered: IntCounterVec,
+    /// Deadlocks across nodes the proxy broke.
+    pub deadlocks: prometheus::IntCounter,
     slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
 }
 
@@ -133,6 +135,11 @@ impl Metrics {
                 "Prepared XA branches whose coordinator was gone, finished by recovery",
                 &["outcome"],
             ),
+            deadlocks: prometheus::IntCounter::new(
+                "shardproxy_deadlocks_broken_total",
+                "Deadlocks across nodes (seen by no node) that the proxy broke",
+            )
+            .expect("valid metric definition"),
             slots: RwLock::new(HashMap::new()),
         };
         for c in [
@@ -149,6 +156,7 @@ impl Metrics {
             Box::new(m.tier_statements.clone()),
             Box::new(m.transactions.clone()),
             Box::new(m.xa_recovered.clone()),
+            Box::new(m.deadlocks.clone()),
         ] {
             let _ = m.registry.register(c);
         }

@@ -116,6 +116,7 @@ impl Server {
             ));
         }
         tokio::spawn(crate::recovery::run(self.shared.clone()));
+        tokio::spawn(crate::deadlock::run(self.shared.clone()));
         if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
             tokio::spawn(crate::admin::metadata::watch(
                 self.shared.clone(),

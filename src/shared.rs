@@ -48,6 +48,8 @@ pub struct Shared {
     /// This process's part of its XA ids, and the count of those it handed out.
     xa_instance: String,
     xa_next: AtomicU64,
+    /// Transactions' branch connections, for the detector of deadlocks across nodes.
+    pub deadlocks: crate::deadlock::Registry,
     /// Nodes where this process made sure the XA decision table exists.
     decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
@@ -270,6 +272,7 @@ impl Shared {
             xa_instance: xa_instance(),
             xa_next: AtomicU64::new(1),
             decision_tables: Default::default(),
+            deadlocks: Default::default(),
         }
     }
 

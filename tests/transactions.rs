@@ -659,3 +659,53 @@ async fn blind_kills_during_a_transfer_load_leave_no_transfer_half_applied() {
     }
     assert!(committed_total > 0, "no transfer committed at all");
 }
+
+#[tokio::test]
+async fn a_deadlock_across_nodes_is_broken_in_seconds() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct12", "id", &L2));
+    let mut s1 = proxy.conn().await;
+    let mut s2 = proxy.conn().await;
+    let (a, b) = accounts(&mut s1, "acct12", 1).await;
+    let (x, y) = (a[0], b[0]);
+    // Each node sees only a lock wait: without the proxy both would wait 50 s.
+    s1.query_drop("BEGIN").await.expect("begin");
+    s1.exec_drop("UPDATE acct12 SET balance = 1 WHERE id = ?", (x,))
+        .await
+        .expect("s1 x");
+    s2.query_drop("BEGIN").await.expect("begin");
+    s2.exec_drop("UPDATE acct12 SET balance = 2 WHERE id = ?", (y,))
+        .await
+        .expect("s2 y");
+    let started = Instant::now();
+    let t1 = tokio::spawn(async move {
+        let r = s1
+            .exec_drop("UPDATE acct12 SET balance = 1 WHERE id = ?", (y,))
+            .await;
+        (s1, r)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t2 = tokio::spawn(async move {
+        let r = s2
+            .exec_drop("UPDATE acct12 SET balance = 2 WHERE id = ?", (x,))
+            .await;
+        (s2, r)
+    });
+    let (mut s1, r1) = t1.await.expect("s1");
+    let (mut s2, r2) = t2.await.expect("s2");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the deadlock lasted {took:?}"
+    );
+    // The younger transaction (s2, connected second) is the victim and gets 1213.
+    assert!(r1.is_ok(), "{r1:?}");
+    let e = expect_code(r2, 1213, "the victim of a deadlock across nodes");
+    assert!(e.contains("across nodes"), "{e}");
+    s1.query_drop("COMMIT").await.expect("commit");
+    s2.query_drop("ROLLBACK").await.expect("rollback");
+    assert_eq!(balance(&c.direct(0), "acct12", x).await, Some(1));
+    assert_eq!(balance(&c.direct(1), "acct12", y).await, Some(1));
+    assert_eq!(proxy.shared.metrics.deadlocks.get(), 1);
+}

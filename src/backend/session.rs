@@ -115,6 +115,8 @@ pub struct NodeSession {
     state: SessionState,
     /// Node connections count an UPDATE's matched rows as affected (CLIENT_FOUND_ROWS).
     found_rows: bool,
+    /// Branches of the open transaction registered with the deadlock detector (0: none).
+    registered: usize,
 }
 
 impl NodeSession {
@@ -130,6 +132,7 @@ impl NodeSession {
             sets: Vec::new(),
             state: SessionState::default(),
             found_rows: false,
+            registered: 0,
         }
     }
 
@@ -142,6 +145,7 @@ impl NodeSession {
 
     pub fn reset(&mut self, db: Option<String>, sets: Vec<String>, found_rows: bool) {
         self.mark_tx_dirty();
+        self.unregister();
         for n in 0..self.conns.len() {
             self.drop_conn(n);
         }
@@ -160,6 +164,34 @@ impl NodeSession {
             if let Some(c) = self.conns.get_mut(n).and_then(Option::as_mut) {
                 c.conn.mark_dirty();
             }
+        }
+    }
+
+    /// Tells the deadlock detector which node connections the open transaction's branches
+    /// are on, when they changed.
+    fn sync_registry(&mut self) {
+        let n = self.state.tx.as_ref().map_or(0, |t| t.branches.len());
+        if n == self.registered {
+            return;
+        }
+        let conns: Vec<(usize, u32)> = self
+            .state
+            .tx_nodes()
+            .filter_map(|b| {
+                self.conns
+                    .get(b)
+                    .and_then(Option::as_ref)
+                    .map(|c| (b, c.conn.id()))
+            })
+            .collect();
+        self.shared.deadlocks.register(self.conn_id, conns);
+        self.registered = n;
+    }
+
+    fn unregister(&mut self) {
+        if self.registered > 0 {
+            self.shared.deadlocks.unregister(self.conn_id);
+            self.registered = 0;
         }
     }
 
@@ -203,6 +235,9 @@ impl NodeSession {
     pub async fn settle(&mut self) {
         self.reap();
         self.settle_tx().await;
+        if self.state.tx.is_none() {
+            self.unregister();
+        }
         for node in 0..self.conns.len() {
             let keep = match &self.conns[node] {
                 None => continue,
@@ -468,6 +503,26 @@ fn leaves_state(sql: &str) -> bool {
     })
 }
 
+/// A statement the deadlock detector killed (1317, query interrupted) failed by a deadlock:
+/// the client gets 1213, as from a node's own detection, and the transaction is rolled back.
+fn deadlock_of(
+    registry: &crate::deadlock::Registry,
+    node: usize,
+    conn: u32,
+    e: WireError,
+) -> WireError {
+    match e {
+        WireError::Server { code: 1317, .. } if registry.take_victim(node, conn) => {
+            WireError::Server {
+                code: 1213,
+                state: "40001".into(),
+                message: "Deadlock found when trying to get lock; try restarting transaction (a deadlock across nodes, broken by shardproxy)".into(),
+            }
+        }
+        other => other,
+    }
+}
+
 fn use_stmt(db: &str) -> String {
     format!("USE `{}`", db.replace('`', "``"))
 }
@@ -484,6 +539,7 @@ impl Drop for NodeSession {
     fn drop(&mut self) {
         self.reap();
         self.mark_tx_dirty();
+        self.unregister();
         for node in 0..self.conns.len() {
             if self.conns[node].is_some() {
                 self.held(node, -1);
@@ -708,6 +764,7 @@ impl Door for NodeSession {
         self.reap();
         self.open(node).await?;
         Door::enter(self, &[node], run.access).await?;
+        self.sync_registry();
         self.state.last_node = Some(node);
         let labels = self.labels(node);
         let started = Instant::now();
@@ -730,7 +787,10 @@ impl Door for NodeSession {
                 started,
                 status,
             )),
-            Err(e) => Err(casualty(&self.casualties, node, &labels.name, e)),
+            Err(e) => {
+                let e = deadlock_of(&self.shared.deadlocks, node, conn.conn.id(), e);
+                Err(casualty(&self.casualties, node, &labels.name, e))
+            }
         }
     }
 
@@ -770,6 +830,7 @@ impl Door for NodeSession {
         }
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
         Door::enter(self, &nodes, run.access).await?;
+        self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
@@ -783,6 +844,7 @@ impl Door for NodeSession {
             }
         }
         let casualties = &self.casualties;
+        let registry = &self.shared.deadlocks;
         let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
             |((conn, (node, stmt)), labels)| {
                 let node = *node;
@@ -805,7 +867,10 @@ impl Door for NodeSession {
                             conn, head, run.binary, known, node, labels, casualties, started,
                             status,
                         )),
-                        Err(e) => Err(casualty(casualties, node, &labels.name, e)),
+                        Err(e) => {
+                            let e = deadlock_of(registry, node, conn.conn.id(), e);
+                            Err(casualty(casualties, node, &labels.name, e))
+                        }
                     }
                 }
             },

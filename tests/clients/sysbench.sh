@@ -9,8 +9,9 @@
 # reads and writes rows on both shards, so shardproxy opens a branch on each node and
 # commits them in two phases. It runs one thread: concurrent transactions updating,
 # deleting and re-inserting the same random ids deadlock now and then on MariaDB directly
-# too (sysbench counts those as ignored errors), and across nodes a deadlock is only seen as
-# a lock wait timeout. SB_SECONDS (default 3) sets each run's length.
+# too (sysbench counts those as ignored errors, and this check wants 0); across nodes the
+# proxy breaks such deadlocks the same way (src/deadlock.rs). SB_SECONDS (default 3) sets
+# each run's length.
 set -euo pipefail
 
 seconds=${SB_SECONDS:-3}

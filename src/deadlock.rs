@@ -1,0 +1,260 @@
+//! Deadlocks across nodes: transaction A waits for a row lock B holds on one node while B
+//! waits for one A holds on another. Each node sees only a lock wait, never the cycle, so
+//! without the proxy both would wait for `innodb_lock_wait_timeout` (50 s by default).
+//!
+//! Sessions in a transaction with branches on several nodes register their branch
+//! connections (node, connection id) here. While any are registered, this task asks those
+//! nodes about once a second which transactions wait for which
+//! (`information_schema.INNODB_LOCK_WAITS`, needs the PROCESS privilege), builds the
+//! wait-for graph between the proxy's transactions, and breaks each cycle by killing the
+//! waiting statement of its youngest member (`KILL QUERY`). That session gets 1213, as from
+//! a node's own deadlock detection, and its transaction is rolled back on every node.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_common::value::Value;
+use tracing::{info, warn};
+
+use crate::shared::Shared;
+
+/// How often waits are looked at while multi-node transactions exist.
+pub const INTERVAL: Duration = Duration::from_millis(500);
+
+/// Node connections of transactions that span nodes, and the waits the detector broke.
+#[derive(Default)]
+pub struct Registry {
+    /// Session -> its branches' (node, connection id).
+    branches: std::sync::Mutex<HashMap<u32, Vec<(usize, u32)>>>,
+    /// (node, connection id) whose statement was killed to break a cycle: its error is
+    /// the deadlock, not an interruption.
+    victims: std::sync::Mutex<HashSet<(usize, u32)>>,
+}
+
+impl Registry {
+    pub fn register(&self, session: u32, conns: Vec<(usize, u32)>) {
+        let mut b = self.branches.lock().unwrap_or_else(|e| e.into_inner());
+        if b.get(&session) != Some(&conns) {
+            b.insert(session, conns);
+        }
+    }
+
+    pub fn unregister(&self, session: u32) {
+        self.branches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&session);
+    }
+
+    /// Was the statement on this connection killed by the detector? (Once.)
+    pub fn take_victim(&self, node: usize, conn: u32) -> bool {
+        self.victims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(node, conn))
+    }
+
+    fn snapshot(&self) -> HashMap<u32, Vec<(usize, u32)>> {
+        self.branches
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// A wait on one node: `waiter` (a connection id) waits for a lock `holder` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wait {
+    pub node: usize,
+    pub waiter: u32,
+    pub holder: u32,
+}
+
+/// The cycles of the wait-for graph between sessions, each broken once: the victim is the
+/// youngest session of the cycle (the highest id), and the wait to kill is its own.
+pub fn victims(branches: &HashMap<u32, Vec<(usize, u32)>>, waits: &[Wait]) -> Vec<Wait> {
+    let owner: HashMap<(usize, u32), u32> = branches
+        .iter()
+        .flat_map(|(s, conns)| conns.iter().map(move |c| (*c, *s)))
+        .collect();
+    // Session -> (session it waits for, the wait).
+    let mut edges: HashMap<u32, Vec<(u32, Wait)>> = HashMap::new();
+    for w in waits {
+        let (Some(a), Some(b)) = (
+            owner.get(&(w.node, w.waiter)),
+            owner.get(&(w.node, w.holder)),
+        ) else {
+            continue;
+        };
+        if a != b {
+            edges.entry(*a).or_default().push((*b, *w));
+        }
+    }
+    let mut out = Vec::new();
+    let mut broken: HashSet<u32> = HashSet::new();
+    let mut starts: Vec<u32> = edges.keys().copied().collect();
+    starts.sort_unstable();
+    for start in starts {
+        if broken.contains(&start) {
+            continue;
+        }
+        let mut seen = HashSet::from([start]);
+        let mut path = Vec::new();
+        if let Some(cycle) = cycle_back(start, start, &edges, &broken, &mut seen, &mut path) {
+            if let Some((victim, wait)) = cycle.iter().max_by_key(|(s, _)| *s) {
+                broken.insert(*victim);
+                out.push(*wait);
+            }
+        }
+    }
+    out
+}
+
+/// A path of waits from `at` back to `start` (each session with the wait it is in), if any.
+fn cycle_back(
+    start: u32,
+    at: u32,
+    edges: &HashMap<u32, Vec<(u32, Wait)>>,
+    broken: &HashSet<u32>,
+    seen: &mut HashSet<u32>,
+    path: &mut Vec<(u32, Wait)>,
+) -> Option<Vec<(u32, Wait)>> {
+    for (next, wait) in edges.get(&at).into_iter().flatten() {
+        if broken.contains(next) {
+            continue;
+        }
+        path.push((at, *wait));
+        if *next == start {
+            return Some(path.clone());
+        }
+        if seen.insert(*next) {
+            if let Some(c) = cycle_back(start, *next, edges, broken, seen, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+    }
+    None
+}
+
+fn id(v: &Option<Value>) -> Option<u32> {
+    match v {
+        Some(Value::Bytes(b)) => std::str::from_utf8(b).ok()?.parse().ok(),
+        Some(Value::Int(i)) => u32::try_from(*i).ok(),
+        Some(Value::UInt(u)) => u32::try_from(*u).ok(),
+        _ => None,
+    }
+}
+
+const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \
+     FROM information_schema.INNODB_LOCK_WAITS w \
+     JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
+     JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id";
+
+/// Runs the detector until the process ends.
+pub async fn run(shared: Arc<Shared>) {
+    let mut refused: HashSet<usize> = HashSet::new();
+    loop {
+        tokio::time::sleep(INTERVAL).await;
+        let branches = shared.deadlocks.snapshot();
+        // A cycle across nodes needs two transactions, one of them on several nodes.
+        if branches.len() < 2 || !branches.values().any(|b| b.len() > 1) {
+            continue;
+        }
+        let nodes: HashSet<usize> = branches.values().flatten().map(|(n, _)| *n).collect();
+        let mut waits = Vec::new();
+        for node in nodes {
+            let rows = async {
+                let mut c = shared.backends.connect(node).await.map_err(|e| e.message)?;
+                c.query_rows(WAITS).await.map_err(|e| e.to_string())
+            }
+            .await;
+            match rows {
+                Ok(rows) => {
+                    refused.remove(&node);
+                    waits.extend(rows.iter().filter_map(|r| {
+                        Some(Wait {
+                            node,
+                            waiter: id(r.first()?)?,
+                            holder: id(r.get(1)?)?,
+                        })
+                    }));
+                }
+                Err(e) => {
+                    if refused.insert(node) {
+                        warn!(node = %shared.backends.name(node), "cannot see lock waits, so deadlocks across nodes there end only by lock wait timeout (the node account needs PROCESS): {e}");
+                    }
+                }
+            }
+        }
+        for w in victims(&branches, &waits) {
+            shared
+                .deadlocks
+                .victims
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert((w.node, w.waiter));
+            let killed = async {
+                let mut c = shared
+                    .backends
+                    .connect(w.node)
+                    .await
+                    .map_err(|e| e.message)?;
+                c.query_drop(&format!("KILL QUERY {}", w.waiter))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            .await;
+            match killed {
+                Ok(()) => {
+                    shared.metrics.deadlocks.inc();
+                    info!(node = %shared.backends.name(w.node), conn = w.waiter,
+                        "broke a deadlock across nodes: the waiting statement of the youngest transaction was killed");
+                }
+                Err(e) => {
+                    shared.deadlocks.take_victim(w.node, w.waiter);
+                    warn!("could not break a deadlock across nodes: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(node: usize, waiter: u32, holder: u32) -> Wait {
+        Wait {
+            node,
+            waiter,
+            holder,
+        }
+    }
+
+    #[test]
+    fn a_cycle_across_two_nodes_loses_its_youngest_member() {
+        // Session 1: conns 10 (node 0), 11 (node 1); session 2: 20 (node 0), 21 (node 1).
+        let b = HashMap::from([(1, vec![(0, 10), (1, 11)]), (2, vec![(0, 20), (1, 21)])]);
+        // 1 waits for 2 on node 1; 2 waits for 1 on node 0.
+        let waits = [w(1, 11, 21), w(0, 20, 10)];
+        assert_eq!(victims(&b, &waits), vec![w(0, 20, 10)]);
+        // One wait alone is no deadlock.
+        assert!(victims(&b, &waits[..1]).is_empty());
+        // Waits on connections the proxy does not know are left to the node.
+        assert!(victims(&b, &[w(1, 11, 99), w(0, 99, 10)]).is_empty());
+    }
+
+    #[test]
+    fn a_three_way_cycle_is_broken_once() {
+        let b = HashMap::from([
+            (1, vec![(0, 10), (1, 11)]),
+            (2, vec![(1, 21), (2, 22)]),
+            (3, vec![(2, 32), (0, 30)]),
+        ]);
+        // 1 -> 2 (node 1), 2 -> 3 (node 2), 3 -> 1 (node 0).
+        let waits = [w(1, 11, 21), w(2, 22, 32), w(0, 30, 10)];
+        assert_eq!(victims(&b, &waits), vec![w(0, 30, 10)]);
+    }
+}
