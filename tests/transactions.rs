@@ -423,7 +423,7 @@ async fn a_multi_node_write_that_fails_on_one_node_is_undone_and_the_transaction
 }
 
 #[tokio::test]
-async fn a_node_stopped_during_a_transaction_fails_it_and_leaves_nothing_half_done() {
+async fn a_node_killed_during_a_transaction_fails_it_and_leaves_nothing_half_done() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
     let proxy = start_proxy(c, &hash_slot_table("acct5", "id", &L2));
@@ -436,7 +436,7 @@ async fn a_node_stopped_during_a_transaction_fails_it_and_leaves_nothing_half_do
     conn.exec_drop("UPDATE acct5 SET balance = 200 WHERE id = ?", (b[0],))
         .await
         .expect("w1");
-    c.stop_node(1);
+    c.kill_node(1);
     let r = conn.query_drop("COMMIT").await;
     let (code, message) = server_error(r);
     assert!(matches!(code, 1213 | 1180), "{code} {message}");
@@ -708,4 +708,50 @@ async fn a_deadlock_across_nodes_is_broken_in_seconds() {
     assert_eq!(balance(&c.direct(0), "acct12", x).await, Some(1));
     assert_eq!(balance(&c.direct(1), "acct12", y).await, Some(1));
     assert_eq!(proxy.shared.metrics.deadlocks.get(), 1);
+}
+
+#[tokio::test]
+async fn a_node_killed_with_a_prepared_branch_gets_it_committed_when_it_is_back() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("acct13", "id", &L2));
+    let mut held = ProxyProcess::start(&rules, Some("decided"));
+    let pool = held.pool();
+    let mut conn = pool.get_conn().await.expect("conn");
+    let (a, b) = accounts(&mut conn, "acct13", 1).await;
+    let (x, y) = (a[0], b[0]);
+    let commit = tokio::spawn(async move {
+        let _ = transfer(&mut conn, "acct13", x, y, 40).await;
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while prepared(c, 1).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the commit never reached PREPARE"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The decision is committed on node 0; node 1 dies with its branch prepared, and so
+    // does the coordinator.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.kill_node(1);
+    held.kill();
+    commit.abort();
+    let _ = pool.disconnect().await;
+    let _recovering = start_proxy(c, &hash_slot_table("acct13", "id", &L2));
+    c.start_node(1);
+    let back = Instant::now();
+    while !prepared(c, 1).await.is_empty() {
+        assert!(
+            back.elapsed() < Duration::from_secs(10),
+            "the branch is still prepared 10 s after its node came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(balance(&c.direct(0), "acct13", x).await, Some(60));
+    assert_eq!(
+        balance(&c.direct(1), "acct13", y).await,
+        Some(140),
+        "the prepared branch survived the node's crash and was committed"
+    );
 }

@@ -355,6 +355,19 @@ impl Cluster {
         let _ = fs::remove_file(self.pid_file(i));
     }
 
+    /// Kills node `i` (SIGKILL: no shutdown, InnoDB recovers at the next start) and waits
+    /// until it is gone.
+    pub fn kill_node(&self, i: usize) {
+        let mut guard = self.watchdogs[i].lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mut child) = guard.take() else {
+            panic!("node {i} is not running");
+        };
+        let pid = fs::read_to_string(self.pid_file(i)).expect("node pid file");
+        let _ = Command::new("kill").arg("-KILL").arg(pid.trim()).status();
+        let _ = child.wait();
+        let _ = fs::remove_file(self.pid_file(i));
+    }
+
     /// Freezes node `i` (SIGSTOP: its sockets stay open, it answers nothing, as a hung
     /// server) until the guard is dropped (SIGCONT).
     pub fn pause_node(&self, i: usize) -> Paused {
