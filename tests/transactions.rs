@@ -72,18 +72,42 @@ async fn transfer(
     to: i64,
     n: i64,
 ) -> Result<(), mysql_async::Error> {
+    transfer_as(conn, table, from, to, n, true).await
+}
+
+/// A transfer with prepared statements (`prepared`) or as text queries (the drivers that
+/// send text: the proxy then sends a branch's BEGIN in the statement's packet).
+async fn transfer_as(
+    conn: &mut Conn,
+    table: &str,
+    from: i64,
+    to: i64,
+    n: i64,
+    prepared: bool,
+) -> Result<(), mysql_async::Error> {
     conn.query_drop("BEGIN").await?;
     let r = async {
-        conn.exec_drop(
-            format!("UPDATE {table} SET balance = balance - ? WHERE id = ?"),
-            (n, from),
-        )
-        .await?;
-        conn.exec_drop(
-            format!("UPDATE {table} SET balance = balance + ? WHERE id = ?"),
-            (n, to),
-        )
-        .await?;
+        if prepared {
+            conn.exec_drop(
+                format!("UPDATE {table} SET balance = balance - ? WHERE id = ?"),
+                (n, from),
+            )
+            .await?;
+            conn.exec_drop(
+                format!("UPDATE {table} SET balance = balance + ? WHERE id = ?"),
+                (n, to),
+            )
+            .await?;
+        } else {
+            conn.query_drop(format!(
+                "UPDATE {table} SET balance = balance - {n} WHERE id = {from}"
+            ))
+            .await?;
+            conn.query_drop(format!(
+                "UPDATE {table} SET balance = balance + {n} WHERE id = {to}"
+            ))
+            .await?;
+        }
         conn.query_drop("COMMIT").await
     }
     .await;
@@ -117,7 +141,16 @@ async fn concurrent_transfers_across_nodes_keep_the_total() {
                     let (x, y) = (a[(w + i) % a.len()], b[(w * 3 + i) % b.len()]);
                     let (from, to) = if w % 2 == 0 { (x, y) } else { (y, x) };
                     loop {
-                        match transfer(&mut conn, "acct", from, to, (w * 7 + i + 1) as i64).await {
+                        match transfer_as(
+                            &mut conn,
+                            "acct",
+                            from,
+                            to,
+                            (w * 7 + i + 1) as i64,
+                            w < 3,
+                        )
+                        .await
+                        {
                             Ok(()) => break,
                             Err(mysql_async::Error::Server(e)) if matches!(e.code, 1213 | 1205) => {
                                 retries += 1;
@@ -624,7 +657,9 @@ async fn blind_kills_during_a_transfer_load_leave_no_transfer_half_applied() {
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let (x, y) = (a[(w + i) % a.len()], b[(w + 2 * i) % b.len()]);
                     let (from, to) = if w % 2 == 0 { (x, y) } else { (y, x) };
-                    match transfer(&mut conn, "acct9", from, to, (w + 1) as i64).await {
+                    match transfer_as(&mut conn, "acct9", from, to, (w + 1) as i64, w % 2 == 0)
+                        .await
+                    {
                         Ok(()) => ok += 1,
                         Err(mysql_async::Error::Server(_)) => {}
                         Err(_) => break, // the proxy is gone
@@ -665,49 +700,55 @@ async fn a_deadlock_across_nodes_is_broken_in_seconds() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
     let proxy = start_proxy(c, &hash_slot_table("acct12", "id", &L2));
-    let mut s1 = proxy.conn().await;
-    let mut s2 = proxy.conn().await;
-    let (a, b) = accounts(&mut s1, "acct12", 1).await;
-    let (x, y) = (a[0], b[0]);
-    // Each node sees only a lock wait: without the proxy both would wait 50 s.
-    s1.query_drop("BEGIN").await.expect("begin");
-    s1.exec_drop("UPDATE acct12 SET balance = 1 WHERE id = ?", (x,))
-        .await
-        .expect("s1 x");
-    s2.query_drop("BEGIN").await.expect("begin");
-    s2.exec_drop("UPDATE acct12 SET balance = 2 WHERE id = ?", (y,))
-        .await
-        .expect("s2 y");
-    let started = Instant::now();
-    let t1 = tokio::spawn(async move {
-        let r = s1
-            .exec_drop("UPDATE acct12 SET balance = 1 WHERE id = ?", (y,))
-            .await;
-        (s1, r)
-    });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let t2 = tokio::spawn(async move {
-        let r = s2
-            .exec_drop("UPDATE acct12 SET balance = 2 WHERE id = ?", (x,))
-            .await;
-        (s2, r)
-    });
-    let (mut s1, r1) = t1.await.expect("s1");
-    let (mut s2, r2) = t2.await.expect("s2");
-    let took = started.elapsed();
-    assert!(
-        took < Duration::from_secs(10),
-        "the deadlock lasted {took:?}"
-    );
-    // The younger transaction (s2, connected second) is the victim and gets 1213.
-    assert!(r1.is_ok(), "{r1:?}");
-    let e = expect_code(r2, 1213, "the victim of a deadlock across nodes");
-    assert!(e.contains("across nodes"), "{e}");
-    s1.query_drop("COMMIT").await.expect("commit");
-    s2.query_drop("ROLLBACK").await.expect("rollback");
-    assert_eq!(balance(&c.direct(0), "acct12", x).await, Some(1));
-    assert_eq!(balance(&c.direct(1), "acct12", y).await, Some(1));
-    assert_eq!(proxy.shared.metrics.deadlocks.get(), 1);
+    for (round, prepared) in [(1u64, true), (2, false)] {
+        let mut s1 = proxy.conn().await;
+        let mut s2 = proxy.conn().await;
+        let (a, b) = accounts(&mut s1, "acct12", 1).await;
+        let (x, y) = (a[0], b[0]);
+        let set = move |v: i64, id: i64| format!("UPDATE acct12 SET balance = {v} WHERE id = {id}");
+        async fn run(
+            conn: &mut Conn,
+            sql: String,
+            prepared: bool,
+        ) -> Result<(), mysql_async::Error> {
+            if prepared {
+                conn.exec_drop(sql, ()).await
+            } else {
+                conn.query_drop(sql).await
+            }
+        }
+        // Each node sees only a lock wait: without the proxy both would wait 50 s.
+        s1.query_drop("BEGIN").await.expect("begin");
+        run(&mut s1, set(1, x), prepared).await.expect("s1 x");
+        s2.query_drop("BEGIN").await.expect("begin");
+        run(&mut s2, set(2, y), prepared).await.expect("s2 y");
+        let started = Instant::now();
+        let t1 = tokio::spawn(async move {
+            let r = run(&mut s1, set(1, y), prepared).await;
+            (s1, r)
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let t2 = tokio::spawn(async move {
+            let r = run(&mut s2, set(2, x), prepared).await;
+            (s2, r)
+        });
+        let (mut s1, r1) = t1.await.expect("s1");
+        let (mut s2, r2) = t2.await.expect("s2");
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(10),
+            "the deadlock lasted {took:?}"
+        );
+        // The younger transaction (s2, connected second) is the victim and gets 1213.
+        assert!(r1.is_ok(), "{r1:?}");
+        let e = expect_code(r2, 1213, "the victim of a deadlock across nodes");
+        assert!(e.contains("across nodes"), "{e}");
+        s1.query_drop("COMMIT").await.expect("commit");
+        s2.query_drop("ROLLBACK").await.expect("rollback");
+        assert_eq!(balance(&c.direct(0), "acct12", x).await, Some(1));
+        assert_eq!(balance(&c.direct(1), "acct12", y).await, Some(1));
+        assert_eq!(proxy.shared.metrics.deadlocks.get(), round);
+    }
 }
 
 #[tokio::test]

@@ -763,9 +763,31 @@ impl Door for NodeSession {
     ) -> Result<NodeRes<'a>, NodeError> {
         self.reap();
         self.open(node).await?;
-        Door::enter(self, &[node], run.access).await?;
-        self.sync_registry();
+        // A text statement that opens its node's branch carries the BEGIN in its packet.
+        let ahead = if run.binary {
+            None
+        } else {
+            crate::exec::txn::begin_ahead(self, node, run.access)?
+        };
+        if ahead.is_none() {
+            Door::enter(self, &[node], run.access).await?;
+        }
         self.state.last_node = Some(node);
+        self.sync_registry();
+        // With the BEGIN ahead, the branches the deadlock detector must know once it opened
+        // (before the statement can wait on a lock).
+        let with_new: Option<Vec<(usize, u32)>> = ahead.as_ref().map(|_| {
+            self.state
+                .tx_nodes()
+                .chain([node])
+                .filter_map(|b| {
+                    self.conns
+                        .get(b)
+                        .and_then(Option::as_ref)
+                        .map(|c| (b, c.conn.id()))
+                })
+                .collect()
+        });
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
@@ -775,7 +797,37 @@ impl Door for NodeSession {
         if leaves_state(stmt.sql) {
             conn.conn.mark_dirty();
         }
-        match start_on(conn, stmt, run.binary).await {
+        let r = match &ahead {
+            None => start_on(conn, stmt, run.binary).await,
+            Some((begin, xa)) => {
+                let sql = format!("{begin}; {}", stmt.sql);
+                match conn.conn.query(&sql).await {
+                    Ok(Head::Ok(s)) if s.more() => {
+                        self.state
+                            .began(node, *xa, run.access == crate::exec::door::Access::Write);
+                        if let Some(conns) = with_new {
+                            self.registered =
+                                self.state.tx.as_ref().map_or(0, |t| t.branches.len());
+                            self.shared.deadlocks.register(self.conn_id, conns);
+                        }
+                        conn.conn.next_head(None).await.map(|h| (h, None))
+                    }
+                    Ok(_) => Err(WireError::Protocol(
+                        "a BEGIN sent with a statement answered without the statement's result"
+                            .into(),
+                    )),
+                    Err(e) => {
+                        // The branch did not open (an XA START refused leaves the
+                        // connection in a state of its own: it is not reused).
+                        if !e.breaks() {
+                            conn.conn.discard();
+                        }
+                        Err(e)
+                    }
+                }
+            }
+        };
+        match r {
             Ok((head, known)) => Ok(NodeRes::new(
                 conn,
                 head,

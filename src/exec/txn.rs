@@ -78,7 +78,41 @@ pub async fn enter<D: Door>(
     open(door, rest, access).await
 }
 
-async fn open<D: Door>(door: &mut D, nodes: &[usize], access: Access) -> Result<(), NodeError> {
+/// The branch a text statement on `node` must open first, for the door to send in the same
+/// packet as the statement (`BEGIN; stmt`: one round trip fewer, and the node stops at a
+/// BEGIN that fails, so the statement never runs outside the transaction). `None`: nothing
+/// to open, or not in one packet (the first branch of several, savepoints to replay); then
+/// [`Door::enter`] as usual. After the BEGIN's OK, the door calls
+/// [`super::state::SessionState::began`].
+pub fn begin_ahead<D: Door>(
+    door: &mut D,
+    node: usize,
+    access: Access,
+) -> Result<Option<(String, bool)>, NodeError> {
+    let st = door.state();
+    if st.tx.is_none() && (st.autocommit || st.ddl) {
+        return Ok(None);
+    }
+    if st.tx_nodes().any(|b| b == node)
+        || st
+            .tx
+            .as_ref()
+            .is_some_and(|t| !t.savepoints.is_empty() || t.lost)
+    {
+        return Ok(None);
+    }
+    let mut opens = plan_opens(door, &[node], access)?;
+    Ok(opens.pop().map(|(_, sql, xa)| (sql, xa)))
+}
+
+/// The statements that open the missing branches on `nodes`: (node, BEGIN or XA START
+/// text, whether it is an XA branch). The branches count once
+/// [`super::state::SessionState::began`] records them.
+fn plan_opens<D: Door>(
+    door: &mut D,
+    nodes: &[usize],
+    access: Access,
+) -> Result<Vec<(usize, String, bool)>, NodeError> {
     let write = access == Access::Write;
     let mode = door.tx_mode();
     let first_name = door
@@ -115,6 +149,12 @@ async fn open<D: Door>(door: &mut D, nodes: &[usize], access: Access) -> Result<
             opens.push((node, sql, xa));
         }
     }
+    Ok(opens)
+}
+
+async fn open<D: Door>(door: &mut D, nodes: &[usize], access: Access) -> Result<(), NodeError> {
+    let write = access == Access::Write;
+    let opens = plan_opens(door, nodes, access)?;
     if opens.is_empty() {
         return Ok(());
     }
@@ -832,6 +872,34 @@ mod tests {
         door.settle_tx().await;
         assert!(door.state().tx.is_none());
         assert_eq!(door.sql_on(0).last().unwrap(), "ROLLBACK");
+    }
+
+    #[tokio::test]
+    async fn a_branch_can_open_in_the_statements_own_packet() {
+        let mut door = FakeDoor::new(3);
+        assert_eq!(begin_ahead(&mut door, 0, Access::Write), Ok(None), "no transaction");
+        door.begin("BEGIN").await.unwrap();
+        assert_eq!(
+            begin_ahead(&mut door, 0, Access::Write),
+            Ok(Some(("BEGIN".into(), false)))
+        );
+        door.state_mut().began(0, false, true);
+        assert_eq!(
+            begin_ahead(&mut door, 1, Access::Read),
+            Ok(Some((format!("XA START {X}"), true)))
+        );
+        assert_eq!(begin_ahead(&mut door, 0, Access::Read), Ok(None), "open already");
+        door.state_mut()
+            .tx
+            .as_mut()
+            .unwrap()
+            .savepoints
+            .push(("a".into(), "SAVEPOINT a".into()));
+        assert_eq!(
+            begin_ahead(&mut door, 2, Access::Read),
+            Ok(None),
+            "savepoints to replay: opened apart"
+        );
     }
 
     #[tokio::test]
