@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Commit latency: transactions of two UPDATEs on one node vs. on two nodes (two-phase commit,
-# and best_effort), through the proxy, and on one MariaDB directly.
+# and best_effort), through the proxy, and on one MariaDB directly; prepared statements for
+# every client count, and text queries for one client.
 #
 #   bench/commit.sh
 #
@@ -114,6 +115,10 @@ for ((r = 1; r <= rounds; r++)); do
         run proxy_two_xa "mysql://app:app@127.0.0.1:$proxy_port/shop" two "$c"
         run proxy_two_best_effort "mysql://app:app@127.0.0.1:$effort_port/shop" two "$c"
     done
+    # Text queries (PyMySQL, mysqlclient, ...): the branch's BEGIN rides with the statement.
+    run direct_one_text "mysql://root:root@127.0.0.1:$direct_port/shop" one-text 1
+    run proxy_one_text "mysql://app:app@127.0.0.1:$proxy_port/shop" one-text 1
+    run proxy_two_xa_text "mysql://app:app@127.0.0.1:$proxy_port/shop" two-text 1
 done
 
 # The median over rounds of field $2 of target $1 (1 client).
@@ -126,7 +131,9 @@ median_of() {
 echo "== medians over $rounds rounds"
 printf '%-24s %8s %10s %10s %10s %10s %8s\n' target clients commit_p50 commit_p99 tx_p50 tx_p99 tps
 for c in $clients_list; do
-    for t in direct_one proxy_one proxy_two_xa proxy_two_best_effort; do
+    for t in direct_one proxy_one proxy_two_xa proxy_two_best_effort direct_one_text \
+        proxy_one_text proxy_two_xa_text; do
+        [[ -n ${results[$t/$c]:-} ]] || continue
         printf '%-24s %8s %10s %10s %10s %10s %8s\n' "$t" "$c" \
             "$(median_of $t commit_p50_us "$c")" "$(median_of $t commit_p99_us "$c")" \
             "$(median_of $t tx_p50_us "$c")" "$(median_of $t tx_p99_us "$c")" "$(median_of $t tps "$c")"

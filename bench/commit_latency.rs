@@ -5,7 +5,8 @@
 //!   commit_latency URL KIND CLIENTS SECONDS
 //!
 //! KIND: `one` (both rows on the slot range of the first node: slots 0-511) or `two` (one row
-//! on each: slots 0-511 and 512-1023). The table `t_acct (id BIGINT PRIMARY KEY, balance
+//! on each: slots 0-511 and 512-1023), as prepared statements; `one-text` / `two-text` send
+//! the UPDATEs as text queries. The table `t_acct (id BIGINT PRIMARY KEY, balance
 //! BIGINT)` must hold ids 1..=2000. Each client uses rows of its own, so nothing waits on a
 //! lock. Prints one line:
 //!   kind=K clients=N tps=T commit_p50_us=.. commit_p99_us=.. tx_p50_us=.. tx_p99_us=..
@@ -35,10 +36,12 @@ async fn main() -> anyhow::Result<()> {
     };
     let clients: usize = clients.parse()?;
     let seconds: u64 = seconds.parse()?;
-    let two = match kind.as_str() {
-        "one" => false,
-        "two" => true,
-        other => anyhow::bail!("KIND must be one or two, got {other}"),
+    let (two, text) = match kind.as_str() {
+        "one" => (false, false),
+        "two" => (true, false),
+        "one-text" => (false, true),
+        "two-text" => (true, true),
+        other => anyhow::bail!("KIND must be one, two, one-text or two-text, got {other}"),
     };
     let low: Vec<i64> = (1..=2000).filter(|k| slot(*k) < 512).collect();
     let high: Vec<i64> = (1..=2000).filter(|k| slot(*k) >= 512).collect();
@@ -58,10 +61,21 @@ async fn main() -> anyhow::Result<()> {
             while Instant::now() < stop {
                 let t0 = Instant::now();
                 conn.query_drop("BEGIN").await?;
-                conn.exec_drop("UPDATE t_acct SET balance = balance - 1 WHERE id = ?", (a,))
+                if text {
+                    conn.query_drop(format!(
+                        "UPDATE t_acct SET balance = balance - 1 WHERE id = {a}"
+                    ))
                     .await?;
-                conn.exec_drop("UPDATE t_acct SET balance = balance + 1 WHERE id = ?", (b,))
+                    conn.query_drop(format!(
+                        "UPDATE t_acct SET balance = balance + 1 WHERE id = {b}"
+                    ))
                     .await?;
+                } else {
+                    conn.exec_drop("UPDATE t_acct SET balance = balance - 1 WHERE id = ?", (a,))
+                        .await?;
+                    conn.exec_drop("UPDATE t_acct SET balance = balance + 1 WHERE id = ?", (b,))
+                        .await?;
+                }
                 let t1 = Instant::now();
                 conn.query_drop("COMMIT").await?;
                 commit.push(t1.elapsed().as_micros() as u64);
