@@ -577,6 +577,17 @@ enum Cur {
 /// returned as the statement's error.
 fn casualty(casualties: &Casualties, node: usize, name: &str, e: WireError) -> NodeError {
     let broke = e.breaks();
+    casualty_as(casualties, node, name, e, broke)
+}
+
+/// [`casualty`], `broke` saying whether the session must drop the connection.
+fn casualty_as(
+    casualties: &Casualties,
+    node: usize,
+    name: &str,
+    e: WireError,
+    broke: bool,
+) -> NodeError {
     let code = match &e {
         WireError::Server { code, .. } => *code,
         _ => 0,
@@ -797,6 +808,9 @@ impl Door for NodeSession {
         if leaves_state(stmt.sql) {
             conn.conn.mark_dirty();
         }
+        // The BEGIN sent ahead failed: the branch did not open, and the connection (an XA
+        // START refused leaves it in a state of its own) is dropped, never reused.
+        let mut begin_failed = false;
         let r = match &ahead {
             None => start_on(conn, stmt, run.binary).await,
             Some((begin, xa)) => {
@@ -817,11 +831,8 @@ impl Door for NodeSession {
                             .into(),
                     )),
                     Err(e) => {
-                        // The branch did not open (an XA START refused leaves the
-                        // connection in a state of its own: it is not reused).
-                        if !e.breaks() {
-                            conn.conn.discard();
-                        }
+                        conn.conn.discard();
+                        begin_failed = true;
                         Err(e)
                     }
                 }
@@ -841,7 +852,8 @@ impl Door for NodeSession {
             )),
             Err(e) => {
                 let e = deadlock_of(&self.shared.deadlocks, node, conn.conn.id(), e);
-                Err(casualty(&self.casualties, node, &labels.name, e))
+                let broke = begin_failed || e.breaks();
+                Err(casualty_as(&self.casualties, node, &labels.name, e, broke))
             }
         }
     }

@@ -269,18 +269,11 @@ pub async fn rollback<D: Door>(door: &mut D, tx: &Tx) -> Result<(), MyError> {
         return Ok(());
     }
     let x = xid_of(door, tx);
-    let stmts: Vec<(usize, String)> = tx
-        .branches
-        .iter()
-        .map(|b| {
-            let sql = if b.xa {
-                format!("XA END {x}; XA ROLLBACK {x}")
-            } else {
-                "ROLLBACK".to_string()
-            };
-            (b.node, sql)
-        })
-        .collect();
+    let stmts = per_branch(
+        &tx.branches,
+        "ROLLBACK",
+        &format!("XA END {x}; XA ROLLBACK {x}"),
+    );
     let results = door.run_each(&stmts).await;
     let mut err = None;
     for (b, r) in tx.branches.iter().zip(results) {
@@ -292,6 +285,13 @@ pub async fn rollback<D: Door>(door: &mut D, tx: &Tx) -> Result<(), MyError> {
         }
     }
     err.map_or(Ok(()), Err)
+}
+
+/// Each branch's statement: `plain` on the plain branch, `xa` on the XA ones.
+fn per_branch(b: &[Branch], plain: &str, xa: &str) -> Vec<(usize, String)> {
+    b.iter()
+        .map(|br| (br.node, if br.xa { xa } else { plain }.to_string()))
+        .collect()
 }
 
 fn commit_error(node: &str, e: &MyError, what: &str) -> MyError {
@@ -361,17 +361,7 @@ async fn commit_in_turn<D: Door>(door: &mut D, b: &[Branch]) -> Result<(), MyErr
 
 /// At most one node changed rows: no decision to record; every branch commits at once.
 async fn commit_one_phase<D: Door>(door: &mut D, b: &[Branch], x: &str) -> Result<(), MyError> {
-    let stmts: Vec<(usize, String)> = b
-        .iter()
-        .map(|br| {
-            let sql = if br.xa {
-                format!("XA END {x}; XA COMMIT {x} ONE PHASE")
-            } else {
-                "COMMIT".to_string()
-            };
-            (br.node, sql)
-        })
-        .collect();
+    let stmts = per_branch(b, "COMMIT", &format!("XA END {x}; XA COMMIT {x} ONE PHASE"));
     let results = door.run_each(&stmts).await;
     let mut err = None;
     for (br, r) in b.iter().zip(results) {
@@ -877,7 +867,11 @@ mod tests {
     #[tokio::test]
     async fn a_branch_can_open_in_the_statements_own_packet() {
         let mut door = FakeDoor::new(3);
-        assert_eq!(begin_ahead(&mut door, 0, Access::Write), Ok(None), "no transaction");
+        assert_eq!(
+            begin_ahead(&mut door, 0, Access::Write),
+            Ok(None),
+            "no transaction"
+        );
         door.begin("BEGIN").await.unwrap();
         assert_eq!(
             begin_ahead(&mut door, 0, Access::Write),
@@ -888,7 +882,11 @@ mod tests {
             begin_ahead(&mut door, 1, Access::Read),
             Ok(Some((format!("XA START {X}"), true)))
         );
-        assert_eq!(begin_ahead(&mut door, 0, Access::Read), Ok(None), "open already");
+        assert_eq!(
+            begin_ahead(&mut door, 0, Access::Read),
+            Ok(None),
+            "open already"
+        );
         door.state_mut()
             .tx
             .as_mut()
