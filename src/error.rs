@@ -83,6 +83,7 @@ pub fn sqlstate_of(code: u16) -> &'static str {
         1146 => "42S02",
         ER_UNKNOWN_COM | ER_HANDSHAKE => "08S01",
         ER_LOCK_DEADLOCK => "40001",
+        1927 => "70100",
         _ => "HY000",
     }
 }

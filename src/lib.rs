@@ -21,6 +21,7 @@ pub mod pools;
 pub mod recovery;
 pub mod routing;
 pub mod server;
+pub mod sessions;
 pub mod shared;
 pub mod sql;
 pub mod value;

@@ -48,6 +48,8 @@ pub struct Shared {
     /// This process's part of its XA ids, and the count of those it handed out.
     xa_instance: String,
     xa_next: AtomicU64,
+    /// Client sessions by connection id (KILL).
+    pub sessions: crate::sessions::Sessions,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
     pub deadlocks: crate::deadlock::Registry,
     /// Nodes where this process made sure the XA decision table exists.
@@ -273,6 +275,7 @@ impl Shared {
             xa_next: AtomicU64::new(1),
             decision_tables: Default::default(),
             deadlocks: Default::default(),
+            sessions: Default::default(),
         }
     }
 

@@ -7,6 +7,7 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use common::*;
 use mysql_async::prelude::Queryable;
@@ -1939,4 +1940,73 @@ async fn a_split_insert_returning_answers_in_values_order() {
         .await
         .expect("prepared INSERT ... RETURNING");
     assert_eq!(rows, want);
+}
+
+#[tokio::test]
+async fn kill_stops_the_proxys_own_sessions_never_a_nodes_connection() {
+    let c = cluster();
+    let rules = rules_toml(c, &sharded("t_kill")).replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        "users = [{ name = \"app\", password = \"app\" }, { name = \"other\", password = \"other\" }]",
+    );
+    let proxy = start_proxy_with_rules(rules);
+    let mut a = proxy.conn().await;
+    let mut b = proxy.conn().await;
+    let a_id = a.id();
+    assert_ne!(a_id, b.id());
+    // KILL QUERY: a's running statement stops on its node, a's connection goes on.
+    let sleeping = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(30)").await;
+        (a, r, started.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    b.query_drop(format!("KILL QUERY {a_id}"))
+        .await
+        .expect("KILL QUERY");
+    let (mut a, r, took) = sleeping.await.expect("a");
+    assert!(
+        took < Duration::from_secs(10),
+        "the killed query ran {took:?}"
+    );
+    // MariaDB answers a killed SLEEP with 1 (interrupted) or error 1317.
+    match r {
+        Ok(v) => assert_eq!(v, Some(1), "SLEEP interrupted"),
+        Err(e) => assert!(e.to_string().contains("1317"), "{e}"),
+    }
+    let one: Option<i64> = a.query_first("SELECT 1").await.expect("a goes on");
+    assert_eq!(one, Some(1));
+    // Ids the proxy does not know, and sessions of other users, are refused as MySQL does.
+    expect_code(b.query_drop("KILL 4000000").await, 1094, "an unknown id");
+    let mut other = mysql_async::Conn::new(
+        mysql_async::Opts::from_url(&format!(
+            "mysql://other:other@127.0.0.1:{}/shop",
+            proxy.port
+        ))
+        .expect("url"),
+    )
+    .await
+    .expect("other user");
+    expect_code(
+        other.query_drop(format!("KILL {a_id}")).await,
+        1095,
+        "another user's session",
+    );
+    // KILL (CONNECTION): a's session ends.
+    b.query_drop(format!("KILL CONNECTION {a_id}"))
+        .await
+        .expect("KILL CONNECTION");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        a.query_drop("SELECT 1").await.is_err(),
+        "a killed session still answers"
+    );
+    // A session killing itself is told so and closed.
+    let b_id = b.id();
+    expect_code(
+        b.query_drop(format!("KILL {b_id}")).await,
+        1927,
+        "KILL of itself",
+    );
+    assert!(b.query_drop("SELECT 1").await.is_err());
 }

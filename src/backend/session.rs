@@ -117,11 +117,14 @@ pub struct NodeSession {
     found_rows: bool,
     /// Branches of the open transaction registered with the deadlock detector (0: none).
     registered: usize,
+    /// What other sessions see of this one (KILL).
+    ctl: Arc<crate::sessions::SessionCtl>,
 }
 
 impl NodeSession {
     pub fn new(shared: Arc<Shared>, conn_id: u32) -> Self {
         let nodes = shared.topology().nodes.len();
+        let ctl = shared.sessions.register(conn_id);
         NodeSession {
             shared,
             conn_id,
@@ -133,6 +136,7 @@ impl NodeSession {
             state: SessionState::default(),
             found_rows: false,
             registered: 0,
+            ctl,
         }
     }
 
@@ -165,6 +169,11 @@ impl NodeSession {
                 c.conn.mark_dirty();
             }
         }
+    }
+
+    /// What other sessions see of this one (its user, KILL).
+    pub fn ctl(&self) -> &Arc<crate::sessions::SessionCtl> {
+        &self.ctl
     }
 
     /// Tells the deadlock detector which node connections the open transaction's branches
@@ -233,6 +242,7 @@ impl NodeSession {
     /// needs that node next: the nodes serve few, busy connections instead of one per
     /// client and node.
     pub async fn settle(&mut self) {
+        self.ctl.idle();
         self.reap();
         self.settle_tx().await;
         if self.state.tx.is_none() {
@@ -537,6 +547,7 @@ fn vanished(node: usize) -> NodeError {
 
 impl Drop for NodeSession {
     fn drop(&mut self) {
+        self.shared.sessions.unregister(self.conn_id);
         self.reap();
         self.mark_tx_dirty();
         self.unregister();
@@ -805,6 +816,7 @@ impl Door for NodeSession {
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
+        self.ctl.running(&[(node, conn.conn.id())]);
         if leaves_state(stmt.sql) {
             conn.conn.mark_dirty();
         }
@@ -898,6 +910,16 @@ impl Door for NodeSession {
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
+        let running: Vec<(usize, u32)> = stmts
+            .iter()
+            .filter_map(|(n, _)| {
+                self.conns
+                    .get(*n)
+                    .and_then(Option::as_ref)
+                    .map(|c| (*n, c.conn.id()))
+            })
+            .collect();
+        self.ctl.running(&running);
         // Each statement's connection, borrowed apart from the others.
         let mut slots: Vec<Option<&'a mut NodeConn>> = Vec::with_capacity(stmts.len());
         {
@@ -1066,6 +1088,37 @@ impl Door for NodeSession {
         self.sets.push(sql.to_string());
         for c in self.conns.iter_mut().flatten() {
             c.conn.set_sets(&self.sets);
+        }
+        Ok(())
+    }
+
+    async fn kill(&mut self, id: u32, query_only: bool) -> Result<(), MyError> {
+        let Some(target) = self.shared.sessions.get(id) else {
+            return Err(MyError::new(1094, format!("Unknown thread id: {id}")));
+        };
+        if target.user() != self.ctl.user() {
+            return Err(MyError::new(
+                1095,
+                format!("You are not owner of thread {id}"),
+            ));
+        }
+        if !query_only {
+            target.kill();
+        }
+        // Its statements stop on every node they run on (from connections of their own).
+        for (node, thread) in target.running_now() {
+            if let Err(e) = self
+                .outside(node, &[&format!("KILL QUERY {thread}")], false)
+                .await
+            {
+                // A statement that already ended there leaves nothing to kill.
+                if e.error.code != 1094 {
+                    warn!(node = %self.name(node), error = %e.error, "KILL QUERY for session {id} failed on a node");
+                }
+            }
+        }
+        if id == self.conn_id && !query_only {
+            return Err(MyError::new(1927, "Connection was killed"));
         }
         Ok(())
     }

@@ -298,6 +298,15 @@ pub trait Door: Send + Sized {
         super::txn::settle(self)
     }
 
+    /// `KILL [QUERY] id`: stops the statements the proxy's session `id` runs on its nodes
+    /// and, unless `query_only`, ends that session (MySQL's 1094 for an unknown id, 1095 for
+    /// another user's session).
+    fn kill(
+        &mut self,
+        id: u32,
+        query_only: bool,
+    ) -> impl Future<Output = Result<(), MyError>> + Send;
+
     /// How transactions over several nodes commit (`[server] transaction_mode`).
     fn tx_mode(&self) -> TxMode;
 

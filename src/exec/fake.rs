@@ -445,6 +445,14 @@ impl Door for FakeDoor {
         self.check(node, sql).map_err(|e| e.error)
     }
 
+    async fn kill(&mut self, id: u32, query_only: bool) -> Result<(), MyError> {
+        self.log.push((
+            usize::MAX,
+            format!("KILL {}{id}", if query_only { "QUERY " } else { "" }),
+        ));
+        Ok(())
+    }
+
     fn tx_mode(&self) -> TxMode {
         self.mode
     }

@@ -37,6 +37,7 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
         }
         SessionOp::Unlock => unlock(door).await,
         SessionOp::Savepoint { sql, name, kind } => savepoint(door, sql, name, *kind).await,
+        SessionOp::Kill { id, query_only } => door.kill(*id, *query_only).await,
     }
 }
 

@@ -28,6 +28,7 @@ const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;
 const COM_QUERY: u8 = 0x03;
 const COM_FIELD_LIST: u8 = 0x04;
+const COM_PROCESS_KILL: u8 = 0x0C;
 const COM_PING: u8 = 0x0E;
 const COM_CHANGE_USER: u8 = 0x11;
 const COM_STMT_PREPARE: u8 = 0x16;
@@ -154,8 +155,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Ok(Err(e)) => return Err(e),
             Err(_) => return Ok(()),
         }
+        let ctl = self.nodes.ctl().clone();
         loop {
-            let Some(packet) = self.io.read().await? else {
+            // KILL CONNECTION from another session ends this one, idle or not.
+            let packet = tokio::select! {
+                p = self.io.read() => p?,
+                _ = ctl.killed() => return Ok(()),
+            };
+            let Some(packet) = packet else {
                 return Ok(());
             };
             let Some((&cmd, body)) = packet.split_first() else {
@@ -174,6 +181,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             self.command(cmd, body).await?;
             self.io.flush().await?;
+            if ctl.is_killed() {
+                return Ok(());
+            }
         }
     }
 
@@ -197,6 +207,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.write_ok();
                 Ok(())
             }
+            COM_PROCESS_KILL => match body.get(..4) {
+                Some(id) => {
+                    let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+                    let op = crate::plan::SessionOp::Kill {
+                        id,
+                        query_only: false,
+                    };
+                    let (door, mut sink) = self.sink(false);
+                    crate::exec::session_op::apply(door, &mut sink, &op).await
+                }
+                None => Err(MyError::new(
+                    ER_UNKNOWN_COM,
+                    "COM_PROCESS_KILL without an id",
+                )),
+            },
             COM_STMT_PREPARE => {
                 let sql = String::from_utf8_lossy(body).into_owned();
                 self.prepare(sql).await

@@ -70,6 +70,12 @@ pub enum SessionOp {
     },
     /// `UNLOCK TABLES`: where the session holds locks.
     Unlock,
+    /// `KILL [CONNECTION | QUERY] [ID] n`: of the proxy's session `n` (the ids clients see
+    /// are the proxy's, not the nodes').
+    Kill {
+        id: u32,
+        query_only: bool,
+    },
     /// `SAVEPOINT x`, `ROLLBACK TO [SAVEPOINT] x`, `RELEASE SAVEPOINT x`: on every branch of
     /// the transaction (and replayed on branches it opens later).
     Savepoint {
@@ -591,6 +597,28 @@ fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
     }
     if is(0, "COMMIT") {
         return Some(Plan::Session(SessionOp::Commit));
+    }
+    if is(0, "KILL") {
+        let all = sql::leading_words(sql.trim().trim_end_matches(';'), 8);
+        let query_only = all.iter().any(|x| x.eq_ignore_ascii_case("QUERY"));
+        let rest: Vec<&String> = all[1..]
+            .iter()
+            .filter(|x| {
+                !["QUERY", "CONNECTION", "HARD", "SOFT"]
+                    .iter()
+                    .any(|k| x.eq_ignore_ascii_case(k))
+            })
+            .collect();
+        return Some(match rest.as_slice() {
+            [n] => match n.parse::<u32>() {
+                Ok(id) => Plan::Session(SessionOp::Kill { id, query_only }),
+                Err(_) => refuse("KILL takes a connection id (a number)"),
+            },
+            [k, _] if k.eq_ignore_ascii_case("ID") => refuse(
+                "KILL QUERY ID <query id> names a node's query: kill the session's statement with KILL QUERY <connection id>",
+            ),
+            _ => refuse("KILL USER is not supported through shardproxy: KILL <connection id>"),
+        });
     }
     if is(0, "ROLLBACK") && !w.iter().any(|x| x.eq_ignore_ascii_case("TO")) {
         return Some(Plan::Session(SessionOp::Rollback));

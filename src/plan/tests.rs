@@ -514,6 +514,20 @@ fn session_statements() {
     );
     assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
     assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
+    for (sql, id, query_only) in [
+        ("KILL 12", 12, false),
+        ("kill connection 12;", 12, false),
+        ("KILL QUERY 7", 7, true),
+        ("KILL HARD QUERY 7", 7, true),
+    ] {
+        assert_eq!(
+            plan_of(sql),
+            Plan::Session(SessionOp::Kill { id, query_only }),
+            "{sql}"
+        );
+    }
+    assert!(matches!(plan_of("KILL USER app"), Plan::Refuse { .. }));
+    assert!(matches!(plan_of("KILL QUERY ID 5"), Plan::Refuse { .. }));
     for (sql, name, kind) in [
         ("SAVEPOINT s1", "s1", SavepointKind::Set),
         ("savepoint `Django_1`;", "django_1", SavepointKind::Set),

@@ -37,6 +37,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // gets it on every node it reaches.
         self.base_sets = charset_sets(u16::from(hello.collation));
         self.reset(hello.db);
+        self.nodes.ctl().set_user(&user);
         self.write_ok();
         self.io.flush().await?;
         debug!(conn = self.conn_id, %user, "client authenticated");
@@ -81,6 +82,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.base_sets = charset_sets(c);
         }
         self.reset(cu.db);
+        self.nodes.ctl().set_user(&cu.user);
         self.write_ok();
         debug!(conn = self.conn_id, user = %cu.user, "changed user");
         Ok(true)
