@@ -1,0 +1,201 @@
+//! Garbage from a client: after a real login, thousands of random and cut-off packets
+//! (COM_QUERY bytes, COM_STMT_EXECUTE bodies for a prepared statement, long data, unknown
+//! commands, COM_FIELD_LIST, COM_SET_OPTION). Each gets a MySQL answer, the connection stays
+//! usable, and the proxy keeps serving others: no panic, no hang.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::HandshakePacket;
+use mysql_common::proto::MyDeserialize;
+
+const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// A raw MySQL client: packets in and out, nothing interpreted.
+struct Raw {
+    s: TcpStream,
+    seq: u8,
+}
+
+impl Raw {
+    fn read(&mut self) -> Vec<u8> {
+        let mut head = [0u8; 4];
+        self.s
+            .read_exact(&mut head)
+            .expect("a packet header (the proxy hung up or hung)");
+        let len = usize::from(head[0]) | usize::from(head[1]) << 8 | usize::from(head[2]) << 16;
+        self.seq = head[3].wrapping_add(1);
+        let mut body = vec![0u8; len];
+        self.s.read_exact(&mut body).expect("a packet body");
+        body
+    }
+
+    fn write(&mut self, payload: &[u8]) {
+        let len = payload.len();
+        let mut p = vec![len as u8, (len >> 8) as u8, (len >> 16) as u8, self.seq];
+        p.extend_from_slice(payload);
+        self.s.write_all(&p).expect("write a packet");
+        self.seq = self.seq.wrapping_add(1);
+    }
+
+    /// A command: sequence 0.
+    fn command(&mut self, payload: &[u8]) {
+        self.seq = 0;
+        self.write(payload);
+    }
+
+    /// Reads one whole answer: OK, ERR, or a result set (without CLIENT_DEPRECATE_EOF: two
+    /// EOFs, or an ERR in the rows), or a prepare answer. Returns its first byte.
+    fn answer(&mut self) -> u8 {
+        let first = self.read();
+        match first.first() {
+            Some(0x00) if first.len() >= 12 && first.len() < 16 => {
+                // COM_STMT_PREPARE_OK: params and columns follow, each list with an EOF.
+                let params = u16::from_le_bytes([first[5], first[6]]);
+                let cols = u16::from_le_bytes([first[7], first[8]]);
+                for n in [params, cols] {
+                    if n > 0 {
+                        for _ in 0..=n {
+                            self.read();
+                        }
+                    }
+                }
+                0x00
+            }
+            Some(&b @ (0x00 | 0xFF)) => b,
+            Some(0xFE) if first.len() < 9 => 0xFE,
+            _ => {
+                // Column count, columns, EOF, rows, EOF (or ERR).
+                loop {
+                    let p = self.read();
+                    if p.first() == Some(&0xFE) && p.len() < 9 {
+                        break;
+                    }
+                }
+                loop {
+                    let p = self.read();
+                    if matches!(p.first(), Some(0xFF)) || (p.first() == Some(&0xFE) && p.len() < 9)
+                    {
+                        break;
+                    }
+                }
+                0x01
+            }
+        }
+    }
+}
+
+fn login(port: u16) -> Raw {
+    let s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut raw = Raw { s, seq: 0 };
+    let greeting = raw.read();
+    let hs = HandshakePacket::deserialize((), &mut ParseBuf(&greeting)).expect("greeting");
+    let nonce = hs.nonce();
+    let scramble = mysql_common::scramble::scramble_native(&nonce, b"app").expect("scramble");
+    // PROTOCOL_41 | SECURE_CONNECTION | PLUGIN_AUTH | CONNECT_WITH_DB | TRANSACTIONS |
+    // MULTI_RESULTS.
+    let caps: u32 = 0x0200 | 0x8000 | 0x0008_0000 | 0x0008 | 0x2000 | 0x0002_0000;
+    let mut p = Vec::new();
+    p.extend_from_slice(&caps.to_le_bytes());
+    p.extend_from_slice(&(16u32 << 20).to_le_bytes());
+    p.push(45);
+    p.extend_from_slice(&[0u8; 23]);
+    p.extend_from_slice(b"app\0");
+    p.push(20);
+    p.extend_from_slice(&scramble);
+    p.extend_from_slice(b"shop\0");
+    p.extend_from_slice(b"mysql_native_password\0");
+    raw.write(&p);
+    let ok = raw.read();
+    assert_eq!(ok.first(), Some(&0x00), "login: {ok:?}");
+    raw
+}
+
+#[tokio::test]
+async fn random_packets_get_answers_and_leave_the_connection_usable() {
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("t_garbage", "id", &L2));
+    let mut setup = proxy.conn().await;
+    setup
+        .query_drop("CREATE TABLE t_garbage (id BIGINT PRIMARY KEY, v VARCHAR(16))")
+        .await
+        .expect("create");
+    let port = proxy.port;
+    let checked = tokio::task::spawn_blocking(move || {
+        let mut raw = login(port);
+        // A statement to execute with random parameter blocks.
+        let mut prep = vec![0x16];
+        prep.extend_from_slice(b"SELECT v FROM t_garbage WHERE id = ? AND v <> ?");
+        raw.command(&prep);
+        assert_eq!(raw.answer(), 0x00, "prepare");
+        let mut rng = Rng(0x6a7b_a9e0_0001_0002);
+        let mut answers = [0usize; 256];
+        for i in 0..2000 {
+            let n = rng.below(64);
+            let body = rng.bytes(n);
+            let payload: Vec<u8> = match i % 7 {
+                // COM_QUERY with random bytes (rarely valid SQL).
+                0 => [&[0x03u8][..], &body].concat(),
+                // COM_STMT_EXECUTE of statement 1, random flags and parameter block.
+                1 | 2 => [&[0x17u8, 1, 0, 0, 0][..], &body].concat(),
+                // COM_STMT_EXECUTE of an unknown statement.
+                3 => [&[0x17u8][..], &body].concat(),
+                // COM_FIELD_LIST, COM_SET_OPTION with random arguments.
+                4 => [&[0x04u8][..], &body].concat(),
+                5 => [&[0x1Bu8][..], &body[..body.len().min(2)]].concat(),
+                // Commands the proxy does not know.
+                _ => {
+                    let cmd = [
+                        0x05u8, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0D, 0x0F, 0x10, 0x1D, 0x20, 0x7F,
+                        0xFF,
+                    ][rng.below(13)];
+                    [&[cmd][..], &body].concat()
+                }
+            };
+            raw.command(&payload);
+            answers[usize::from(raw.answer())] += 1;
+            // COM_STMT_SEND_LONG_DATA has no answer: some of it before the next execute.
+            if i % 11 == 0 {
+                let mut ld = vec![0x18, 1, 0, 0, 0];
+                let n = rng.below(10);
+                ld.extend_from_slice(&rng.bytes(n));
+                raw.command(&ld);
+            }
+        }
+        // Still usable: a valid query answers rows.
+        raw.command(b"\x03SELECT 1");
+        assert_eq!(raw.answer(), 0x01, "SELECT 1 after the garbage");
+        answers
+    })
+    .await
+    .expect("the garbage client");
+    assert!(checked[0xFF] > 700, "errors: {}", checked[0xFF]);
+    // Other clients were served all along.
+    let one: Option<i64> = setup.query_first("SELECT 1").await.expect("another client");
+    assert_eq!(one, Some(1));
+}
