@@ -2010,3 +2010,28 @@ async fn kill_stops_the_proxys_own_sessions_never_a_nodes_connection() {
     );
     assert!(b.query_drop("SELECT 1").await.is_err());
 }
+
+#[tokio::test]
+async fn a_user_given_by_its_password_hash_logs_in() {
+    use sha1::{Digest, Sha1};
+    let c = cluster();
+    let hash: Vec<u8> = Sha1::digest(Sha1::digest(b"only-a-hash")).to_vec();
+    let hex: String = hash.iter().map(|b| format!("{b:02X}")).collect();
+    let rules = rules_toml(c, &sharded("t_hash_user")).replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        &format!("users = [{{ name = \"app\", password_hash = \"*{hex}\" }}]"),
+    );
+    let proxy = start_proxy_with_rules(rules);
+    let url = |pw: &str| format!("mysql://app:{pw}@127.0.0.1:{}/shop", proxy.port);
+    let mut conn =
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&url("only-a-hash")).unwrap())
+            .await
+            .expect("the right password");
+    let one: Option<i64> = conn.query_first("SELECT 1").await.expect("query");
+    assert_eq!(one, Some(1));
+    let wrong = mysql_async::Conn::new(mysql_async::Opts::from_url(&url("nope")).unwrap()).await;
+    match wrong {
+        Err(mysql_async::Error::Server(e)) => assert_eq!(e.code, 1045),
+        other => panic!("a wrong password logged in or failed oddly: {other:?}"),
+    }
+}

@@ -63,6 +63,9 @@ fn default_poll_ms() -> u64 {
 #[serde(deny_unknown_fields)]
 pub struct MetricsSection {
     pub listen: String,
+    /// Listen on an address other than loopback (refused without it).
+    #[serde(default)]
+    pub allow_remote: bool,
 }
 
 /// The ops' MySQL-protocol interface: its own address and its own users.
@@ -71,6 +74,9 @@ pub struct MetricsSection {
 pub struct AdminSection {
     pub listen: String,
     pub users: Vec<User>,
+    /// Listen on an address other than loopback (refused without it).
+    #[serde(default)]
+    pub allow_remote: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -138,10 +144,104 @@ fn default_max_rows() -> u64 {
 
 /// An application user the frontend accepts.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "UserSection")]
 pub struct User {
     pub name: String,
+    /// The password (`password`, or read from the environment variable `password_env`);
+    /// empty for a user without one, and for one given by its hash.
     pub password: String,
+    /// `password_hash = "*HEX"`: SHA1(SHA1(password)), as MySQL's `PASSWORD('x')` prints
+    /// it. Such a user logs in with mysql_native_password (a client asking for
+    /// caching_sha2_password is switched to it).
+    pub hash: Option<[u8; 20]>,
+}
+
+impl User {
+    /// A user with this password in plain text.
+    pub fn plain(name: &str, password: &str) -> User {
+        User {
+            name: name.to_string(),
+            password: password.to_string(),
+            hash: None,
+        }
+    }
+
+    pub fn has_password(&self) -> bool {
+        !self.password.is_empty() || self.hash.is_some()
+    }
+}
+
+/// A user as the rules file writes it: exactly one of `password`, `password_hash`,
+/// `password_env`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UserSection {
+    name: String,
+    password: Option<String>,
+    password_hash: Option<String>,
+    password_env: Option<String>,
+}
+
+impl TryFrom<UserSection> for User {
+    type Error = String;
+
+    fn try_from(u: UserSection) -> Result<User, String> {
+        let name = u.name;
+        match (u.password, u.password_hash, u.password_env) {
+            (Some(p), None, None) => Ok(User::plain(&name, &p)),
+            (None, Some(h), None) => {
+                let hex = h.strip_prefix('*').unwrap_or("");
+                let bytes: Option<Vec<u8>> = (hex.len() == 40)
+                    .then(|| {
+                        (0..20)
+                            .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+                            .collect()
+                    })
+                    .flatten();
+                match bytes.and_then(|b| <[u8; 20]>::try_from(b).ok()) {
+                    Some(hash) => Ok(User {
+                        name,
+                        password: String::new(),
+                        hash: Some(hash),
+                    }),
+                    None => Err(format!(
+                        "user `{name}`: password_hash must be `*` and 40 hex digits, as SELECT PASSWORD('...') prints it"
+                    )),
+                }
+            }
+            (None, None, Some(var)) => match std::env::var(&var) {
+                Ok(p) => Ok(User::plain(&name, &p)),
+                Err(_) => Err(format!(
+                    "user `{name}`: password_env names `{var}`, which is not set in the proxy's environment"
+                )),
+            },
+            _ => Err(format!(
+                "user `{name}`: give exactly one of password, password_hash, password_env"
+            )),
+        }
+    }
+}
+
+/// `${NAME}` in a node or metadata URL becomes the environment variable NAME (node passwords
+/// need not be written in the rules file).
+pub fn expand_env(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(end) = after.find('}') else {
+            return Err("an unclosed `${` (write `${NAME}` for an environment variable)".into());
+        };
+        let name = &after[..end];
+        match std::env::var(name) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => return Err(format!("the environment variable `{name}` is not set")),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[derive(Debug, Deserialize)]
@@ -432,7 +532,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
     }
     let mut nodes = Vec::with_capacity(file.nodes.len());
     for (name, url) in &file.nodes {
-        let opts = mysql_async::Opts::from_url(url)
+        // The URL kept (shown masked, compared on reload) is the file's, `${VAR}` and all.
+        let expanded = expand_env(url).map_err(|e| err(format!("node `{name}`: {e}")))?;
+        let opts = mysql_async::Opts::from_url(&expanded)
             .map_err(|e| err(format!("node `{name}`: invalid MySQL URL `{url}`: {e}")))?;
         nodes.push(Node {
             name: name.clone(),
@@ -479,6 +581,31 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
                 "user `{}` is both an application user and an admin user: keep them apart",
                 u.name
             )));
+        }
+    }
+    let mut file = file;
+    if let Some(m) = file.metadata.as_mut() {
+        m.url = expand_env(&m.url).map_err(|e| err(format!("[metadata] url: {e}")))?;
+    }
+    for (what, listen, allow) in [
+        (
+            "[admin]",
+            file.admin.as_ref().map(|a| a.listen.clone()),
+            file.admin.as_ref().is_some_and(|a| a.allow_remote),
+        ),
+        (
+            "[metrics]",
+            file.metrics.as_ref().map(|m| m.listen.clone()),
+            file.metrics.as_ref().is_some_and(|m| m.allow_remote),
+        ),
+    ] {
+        let Some(listen) = listen else { continue };
+        if let Ok(addr) = listen.parse::<std::net::SocketAddr>() {
+            if !addr.ip().is_loopback() && !allow {
+                return Err(err(format!(
+                    "{what} listen `{listen}` is not a loopback address: the ops' interface is reachable from the network only with `allow_remote = true` in {what}"
+                )));
+            }
         }
     }
     if let Some(m) = &file.metadata {
@@ -1008,6 +1135,77 @@ node = "ds1"
 
     fn error_of(tables: &str) -> String {
         with(tables).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn secrets_need_not_be_written_in_the_file() {
+        // Names of this test's own (std's environment lock orders Rust readers and writers).
+        std::env::set_var("SHARDPROXY_TEST_NODE_PW", "n0de");
+        std::env::set_var("SHARDPROXY_TEST_APP_PW", "s3cret");
+        let text = BASE
+            .replace(
+                r#"users = [{ name = "app", password = "app" }]"#,
+                r#"users = [{ name = "app", password_env = "SHARDPROXY_TEST_APP_PW" },
+         { name = "ro", password_hash = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19" }]"#,
+            )
+            .replace(
+                "root:root@127.0.0.1:3311",
+                "root:${SHARDPROXY_TEST_NODE_PW}@127.0.0.1:3311",
+            );
+        let t = parse(&text, "rules/test.toml").unwrap();
+        assert_eq!(t.users[0].password, "s3cret");
+        assert_eq!(t.users[1].password, "");
+        assert_eq!(
+            t.users[1].hash.map(|h| h[0]),
+            Some(0x24),
+            "PASSWORD('password') = *2470C0..."
+        );
+        assert_eq!(t.nodes[0].opts.pass(), Some("n0de"));
+        assert!(
+            t.nodes[0].url.contains("${SHARDPROXY_TEST_NODE_PW}"),
+            "the URL shown and compared is the file's"
+        );
+        for (bad, says) in [
+            (
+                r#"{ name = "x", password = "a", password_hash = "*00" }"#,
+                "exactly one of",
+            ),
+            (
+                r#"{ name = "x", password_hash = "2470C0" }"#,
+                "40 hex digits",
+            ),
+            (
+                r#"{ name = "x", password_env = "SHARDPROXY_TEST_UNSET" }"#,
+                "not set",
+            ),
+        ] {
+            let text = BASE.replace(r#"{ name = "app", password = "app" }"#, bad);
+            let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        let text = BASE.replace(
+            "root:root@127.0.0.1:3312",
+            "root:${SHARDPROXY_TEST_UNSET}@x",
+        );
+        let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("SHARDPROXY_TEST_UNSET") && e.contains("ds1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ops_listeners_stay_on_loopback_unless_told() {
+        let admin = "[admin]\nlisten = \"0.0.0.0:3308\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n";
+        let e = with(admin).unwrap_err().to_string();
+        assert!(e.contains("allow_remote"), "{e}");
+        assert!(with(&format!("{admin}allow_remote = true\n")).is_ok());
+        let metrics = "[metrics]\nlisten = \"10.0.0.1:9108\"\n";
+        assert!(with(metrics)
+            .unwrap_err()
+            .to_string()
+            .contains("allow_remote"));
+        assert!(with("[metrics]\nlisten = \"127.0.0.1:9108\"\n").is_ok());
     }
 
     #[test]

@@ -228,15 +228,12 @@ pub fn needs_switch(
     plugin: &Plugin,
     response: &[u8],
 ) -> Option<Plugin> {
+    let u = users.iter().find(|u| u.name == user);
     match plugin {
         Plugin::Other(_) => Some(Plugin::Native),
-        p if response.is_empty()
-            && users
-                .iter()
-                .any(|u| u.name == user && !u.password.is_empty()) =>
-        {
-            Some(p.clone())
-        }
+        // Only the native hash is known: caching_sha2's scramble cannot be checked with it.
+        Plugin::CachingSha2 if u.is_some_and(|u| u.hash.is_some()) => Some(Plugin::Native),
+        p if response.is_empty() && u.is_some_and(User::has_password) => Some(p.clone()),
         _ => None,
     }
 }
@@ -253,7 +250,9 @@ pub fn verify<'u>(
     let u = users.iter().find(|u| u.name == user)?;
     // Some clients end the response with a NUL for an empty password.
     let empty = response.is_empty() || response == [0];
-    let ok = if u.password.is_empty() {
+    let ok = if let Some(hash) = &u.hash {
+        matches!(plugin, Plugin::Native) && native_matches_hash(salt, response, hash)
+    } else if u.password.is_empty() {
         empty && !matches!(plugin, Plugin::Other(_))
     } else {
         match plugin {
@@ -265,6 +264,24 @@ pub fn verify<'u>(
         }
     };
     ok.then_some(u)
+}
+
+/// mysql_native_password against the stored SHA1(SHA1(password)): the response is
+/// SHA1(password) XOR SHA1(salt + hash), so XOR gives SHA1(password) back, whose SHA1 must be
+/// the hash.
+fn native_matches_hash(salt: &[u8; 20], response: &[u8], hash: &[u8; 20]) -> bool {
+    use sha1::{Digest, Sha1};
+    if response.len() != 20 {
+        return false;
+    }
+    let mask = Sha1::new().chain_update(salt).chain_update(hash).finalize();
+    let stage1: Vec<u8> = response
+        .iter()
+        .zip(mask.iter())
+        .map(|(a, b)| a ^ b)
+        .collect();
+    let again = Sha1::digest(&stage1);
+    constant_time_eq(&again, hash)
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -291,10 +308,7 @@ mod tests {
         let hp: HandshakePacket<'_> = ParseBuf(&bytes).parse(()).unwrap();
         assert_eq!(hp.connection_id(), 9);
         assert_eq!(&hp.nonce()[..], &salt[..]);
-        let users = vec![User {
-            name: "app".into(),
-            password: "secret".into(),
-        }];
+        let users = vec![User::plain("app", "secret")];
         let n = Plugin::Native;
         let good = scramble_native(&salt, b"secret").unwrap();
         assert!(verify(&users, "app", &n, &salt, &good).is_some());
@@ -306,18 +320,33 @@ mod tests {
     }
 
     #[test]
+    fn a_user_given_by_its_hash_logs_in_with_native_only() {
+        use sha1::{Digest, Sha1};
+        let salt = new_salt();
+        let hash: [u8; 20] = Sha1::digest(Sha1::digest(b"secret")).into();
+        let users = vec![User {
+            name: "app".into(),
+            password: String::new(),
+            hash: Some(hash),
+        }];
+        let n = Plugin::Native;
+        let good = scramble_native(&salt, b"secret").unwrap();
+        assert!(verify(&users, "app", &n, &salt, &good).is_some());
+        let bad = scramble_native(&salt, b"secreT").unwrap();
+        assert!(verify(&users, "app", &n, &salt, &bad).is_none());
+        assert!(verify(&users, "app", &n, &salt, &[]).is_none());
+        // caching_sha2 cannot be checked against the native hash: switch to native.
+        let c = Plugin::CachingSha2;
+        let sha = scramble_sha256(&salt, b"secret").unwrap();
+        assert!(verify(&users, "app", &c, &salt, &sha).is_none());
+        assert_eq!(needs_switch(&users, "app", &c, &sha), Some(Plugin::Native));
+        assert_eq!(needs_switch(&users, "app", &n, &good), None);
+    }
+
+    #[test]
     fn caching_sha2_scrambles_verify_and_others_do_not() {
         let salt = new_salt();
-        let users = vec![
-            User {
-                name: "app".into(),
-                password: "secret".into(),
-            },
-            User {
-                name: "open".into(),
-                password: String::new(),
-            },
-        ];
+        let users = vec![User::plain("app", "secret"), User::plain("open", "")];
         let c = Plugin::CachingSha2;
         let good = scramble_sha256(&salt, b"secret").unwrap();
         assert!(verify(&users, "app", &c, &salt, &good).is_some());

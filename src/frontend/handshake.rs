@@ -165,10 +165,7 @@ mod tests {
         switch_password: &[u8],
     ) -> (bool, Vec<Vec<u8>>) {
         let (a, b) = tokio::io::duplex(1 << 16);
-        let users = vec![User {
-            name: "ops".into(),
-            password: "secret".into(),
-        }];
+        let users = vec![User::plain("ops", "secret")];
         let denied_to = denied_to.to_string();
         let server = tokio::spawn(async move {
             let mut io = PacketIo::new(ClientStream::Plain(a), 1 << 20);
