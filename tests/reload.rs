@@ -382,6 +382,14 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
         .await
         .is_err());
     assert_eq!(p.shared.topology().version, 3);
+    // A client's own error on a node is not the node's fault: SHOW NODES stays clean.
+    assert!(app.query_drop("SHOW NODES").await.is_err());
+    let nodes: Vec<(String, String, String, String, String, String, String)> =
+        ops.query("SHOW NODES").await.expect("SHOW NODES");
+    assert!(
+        nodes.iter().all(|n| n.6.is_empty()),
+        "a client's syntax error shown as a node's last_error: {nodes:?}"
+    );
 
     // The metrics endpoint reports what happened.
     app.query_drop("CREATE TABLE IF NOT EXISTS t_adm (id BIGINT PRIMARY KEY)")

@@ -278,13 +278,17 @@ impl NodeSession {
 
     fn failed(&mut self, node: usize, message: &str, broke: bool, code: u16) {
         self.state.failed(node, code);
-        let name = self.shared.backends.name(node);
-        self.shared
-            .metrics
-            .backend_errors
-            .with_label_values(&[&name])
-            .inc();
-        self.shared.backends.note_error(node, message);
+        // The node's health counts its faults, not the statements' own errors (a client's
+        // syntax error, a duplicate key).
+        if broke || code == 0 || node_fault(code) {
+            let name = self.shared.backends.name(node);
+            self.shared
+                .metrics
+                .backend_errors
+                .with_label_values(&[&name])
+                .inc();
+            self.shared.backends.note_error(node, message);
+        }
         if broke {
             self.drop_conn(node);
         }
@@ -511,6 +515,15 @@ fn leaves_state(sql: &str) -> bool {
                 .find(|c| !c.is_ascii_whitespace())
                 .is_some_and(|c| *c != b')')
     })
+}
+
+/// Server errors that say the node is in trouble, not the statement: out of connections,
+/// memory or disk, shutting down, connection killed or timed out by the server.
+fn node_fault(code: u16) -> bool {
+    matches!(
+        code,
+        1021 | 1030 | 1037 | 1038 | 1040 | 1041 | 1053 | 1135 | 1927 | 4031
+    )
 }
 
 /// A statement the deadlock detector killed (1317, query interrupted) failed by a deadlock:
