@@ -53,6 +53,8 @@ pub struct Metrics {
     pub xa_recovered: IntCounterVec,
     /// Deadlocks across nodes the proxy broke.
     pub deadlocks: prometheus::IntCounter,
+    /// Client commands that panicked (bugs; each ended its client's connection).
+    pub panics: prometheus::IntCounter,
     slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
 }
 
@@ -140,6 +142,11 @@ impl Metrics {
                 "Deadlocks across nodes (seen by no node) that the proxy broke",
             )
             .expect("valid metric definition"),
+            panics: prometheus::IntCounter::new(
+                "shardproxy_panics_total",
+                "Client commands that panicked (a bug): each ended its own connection only",
+            )
+            .expect("valid metric definition"),
             slots: RwLock::new(HashMap::new()),
         };
         for c in [
@@ -157,6 +164,7 @@ impl Metrics {
             Box::new(m.transactions.clone()),
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),
+            Box::new(m.panics.clone()),
         ] {
             let _ = m.registry.register(c);
         }

@@ -199,3 +199,27 @@ async fn random_packets_get_answers_and_leave_the_connection_usable() {
     let one: Option<i64> = setup.query_first("SELECT 1").await.expect("another client");
     assert_eq!(one, Some(1));
 }
+
+#[tokio::test]
+async fn a_panic_under_one_client_ends_that_client_only_with_an_error() {
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_garbage2", "id", &L2));
+    let proxy = ProxyProcess::start(&rules, &[("SHARDPROXY_TEST_PANIC", "1")]);
+    let pool = proxy.pool();
+    let mut bystander = pool.get_conn().await.expect("bystander");
+    let mut victim = pool.get_conn().await.expect("victim");
+    let r = victim.query_drop("/* shardproxy: test panic */").await;
+    let (code, message) = server_error(r);
+    assert_eq!(code, 1105, "{message}");
+    assert!(message.contains("internal error"), "{message}");
+    assert!(
+        victim.query_drop("SELECT 1").await.is_err(),
+        "the connection is closed"
+    );
+    // The proxy and its other clients go on.
+    let one: Option<i64> = bystander.query_first("SELECT 1").await.expect("bystander");
+    assert_eq!(one, Some(1));
+    let mut fresh = pool.get_conn().await.expect("a new client");
+    let one: Option<i64> = fresh.query_first("SELECT 1").await.expect("a new client");
+    assert_eq!(one, Some(1));
+}

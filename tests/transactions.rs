@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -506,72 +505,12 @@ async fn best_effort_mode_commits_node_by_node_without_xa() {
     assert_eq!(m.with_label_values(&["commit_xa"]).get(), 0);
 }
 
-/// `shardproxy serve` as a process of its own (so it can be killed), on a free port.
-struct ProxyProcess {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl ProxyProcess {
-    fn start(rules: &str, hold: Option<&str>) -> ProxyProcess {
-        let port = free_ports(1)[0];
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("rules.toml");
-        std::fs::write(
-            &path,
-            rules.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")),
-        )
-        .expect("write rules");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardproxy"));
-        cmd.arg("serve").arg("--config").arg(&path);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        if let Some(h) = hold {
-            cmd.env("SHARDPROXY_XA_HOLD", h);
-        }
-        let child = cmd.spawn().expect("spawn shardproxy");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "shardproxy did not listen on {port}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        ProxyProcess {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    fn pool(&self) -> Pool {
-        Pool::new(
-            mysql_async::Opts::from_url(&format!("mysql://app:app@127.0.0.1:{}/shop", self.port))
-                .expect("url"),
-        )
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill(); // SIGKILL
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
 /// Kills a proxy stopped at `hold` in the middle of a cross-node commit, starts another
 /// one, and returns how long until no branch is left prepared.
 async fn killed_at(hold: &str, table: &str) -> (Vec<i64>, Vec<i64>, Duration) {
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table(table, "id", &L2));
-    let mut held = ProxyProcess::start(&rules, Some(hold));
+    let mut held = ProxyProcess::start(&rules, &[("SHARDPROXY_XA_HOLD", hold)]);
     let pool = held.pool();
     let mut conn = pool.get_conn().await.expect("conn");
     let (a, b) = accounts(&mut conn, table, 1).await;
@@ -643,7 +582,7 @@ async fn blind_kills_during_a_transfer_load_leave_no_transfer_half_applied() {
     };
     let mut committed_total = 0u64;
     for (kill, after_ms) in [(0, 300u64), (1, 650), (2, 1000)] {
-        let mut proxy = ProxyProcess::start(&rules, None);
+        let mut proxy = ProxyProcess::start(&rules, &[]);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let mut workers = Vec::new();
         for w in 0..4usize {
@@ -677,7 +616,7 @@ async fn blind_kills_during_a_transfer_load_leave_no_transfer_half_applied() {
         }
         // Another proxy finishes whatever the killed one left prepared.
         let killed = Instant::now();
-        let recovering = ProxyProcess::start(&rules, None);
+        let recovering = ProxyProcess::start(&rules, &[]);
         while !(prepared(c, 0).await.is_empty() && prepared(c, 1).await.is_empty()) {
             assert!(
                 killed.elapsed() < Duration::from_secs(10),
@@ -756,7 +695,7 @@ async fn a_node_killed_with_a_prepared_branch_gets_it_committed_when_it_is_back(
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table("acct13", "id", &L2));
-    let mut held = ProxyProcess::start(&rules, Some("decided"));
+    let mut held = ProxyProcess::start(&rules, &[("SHARDPROXY_XA_HOLD", "decided")]);
     let pool = held.pool();
     let mut conn = pool.get_conn().await.expect("conn");
     let (a, b) = accounts(&mut conn, "acct13", 1).await;

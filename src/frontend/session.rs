@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
+use futures::FutureExt;
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -179,7 +180,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.io.flush().await?;
                 continue;
             }
-            self.command(cmd, body).await?;
+            // A panic under one client's command (a bug) ends that client only, with an
+            // error, and is counted; the proxy and its other clients go on.
+            let ran = std::panic::AssertUnwindSafe(self.command(cmd, body))
+                .catch_unwind()
+                .await;
+            match ran {
+                Ok(r) => r?,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    tracing::error!(
+                        conn = self.conn_id,
+                        "a client's command panicked (a bug): {what}"
+                    );
+                    self.shared.metrics.panics.inc();
+                    self.write_err(&MyError::internal(format!(
+                        "shardproxy: internal error (a bug, logged); this connection is closed: {what}"
+                    )));
+                    let _ = self.io.flush().await;
+                    return Ok(());
+                }
+            }
             self.io.flush().await?;
             if ctl.is_killed() {
                 return Ok(());

@@ -801,3 +801,65 @@ fn spawn_proxy(rules: String, watch: Option<PathBuf>) -> Proxy {
         thread: Some(thread),
     }
 }
+
+/// `shardproxy serve` as a process of its own (so it can be killed), on a free port.
+pub struct ProxyProcess {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl ProxyProcess {
+    /// Serves `rules` (its `127.0.0.1:0` listen address becomes a free port) with these
+    /// environment variables (test hooks).
+    pub fn start(rules: &str, env: &[(&str, &str)]) -> ProxyProcess {
+        let port = free_ports(1)[0];
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("rules.toml");
+        fs::write(
+            &path,
+            rules.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")),
+        )
+        .expect("write rules");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardproxy"));
+        cmd.arg("serve").arg("--config").arg(&path);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn shardproxy");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "shardproxy did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        ProxyProcess {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    pub fn pool(&self) -> Pool {
+        Pool::new(
+            mysql_async::Opts::from_url(&format!("mysql://app:app@127.0.0.1:{}/shop", self.port))
+                .expect("url"),
+        )
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill(); // SIGKILL
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -17,9 +17,16 @@ use crate::plan::{self, OkMerge, Plan, SessionOp};
 use crate::sql::digest::{digest, Literal};
 use crate::sql::{self, Parsed};
 
+/// With `SHARDPROXY_TEST_PANIC` set in its environment, the proxy panics on this exact
+/// statement (a test hook: a panic must end one client only).
+const TEST_PANIC: &str = "/* shardproxy: test panic */";
+
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// One COM_QUERY: a statement, or several when the client allows them.
     pub(super) async fn com_query(&mut self, sql: &str) -> Outcome {
+        if sql == TEST_PANIC && std::env::var_os("SHARDPROXY_TEST_PANIC").is_some() {
+            panic!("the test statement asked for a panic");
+        }
         match split_batch(sql) {
             Some(parts) if self.multi_statements => {
                 self.batch(parts).await;
