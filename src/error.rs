@@ -84,6 +84,7 @@ pub fn sqlstate_of(code: u16) -> &'static str {
         ER_UNKNOWN_COM | ER_HANDSHAKE => "08S01",
         ER_LOCK_DEADLOCK => "40001",
         1927 => "70100",
+        1153 => "08S01",
         _ => "HY000",
     }
 }

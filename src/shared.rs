@@ -253,6 +253,7 @@ impl Shared {
             .version
             .set(i64::try_from(topo.version).unwrap_or(i64::MAX));
         let lookups = ArcSwap::from_pointee(lookup_caches(&topo));
+        let max_packet = topo.max_allowed_packet;
         Shared {
             clock: Clock::default(),
             ids: crate::routing::keygen::Snowflake::new(),
@@ -260,7 +261,7 @@ impl Shared {
             topology: ArcSwap::from_pointee(topo),
             backends,
             server_version: format!("5.7.99-shardproxy-{}", env!("CARGO_PKG_VERSION")),
-            max_packet: 64 << 20,
+            max_packet,
             next_conn_id: AtomicU32::new(1),
             reloads_applied: AtomicU64::new(0),
             reloads_refused: AtomicU64::new(0),

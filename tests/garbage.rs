@@ -223,3 +223,45 @@ async fn a_panic_under_one_client_ends_that_client_only_with_an_error() {
     let one: Option<i64> = fresh.query_first("SELECT 1").await.expect("a new client");
     assert_eq!(one, Some(1));
 }
+
+#[tokio::test]
+async fn an_idle_client_and_an_oversized_packet_are_disconnected_with_mysqls_errors() {
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_garbage3", "id", &L2)).replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        "users = [{ name = \"app\", password = \"app\" }]\nidle_timeout_secs = 1\nmax_allowed_packet = 65536",
+    );
+    let proxy = start_proxy_with_rules(rules);
+    // A packet over max_allowed_packet: 1153, and the connection ends (its rest is unread).
+    let port = proxy.port;
+    let (first, after) = tokio::task::spawn_blocking(move || {
+        let mut raw = login(port);
+        let mut q = vec![0x03];
+        q.extend_from_slice(b"SELECT '");
+        q.extend(std::iter::repeat_n(b'x', 70_000));
+        q.push(b'\'');
+        raw.command(&q);
+        let answer = raw.read();
+        let mut rest = [0u8; 1];
+        let after = raw.s.read(&mut rest).unwrap_or(0);
+        (answer, after)
+    })
+    .await
+    .expect("raw client");
+    assert_eq!(first.first(), Some(&0xFF), "an error packet");
+    assert_eq!(u16::from_le_bytes([first[1], first[2]]), 1153);
+    assert_eq!(after, 0, "the connection is closed");
+    // A client idle past idle_timeout_secs is disconnected; a busy one is not.
+    let mut idle = proxy.conn().await;
+    let mut busy = proxy.conn().await;
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        busy.query_drop("SELECT 1")
+            .await
+            .expect("a busy client stays");
+    }
+    assert!(
+        idle.query_drop("SELECT 1").await.is_err(),
+        "the idle client was kept"
+    );
+}

@@ -96,6 +96,13 @@ struct ServerSection {
     /// Client connections served at once; past it a client gets MySQL's 1040.
     #[serde(default = "default_max_connections")]
     max_connections: usize,
+    /// How long a client may send nothing between commands before it is disconnected (MySQL's
+    /// `wait_timeout`); 0: never.
+    #[serde(default = "default_idle_timeout")]
+    idle_timeout_secs: u64,
+    /// The largest packet a client may send, in bytes (MySQL's `max_allowed_packet`).
+    #[serde(default = "default_max_allowed_packet")]
+    max_allowed_packet: usize,
     /// How a transaction that touched several nodes commits: "xa" (two-phase) or
     /// "best_effort" (each node in turn).
     #[serde(default)]
@@ -120,6 +127,14 @@ pub enum TxMode {
 
 fn default_xa_prefix() -> String {
     "shardproxy".into()
+}
+
+fn default_max_allowed_packet() -> usize {
+    64 << 20
+}
+
+fn default_idle_timeout() -> u64 {
+    28_800
 }
 
 fn default_max_connections() -> usize {
@@ -430,6 +445,10 @@ pub struct Topology {
     pub node_timeout: Option<std::time::Duration>,
     /// `[server] max_connections`.
     pub max_connections: usize,
+    /// `[server] idle_timeout_secs` (None: no bound).
+    pub idle_timeout: Option<std::time::Duration>,
+    /// `[server] max_allowed_packet` (read when the proxy starts).
+    pub max_allowed_packet: usize,
     /// `[server] transaction_mode`.
     pub tx_mode: TxMode,
     /// `[server] xa_prefix`.
@@ -638,6 +657,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             "[server] xa_prefix `{prefix}`: 1 to 24 letters, digits, `_` or `-`"
         )));
     }
+    if file.server.max_allowed_packet < 1024 {
+        return Err(err(
+            "[server] max_allowed_packet must be at least 1024 bytes".into(),
+        ));
+    }
     if file.server.max_connections == 0 {
         return Err(err("[server] max_connections must be at least 1".into()));
     }
@@ -688,6 +712,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         node_timeout: (file.server.node_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
         max_connections: file.server.max_connections,
+        max_allowed_packet: file.server.max_allowed_packet,
+        idle_timeout: (file.server.idle_timeout_secs > 0)
+            .then(|| std::time::Duration::from_secs(file.server.idle_timeout_secs)),
         tx_mode: file.server.transaction_mode,
         xa_prefix: file.server.xa_prefix,
         tls: file.server.tls,

@@ -93,6 +93,14 @@ pub struct Session<S> {
 
 type Outcome = Result<(), MyError>;
 
+/// Sleeps `d`, or forever without one.
+async fn sleep_or_never(d: Option<std::time::Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32, peer: String) -> Self {
         let topo = shared.topology();
@@ -158,10 +166,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let ctl = self.nodes.ctl().clone();
         loop {
-            // KILL CONNECTION from another session ends this one, idle or not.
+            // KILL CONNECTION from another session ends this one, idle or not; so does
+            // idling past `idle_timeout_secs`; a packet over max_allowed_packet gets MySQL's
+            // 1153 and ends it too (its rest is never read).
+            let idle = self.shared.topology().idle_timeout;
             let packet = tokio::select! {
-                p = self.io.read() => p?,
+                p = self.io.read() => p,
                 _ = ctl.killed() => return Ok(()),
+                _ = sleep_or_never(idle) => {
+                    self.write_err(&MyError::new(
+                        4031,
+                        "The client was disconnected by the server because of inactivity (idle_timeout_secs)",
+                    ));
+                    let _ = self.io.flush().await;
+                    return Ok(());
+                }
+            };
+            let packet = match packet {
+                Ok(p) => p,
+                Err(e)
+                    if e.kind() == io::ErrorKind::InvalidData
+                        && e.to_string().contains("max_allowed_packet") =>
+                {
+                    self.write_err(&MyError::new(
+                        1153,
+                        format!("Got a packet bigger than 'max_allowed_packet' bytes ({e})"),
+                    ));
+                    let _ = self.io.flush().await;
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
             };
             let Some(packet) = packet else {
                 return Ok(());
