@@ -40,11 +40,21 @@ impl Registry {
         }
     }
 
+    /// The session's transaction ended: its connections leave the graph, and a kill the
+    /// detector aimed at one of them that hit nothing is forgotten (a later interruption
+    /// there is not a deadlock).
     pub fn unregister(&self, session: u32) {
-        self.branches
+        let gone = self
+            .branches
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&session);
+        if let Some(conns) = gone {
+            let mut v = self.victims.lock().unwrap_or_else(|e| e.into_inner());
+            for c in conns {
+                v.remove(&c);
+            }
+        }
     }
 
     /// Was the statement on this connection killed by the detector? (Once.)
