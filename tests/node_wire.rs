@@ -278,3 +278,39 @@ fn a_killed_connection_is_broken() {
         assert!(!victim.alive());
     });
 }
+
+#[tokio::test]
+async fn a_statement_sent_ahead_of_an_execute_in_one_write() {
+    use shardproxy::node::conn::Ahead;
+    let mut conn = connect().await;
+    let mut stmt = conn.prepare("SELECT ? + 1").await.expect("prepare");
+    // The first succeeds: the execute's result follows, inside the transaction it opened.
+    let Some(Ahead::Ran(head)) = conn
+        .query_then_execute("BEGIN", &mut stmt, &[Value::Int(41)])
+        .await
+        .expect("sent")
+    else {
+        panic!("no result")
+    };
+    let head = head.expect("execute");
+    assert_eq!(
+        rows(&mut conn, head, true).await,
+        vec![vec![Some(Value::Int(42))]]
+    );
+    assert!(conn
+        .status()
+        .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS));
+    conn.query_drop("ROLLBACK").await.expect("rollback");
+    // The first fails: its error, the execute's answer left to drain, the connection usable.
+    let Some(Ahead::FirstFailed(e)) = conn
+        .query_then_execute("XA END 'never-started'", &mut stmt, &[Value::Int(1)])
+        .await
+        .expect("sent")
+    else {
+        panic!("the first statement did not fail")
+    };
+    assert!(matches!(e, WireError::Server { .. }), "{e}");
+    conn.drain().await.expect("drain the execute's answer");
+    let head = conn.query("SELECT 7").await.expect("usable");
+    assert_eq!(rows(&mut conn, head, false).await.len(), 1);
+}

@@ -22,6 +22,7 @@ use crate::exec::door::{
 };
 use crate::exec::state::SessionState;
 use crate::merge::Row;
+use crate::node::conn::Ahead;
 use crate::node::conn::{decode, Summary};
 use crate::node::{Head, RowEvent, Statement, WireError};
 use crate::pools::Pooled;
@@ -63,6 +64,36 @@ impl NodeConn {
         handles
             .get_mut(sql)
             .ok_or_else(|| WireError::Protocol("a statement handle vanished".into()))
+    }
+
+    /// [`NodeConn::exec`] with `first` (a BEGIN) sent in the same write: `Ok(Err(e))` when
+    /// `first` failed (the execute ran without it: its answer is drained and dropped);
+    /// `Ok(Ok(r))`: `first` succeeded, and the execute's outcome; `None` when the parameters
+    /// need long data (nothing was sent).
+    #[allow(clippy::type_complexity)]
+    async fn exec_after(
+        &mut self,
+        first: &str,
+        sql: &str,
+        params: &[Value],
+    ) -> Result<Option<Result<Result<(Head, Arc<[Column]>), WireError>, WireError>>, WireError>
+    {
+        self.handle(sql).await?;
+        let (conn, handles) = self.conn.with_handles();
+        let Some(h) = handles.get_mut(sql) else {
+            return Err(WireError::Protocol("a statement handle vanished".into()));
+        };
+        if h.params.len() != params.len() {
+            return Ok(None);
+        }
+        match conn.query_then_execute(first, h, params).await? {
+            None => Ok(None),
+            Some(Ahead::Ran(head)) => Ok(Some(Ok(head.map(|h2| (h2, h.columns.clone()))))),
+            Some(Ahead::FirstFailed(e)) => {
+                conn.drain().await?;
+                Ok(Some(Err(e)))
+            }
+        }
     }
 
     /// Executes `sql` (prepared on first use) with `params`: the first result, and the
@@ -798,8 +829,11 @@ impl Door for NodeSession {
     ) -> Result<NodeRes<'a>, NodeError> {
         self.reap();
         self.open(node).await?;
-        // A text statement that opens its node's branch carries the BEGIN in its packet.
-        let ahead = if run.binary {
+        // A statement that opens its node's branch carries the BEGIN in its packet (text:
+        // `BEGIN; stmt`), or in the same write (a prepared read: were the BEGIN refused,
+        // the read ran outside the transaction and its answer is dropped; a prepared write
+        // could not be taken back, so it opens its branch first).
+        let ahead = if run.binary && run.access == crate::exec::door::Access::Write {
             None
         } else {
             crate::exec::txn::begin_ahead(self, node, run.access)?
@@ -836,19 +870,47 @@ impl Door for NodeSession {
         // The BEGIN sent ahead failed: the branch did not open, and the connection (an XA
         // START refused leaves it in a state of its own) is dropped, never reused.
         let mut begin_failed = false;
+        // The detector knows the new branch before the statement can wait on a lock (it
+        // is resynchronised if the BEGIN fails).
+        if let Some(conns) = &with_new {
+            self.registered = usize::MAX;
+            self.shared.deadlocks.register(self.conn_id, conns.clone());
+        }
         let r = match &ahead {
             None => start_on(conn, stmt, run.binary).await,
+            Some((begin, xa)) if run.binary => {
+                match conn.exec_after(begin, stmt.sql, stmt.params).await {
+                    Ok(Some(Ok(ran))) => {
+                        self.state.began(node, *xa, false);
+                        ran.map(|(head, cols)| (head, Some(cols)))
+                    }
+                    Ok(Some(Err(e))) | Err(e) => {
+                        if !e.breaks() {
+                            conn.conn.discard();
+                            begin_failed = true;
+                        }
+                        Err(e)
+                    }
+                    // Long data (or a parameter count the node will refuse): BEGIN apart.
+                    Ok(None) => match conn.conn.query_drop(begin).await {
+                        Ok(()) => {
+                            self.state.began(node, *xa, false);
+                            start_on(conn, stmt, true).await
+                        }
+                        Err(e) => {
+                            conn.conn.discard();
+                            begin_failed = true;
+                            Err(e)
+                        }
+                    },
+                }
+            }
             Some((begin, xa)) => {
                 let sql = format!("{begin}; {}", stmt.sql);
                 match conn.conn.query(&sql).await {
                     Ok(Head::Ok(s)) if s.more() => {
                         self.state
                             .began(node, *xa, run.access == crate::exec::door::Access::Write);
-                        if let Some(conns) = with_new {
-                            self.registered =
-                                self.state.tx.as_ref().map_or(0, |t| t.branches.len());
-                            self.shared.deadlocks.register(self.conn_id, conns);
-                        }
                         conn.conn.next_head(None).await.map(|h| (h, None))
                     }
                     Ok(_) => Err(WireError::Protocol(

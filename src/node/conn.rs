@@ -190,6 +190,15 @@ fn server_error(buf: &[u8], caps: CapabilityFlags) -> WireError {
     }
 }
 
+/// What [`Conn::query_then_execute`] got.
+pub enum Ahead {
+    /// The first statement failed; the execute ran without it (its answer is still to
+    /// drain).
+    FirstFailed(WireError),
+    /// The first statement succeeded; the execute's first result (or its error).
+    Ran(Result<Head, WireError>),
+}
+
 impl Conn {
     /// Connects and authenticates.
     pub async fn connect(opts: &ConnectOpts) -> Result<Conn, WireError> {
@@ -531,6 +540,55 @@ impl Conn {
             }
         }
         Ok(head)
+    }
+
+    /// COM_QUERY of `first` (a statement answered by one OK or an error: a BEGIN) and
+    /// COM_STMT_EXECUTE of `stmt` in one write, one round trip. `Err`: `first`'s answer never
+    /// came. `None` when the parameters need long data (nothing was sent: send them apart).
+    pub async fn query_then_execute(
+        &mut self,
+        first: &str,
+        stmt: &mut Statement,
+        params: &[Value],
+    ) -> Result<Option<Ahead>, WireError> {
+        self.ready().await?;
+        let (req, long_data) = ComStmtExecuteRequestBuilder::new(stmt.id).build(params);
+        if long_data {
+            return Ok(None);
+        }
+        let mut query = Vec::with_capacity(first.len() + 1);
+        query.push(0x03);
+        query.extend_from_slice(first.as_bytes());
+        let mut exec = Vec::with_capacity(64);
+        req.serialize(&mut exec);
+        self.io.set_seq(0);
+        self.io.write(&query);
+        self.io.set_seq(0);
+        self.io.write(&exec);
+        if let Err(e) = self.io.flush().await {
+            self.broken = true;
+            return Err(e.into());
+        }
+        match self.read_head(false, None).await {
+            Ok(Head::Ok(s)) if !s.more() => {}
+            Ok(_) => {
+                return Err(self.broke(protocol(
+                    "a statement sent ahead of an execute answered more than one OK",
+                )))
+            }
+            Err(e) if e.breaks() => return Err(e),
+            Err(e) => {
+                self.pending = Pending::Head { binary: true };
+                return Ok(Some(Ahead::FirstFailed(e)));
+            }
+        }
+        let head = self.read_head(true, Some(&stmt.columns)).await;
+        if let Ok(Head::Rows(cols)) = &head {
+            if !Arc::ptr_eq(cols, &stmt.columns) {
+                stmt.columns = cols.clone();
+            }
+        }
+        Ok(Some(Ahead::Ran(head)))
     }
 
     /// COM_STMT_CLOSE (the node does not answer it).
