@@ -37,6 +37,20 @@ async fn accounts(conn: &mut Conn, table: &str, n: usize) -> (Vec<i64>, Vec<i64>
     (a, b)
 }
 
+/// `UPDATE table SET balance = v WHERE id = ?`, prepared.
+async fn set_balance(
+    conn: &mut Conn,
+    table: &str,
+    id: i64,
+    v: i64,
+) -> Result<(), mysql_async::Error> {
+    conn.exec_drop(
+        format!("UPDATE {table} SET balance = ? WHERE id = ?"),
+        (v, id),
+    )
+    .await
+}
+
 async fn total(conn: &mut Conn, table: &str) -> i64 {
     let t: Option<String> = conn
         .query_first(format!("SELECT SUM(balance) FROM {table}"))
@@ -214,7 +228,7 @@ async fn a_transaction_reads_its_own_writes_on_every_node_and_rollback_leaves_no
     conn.query_drop("SET autocommit = 0")
         .await
         .expect("autocommit off");
-    conn.exec_drop("UPDATE acct2 SET balance = 100 WHERE id = ?", (x,))
+    set_balance(&mut conn, "acct2", x, 100)
         .await
         .expect("first branch");
     let state: Option<(String, String, String, String)> = conn
@@ -233,12 +247,8 @@ async fn a_transaction_reads_its_own_writes_on_every_node_and_rollback_leaves_no
             "ann".into()
         ))
     );
-    conn.exec_drop("UPDATE acct2 SET balance = 1 WHERE id = ?", (x,))
-        .await
-        .expect("w0");
-    conn.exec_drop("UPDATE acct2 SET balance = 2 WHERE id = ?", (y,))
-        .await
-        .expect("w1");
+    set_balance(&mut conn, "acct2", x, 1).await.expect("w0");
+    set_balance(&mut conn, "acct2", y, 2).await.expect("w1");
     let seen: Vec<i64> = conn
         .exec(
             "SELECT balance FROM acct2 WHERE id IN (?, ?) ORDER BY id",
@@ -258,12 +268,8 @@ async fn a_transaction_reads_its_own_writes_on_every_node_and_rollback_leaves_no
     assert_eq!(balance(&c.direct(0), "acct2", x).await, Some(100));
     assert_eq!(balance(&c.direct(1), "acct2", y).await, Some(100));
     // The next unit of work commits on both nodes.
-    conn.exec_drop("UPDATE acct2 SET balance = 7 WHERE id = ?", (x,))
-        .await
-        .expect("w0");
-    conn.exec_drop("UPDATE acct2 SET balance = 8 WHERE id = ?", (y,))
-        .await
-        .expect("w1");
+    set_balance(&mut conn, "acct2", x, 7).await.expect("w0");
+    set_balance(&mut conn, "acct2", y, 8).await.expect("w1");
     conn.query_drop("COMMIT").await.expect("commit");
     assert_eq!(balance(&c.direct(0), "acct2", x).await, Some(7));
     assert_eq!(balance(&c.direct(1), "acct2", y).await, Some(8));
@@ -280,16 +286,12 @@ async fn savepoints_work_across_nodes() {
     let mut conn = proxy.conn().await;
     let (a, b) = accounts(&mut conn, "acct3", 1).await;
     conn.query_drop("BEGIN").await.expect("begin");
-    conn.exec_drop("UPDATE acct3 SET balance = 1 WHERE id = ?", (a[0],))
-        .await
-        .expect("w0");
+    set_balance(&mut conn, "acct3", a[0], 1).await.expect("w0");
     conn.query_drop("SAVEPOINT before_b")
         .await
         .expect("savepoint");
-    conn.exec_drop("UPDATE acct3 SET balance = 2 WHERE id = ?", (b[0],))
-        .await
-        .expect("w1");
-    conn.exec_drop("UPDATE acct3 SET balance = 3 WHERE id = ?", (a[0],))
+    set_balance(&mut conn, "acct3", b[0], 2).await.expect("w1");
+    set_balance(&mut conn, "acct3", a[0], 3)
         .await
         .expect("w0 again");
     conn.query_drop("ROLLBACK TO SAVEPOINT before_b")
@@ -318,22 +320,18 @@ async fn a_lock_wait_timeout_ends_the_statement_and_the_transaction_goes_on() {
         .await
         .expect("set");
     s1.query_drop("BEGIN").await.expect("begin");
-    s1.exec_drop("UPDATE acct4 SET balance = 1 WHERE id = ?", (a[0],))
+    set_balance(&mut s1, "acct4", a[0], 1)
         .await
         .expect("lock a");
     s2.query_drop("BEGIN").await.expect("begin");
-    s2.exec_drop("UPDATE acct4 SET balance = 2 WHERE id = ?", (b[0],))
-        .await
-        .expect("s2 b");
-    let r = s2
-        .exec_drop("UPDATE acct4 SET balance = 2 WHERE id = ?", (a[0],))
-        .await;
+    set_balance(&mut s2, "acct4", b[0], 2).await.expect("s2 b");
+    let r = set_balance(&mut s2, "acct4", a[0], 2).await;
     expect_code(r, 1205, "waiting on s1's lock");
     // As in MySQL, only the statement is gone: the transaction goes on, on both nodes.
-    s2.exec_drop("UPDATE acct4 SET balance = 3 WHERE id = ?", (a[1],))
+    set_balance(&mut s2, "acct4", a[1], 3)
         .await
         .expect("after the lock wait");
-    s2.exec_drop("UPDATE acct4 SET balance = 3 WHERE id = ?", (b[1],))
+    set_balance(&mut s2, "acct4", b[1], 3)
         .await
         .expect("after the lock wait");
     s2.query_drop("ROLLBACK").await.expect("rollback");
@@ -357,28 +355,24 @@ async fn a_deadlock_rolls_back_every_branch() {
     let mut s2 = proxy.conn().await;
     let (a, b) = accounts(&mut s1, "acct10", 2).await;
     s1.query_drop("BEGIN").await.expect("begin");
-    s1.exec_drop("UPDATE acct10 SET balance = 1 WHERE id = ?", (a[0],))
+    set_balance(&mut s1, "acct10", a[0], 1)
         .await
         .expect("s1 a0");
     s2.query_drop("BEGIN").await.expect("begin");
-    s2.exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (b[0],))
+    set_balance(&mut s2, "acct10", b[0], 2)
         .await
         .expect("s2 b0");
-    s2.exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (a[1],))
+    set_balance(&mut s2, "acct10", a[1], 2)
         .await
         .expect("s2 a1");
     // s1 waits for a1, then s2 asks for a0: node 0 sees the deadlock and picks a victim.
     let (a0, a1) = (a[0], a[1]);
     let blocked = tokio::spawn(async move {
-        let r = s1
-            .exec_drop("UPDATE acct10 SET balance = 1 WHERE id = ?", (a1,))
-            .await;
+        let r = set_balance(&mut s1, "acct10", a1, 1).await;
         (s1, r)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let r2 = s2
-        .exec_drop("UPDATE acct10 SET balance = 2 WHERE id = ?", (a0,))
-        .await;
+    let r2 = set_balance(&mut s2, "acct10", a0, 2).await;
     let (mut s1, r1) = blocked.await.expect("s1");
     let s2_victim = match (&r1, &r2) {
         (Ok(()), Err(mysql_async::Error::Server(e))) if e.code == 1213 => true,
@@ -462,10 +456,8 @@ async fn a_node_killed_during_a_transaction_fails_it_and_leaves_nothing_half_don
     let mut conn = proxy.conn().await;
     let (a, b) = accounts(&mut conn, "acct5", 1).await;
     conn.query_drop("BEGIN").await.expect("begin");
-    conn.exec_drop("UPDATE acct5 SET balance = 0 WHERE id = ?", (a[0],))
-        .await
-        .expect("w0");
-    conn.exec_drop("UPDATE acct5 SET balance = 200 WHERE id = ?", (b[0],))
+    set_balance(&mut conn, "acct5", a[0], 0).await.expect("w0");
+    set_balance(&mut conn, "acct5", b[0], 200)
         .await
         .expect("w1");
     c.kill_node(1);

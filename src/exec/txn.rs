@@ -575,30 +575,19 @@ mod tests {
 
     const X: &str = "'sp:test:1',X'647330',21328";
 
-    async fn write(door: &mut FakeDoor, node: usize) {
+    async fn on(door: &mut FakeDoor, node: usize, sql: &str, access: Access) {
         let mut sink = RecordSink::text();
-        single(
-            door,
-            &mut sink,
-            node,
-            Stmt::new("UPDATE t SET v = v + 1", &[]),
-            Access::Write,
-        )
-        .await
-        .unwrap();
+        single(door, &mut sink, node, Stmt::new(sql, &[]), access)
+            .await
+            .unwrap();
+    }
+
+    async fn write(door: &mut FakeDoor, node: usize) {
+        on(door, node, "UPDATE t SET v = v + 1", Access::Write).await;
     }
 
     async fn read(door: &mut FakeDoor, node: usize) {
-        let mut sink = RecordSink::text();
-        single(
-            door,
-            &mut sink,
-            node,
-            Stmt::new("SELECT v FROM t", &[]),
-            Access::Read,
-        )
-        .await
-        .unwrap();
+        on(door, node, "SELECT v FROM t", Access::Read).await;
     }
 
     fn counts(door: &FakeDoor) -> Vec<String> {
