@@ -878,8 +878,11 @@ impl Door for NodeSession {
         }
         let r = match &ahead {
             None => start_on(conn, stmt, run.binary).await,
-            Some((begin, xa)) if run.binary => {
-                match conn.exec_after(begin, stmt.sql, stmt.params).await {
+            // A statement the node cannot prepare is the statement's error: nothing was sent
+            // ahead of it, the branch stays unopened and the connection good.
+            Some((begin, xa)) if run.binary => match conn.handle(stmt.sql).await.map(|_| ()) {
+                Err(e) => Err(e),
+                Ok(()) => match conn.exec_after(begin, stmt.sql, stmt.params).await {
                     Ok(Some(Ok(ran))) => {
                         self.state.began(node, *xa, false);
                         ran.map(|(head, cols)| (head, Some(cols)))
@@ -903,8 +906,8 @@ impl Door for NodeSession {
                             Err(e)
                         }
                     },
-                }
-            }
+                },
+            },
             Some((begin, xa)) => {
                 let sql = format!("{begin}; {}", stmt.sql);
                 match conn.conn.query(&sql).await {
