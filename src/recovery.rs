@@ -130,7 +130,15 @@ pub async fn pass(shared: &Shared, seen: &mut HashMap<(usize, String), Instant>)
                 continue;
             }
             if let Err(e) = finish(shared, &mut conn, node, &p).await {
-                warn!(node = %n.name, gtrid = %p.gtrid, "XA recovery could not finish a prepared branch yet: {e}");
+                // Said once a minute per branch, not at every round.
+                if first
+                    .elapsed()
+                    .as_secs()
+                    .saturating_sub(GRACE.as_secs())
+                    .is_multiple_of(60)
+                {
+                    warn!(node = %n.name, gtrid = %p.gtrid, "XA recovery could not finish a prepared branch yet (tried every second): {e}");
+                }
             }
         }
     }
