@@ -21,7 +21,7 @@ use mysql_common::value::Value;
 use tracing::{info, warn};
 
 use crate::exec::state::{xid_sql, XA_FORMAT};
-use crate::exec::txn::{decide_sql, decisions_ddl, outcome_is_commit, DECISIONS};
+use crate::exec::txn::{decide_sql, decisions_ddl, decisions_in, outcome_is_commit};
 use crate::node::WireError;
 use crate::pools::Pooled;
 use crate::shared::Shared;
@@ -169,7 +169,7 @@ async fn finish(
     let Some(db) = d.url_db() else {
         return Err(format!("node `{}`'s URL names no database", p.bqual));
     };
-    let table = format!("`{}`.{DECISIONS}", db.replace('`', "``"));
+    let table = decisions_in(&db);
     let decided = async {
         d.query_drop(&decisions_ddl(&table)).await?;
         let mut rows = Vec::new();
@@ -236,7 +236,7 @@ async fn cleanup(shared: &Shared, prepared: &HashMap<(usize, String), Instant>) 
             let Some(db) = c.url_db() else {
                 return Ok(());
             };
-            let table = format!("`{}`.{DECISIONS}", db.replace('`', "``"));
+            let table = decisions_in(&db);
             let mut sql = format!("DELETE FROM {table} WHERE at < NOW(6) - INTERVAL 1 HOUR");
             if !keep.is_empty() {
                 sql.push_str(&format!(" AND gtrid NOT IN ({})", keep.join(",")));

@@ -214,18 +214,22 @@ impl NodeSession {
         if n == self.registered {
             return;
         }
-        let conns: Vec<(usize, u32)> = self
-            .state
-            .tx_nodes()
-            .filter_map(|b| {
-                self.conns
-                    .get(b)
-                    .and_then(Option::as_ref)
-                    .map(|c| (b, c.conn.id()))
-            })
-            .collect();
+        let conns = self.conn_ids(self.state.tx_nodes());
         self.shared.deadlocks.register(self.conn_id, conns);
         self.registered = n;
+    }
+
+    /// (node, the node's id of the session's connection there) for each of `nodes` the
+    /// session holds a connection to: what the deadlock detector and KILL address.
+    fn conn_ids(&self, nodes: impl Iterator<Item = usize>) -> Vec<(usize, u32)> {
+        nodes
+            .filter_map(|n| {
+                self.conns
+                    .get(n)
+                    .and_then(Option::as_ref)
+                    .map(|c| (n, c.conn.id()))
+            })
+            .collect()
     }
 
     fn unregister(&mut self) {
@@ -845,18 +849,9 @@ impl Door for NodeSession {
         self.sync_registry();
         // With the BEGIN ahead, the branches the deadlock detector must know once it opened
         // (before the statement can wait on a lock).
-        let with_new: Option<Vec<(usize, u32)>> = ahead.as_ref().map(|_| {
-            self.state
-                .tx_nodes()
-                .chain([node])
-                .filter_map(|b| {
-                    self.conns
-                        .get(b)
-                        .and_then(Option::as_ref)
-                        .map(|c| (b, c.conn.id()))
-                })
-                .collect()
-        });
+        let with_new: Option<Vec<(usize, u32)>> = ahead
+            .as_ref()
+            .map(|_| self.conn_ids(self.state.tx_nodes().chain([node])));
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
@@ -988,15 +983,7 @@ impl Door for NodeSession {
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
-        let running: Vec<(usize, u32)> = stmts
-            .iter()
-            .filter_map(|(n, _)| {
-                self.conns
-                    .get(*n)
-                    .and_then(Option::as_ref)
-                    .map(|c| (*n, c.conn.id()))
-            })
-            .collect();
+        let running = self.conn_ids(stmts.iter().map(|(n, _)| *n));
         self.ctl.running(&running);
         // Each statement's connection, borrowed apart from the others.
         let mut slots: Vec<Option<&'a mut NodeConn>> = Vec::with_capacity(stmts.len());
@@ -1275,11 +1262,7 @@ impl Door for NodeSession {
                 broke: false,
             });
         };
-        let table = format!(
-            "`{}`.{}",
-            db.replace('`', "``"),
-            crate::exec::txn::DECISIONS
-        );
+        let table = crate::exec::txn::decisions_in(&db);
         if !self.shared.decision_table_ready(node) {
             self.outside(node, &[&crate::exec::txn::decisions_ddl(&table)], false)
                 .await?;

@@ -472,7 +472,7 @@ impl Door for FakeDoor {
     }
 
     async fn decision_table(&mut self, node: usize) -> Result<String, NodeError> {
-        let table = format!("`db`.{}", super::txn::DECISIONS);
+        let table = super::txn::decisions_in("db");
         let ddl = super::txn::decisions_ddl(&table);
         self.outside.push((node, ddl.clone()));
         self.check(node, &ddl)?;

@@ -36,6 +36,11 @@ use crate::error::{MyError, ER_ERROR_DURING_COMMIT, ER_LOCK_DEADLOCK};
 /// The decision records' table, in the database of each node's URL.
 pub const DECISIONS: &str = "shardproxy_xa";
 
+/// The decision table in database `db`, qualified.
+pub fn decisions_in(db: &str) -> String {
+    format!("`{}`.{DECISIONS}", db.replace('`', "``"))
+}
+
 /// Its definition.
 pub fn decisions_ddl(table: &str) -> String {
     format!(
