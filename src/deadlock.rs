@@ -149,12 +149,7 @@ fn cycle_back(
 }
 
 fn id(v: &Option<Value>) -> Option<u32> {
-    match v {
-        Some(Value::Bytes(b)) => std::str::from_utf8(b).ok()?.parse().ok(),
-        Some(Value::Int(i)) => u32::try_from(*i).ok(),
-        Some(Value::UInt(u)) => u32::try_from(*u).ok(),
-        _ => None,
-    }
+    crate::value::integer(v.as_ref()?)
 }
 
 const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \

@@ -25,6 +25,7 @@ use crate::exec::txn::{decide_sql, decisions_ddl, decisions_in, outcome_is_commi
 use crate::node::WireError;
 use crate::pools::Pooled;
 use crate::shared::Shared;
+use crate::value::{integer, text_form};
 
 /// How often every node is asked.
 pub const INTERVAL: Duration = Duration::from_secs(1);
@@ -42,27 +43,18 @@ pub struct Prepared {
     pub bqual: String,
 }
 
-fn text(v: &Option<Value>) -> Option<Vec<u8>> {
-    match v {
-        Some(Value::Bytes(b)) => Some(b.clone()),
-        Some(Value::Int(i)) => Some(i.to_string().into_bytes()),
-        Some(Value::UInt(u)) => Some(u.to_string().into_bytes()),
-        _ => None,
-    }
-}
-
-fn number(v: &Option<Value>) -> Option<usize> {
-    std::str::from_utf8(&text(v)?).ok()?.parse().ok()
-}
-
 /// The rows of `XA RECOVER` (formatID, gtrid_length, bqual_length, data), parsed.
 pub fn parse_recover(rows: &[Vec<Option<Value>>]) -> Vec<Prepared> {
     rows.iter()
         .filter_map(|r| {
+            let number = |v: &Option<Value>| integer::<usize>(v.as_ref()?);
             let format = u32::try_from(number(r.first()?)?).ok()?;
             let g = number(r.get(1)?)?;
             let b = number(r.get(2)?)?;
-            let data = text(r.get(3)?)?;
+            let data = match r.get(3)? {
+                Some(v @ (Value::Bytes(_) | Value::Int(_) | Value::UInt(_))) => text_form(v)?,
+                _ => return None,
+            };
             let gtrid = String::from_utf8(data.get(..g)?.to_vec()).ok()?;
             let bqual = String::from_utf8(data.get(g..g + b)?.to_vec()).ok()?;
             Some(Prepared {

@@ -33,6 +33,17 @@ pub fn text_form(value: &Value) -> Option<Vec<u8>> {
     })
 }
 
+/// An integer a node sent: in the binary protocol typed, in the text protocol its digits.
+/// `None` for any other value, or one that does not fit `T`.
+pub fn integer<T: std::str::FromStr>(value: &Value) -> Option<T> {
+    match value {
+        Value::Bytes(_) | Value::Int(_) | Value::UInt(_) => {
+            std::str::from_utf8(&text_form(value)?).ok()?.parse().ok()
+        }
+        _ => None,
+    }
+}
+
 /// A float key's text in [`text_form`]: whole numbers below 1e15 as integers, anything else
 /// in Rust's shortest form, never with an exponent. Not [`format_float`] (which writes `1e20`):
 /// the slot of a stored row depends on this text, so it stays as it is.
@@ -56,6 +67,21 @@ pub fn format_float(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_are_read_typed_or_from_their_digits() {
+        assert_eq!(integer::<u32>(&Value::Bytes(b"42".to_vec())), Some(42));
+        assert_eq!(integer::<u32>(&Value::Int(42)), Some(42));
+        assert_eq!(integer::<u64>(&Value::UInt(u64::MAX)), Some(u64::MAX));
+        assert_eq!(integer::<u64>(&Value::Int(-1)), None, "does not fit");
+        assert_eq!(integer::<u32>(&Value::Bytes(b"x".to_vec())), None);
+        assert_eq!(
+            integer::<u32>(&Value::Double(4.0)),
+            None,
+            "not an integer value"
+        );
+        assert_eq!(integer::<u32>(&Value::NULL), None);
+    }
 
     #[test]
     fn text_forms_follow_mysql_printing() {

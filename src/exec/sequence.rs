@@ -26,12 +26,7 @@ fn ident(s: &str) -> String {
 }
 
 fn number(rows: &[Vec<Value>]) -> Option<u64> {
-    match rows.first()?.first()? {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        Value::UInt(u) => Some(*u),
-        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        _ => None,
-    }
+    crate::value::integer(rows.first()?.first()?)
 }
 
 /// Reserves at least `count` ids of `table`'s sequence: `[first, end)`.
