@@ -14,6 +14,8 @@ pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
 pub const ER_PARSE_ERROR: u16 = 1064;
 /// ER_LOCK_DEADLOCK: also the answer when a transaction's node connection was lost.
 pub const ER_LOCK_DEADLOCK: u16 = 1213;
+/// MySQL's ER_LOCK_WAIT_TIMEOUT.
+pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// ER_ERROR_DURING_COMMIT: a transaction over several nodes could not commit.
 pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
 /// ER_ACCESS_DENIED_ERROR.

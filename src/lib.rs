@@ -14,6 +14,7 @@ pub mod exec;
 pub mod frontend;
 pub mod merge;
 pub mod metrics;
+pub mod migrate;
 pub mod node;
 pub mod packet;
 pub mod plan;

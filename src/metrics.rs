@@ -55,6 +55,15 @@ pub struct Metrics {
     pub deadlocks: prometheus::IntCounter,
     /// Client commands that panicked (bugs; each ended its client's connection).
     pub panics: prometheus::IntCounter,
+    /// Slot migrations: passes of the driver over each step, steps that failed (tried
+    /// again), migrations ended by outcome, rows copied and chunks that differed, row
+    /// images a target did not take, and how long writes waited at cutovers.
+    pub migration_step: IntCounterVec,
+    pub migration_errors: IntCounter,
+    pub migrations: IntCounterVec,
+    pub migration_rows: IntCounterVec,
+    pub shadow_failures: IntCounter,
+    pub migration_freeze_seconds: prometheus::Histogram,
     slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
 }
 
@@ -147,6 +156,39 @@ impl Metrics {
                 "Client commands that panicked (a bug): each ended its own connection only",
             )
             .expect("valid metric definition"),
+            migration_step: counter_vec(
+                "shardproxy_migration_step_passes_total",
+                "Passes of the migration driver over each step",
+                &["step"],
+            ),
+            migration_errors: IntCounter::new(
+                "shardproxy_migration_errors_total",
+                "Migration steps that failed (and were tried again)",
+            )
+            .expect("valid metric definition"),
+            migrations: counter_vec(
+                "shardproxy_migrations_total",
+                "Slot migrations ended, by outcome (done, aborted)",
+                &["outcome"],
+            ),
+            migration_rows: counter_vec(
+                "shardproxy_migration_rows_total",
+                "Rows copied by backfills (copied) and verify chunks that differed (chunk_differed)",
+                &["kind"],
+            ),
+            shadow_failures: IntCounter::new(
+                "shardproxy_migration_shadow_failures_total",
+                "Row images of a dual write that a migration's target did not take",
+            )
+            .expect("valid metric definition"),
+            migration_freeze_seconds: prometheus::Histogram::with_opts(
+                HistogramOpts::new(
+                    "shardproxy_migration_freeze_seconds",
+                    "How long writes to moving slots waited at a cutover",
+                )
+                .buckets(vec![0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0]),
+            )
+            .expect("valid metric definition"),
             slots: RwLock::new(HashMap::new()),
         };
         for c in [
@@ -165,6 +207,12 @@ impl Metrics {
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),
             Box::new(m.panics.clone()),
+            Box::new(m.migration_step.clone()),
+            Box::new(m.migration_errors.clone()),
+            Box::new(m.migrations.clone()),
+            Box::new(m.migration_rows.clone()),
+            Box::new(m.shadow_failures.clone()),
+            Box::new(m.migration_freeze_seconds.clone()),
         ] {
             let _ = m.registry.register(c);
         }

@@ -117,7 +117,14 @@ impl Server {
         }
         tokio::spawn(crate::recovery::run(self.shared.clone()));
         tokio::spawn(crate::deadlock::run(self.shared.clone()));
+        tokio::spawn(crate::migrate::driver::run(self.shared.clone()));
         if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
+            crate::admin::metadata::first_sync(
+                &self.shared,
+                file.clone(),
+                std::time::Duration::from_secs(5),
+            )
+            .await;
             tokio::spawn(crate::admin::metadata::watch(
                 self.shared.clone(),
                 file.clone(),

@@ -41,6 +41,10 @@ pub struct Shared {
     pub plans: crate::plan::cache::PlanCache,
     /// Tables' column order, read from their nodes (for an INSERT without a column list).
     pub columns: ColumnCache,
+    /// Tables' primary-key columns, quoted (for writes to slots being moved).
+    pub primary_keys: ColumnCache,
+    /// This proxy's part in slot migrations: its heartbeat, fence and counters.
+    pub migration: crate::migrate::Local,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
     /// Client connections being served (bounded by `[server] max_connections`).
@@ -88,7 +92,7 @@ fn column_cache() -> ColumnCache {
 /// A directory table's cache of lookup-table entries: key -> node (`None`: not in the table).
 pub type LookupCache = moka::sync::Cache<Vec<u8>, Option<usize>>;
 
-fn column_key(schema: Option<&str>, table: &str) -> (String, String) {
+pub fn column_key(schema: Option<&str>, table: &str) -> (String, String) {
     (schema.unwrap_or_default().to_string(), table.to_string())
 }
 
@@ -232,11 +236,14 @@ impl Shared {
         let next_id = |t: &str, slot: u16| self.next_id(topo, t, slot);
         let columns =
             |schema: Option<&str>, t: &str| self.columns.get(&column_key(schema.or(db), t));
+        let primary_key =
+            |schema: Option<&str>, t: &str| self.primary_keys.get(&column_key(schema.or(db), t));
         let ctx = crate::plan::PlanCtx {
             today: self.clock.today(),
             lookup: &lookup,
             next_id: &next_id,
             columns: &columns,
+            primary_key: &primary_key,
         };
         f(&ctx)
     }
@@ -270,6 +277,8 @@ impl Shared {
             tls: None,
             plans: Default::default(),
             columns: column_cache(),
+            primary_keys: column_cache(),
+            migration: Default::default(),
             sequences: Default::default(),
             clients: Default::default(),
             xa_instance: xa_instance(),
@@ -278,6 +287,11 @@ impl Shared {
             deadlocks: Default::default(),
             sessions: Default::default(),
         }
+    }
+
+    /// This process's name among the proxies of a family (XA ids, heartbeats).
+    pub fn instance(&self) -> &str {
+        &self.xa_instance
     }
 
     /// A new XA transaction id: `prefix:instance:n`, at most 64 bytes (the prefix is at most
@@ -319,6 +333,7 @@ impl Shared {
         self.topology.store(Arc::new(aligned));
         self.lookups.store(Arc::new(caches));
         self.columns.invalidate_all();
+        self.primary_keys.invalidate_all();
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         self.metrics.reloads.with_label_values(&["applied"]).inc();
         self.metrics

@@ -341,7 +341,7 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
         .await
         .expect("SET SLOTS");
     assert_eq!(p.shared.topology().version, 2);
-    let slots: Vec<(String, String, String, String, String)> =
+    let slots: Vec<(String, String, String, String, String, String)> =
         ops.query("SHOW SLOTS FOR t_adm").await.expect("SHOW SLOTS");
     let runs: Vec<(String, String, String)> = slots.into_iter().map(|r| (r.1, r.2, r.3)).collect();
     assert_eq!(

@@ -40,8 +40,18 @@ pub type RuleRow = (String, String, Option<String>, Option<String>);
 pub struct Rows {
     pub version: u64,
     pub rules: Vec<RuleRow>,
-    /// table, slot, node
-    pub slots: Vec<(String, u16, String)>,
+    pub slots: Vec<SlotRow>,
+}
+
+/// A `shard_slot_map` row: the slot's owner of record and, while it moves, where to and at
+/// which step (`state`: `stable`, or a [`crate::routing::slot::MoveStep`]'s name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotRow {
+    pub table: String,
+    pub slot: u16,
+    pub node: String,
+    pub state: String,
+    pub target: Option<String>,
 }
 
 pub async fn version(pool: &Pool) -> mysql_async::Result<u64> {
@@ -64,20 +74,29 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
             |(t, r, c, n, v)| ((t, r, c, n), v),
         )
         .await?;
-    let slots: Vec<(String, u16, String, u64)> = tx
-        .query("SELECT table_name, slot_id, node, version FROM shard_slot_map ORDER BY table_name, slot_id")
+    let slots: Vec<(String, u16, String, String, Option<String>, u64)> = tx
+        .query("SELECT table_name, slot_id, node, state, target_node, version FROM shard_slot_map ORDER BY table_name, slot_id")
         .await?;
     tx.commit().await?;
     let version = rules
         .iter()
         .map(|r| r.1)
-        .chain(slots.iter().map(|s| s.3))
+        .chain(slots.iter().map(|s| s.5))
         .max()
         .unwrap_or(0);
     Ok(Rows {
         version,
         rules: rules.into_iter().map(|(r, _)| r).collect(),
-        slots: slots.into_iter().map(|(t, s, n, _)| (t, s, n)).collect(),
+        slots: slots
+            .into_iter()
+            .map(|(table, slot, node, state, target, _)| SlotRow {
+                table,
+                slot,
+                node,
+                state,
+                target,
+            })
+            .collect(),
     })
 }
 
@@ -102,20 +121,26 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
         if rule == "hash_slot" {
             // Slot rows in order, compressed to ranges; validation catches gaps and overlaps.
             let mut slots = toml_edit::Array::new();
-            let mine: Vec<&(String, u16, String)> =
-                rows.slots.iter().filter(|s| &s.0 == table).collect();
+            let mine: Vec<&SlotRow> = rows.slots.iter().filter(|s| &s.table == table).collect();
+            let same = |a: &SlotRow, b: &SlotRow| {
+                a.node == b.node && a.state == b.state && a.target == b.target
+            };
             let mut i = 0;
             while i < mine.len() {
                 let mut j = i;
                 while j + 1 < mine.len()
-                    && mine[j + 1].1 == mine[j].1 + 1
-                    && mine[j + 1].2 == mine[i].2
+                    && mine[j + 1].slot == mine[j].slot + 1
+                    && same(mine[j + 1], mine[i])
                 {
                     j += 1;
                 }
                 let mut it = toml_edit::InlineTable::new();
-                it.insert("slots", format!("{}-{}", mine[i].1, mine[j].1).into());
-                it.insert("node", mine[i].2.as_str().into());
+                it.insert("slots", format!("{}-{}", mine[i].slot, mine[j].slot).into());
+                it.insert("node", mine[i].node.as_str().into());
+                if let (Some(to), false) = (&mine[i].target, mine[i].state == "stable") {
+                    it.insert("to", to.as_str().into());
+                    it.insert("step", mine[i].state.as_str().into());
+                }
                 slots.push(it);
                 i = j + 1;
             }
@@ -167,43 +192,116 @@ pub async fn poll_once(
     Ok(Some(outcome))
 }
 
-/// Creates the schema's tables if missing, then polls every `poll_ms`.
+/// Creates the schema's tables if missing, then polls every `poll_ms` (every few ms while
+/// slots move), each poll followed by this proxy's heartbeat.
 pub async fn watch(shared: Arc<Shared>, file: PathBuf) {
-    let Some(meta) = shared.topology().metadata.clone() else {
+    let Some(w) = Watch::new(&shared, file) else {
         return;
     };
-    let origin = masked(&meta.url);
-    let pool = match mysql_async::Opts::from_url(&meta.url) {
-        Ok(o) => Pool::new(o),
-        Err(e) => {
-            warn!("metadata url {origin}: {e}");
-            return;
-        }
-    };
-    let mut tick = tokio::time::interval(Duration::from_millis(meta.poll_ms));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut ready = false;
     loop {
-        tick.tick().await;
-        if !ready {
-            ready = create_schema(&pool)
-                .await
-                .map_err(|e| warn!("metadata {origin}: {e}"))
-                .is_ok();
-            if !ready {
-                continue;
+        let topo = shared.topology();
+        let every = if crate::plan::moving::any_moving(&topo) {
+            w.poll_ms.min(MOVING_POLL_MS)
+        } else {
+            w.poll_ms
+        };
+        tokio::time::sleep(Duration::from_millis(every)).await;
+        w.sync(&shared).await;
+    }
+}
+
+/// Loads the metadata's rules and writes the first heartbeat before the proxy serves
+/// clients (within `limit`): a proxy that has not heartbeated is fenced from sharded writes.
+pub async fn first_sync(shared: &Arc<Shared>, file: PathBuf, limit: Duration) {
+    let Some(w) = Watch::new(shared, file) else {
+        return;
+    };
+    let _ = tokio::time::timeout(limit, async {
+        while !w.sync(shared).await {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    w.pool.disconnect().await.ok();
+}
+
+struct Watch {
+    pool: Pool,
+    file: PathBuf,
+    origin: String,
+    poll_ms: u64,
+    proxy: String,
+    ready: std::sync::atomic::AtomicBool,
+}
+
+impl Watch {
+    fn new(shared: &Shared, file: PathBuf) -> Option<Watch> {
+        let meta = shared.topology().metadata.clone()?;
+        let origin = masked(&meta.url);
+        let pool = match mysql_async::Opts::from_url(&meta.url) {
+            Ok(o) => Pool::new(o),
+            Err(e) => {
+                warn!("metadata url {origin}: {e}");
+                return None;
+            }
+        };
+        shared.migration.watched();
+        Some(Watch {
+            pool,
+            file,
+            origin,
+            poll_ms: meta.poll_ms,
+            proxy: shared.instance().to_string(),
+            ready: Default::default(),
+        })
+    }
+
+    /// One poll and heartbeat; whether both went through.
+    async fn sync(&self, shared: &Shared) -> bool {
+        use std::sync::atomic::Ordering;
+        let origin = &self.origin;
+        if !self.ready.load(Ordering::Relaxed) {
+            match create_schema(&self.pool).await {
+                Ok(()) => self.ready.store(true, Ordering::Relaxed),
+                Err(e) => {
+                    warn!("metadata {origin}: {e}");
+                    return false;
+                }
             }
         }
-        if let Err(e) = poll_once(&shared, &pool, &file, &origin).await {
+        let at = std::time::Instant::now();
+        if let Err(e) = poll_once(shared, &self.pool, &self.file, origin).await {
             warn!("{e}");
+            return false;
+        }
+        // The version this proxy runs now, then whether a dual write runs (in that order:
+        // see `crate::migrate::Running`).
+        let version = shared.topology().version;
+        let m = &shared.migration;
+        let quiet = m.dual_writes.load(Ordering::SeqCst) == 0;
+        let failures = m.shadow_failures.load(Ordering::Relaxed);
+        match crate::migrate::store::heartbeat(&self.pool, &self.proxy, version, quiet, failures)
+            .await
+        {
+            Ok(()) => {
+                m.beat(at);
+                true
+            }
+            Err(e) => {
+                warn!("metadata {origin}: heartbeat: {e}");
+                false
+            }
         }
     }
 }
 
+/// How often proxies look at the metadata while slots move (at most `poll_ms`).
+const MOVING_POLL_MS: u64 = 20;
+
 pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
-    for ddl in SCHEMA {
-        c.query_drop(ddl).await?;
+    for ddl in SCHEMA.iter().chain(crate::migrate::store::SCHEMA.iter()) {
+        c.query_drop(*ddl).await?;
     }
     Ok(())
 }
@@ -266,7 +364,7 @@ pub fn owners_with(
             let n = if (a..=b).contains(&s) {
                 target
             } else {
-                map.node_of_slot(s as u16)
+                map.owner_of_slot(s as u16)
             };
             t.node_name(n).to_string()
         })
@@ -284,10 +382,15 @@ mod tests {
     #[test]
     fn rows_merge_over_the_file_tables() {
         let file = "version = 3\n[tables.t_keep]\nrule = \"broadcast\"\n";
-        let mut slots: Vec<(String, u16, String)> = (0..512)
-            .map(|s| ("t".to_string(), s, "ds0".to_string()))
-            .collect();
-        slots.extend((512..1024).map(|s| ("t".to_string(), s, "ds1".to_string())));
+        let row = |slot: u16, node: &str| SlotRow {
+            table: "t".into(),
+            slot,
+            node: node.into(),
+            state: "stable".into(),
+            target: None,
+        };
+        let mut slots: Vec<SlotRow> = (0..512).map(|s| row(s, "ds0")).collect();
+        slots.extend((512..1024).map(|s| row(s, "ds1")));
         let rows = Rows {
             version: 9,
             rules: vec![("t".into(), "hash_slot".into(), Some("id".into()), None)],

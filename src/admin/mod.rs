@@ -3,6 +3,7 @@
 //! the rules file, which is then loaded like any other reload.
 
 pub mod metadata;
+mod migrations;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,7 +36,7 @@ pub enum Answer {
     Done(String),
 }
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...'";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -325,13 +326,14 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 continue;
             }
             if let Some(TableRule::HashSlot { map, .. }) = t.tables.get(n) {
-                for (a, b, node) in map.runs() {
+                for (a, b, node, m) in map.runs_with_moves() {
                     rows.push(vec![
                         n.clone(),
                         a.to_string(),
                         b.to_string(),
                         t.node_name(node).to_string(),
-                        "stable".into(),
+                        m.map_or("stable", |m| m.step.name()).to_string(),
+                        m.map(|m| t.node_name(m.to).to_string()).unwrap_or_default(),
                     ]);
                 }
             }
@@ -340,7 +342,14 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             return Err(unsupported("no hash_slot table by that name"));
         }
         return Ok(Answer::Rows {
-            columns: headers(&["table", "first_slot", "last_slot", "node", "state"]),
+            columns: headers(&[
+                "table",
+                "first_slot",
+                "last_slot",
+                "node",
+                "state",
+                "moving_to",
+            ]),
             rows,
         });
     }
@@ -454,6 +463,15 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             Reload::Refused(reason) => Err(MyError::new(1105, reason)),
         };
     }
+    if is(0, "MIGRATE") && is(1, "SLOTS") {
+        return migrations::migrate(&t, &w, text).await;
+    }
+    if is(0, "SHOW") && is(1, "MIGRATIONS") {
+        return migrations::show(&t).await;
+    }
+    if is(0, "CUTOVER") || is(0, "ABORT") {
+        return migrations::command(&t, &w, is(0, "CUTOVER")).await;
+    }
     if is(0, "SET") && is(1, "SLOTS") {
         // SET SLOTS a-b NODE n FOR t (the words split `0-511`, so the range is read from
         // the text).
@@ -472,6 +490,11 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         let Some(TableRule::HashSlot { map, .. }) = t.table(&table) else {
             return Err(unsupported(format!("`{table}` is not a hash_slot table")));
         };
+        if !map.moves().is_empty() {
+            return Err(unsupported(format!(
+                "slots of `{table}` are being moved (SHOW MIGRATIONS): wait for the move or ABORT it"
+            )));
+        }
         let Some(target) = t.node_index(&node).filter(|i| !t.nodes[*i].retired) else {
             return Err(unsupported(format!("unknown node `{node}`")));
         };
@@ -567,14 +590,19 @@ fn system_variables(text: &str) -> Option<Vec<String>> {
         .collect()
 }
 
-fn slot_range_from(text: &str) -> Option<String> {
+pub(crate) fn slot_range_from(text: &str) -> Option<String> {
+    slot_range_before(text, "NODE")
+}
+
+/// The slot range between `SLOTS` and the word `until` (`MIGRATE SLOTS a-b OF ...`).
+pub(crate) fn slot_range_before(text: &str, until: &str) -> Option<String> {
     let up = text.to_ascii_uppercase();
     let at = up.find("SLOTS")? + 5;
-    let end = up[at..].find("NODE")? + at;
+    let end = up[at..].find(&format!(" {until} "))? + at;
     Some(text[at..end].split_whitespace().collect::<String>())
 }
 
-fn parse_range(r: &str) -> Option<(usize, usize)> {
+pub(crate) fn parse_range(r: &str) -> Option<(usize, usize)> {
     let (a, b) = r.split_once('-').unwrap_or((r, r));
     let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
     (a <= b && b < SLOTS).then_some((a, b))

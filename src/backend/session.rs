@@ -1286,6 +1286,21 @@ impl Door for NodeSession {
             .inc();
     }
 
+    fn shadow_failed(&self, node: usize, error: &MyError) {
+        use std::sync::atomic::Ordering;
+        self.shared
+            .migration
+            .shadow_failures
+            .fetch_add(1, Ordering::Relaxed);
+        self.shared.metrics.shadow_failures.inc();
+        warn!(
+            conn = self.conn_id,
+            node = %self.shared.topology().node_name(node),
+            error = %error,
+            "a dual write's row images did not reach the migration's target; its verify will copy them again"
+        );
+    }
+
     fn count_merged(&self, rows: u64) {
         self.shared.metrics.rows_merged.inc_by(rows);
     }

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::routing::directory::{DirectoryRule, Lookup};
 use crate::routing::keygen::IdLayout;
 use crate::routing::range::{KeyKind, RangeMap};
-use crate::routing::slot::{SlotMap, SLOTS};
+use crate::routing::slot::{Move, MoveStep, SlotMap, SLOTS};
 use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
 pub use crate::routing::TableRule;
@@ -52,10 +52,18 @@ pub struct MetadataSection {
     pub url: String,
     #[serde(default = "default_poll_ms")]
     pub poll_ms: u64,
+    /// How long a proxy may go without writing its heartbeat to the metadata schema before
+    /// it stops writing slots being moved (and, after six leases, every hash_slot table).
+    #[serde(default = "default_lease_ms")]
+    pub lease_ms: u64,
 }
 
 fn default_poll_ms() -> u64 {
     1000
+}
+
+fn default_lease_ms() -> u64 {
+    10_000
 }
 
 /// Where Prometheus scrapes `GET /metrics`.
@@ -363,6 +371,9 @@ pub struct SequenceGen {
 struct SlotEntry {
     slots: String,
     node: String,
+    /// A range being moved (`crate::migrate`): to this node, at `step`.
+    to: Option<String>,
+    step: Option<String>,
 }
 
 /// One backend node.
@@ -1053,6 +1064,7 @@ fn slot_map(
     known: &dyn Fn() -> String,
 ) -> Result<SlotMap, String> {
     let mut owner: Vec<Option<usize>> = vec![None; SLOTS];
+    let mut moves = Vec::new();
     for entry in entries {
         let node = node_index(&entry.node).ok_or_else(|| {
             format!(
@@ -1063,6 +1075,43 @@ fn slot_map(
             )
         })?;
         let (a, b) = parse_slot_range(&entry.slots)?;
+        match (&entry.to, &entry.step) {
+            (None, None) => {}
+            (Some(to), Some(step)) => {
+                let to = node_index(to).ok_or_else(|| {
+                    format!(
+                        "slots \"{}\" move to node `{to}`, which is not in [nodes] (known: {})",
+                        entry.slots,
+                        known()
+                    )
+                })?;
+                let step = MoveStep::parse(step).ok_or_else(|| {
+                    format!(
+                        "slots \"{}\": unknown step `{step}` (dual_write, read_target, freeze, cleanup)",
+                        entry.slots
+                    )
+                })?;
+                if to == node {
+                    return Err(format!(
+                        "slots \"{}\" move to the node that holds them",
+                        entry.slots
+                    ));
+                }
+                moves.push(Move {
+                    first: a as u16,
+                    last: b as u16,
+                    from: node,
+                    to,
+                    step,
+                });
+            }
+            _ => {
+                return Err(format!(
+                    "slots \"{}\": `to` and `step` go together (a range being moved)",
+                    entry.slots
+                ))
+            }
+        }
         for (slot, o) in owner.iter_mut().enumerate().take(b + 1).skip(a) {
             if o.is_some() {
                 return Err(format!(
@@ -1088,7 +1137,7 @@ fn slot_map(
     for (slot, o) in owner.into_iter().enumerate() {
         dense[slot] = o.unwrap_or_default() as u16;
     }
-    Ok(SlotMap::from_assignment(dense))
+    Ok(SlotMap::from_assignment(dense).with_moves(moves))
 }
 
 /// A topology for unit tests: `nodes` nodes `ds0`, `ds1`, ... (default node ds0) and the

@@ -90,6 +90,34 @@ pub async fn read<D: Door>(
         .ok_or_else(|| MyError::internal(format!("shardproxy: `{table}` is on no node")))
 }
 
+/// The primary-key columns of `table` (quoted, in key order), read from `node`; empty when
+/// the table has none.
+pub async fn read_key<D: Door>(
+    door: &mut D,
+    node: usize,
+    schema: Option<&str>,
+    table: &str,
+) -> Result<Arc<[String]>, MyError> {
+    let schema = schema.map_or_else(|| "DATABASE()".to_string(), quote);
+    let sql = format!(
+        "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = {schema} \
+         AND LOWER(TABLE_NAME) = LOWER({}) AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+        quote(table)
+    );
+    let rows = door.fetch(node, &sql).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next())
+        .map(|v| {
+            let name = match v {
+                Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+                other => other.as_sql(true),
+            };
+            format!("`{}`", name.replace('`', "``"))
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -343,6 +343,10 @@ pub trait Door: Send + Sized {
         }
     }
 
+    /// Row images of a migration could not be written to `node` (`super::dual_write`): the
+    /// client's statement stands; the migration counts it and verifies again.
+    fn shadow_failed(&self, node: usize, error: &MyError);
+
     /// Counts rows a merge read (metrics).
     fn count_merged(&self, rows: u64);
     /// Counts a tier statement by mode (metrics: read, page, poll, write, write_retry).

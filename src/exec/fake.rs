@@ -125,6 +125,8 @@ pub struct FakeDoor {
     pub discarded: Vec<usize>,
     /// Transactions ended, by how.
     pub tx_counts: std::sync::Mutex<Vec<String>>,
+    /// Nodes where a migration's row images could not be written.
+    pub shadow_failures: std::sync::Mutex<Vec<usize>>,
 }
 
 impl FakeDoor {
@@ -488,6 +490,13 @@ impl Door for FakeDoor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(outcome.to_string());
+    }
+
+    fn shadow_failed(&self, node: usize, _error: &MyError) {
+        self.shadow_failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(node);
     }
 
     fn count_merged(&self, _rows: u64) {}

@@ -14,6 +14,7 @@
 pub mod aggregate;
 pub mod columns;
 pub mod door;
+pub mod dual_write;
 #[cfg(test)]
 pub mod fake;
 pub mod limit;
@@ -105,6 +106,18 @@ pub async fn run<D: Door, K: Sink>(
             }
         }
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
+        Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
+        Plan::Frozen { table } => {
+            return Err(MyError::new(
+                crate::error::ER_LOCK_WAIT_TIMEOUT,
+                format!("shardproxy: the write to `{table}` waited too long for the cutover of its slots' move; try again"),
+            ))
+        }
+        Plan::NeedKey { table, .. } => {
+            return Err(MyError::internal(format!(
+                "shardproxy: the primary key of `{table}` could not be read from its nodes"
+            )))
+        }
     };
     r.map_err(MyError::from)
 }

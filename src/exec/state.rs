@@ -37,6 +37,10 @@ pub struct Branch {
     pub xa: bool,
     /// A statement that may change rows ran on it.
     pub wrote: bool,
+    /// What it wrote is only row images of slots being moved (`super::dual_write`): it
+    /// commits after the transaction's own branches, and its failure is the migration's,
+    /// never the client's.
+    pub shadow: bool,
 }
 
 /// What a statement on a node needs first.
@@ -60,6 +64,9 @@ pub struct SessionState {
     pub insert_id_node: Option<usize>,
     /// The nodes where the session holds table locks (LOCK TABLES).
     pub locked: Vec<usize>,
+    /// Row images of a migration are being written to this node (`super::dual_write`): the
+    /// branch there opens, or stays, as a [`Branch::shadow`].
+    pub shadowing: Option<usize>,
 }
 
 impl Default for SessionState {
@@ -71,6 +78,7 @@ impl Default for SessionState {
             last_node: None,
             insert_id_node: None,
             locked: Vec::new(),
+            shadowing: None,
         }
     }
 }
@@ -134,8 +142,21 @@ impl SessionState {
         if tx.lost {
             return Err(lost_tx());
         }
-        if let Some(b) = tx.branches.iter_mut().find(|b| b.node == node) {
-            b.wrote |= write;
+        let shadowing = self.shadowing == Some(node);
+        if let Some((i, b)) = tx
+            .branches
+            .iter_mut()
+            .enumerate()
+            .find(|(_, b)| b.node == node)
+        {
+            if write {
+                if !shadowing {
+                    b.shadow = false;
+                } else if !b.wrote && i > 0 {
+                    b.shadow = true;
+                }
+                b.wrote = true;
+            }
             return Ok(Enter::Ready);
         }
         let xa = !tx.branches.is_empty() && mode == TxMode::Xa && !read_only(&tx.begin);
@@ -157,16 +178,25 @@ impl SessionState {
     /// rows).
     pub fn began(&mut self, node: usize, xa: bool, write: bool) {
         if let Some(tx) = self.tx.as_mut() {
+            let shadow = self.shadowing == Some(node) && !tx.branches.is_empty();
             tx.branches.push(Branch {
                 node,
                 xa,
                 wrote: write,
+                shadow,
             });
         }
     }
 
     /// `node`'s connection is gone: a transaction with a branch there is lost.
     pub fn lost(&mut self, node: usize) -> bool {
+        // A branch of row images only: the migration loses them, not the client.
+        if let Some(tx) = self.tx.as_mut() {
+            if let Some(i) = tx.branches.iter().position(|b| b.node == node && b.shadow) {
+                tx.branches.remove(i);
+                return false;
+            }
+        }
         match self
             .tx
             .as_mut()
@@ -325,12 +355,14 @@ mod tests {
                 Branch {
                     node: 1,
                     xa: false,
-                    wrote: true
+                    wrote: true,
+                    shadow: false,
                 },
                 Branch {
                     node: 0,
                     xa: true,
-                    wrote: true
+                    wrote: true,
+                    shadow: false,
                 }
             ]
         );

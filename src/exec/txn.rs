@@ -228,6 +228,34 @@ pub async fn undo_statement<D: Door>(door: &mut D, nodes: &[usize]) -> bool {
     undone
 }
 
+/// Rolls back and forgets the transaction's branch on `node` if it holds row images only (a
+/// migration's write there failed): the transaction goes on without it.
+pub async fn drop_shadow<D: Door>(door: &mut D, node: usize) {
+    let Some(tx) = door.state().tx.clone() else {
+        return;
+    };
+    let Some(b) = tx.branches.iter().find(|b| b.node == node && b.shadow) else {
+        return;
+    };
+    let x = xid_of(door, &tx);
+    let stmt = if b.xa {
+        format!("XA END {x}; XA ROLLBACK {x}")
+    } else {
+        "ROLLBACK".to_string()
+    };
+    if door
+        .run_each(&[(node, stmt)])
+        .await
+        .iter()
+        .any(Result::is_err)
+    {
+        door.discard(node);
+    }
+    if let Some(t) = door.state_mut().tx.as_mut() {
+        t.branches.retain(|b| b.node != node);
+    }
+}
+
 /// See [`Door::settle_tx`].
 pub async fn settle<D: Door>(door: &mut D) {
     if door.state().tx.as_ref().is_some_and(|t| t.abort) {
@@ -312,7 +340,48 @@ fn commit_error(node: &str, e: &MyError, what: &str) -> MyError {
     )
 }
 
-async fn commit_tx<D: Door>(door: &mut D, tx: Tx) -> Result<(), MyError> {
+/// Commits the transaction's own branches, then those that hold only row images of slots
+/// being moved ([`Branch::shadow`]): after, so a writer that waits for a row's lock on the
+/// source writes its image to the target after this one; one phase each, and a failure there
+/// is counted for the migration (its verify step finds and copies the rows again), never the
+/// client's. When the transaction fails, they roll back.
+async fn commit_tx<D: Door>(door: &mut D, mut tx: Tx) -> Result<(), MyError> {
+    if !tx.branches.iter().skip(1).any(|b| b.shadow) {
+        return commit_own(door, tx).await;
+    }
+    let x = xid_of(door, &tx);
+    let first = tx.branches.remove(0);
+    let (shadows, mut own): (Vec<Branch>, Vec<Branch>) =
+        tx.branches.drain(..).partition(|b| b.shadow);
+    own.insert(0, first);
+    tx.branches = own;
+    let r = commit_own(door, tx).await;
+    let stmts = if r.is_ok() {
+        per_branch(
+            &shadows,
+            "COMMIT",
+            &format!("XA END {x}; XA COMMIT {x} ONE PHASE"),
+        )
+    } else {
+        per_branch(
+            &shadows,
+            "ROLLBACK",
+            &format!("XA END {x}; XA ROLLBACK {x}"),
+        )
+    };
+    let results = door.run_each(&stmts).await;
+    for (b, res) in shadows.iter().zip(results) {
+        if let Err(e) = res {
+            door.discard(b.node);
+            if r.is_ok() {
+                door.shadow_failed(b.node, &e.error);
+            }
+        }
+    }
+    r
+}
+
+async fn commit_own<D: Door>(door: &mut D, tx: Tx) -> Result<(), MyError> {
     let b = &tx.branches;
     if b.len() == 1 {
         let r = door.run_each(&[(b[0].node, "COMMIT".into())]).await;

@@ -89,6 +89,9 @@ pub struct Session<S> {
     rows_written: u64,
     /// `shardproxy_statements_total{type, route="single"}` by type, for cached plans.
     single_counters: Vec<(&'static str, prometheus::IntCounter)>,
+    /// The dual write planned for the statement about to run, counted until it ends (the
+    /// freeze step of a migration waits for none to run).
+    dual_write: Option<crate::migrate::Running>,
 }
 
 type Outcome = Result<(), MyError>;
@@ -120,6 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             base_sets: Vec::new(),
             rows_written: 0,
             single_counters: Vec::new(),
+            dual_write: None,
         }
     }
 

@@ -184,6 +184,10 @@ impl KeyRoute {
         match rule {
             TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v)?;
+                if map.moving(slot).is_some() {
+                    // Planned in full (`super::moving`).
+                    return None;
+                }
                 Some(Resolved {
                     node: map.node_of_slot(slot),
                     slot: Some(slot),

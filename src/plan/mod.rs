@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod cached;
 mod insert;
+pub mod moving;
 mod select;
 pub mod tier;
 mod uses;
@@ -147,6 +148,20 @@ pub enum Plan {
     },
     /// A read or write of a time_tier table over several tiers.
     Tier(Box<TierPlan>),
+    /// A write to slots being moved: on the source, the changed rows' images to the target.
+    DualWrite(Box<moving::DualWrite>),
+    /// A write to slots at the freeze step of their move: it waits for the next step, then
+    /// is planned again.
+    Frozen {
+        table: String,
+    },
+    /// A write to slots being moved into a table whose primary key is not known yet: read it
+    /// from `node`, then plan again.
+    NeedKey {
+        schema: Option<String>,
+        table: String,
+        node: usize,
+    },
 }
 
 /// A lookup-cache probe: `(table, key)` -> the cached entry, if cached.
@@ -164,6 +179,8 @@ pub struct PlanCtx<'a> {
     /// `(schema named in the statement, table)` -> the table's columns in order, if known
     /// (the session's database stands in for an unnamed schema).
     pub columns: &'a ColumnsFn<'a>,
+    /// The same for a table's primary-key columns (quoted), if known.
+    pub primary_key: &'a ColumnsFn<'a>,
 }
 
 /// Why no id was generated.
@@ -202,6 +219,7 @@ pub fn with_offline_ctx<R>(
         lookup: &lookup,
         next_id: &next_id,
         columns: &columns,
+        primary_key: &columns,
     })
 }
 
@@ -220,6 +238,7 @@ impl Plan {
             Plan::Tier(t) => t.parts.iter().map(|p| p.node).collect(),
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
+            Plan::DualWrite(d) => vec![d.source, d.target],
             _ => Vec::new(),
         }
     }
@@ -308,6 +327,31 @@ impl fmt::Display for PlanDescription<'_> {
                 Ok(())
             }
             Plan::Tier(t) => t.describe(self.topo, f),
+            Plan::DualWrite(d) => {
+                writeln!(
+                    f,
+                    "DualWrite: slots being moved; runs on {} (its answer is the client's), the changed rows' images to {}",
+                    name(d.source),
+                    name(d.target)
+                )?;
+                writeln!(f, "  {}", d.sql)?;
+                match &d.rows {
+                    moving::Changed::Select { sql, .. } => writeln!(f, "  rows found first by: {sql}"),
+                    moving::Changed::Keys(k) => writeln!(f, "  rows by primary key: {} row(s)", k.len()),
+                    moving::Changed::Generated => {
+                        writeln!(f, "  rows by the AUTO_INCREMENT ids the node generates")
+                    }
+                }
+            }
+            Plan::Frozen { table } => writeln!(
+                f,
+                "Frozen: the slots of `{table}` it writes are at the cutover of their move; it waits for the next step and is planned again"
+            ),
+            Plan::NeedKey { table, node, .. } => writeln!(
+                f,
+                "Key: a write to slots of `{table}` being moved: its primary key is read from {} (then cached), and the statement planned again",
+                name(*node)
+            ),
         }
     }
 }
@@ -463,6 +507,7 @@ pub fn plan_traced(
     let mut slots = planner.slots.take();
     slots.sort_unstable();
     slots.dedup();
+    let plan = moving::adjust(&planner, plan, &slots);
     (plan, slots)
 }
 
@@ -1090,7 +1135,7 @@ impl<'a> Planner<'a> {
         };
         for &i in multi {
             match self.topo.table(&uses[i].table) {
-                Some(TableRule::HashSlot { map: m, .. }) if m == map => {}
+                Some(TableRule::HashSlot { map: m, .. }) if m.same_reads(map) => {}
                 _ => return None,
             }
         }

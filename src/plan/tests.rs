@@ -85,11 +85,17 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         (t == "t_order" && matches!(schema, None | Some("shop")))
             .then(|| vec!["order_id".to_string(), "user_id".into(), "status".into()].into())
     };
+    let primary_key = |_: Option<&str>, t: &str| match t {
+        "t_mv" => Some(vec!["`id`".to_string()].into()),
+        "t_nopk" => Some(Vec::<String>::new().into()),
+        _ => None,
+    };
     let ctx = PlanCtx {
         today: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
         lookup: &lookup,
         next_id: &next_id,
         columns: &columns,
+        primary_key: &primary_key,
     };
     plan(
         sql,

@@ -18,25 +18,150 @@ pub fn slot_of(value: &Value) -> Option<u16> {
     text_form(value).map(|t| slot_of_text(&t))
 }
 
-/// Which node serves each slot: a dense table of node indexes.
+/// Which node serves each slot: a dense table of node indexes, and the slot ranges being
+/// moved to another node (`crate::migrate`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotMap {
+    /// The node each slot's reads go to.
     nodes: Box<[u16; SLOTS]>,
+    moves: Vec<Move>,
+}
+
+/// A step of a slot range's move from `from` to `to`, as every proxy routes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MoveStep {
+    /// Writes run on `from` (its answer is the client's) and their row images are written to
+    /// `to`; reads stay on `from`. Backfill and verify run in this step.
+    DualWrite,
+    /// Reads move to `to`; writes still as in `DualWrite`.
+    ReadTarget,
+    /// Writes wait; reads on `to`. Every proxy stops writing `from` before `to` takes the
+    /// writes alone.
+    Freeze,
+    /// `to` owns the slots; `from` still holds copies of their rows, deleted in batches.
+    Cleanup,
+}
+
+impl MoveStep {
+    pub fn name(self) -> &'static str {
+        match self {
+            MoveStep::DualWrite => "dual_write",
+            MoveStep::ReadTarget => "read_target",
+            MoveStep::Freeze => "freeze",
+            MoveStep::Cleanup => "cleanup",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MoveStep> {
+        Some(match s {
+            "dual_write" => MoveStep::DualWrite,
+            "read_target" => MoveStep::ReadTarget,
+            "freeze" => MoveStep::Freeze,
+            "cleanup" => MoveStep::Cleanup,
+            _ => return None,
+        })
+    }
+}
+
+/// Slots `first..=last` moving from node `from` to node `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Move {
+    pub first: u16,
+    pub last: u16,
+    pub from: usize,
+    pub to: usize,
+    pub step: MoveStep,
+}
+
+impl Move {
+    pub fn contains(&self, slot: u16) -> bool {
+        (self.first..=self.last).contains(&slot)
+    }
+
+    /// The node reads of these slots go to.
+    pub fn read_node(&self) -> usize {
+        match self.step {
+            MoveStep::DualWrite => self.from,
+            _ => self.to,
+        }
+    }
+
+    /// The node that holds rows of these slots that reads must not see there (copies being
+    /// filled, or left to clean up).
+    pub fn shadow_node(&self) -> usize {
+        match self.step {
+            MoveStep::DualWrite => self.to,
+            _ => self.from,
+        }
+    }
+
+    /// `CRC32(col) % 1024 BETWEEN first AND last`, selecting the rows of these slots.
+    pub fn predicate(&self, column: &str) -> String {
+        format!(
+            "CRC32({column}) % {SLOTS} BETWEEN {} AND {}",
+            self.first, self.last
+        )
+    }
 }
 
 impl SlotMap {
     /// A map from a complete assignment (every slot named exactly once, checked by the caller).
     pub fn from_assignment(nodes: Box<[u16; SLOTS]>) -> Self {
-        SlotMap { nodes }
+        SlotMap {
+            nodes,
+            moves: Vec::new(),
+        }
     }
 
+    /// The map with these ranges moving (disjoint, checked by the caller); each range's
+    /// slots are given to `from` (read there) or `to` (from `ReadTarget` on).
+    pub fn with_moves(mut self, moves: Vec<Move>) -> Self {
+        for m in &moves {
+            for s in m.first..=m.last {
+                self.nodes[usize::from(s) % SLOTS] = m.read_node() as u16;
+            }
+        }
+        self.moves = moves;
+        self
+    }
+
+    /// Where the slot's reads go (its owner, or a moving range's read node).
     pub fn node_of_slot(&self, slot: u16) -> usize {
         usize::from(self.nodes[usize::from(slot) % SLOTS])
     }
 
-    /// The nodes that hold at least one slot, in node order.
+    /// Do both maps read every slot on the same node (tables sharded alike, even while one
+    /// has slots moving and still reads them at their source)?
+    pub fn same_reads(&self, other: &SlotMap) -> bool {
+        self.nodes == other.nodes
+    }
+
+    /// The ranges being moved.
+    pub fn moves(&self) -> &[Move] {
+        &self.moves
+    }
+
+    /// The move of this slot, if it is moving.
+    pub fn moving(&self, slot: u16) -> Option<&Move> {
+        if self.moves.is_empty() {
+            return None;
+        }
+        self.moves.iter().find(|m| m.contains(slot))
+    }
+
+    /// The owner of record of each slot: a moving range's `from` until its cleanup step.
+    pub fn owner_of_slot(&self, slot: u16) -> usize {
+        match self.moving(slot) {
+            Some(m) if m.step != MoveStep::Cleanup => m.from,
+            Some(m) => m.to,
+            None => self.node_of_slot(slot),
+        }
+    }
+
+    /// The nodes that hold at least one slot's rows (moving ranges: both ends), in node order.
     pub fn nodes(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.nodes.iter().map(|n| usize::from(*n)).collect();
+        v.extend(self.moves.iter().flat_map(|m| [m.from, m.to]));
         v.sort_unstable();
         v.dedup();
         v
@@ -48,17 +173,36 @@ impl SlotMap {
         for n in nodes.iter_mut() {
             *n = f(usize::from(*n)) as u16;
         }
-        SlotMap { nodes }
+        let moves = self
+            .moves
+            .iter()
+            .map(|m| Move {
+                from: f(m.from),
+                to: f(m.to),
+                ..*m
+            })
+            .collect();
+        SlotMap { nodes, moves }
     }
 
-    /// Contiguous `(first, last, node)` runs, for display.
+    /// Contiguous `(first, last, owner of record)` runs, a moving range always a run of its
+    /// own, for display and for writing the map back.
     pub fn runs(&self) -> Vec<(u16, u16, usize)> {
-        let mut out: Vec<(u16, u16, usize)> = Vec::new();
-        for (slot, node) in self.nodes.iter().enumerate() {
-            let node = usize::from(*node);
+        self.runs_with_moves()
+            .into_iter()
+            .map(|(a, b, n, _)| (a, b, n))
+            .collect()
+    }
+
+    /// [`SlotMap::runs`] with each run's move.
+    pub fn runs_with_moves(&self) -> Vec<(u16, u16, usize, Option<Move>)> {
+        let mut out: Vec<(u16, u16, usize, Option<Move>)> = Vec::new();
+        for slot in 0..SLOTS as u16 {
+            let node = self.owner_of_slot(slot);
+            let m = self.moving(slot).copied();
             match out.last_mut() {
-                Some(last) if last.2 == node => last.1 = slot as u16,
-                _ => out.push((slot as u16, slot as u16, node)),
+                Some(last) if last.2 == node && last.3 == m => last.1 = slot,
+                _ => out.push((slot, slot, node, m)),
             }
         }
         out

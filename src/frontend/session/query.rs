@@ -17,6 +17,9 @@ use crate::plan::{self, OkMerge, Plan, SessionOp};
 use crate::sql::digest::{digest, Literal};
 use crate::sql::{self, Parsed};
 
+/// How long a write to slots at the freeze step of their move waits for the next step.
+const FROZEN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// With `SHARDPROXY_TEST_PANIC` set in its environment, the proxy panics on this exact
 /// statement (a test hook: a panic must end one client only).
 const TEST_PANIC: &str = "/* shardproxy: test panic */";
@@ -156,9 +159,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.rows_written += rows;
             r
         };
+        // A transaction that holds row images stays counted until it ends: a freeze waits
+        // for its commit, whose images the target must have before it owns the slots.
+        let images = crate::exec::door::Door::state(&self.nodes)
+            .tx
+            .as_ref()
+            .is_some_and(|t| t.branches.iter().any(|b| b.shadow));
+        if !images {
+            self.dual_write = None;
+        }
         if ddl {
             // Whatever it did, on whichever nodes: tables' columns are read again.
             self.shared.columns.invalidate_all();
+            self.shared.primary_keys.invalidate_all();
             crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
         }
         r
@@ -226,13 +239,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         topo: &Arc<Topology>,
     ) -> (Plan, Vec<(String, u16)>) {
         let mut read_once = false;
-        let mut columns_read = false;
+        // A reload between the read and the planning empties the caches: a few reads each.
+        let mut columns_read = 0;
+        let mut key_read = 0;
         let mut reservations = 0;
+        let mut topo = topo.clone();
+        let frozen_until = Instant::now() + FROZEN_WAIT;
         loop {
             let db = self.nodes.db().map(str::to_string);
-            let (plan, slots) = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
-                plan::plan_traced(sql, parsed, params, topo, ctx)
+            let (plan, slots) = self.shared.with_plan_ctx(&topo, db.as_deref(), |ctx| {
+                plan::plan_traced(sql, parsed, params, &topo, ctx)
             });
+            let topo = &mut topo;
+            let write = !is_read(parsed.ok(), sql);
+            let sharded = write
+                && (!slots.is_empty()
+                    || matches!(
+                        plan,
+                        Plan::Scatter {
+                            ok: OkMerge::Sum,
+                            ..
+                        }
+                    ));
+            if let Some(e) = self.shared.migration.fence(topo, &plan, sharded) {
+                let refusal = Plan::Refuse {
+                    code: e.code,
+                    message: e.message,
+                };
+                return (refusal, Vec::new());
+            }
             // What the plan waits for, read or reserved through the door; a failure fails
             // the statement.
             let fetched: Result<(), crate::error::MyError> = match plan {
@@ -255,8 +290,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .await
                         .map(|(first, end)| self.shared.sequence_store(&table, first, end))
                 }
-                Plan::NeedColumns { schema, table } if !columns_read => {
-                    columns_read = true;
+                Plan::NeedColumns { schema, table } if columns_read < 3 => {
+                    columns_read += 1;
                     let schema = schema.as_deref();
                     crate::exec::columns::read(&mut self.nodes, topo, schema, &table)
                         .await
@@ -264,6 +299,44 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                             self.shared
                                 .columns_store(schema.or(db.as_deref()), &table, cols)
                         })
+                }
+                Plan::NeedKey {
+                    schema,
+                    table,
+                    node,
+                } if key_read < 3 => {
+                    key_read += 1;
+                    let schema = schema.as_deref();
+                    crate::exec::columns::read_key(&mut self.nodes, node, schema, &table)
+                        .await
+                        .map(|cols| {
+                            self.shared.primary_keys.insert(
+                                crate::shared::column_key(schema.or(db.as_deref()), &table),
+                                cols,
+                            )
+                        })
+                }
+                // Writes to slots at the cutover of their move wait for the next step.
+                Plan::Frozen { .. } if Instant::now() < frozen_until => {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                    self.topo = self.shared.topology();
+                    *topo = self.topo.clone();
+                    Ok(())
+                }
+                Plan::DualWrite(_) => {
+                    // Counted before the rules are looked at again: a freeze acknowledged
+                    // after this cannot miss it, and one applied before is seen here.
+                    let running = crate::migrate::Running::new(self.shared.clone());
+                    if self.shared.topology().version != topo.version {
+                        drop(running);
+                        self.topo = self.shared.topology();
+                        *topo = self.topo.clone();
+                        continue;
+                    }
+                    if self.dual_write.is_none() {
+                        self.dual_write = Some(running);
+                    }
+                    return (plan, slots);
                 }
                 other => return (other, slots),
             };
@@ -297,8 +370,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Scatter { .. } => "scatter",
             Plan::Tier(_) => "tiers",
             Plan::NeedLookup(_) => "lookup",
-            Plan::NeedColumns { .. } | Plan::NeedIds { .. } => "lookup",
+            Plan::NeedColumns { .. } | Plan::NeedIds { .. } | Plan::NeedKey { .. } => "lookup",
             Plan::Session(_) => "session",
+            Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
                 reason: message, ..

@@ -1,0 +1,226 @@
+//! The admin's migration statements: `MIGRATE SLOTS a-b OF t TO node [RATE n] [AUTO]`,
+//! `SHOW MIGRATIONS`, `CUTOVER [id]`, `ABORT [id]`. They write the migration's row in the
+//! metadata schema; the proxy that holds the migration lock runs it
+//! (`crate::migrate::driver`).
+
+use mysql_async::Conn;
+
+use super::{headers, unsupported, Answer};
+use crate::backend::MyError;
+use crate::config::{TableRule, Topology};
+use crate::migrate::store::{self, Migration};
+use crate::migrate::BLIND_LEASES;
+
+fn failed(e: impl std::fmt::Display) -> MyError {
+    MyError::new(1105, format!("metadata: {e}"))
+}
+
+async fn connect(t: &Topology) -> Result<Conn, MyError> {
+    let Some(meta) = t.metadata.as_ref() else {
+        return Err(unsupported(
+            "slot migrations need a [metadata] schema, where their state and every proxy's heartbeat are kept",
+        ));
+    };
+    let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
+    let mut c = Conn::new(opts).await.map_err(failed)?;
+    for ddl in store::SCHEMA {
+        mysql_async::prelude::Queryable::query_drop(&mut c, ddl)
+            .await
+            .map_err(failed)?;
+    }
+    Ok(c)
+}
+
+/// `MIGRATE SLOTS a-b OF t TO node [RATE n] [AUTO]`.
+pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answer, MyError> {
+    let usage = || unsupported("usage: MIGRATE SLOTS a-b OF t TO node [RATE rows_per_sec] [AUTO]");
+    let after = |k: &str| {
+        words
+            .iter()
+            .position(|x| x.eq_ignore_ascii_case(k))
+            .and_then(|i| words.get(i + 1))
+            .cloned()
+    };
+    let range = super::slot_range_before(text, "OF").ok_or_else(usage)?;
+    let (a, b) = super::parse_range(&range).ok_or_else(usage)?;
+    let table = after("OF").ok_or_else(usage)?.to_ascii_lowercase();
+    let target = after("TO").ok_or_else(usage)?;
+    let rate: u64 = match after("RATE") {
+        Some(r) => r.parse().map_err(|_| usage())?,
+        None => 0,
+    };
+    let auto = words.iter().any(|w| w.eq_ignore_ascii_case("AUTO"));
+    let Some(TableRule::HashSlot { map, .. }) = t.table(&table) else {
+        return Err(unsupported(format!("`{table}` is not a hash_slot table")));
+    };
+    let Some(to) = t.node_index(&target).filter(|i| !t.nodes[*i].retired) else {
+        return Err(unsupported(format!("unknown node `{target}`")));
+    };
+    let (a, b) = (a as u16, b as u16);
+    if let Some(m) = (a..=b).find_map(|s| map.moving(s)) {
+        return Err(unsupported(format!(
+            "slots {}-{} of `{table}` are already being moved",
+            m.first, m.last
+        )));
+    }
+    let from = map.owner_of_slot(a);
+    if let Some(s) = (a..=b).find(|s| map.owner_of_slot(*s) != from) {
+        return Err(unsupported(format!(
+            "slots {a}-{b} of `{table}` are on several nodes (slot {s} is on `{}`, slot {a} on `{}`): move each node's slots apart",
+            t.node_name(map.owner_of_slot(s)),
+            t.node_name(from)
+        )));
+    }
+    if from == to {
+        return Err(unsupported(format!(
+            "slots {a}-{b} of `{table}` are on `{target}` already"
+        )));
+    }
+    let mut c = connect(t).await?;
+    if let Some(m) = store::active(&mut c).await.map_err(failed)?.first() {
+        return Err(unsupported(format!(
+            "migration {} (slots {}-{} of `{}`) is not finished: one migration runs at a time",
+            m.id, m.first, m.last, m.table
+        )));
+    }
+    let id = store::insert(
+        &mut c,
+        &table,
+        a,
+        b,
+        t.node_name(from),
+        t.node_name(to),
+        rate,
+        auto,
+    )
+    .await
+    .map_err(failed)?;
+    let _ = c.disconnect().await;
+    Ok(Answer::Done(format!(
+        "migration {id} started: slots {a}-{b} of `{table}` from `{}` to `{target}` (SHOW MIGRATIONS)",
+        t.node_name(from)
+    )))
+}
+
+/// `SHOW MIGRATIONS`.
+pub async fn show(t: &Topology) -> Result<Answer, MyError> {
+    let mut c = connect(t).await?;
+    let list = store::list(&mut c).await.map_err(failed)?;
+    let lease = t.metadata.as_ref().map_or(10_000, |m| m.lease_ms);
+    let live = store::live(&mut c, lease * u64::from(BLIND_LEASES))
+        .await
+        .map_err(failed)?;
+    let _ = c.disconnect().await;
+    let version = live.iter().map(|p| p.1).max().unwrap_or(0);
+    let failures: u64 = live.iter().map(|p| p.3).sum();
+    let rows = list
+        .iter()
+        .map(|m: &Migration| {
+            let acked = live.iter().filter(|p| p.1 >= version).count();
+            vec![
+                m.id.to_string(),
+                m.table.clone(),
+                format!("{}-{}", m.first, m.last),
+                m.source.clone(),
+                m.target.clone(),
+                m.step.clone(),
+                m.copied.to_string(),
+                format!("{:.0}", m.rows_per_sec),
+                m.chunks_verified.to_string(),
+                m.chunks_differing.to_string(),
+                failures.saturating_sub(m.failures_seen).to_string(),
+                m.cleaned.to_string(),
+                format!("{acked}/{}", live.len()),
+                m.message.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    Ok(Answer::Rows {
+        columns: headers(&[
+            "id",
+            "table",
+            "slots",
+            "source",
+            "target",
+            "step",
+            "rows_copied",
+            "rows_per_sec",
+            "chunks_verified",
+            "chunks_differing",
+            "image_failures",
+            "rows_cleaned",
+            "proxies_acknowledged",
+            "message",
+        ]),
+        rows,
+    })
+}
+
+/// `CUTOVER [id]` and `ABORT [id]`: without an id, the one migration that can take it.
+pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<Answer, MyError> {
+    let mut c = connect(t).await?;
+    let (from, to): (&[&str], &str) = if cutover {
+        (&["ready"], "cutover")
+    } else {
+        (
+            &[
+                "prepare",
+                "dual_write",
+                "backfill",
+                "verify",
+                "ready",
+                "cutover",
+            ],
+            "aborting",
+        )
+    };
+    let id = match words.get(1).map(|w| w.parse::<u64>()) {
+        Some(Ok(id)) => id,
+        Some(Err(_)) => {
+            return Err(unsupported(
+                "the migration id is a number (SHOW MIGRATIONS)",
+            ))
+        }
+        None => {
+            let active = store::active(&mut c).await.map_err(failed)?;
+            let fit: Vec<&Migration> = active
+                .iter()
+                .filter(|m| from.contains(&m.step.as_str()))
+                .collect();
+            match fit.as_slice() {
+                [one] => one.id,
+                [] => {
+                    return Err(unsupported(if cutover {
+                        "no migration is ready for its cutover (SHOW MIGRATIONS)"
+                    } else {
+                        "no migration can be aborted (SHOW MIGRATIONS)"
+                    }))
+                }
+                _ => return Err(unsupported("several migrations fit: name the id")),
+            }
+        }
+    };
+    if store::transition(&mut c, id, from, to)
+        .await
+        .map_err(failed)?
+    {
+        let _ = c.disconnect().await;
+        return Ok(Answer::Done(if cutover {
+            format!("migration {id}: cutover begins")
+        } else {
+            format!("migration {id}: aborting; the slots stay on their source")
+        }));
+    }
+    let step = store::get(&mut c, id)
+        .await
+        .map_err(failed)?
+        .map(|m| m.step);
+    let _ = c.disconnect().await;
+    Err(unsupported(match step {
+        None => format!("no migration {id}"),
+        Some(s) if cutover => format!("migration {id} is at `{s}`, not ready for its cutover"),
+        Some(s) => format!(
+            "migration {id} is at `{s}`: past its cutover the target owns the slots and it cannot be aborted"
+        ),
+    }))
+}

@@ -1,0 +1,345 @@
+//! The data steps of a move, on the source and target nodes' own connections: the backfill
+//! (rows copied in primary-key order, each batch under the source's row locks), the verify
+//! (per-chunk row count and checksum on both sides, under the same locks; a chunk that
+//! differs is copied again and checked again) and the cleanups (a range's rows deleted in
+//! batches).
+//!
+//! Every batch locks its rows on the source (`FOR UPDATE`, READ COMMITTED so rows of other
+//! slots the scan passes are not held) and writes them to the target before it lets them
+//! go. A client's write to one of those rows waits for the batch; its image then follows
+//! the batch's to the target (`crate::exec::dual_write`). A write that came first has its
+//! image on the target before the batch can lock the row. Either way the target ends with
+//! the source's last image of every row.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Value};
+
+use super::store::Migration;
+use crate::plan::moving::{quote, tuples};
+use crate::routing::slot::SLOTS;
+
+/// What the copy needs to know of the table, read from the source.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// Quoted name.
+    pub table: String,
+    /// `CRC32(key) % 1024 BETWEEN a AND b`.
+    pub slots: String,
+    /// Quoted primary-key columns, and their positions among `columns`.
+    pub key: Vec<String>,
+    pub key_pos: Vec<usize>,
+    /// Quoted columns, in order.
+    pub columns: Vec<String>,
+}
+
+/// Rows per batch.
+pub const BATCH: usize = 500;
+/// Rows per verify chunk.
+pub const CHUNK: usize = 1000;
+
+fn columns_sql(table: &str) -> String {
+    format!(
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
+        table.replace('\'', "''")
+    )
+}
+
+async fn names(c: &mut Conn, sql: &str) -> mysql_async::Result<Vec<String>> {
+    c.query(sql).await
+}
+
+/// Connects the copy's session: READ COMMITTED (its locking reads hold only the rows they
+/// return), and a short lock wait (a batch that waits gives way and is tried again).
+pub async fn session(c: &mut Conn) -> mysql_async::Result<()> {
+    c.query_drop("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        .await?;
+    c.query_drop("SET SESSION innodb_lock_wait_timeout = 5")
+        .await
+}
+
+/// Reads the table's shape on the source and makes sure the target has the same table
+/// (created from the source's `SHOW CREATE TABLE` when it has none).
+pub async fn prepare(
+    s: &mut Conn,
+    t: &mut Conn,
+    m: &Migration,
+    shard_column: &str,
+) -> Result<Shape, String> {
+    let table = m.table.as_str();
+    let err = |e: mysql_async::Error| e.to_string();
+    let columns = names(s, &columns_sql(table)).await.map_err(err)?;
+    if columns.is_empty() {
+        return Err(format!("the source `{}` has no table `{table}`", m.source));
+    }
+    let mut there = names(t, &columns_sql(table)).await.map_err(err)?;
+    if there.is_empty() {
+        let create: Option<(String, String)> = s
+            .query_first(format!("SHOW CREATE TABLE {}", quote(table)))
+            .await
+            .map_err(err)?;
+        let Some((_, ddl)) = create else {
+            return Err(format!(
+                "SHOW CREATE TABLE `{table}` on the source gave nothing"
+            ));
+        };
+        t.query_drop(ddl).await.map_err(err)?;
+        there = names(t, &columns_sql(table)).await.map_err(err)?;
+    }
+    if there != columns {
+        return Err(format!(
+            "`{table}` has other columns on the target `{}` ({}) than on the source `{}` ({})",
+            m.target,
+            there.join(", "),
+            m.source,
+            columns.join(", ")
+        ));
+    }
+    let key = names(
+        s,
+        &format!(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() \
+             AND TABLE_NAME = '{}' AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            table.replace('\'', "''")
+        ),
+    )
+    .await
+    .map_err(err)?;
+    if key.is_empty() {
+        return Err(format!(
+            "`{table}` has no primary key: its rows cannot be copied and compared by key"
+        ));
+    }
+    let key_pos = key
+        .iter()
+        .map(|k| columns.iter().position(|c| c == k).unwrap_or(0))
+        .collect();
+    Ok(Shape {
+        table: quote(table),
+        slots: format!(
+            "CRC32({}) % {SLOTS} BETWEEN {} AND {}",
+            quote(shard_column),
+            m.first,
+            m.last
+        ),
+        key: key.iter().map(|k| quote(k)).collect(),
+        key_pos,
+        columns: columns.iter().map(|c| quote(c)).collect(),
+    })
+}
+
+impl Shape {
+    fn key_list(&self) -> String {
+        self.key.join(", ")
+    }
+
+    /// `(key) > (cursor)`, or nothing at the start.
+    fn after(&self, cursor: Option<&str>) -> String {
+        match cursor {
+            Some(c) => format!(" AND ({}) > {c}", self.key_list()),
+            None => String::new(),
+        }
+    }
+
+    fn upto(&self, hi: Option<&str>) -> String {
+        match hi {
+            Some(h) => format!(" AND ({}) <= {h}", self.key_list()),
+            None => String::new(),
+        }
+    }
+
+    /// The key of a row as a SQL tuple literal (the stored cursor).
+    fn cursor_of(&self, row: &[Value]) -> String {
+        let parts: Vec<String> = self
+            .key_pos
+            .iter()
+            .map(|i| {
+                row.get(*i)
+                    .map(|v| v.as_sql(false))
+                    .unwrap_or_else(|| "NULL".into())
+            })
+            .collect();
+        format!("({})", parts.join(", "))
+    }
+}
+
+/// Writes `rows` to the target (inside its open transaction).
+async fn replace(t: &mut Conn, shape: &Shape, rows: &[Vec<Value>]) -> mysql_async::Result<()> {
+    let width = shape.columns.len();
+    for chunk in rows.chunks((60_000 / width.max(1)).clamp(1, BATCH)) {
+        let sql = format!(
+            "REPLACE INTO {} VALUES {}",
+            shape.table,
+            tuples(width, chunk.len())
+        );
+        let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
+        t.exec_drop(sql, params).await?;
+    }
+    Ok(())
+}
+
+/// Copies the next batch after `cursor`: the rows read and locked on the source, written to
+/// the target, committed there, then the source's locks let go. Returns the rows copied
+/// and the new cursor (`None`: nothing was left).
+pub async fn batch(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    cursor: Option<&str>,
+    n: usize,
+) -> mysql_async::Result<(usize, Option<String>)> {
+    s.query_drop("START TRANSACTION").await?;
+    let sql = format!(
+        "SELECT * FROM {} WHERE {}{} ORDER BY {} LIMIT {n} FOR UPDATE",
+        shape.table,
+        shape.slots,
+        shape.after(cursor),
+        shape.key_list()
+    );
+    let r = async {
+        let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
+        let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
+        if rows.is_empty() {
+            return Ok((0, None));
+        }
+        t.query_drop("START TRANSACTION").await?;
+        if let Err(e) = replace(t, shape, &rows).await {
+            let _ = t.query_drop("ROLLBACK").await;
+            return Err(e);
+        }
+        t.query_drop("COMMIT").await?;
+        let last = rows.last().map(|r| shape.cursor_of(r));
+        Ok((rows.len(), last))
+    }
+    .await;
+    let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let _ = s.query_drop(end).await;
+    r
+}
+
+/// One verify chunk after `lo`: its upper key (`None`: the last chunk) and whether both
+/// sides agree, after copying it again up to three times while they did not.
+/// Returns (upper key, differed at first, agrees now).
+pub async fn verify_chunk(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    lo: Option<&str>,
+) -> mysql_async::Result<(Option<String>, bool, bool)> {
+    let hi: Option<mysql_async::Row> = s
+        .query_first(format!(
+            "SELECT * FROM {} WHERE {}{} ORDER BY {} LIMIT 1 OFFSET {}",
+            shape.table,
+            shape.slots,
+            shape.after(lo),
+            shape.key_list(),
+            CHUNK - 1
+        ))
+        .await?;
+    let hi = hi.map(|r| shape.cursor_of(&r.unwrap()));
+    let range = format!(
+        "{}{}{}",
+        shape.slots,
+        shape.after(lo),
+        shape.upto(hi.as_deref())
+    );
+    let mut first_differed = false;
+    for attempt in 0..4 {
+        if sums_agree(s, t, shape, &range).await? {
+            return Ok((hi, first_differed, true));
+        }
+        if attempt == 0 {
+            first_differed = true;
+        }
+        if attempt < 3 {
+            copy_range(s, t, shape, &range).await?;
+        }
+    }
+    Ok((hi, first_differed, false))
+}
+
+fn checksum_sql(shape: &Shape, range: &str, lock: &str) -> String {
+    let parts: Vec<String> = shape
+        .columns
+        .iter()
+        .map(|c| format!("ISNULL({c}), {c}"))
+        .collect();
+    format!(
+        "SELECT COUNT(*), CAST(COALESCE(BIT_XOR(CRC32(CONCAT_WS('|', {}))), 0) AS UNSIGNED) FROM {} WHERE {range} {lock}",
+        parts.join(", "),
+        shape.table
+    )
+}
+
+/// Row count and checksum of the range on both sides, the source's rows locked meanwhile
+/// (so a write that committed there has its image on the target, or is waiting).
+async fn sums_agree(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    range: &str,
+) -> mysql_async::Result<bool> {
+    s.query_drop("START TRANSACTION").await?;
+    let r = async {
+        let a: Option<(u64, u64)> = s
+            .query_first(checksum_sql(shape, range, "FOR UPDATE"))
+            .await?;
+        t.query_drop("START TRANSACTION").await?;
+        let b: mysql_async::Result<Option<(u64, u64)>> = t
+            .query_first(checksum_sql(shape, range, "LOCK IN SHARE MODE"))
+            .await;
+        let _ = t.query_drop("COMMIT").await;
+        Ok(a == b?)
+    }
+    .await;
+    let _ = s.query_drop("COMMIT").await;
+    r
+}
+
+/// Copies a range again: the target's rows there replaced by the source's, under the
+/// source's locks.
+async fn copy_range(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    range: &str,
+) -> mysql_async::Result<()> {
+    s.query_drop("START TRANSACTION").await?;
+    let r = async {
+        let rows: Vec<mysql_async::Row> = s
+            .query(format!(
+                "SELECT * FROM {} WHERE {range} FOR UPDATE",
+                shape.table
+            ))
+            .await?;
+        let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
+        t.query_drop("START TRANSACTION").await?;
+        let w = async {
+            t.query_drop(format!("DELETE FROM {} WHERE {range}", shape.table))
+                .await?;
+            replace(t, shape, &rows).await
+        }
+        .await;
+        match w {
+            Ok(()) => t.query_drop("COMMIT").await,
+            Err(e) => {
+                let _ = t.query_drop("ROLLBACK").await;
+                Err(e)
+            }
+        }
+    }
+    .await;
+    let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let _ = s.query_drop(end).await;
+    r
+}
+
+/// Deletes up to `n` rows of the range on `c`; how many it deleted.
+pub async fn delete_batch(c: &mut Conn, shape: &Shape, n: usize) -> mysql_async::Result<u64> {
+    c.query_drop(format!(
+        "DELETE FROM {} WHERE {} LIMIT {n}",
+        shape.table, shape.slots
+    ))
+    .await?;
+    Ok(c.affected_rows())
+}

@@ -1,0 +1,578 @@
+//! Runs migrations step by step. Every proxy with a metadata schema runs [`run`]; the one
+//! that holds the metadata's lock drives, the others wait, and take over from the stored
+//! state when the driver dies (its lock goes with its connection).
+//!
+//! Steps of a migration (`shard_migrations.step`) and the slot-map version each writes:
+//! - `prepare`: the target gets the table (from the source's `SHOW CREATE TABLE`) and loses
+//!   any rows of the range an earlier attempt left; then version `dual_write`.
+//! - `dual_write`: waits for every proxy to run that version (and any proxy that has not
+//!   heartbeated for a while to be fenced), so no write of the range escapes the images.
+//! - `backfill`: batches in primary-key order, throttled to `rate` rows/s, resumable.
+//! - `verify`: chunks compared, differing ones copied again; done again from the start if a
+//!   proxy failed to write images meanwhile. Then `ready`, or `cutover` when automatic.
+//! - `cutover`: version `read_target` (acknowledged), version `freeze` (acknowledged by
+//!   every proxy with no dual write running), version `cleanup` (the target owns the
+//!   slots): writes waited only between the last two.
+//! - `cleanup`: the source's rows of the range deleted, throttled; version `stable`; `done`.
+//! - `aborting` (ABORT before the cleanup version): version `stable` on the source, the
+//!   target's copies deleted; `aborted`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use tracing::{info, warn};
+
+use super::copy::{self, Shape};
+use super::store::{self, Migration};
+use super::BLIND_LEASES;
+use crate::config::{TableRule, Topology};
+use crate::shared::Shared;
+
+/// How long a step waits for every proxy to acknowledge its version.
+const ACK_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the freeze may wait for proxies to finish their running dual writes.
+const FREEZE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A step that could not go on: said in the migration's `message` and tried again.
+type Step<T> = Result<T, String>;
+
+fn err(e: mysql_async::Error) -> String {
+    e.to_string()
+}
+
+/// The migrations loop of a proxy (see the module documentation).
+pub async fn run(shared: Arc<Shared>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let topo = shared.topology();
+        let Some(meta) = topo.metadata.clone() else {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            continue;
+        };
+        let Ok(opts) = Opts::from_url(&meta.url) else {
+            continue;
+        };
+        // A connection of its own: the lock lives as long as it does.
+        let Ok(mut lock) = Conn::new(opts.clone()).await else {
+            continue;
+        };
+        let mine = async {
+            if store::active(&mut lock).await.ok()?.is_empty() {
+                return None;
+            }
+            store::try_lock(&mut lock).await.ok().filter(|b| *b)
+        }
+        .await;
+        if mine.is_none() {
+            let _ = lock.disconnect().await;
+            continue;
+        }
+        info!("driving slot migrations (this proxy holds the metadata's migration lock)");
+        loop {
+            let Ok(active) = store::active(&mut lock).await else {
+                break;
+            };
+            let Some(m) = active.into_iter().next() else {
+                break;
+            };
+            let id = m.id;
+            match drive(&shared, &mut lock, m).await {
+                Ok(true) => {}
+                Ok(false) => tokio::time::sleep(Duration::from_millis(300)).await,
+                Err(e) => {
+                    warn!(migration = id, "migration step failed, tried again: {e}");
+                    shared.metrics.migration_errors.inc();
+                    let _ = store::set_message(&mut lock, id, &e).await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+        let _ = lock.disconnect().await;
+    }
+}
+
+/// The nodes' connections of a migration.
+struct Ends {
+    s: Conn,
+    t: Conn,
+    shape: Shape,
+}
+
+async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
+    let node = |name: &str| {
+        topo.node_index(name)
+            .map(|i| topo.nodes[i].opts.clone())
+            .ok_or_else(|| format!("node `{name}` is not in the rules"))
+    };
+    let column = match topo.table(&m.table) {
+        Some(TableRule::HashSlot { column, .. }) => column.clone(),
+        _ => return Err(format!("`{}` is no longer a hash_slot table", m.table)),
+    };
+    let mut s = Conn::new(node(&m.source)?)
+        .await
+        .map_err(|e| format!("source `{}`: {e}", m.source))?;
+    let mut t = Conn::new(node(&m.target)?)
+        .await
+        .map_err(|e| format!("target `{}`: {e}", m.target))?;
+    copy::session(&mut s).await.map_err(err)?;
+    copy::session(&mut t).await.map_err(err)?;
+    let shape = copy::prepare(&mut s, &mut t, m, &column).await?;
+    Ok(Ends { s, t, shape })
+}
+
+/// One pass over a migration's current step; `true` when it moved on (drive again).
+async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
+    let topo = shared.topology();
+    let lease = topo.metadata.as_ref().map_or(10_000, |x| x.lease_ms);
+    shared
+        .metrics
+        .migration_step
+        .with_label_values(&[&m.step])
+        .inc();
+    match m.step.as_str() {
+        "prepare" => {
+            let mut e = ends(&topo, &m).await?;
+            seed_slot_rows(shared, c, &topo, &m).await?;
+            let owners_ok = match topo.table(&m.table) {
+                Some(TableRule::HashSlot { map, .. }) => (m.first..=m.last).all(|s| {
+                    map.moving(s).is_none()
+                        && topo.node_name(map.owner_of_slot(s)) == m.source.as_str()
+                }),
+                _ => false,
+            };
+            if !owners_ok {
+                store::set_step(
+                    c,
+                    m.id,
+                    "aborted",
+                    Some("the slots are no longer all on the source, or already moving"),
+                )
+                .await
+                .map_err(err)?;
+                return Ok(true);
+            }
+            // Left-overs of an earlier attempt: no proxy writes images here yet.
+            while copy::delete_batch(&mut e.t, &e.shape, copy::BATCH)
+                .await
+                .map_err(err)?
+                > 0
+            {}
+            let v = version(
+                c,
+                &m,
+                &m.source,
+                "dual_write",
+                Some(&m.target),
+                "dual_write",
+                "prepare",
+            )
+            .await?;
+            info!(migration = m.id, version = v, "dual writes begin");
+            Ok(true)
+        }
+        "dual_write" => {
+            // A proxy may have missed this version only if it has been silent for long
+            // enough to be fenced from every sharded write.
+            let v = current_version(c).await?;
+            acks(
+                c,
+                v,
+                lease * u64::from(BLIND_LEASES) + 1000,
+                false,
+                ACK_TIMEOUT,
+            )
+            .await?;
+            store::set_step(c, m.id, "backfill", None)
+                .await
+                .map_err(err)?;
+            Ok(true)
+        }
+        "backfill" => backfill(shared, c, &topo, m).await,
+        "verify" => verify(shared, c, &topo, m, lease).await,
+        "ready" => Ok(false),
+        "cutover" => cutover(shared, c, &m, lease).await,
+        "cleanup" => {
+            let mut e = ends(&topo, &m).await?;
+            let started = Instant::now();
+            let mut cleaned = m.cleaned;
+            loop {
+                let n = copy::delete_batch(&mut e.s, &e.shape, batch_size(m.rate))
+                    .await
+                    .map_err(err)?;
+                if n == 0 {
+                    break;
+                }
+                cleaned += n;
+                store::cleaned(c, m.id, cleaned).await.map_err(err)?;
+                throttle(started, cleaned - m.cleaned, m.rate).await;
+            }
+            let v = version(c, &m, &m.target, "stable", None, "done", "cleanup").await?;
+            acks(c, v, lease + 1000, false, ACK_TIMEOUT).await?;
+            info!(
+                migration = m.id,
+                "slots {}-{} of `{}` moved to `{}`", m.first, m.last, m.table, m.target
+            );
+            shared.metrics.migrations.with_label_values(&["done"]).inc();
+            Ok(true)
+        }
+        "aborting" => {
+            let v = version(c, &m, &m.source, "stable", None, "aborting", "aborting").await?;
+            acks(c, v, lease + 1000, true, ACK_TIMEOUT).await?;
+            let mut e = ends(&topo, &m).await?;
+            while copy::delete_batch(&mut e.t, &e.shape, copy::BATCH)
+                .await
+                .map_err(err)?
+                > 0
+            {}
+            store::set_step(
+                c,
+                m.id,
+                "aborted",
+                Some("aborted: the slots stay on the source"),
+            )
+            .await
+            .map_err(err)?;
+            shared
+                .metrics
+                .migrations
+                .with_label_values(&["aborted"])
+                .inc();
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Rows per batch at `rate` rows/s (0: unthrottled).
+fn batch_size(rate: u64) -> usize {
+    if rate == 0 {
+        copy::BATCH
+    } else {
+        (rate as usize).clamp(1, copy::BATCH)
+    }
+}
+
+/// Sleeps so that `done` rows since `started` keep to `rate` rows/s.
+async fn throttle(started: Instant, done: u64, rate: u64) {
+    if rate == 0 {
+        return;
+    }
+    let due = Duration::from_secs_f64(done as f64 / rate as f64);
+    if let Some(wait) = due.checked_sub(started.elapsed()) {
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// The step, read again: an admin's ABORT stops the data steps at their next batch.
+async fn still(c: &mut Conn, m: &Migration) -> Step<bool> {
+    Ok(store::step(c, m.id).await.map_err(err)?.as_deref() == Some(m.step.as_str()))
+}
+
+async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
+    let mut e = ends(topo, &m).await?;
+    let started = Instant::now();
+    let mut copied = m.copied;
+    let mut cursor = m.cursor.clone();
+    let mut checked = Instant::now();
+    loop {
+        let (n, next) = copy::batch(
+            &mut e.s,
+            &mut e.t,
+            &e.shape,
+            cursor.as_deref(),
+            batch_size(m.rate),
+        )
+        .await
+        .map_err(err)?;
+        if n == 0 {
+            break;
+        }
+        copied += n as u64;
+        cursor = next;
+        shared
+            .metrics
+            .migration_rows
+            .with_label_values(&["copied"])
+            .inc_by(n as u64);
+        let rps = (copied - m.copied) as f64 / started.elapsed().as_secs_f64().max(0.001);
+        store::progress(c, m.id, copied, rps, cursor.as_deref())
+            .await
+            .map_err(err)?;
+        throttle(started, copied - m.copied, m.rate).await;
+        if checked.elapsed() > Duration::from_millis(500) {
+            checked = Instant::now();
+            if !still(c, &m).await? {
+                return Ok(true);
+            }
+        }
+    }
+    store::progress(c, m.id, copied, m.rows_per_sec, None)
+        .await
+        .map_err(err)?;
+    let failures = failures_now(c, topo).await?;
+    store::failures_seen(c, m.id, failures).await.map_err(err)?;
+    c.exec_drop(
+        "UPDATE shard_migrations SET step = 'verify', chunks_verified = 0, chunks_differing = 0 WHERE id = ? AND step = 'backfill'",
+        (m.id,),
+    )
+    .await
+    .map_err(err)?;
+    Ok(true)
+}
+
+/// The row images the live proxies failed to write, summed.
+async fn failures_now(c: &mut Conn, topo: &Topology) -> Step<u64> {
+    let lease = topo.metadata.as_ref().map_or(10_000, |x| x.lease_ms);
+    let live = store::live(c, lease * u64::from(BLIND_LEASES) * 10)
+        .await
+        .map_err(err)?;
+    Ok(live.iter().map(|p| p.3).sum())
+}
+
+async fn verify(
+    shared: &Shared,
+    c: &mut Conn,
+    topo: &Topology,
+    m: Migration,
+    _lease: u64,
+) -> Step<bool> {
+    let mut e = ends(topo, &m).await?;
+    let mut lo = m.cursor.clone();
+    let mut chunks = m.chunks_verified;
+    let mut differing = m.chunks_differing;
+    loop {
+        let (hi, differed, agrees) =
+            copy::verify_chunk(&mut e.s, &mut e.t, &e.shape, lo.as_deref())
+                .await
+                .map_err(err)?;
+        chunks += 1;
+        if differed {
+            differing += 1;
+            shared
+                .metrics
+                .migration_rows
+                .with_label_values(&["chunk_differed"])
+                .inc();
+        }
+        if !agrees {
+            return Err(format!(
+                "a chunk after {} still differs after copying it again three times",
+                lo.as_deref().unwrap_or("the first key")
+            ));
+        }
+        store::verified(c, m.id, chunks, differing, hi.as_deref())
+            .await
+            .map_err(err)?;
+        if hi.is_none() {
+            break;
+        }
+        lo = hi;
+        if !still(c, &m).await? {
+            return Ok(true);
+        }
+    }
+    // A proxy that failed to write images meanwhile: some rows may differ again.
+    let failures = failures_now(c, topo).await?;
+    if failures > m.failures_seen {
+        store::failures_seen(c, m.id, failures).await.map_err(err)?;
+        c.exec_drop(
+            "UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
+             message = 'row images failed during verify: verifying again' WHERE id = ? AND step = 'verify'",
+            (m.id,),
+        )
+        .await
+        .map_err(err)?;
+        return Ok(true);
+    }
+    let next = if m.auto_cutover { "cutover" } else { "ready" };
+    c.exec_drop(
+        "UPDATE shard_migrations SET step = ?, cursor_key = NULL, message = NULL WHERE id = ? AND step = 'verify'",
+        (next, m.id),
+    )
+    .await
+    .map_err(err)?;
+    Ok(true)
+}
+
+async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> Step<bool> {
+    let window = lease + 1000;
+    let v = version(
+        c,
+        m,
+        &m.source,
+        "read_target",
+        Some(&m.target),
+        "cutover",
+        "cutover",
+    )
+    .await?;
+    acks(c, v, window, false, ACK_TIMEOUT).await?;
+    let v = version(
+        c,
+        m,
+        &m.source,
+        "freeze",
+        Some(&m.target),
+        "cutover",
+        "cutover",
+    )
+    .await?;
+    let frozen = Instant::now();
+    if let Err(e) = acks(c, v, window, true, FREEZE_TIMEOUT).await {
+        // Writes wait while frozen: give them back, and try again later.
+        version(
+            c,
+            m,
+            &m.source,
+            "read_target",
+            Some(&m.target),
+            "ready",
+            "cutover",
+        )
+        .await?;
+        return Err(format!(
+            "the freeze was not acknowledged in time ({e}); back to ready, CUTOVER again"
+        ));
+    }
+    let topo = shared.topology();
+    if failures_now(c, &topo).await? > m.failures_seen {
+        version(
+            c,
+            m,
+            &m.source,
+            "dual_write",
+            Some(&m.target),
+            "verify",
+            "cutover",
+        )
+        .await?;
+        c.exec_drop(
+            "UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
+             message = 'row images failed since the verify: verifying again' WHERE id = ?",
+            (m.id,),
+        )
+        .await
+        .map_err(err)?;
+        return Ok(true);
+    }
+    // The point of no return: the target owns the slots.
+    let v = version(
+        c,
+        m,
+        &m.source,
+        "cleanup",
+        Some(&m.target),
+        "cleanup",
+        "cutover",
+    )
+    .await?;
+    let stall = frozen.elapsed();
+    shared
+        .metrics
+        .migration_freeze_seconds
+        .observe(stall.as_secs_f64());
+    info!(
+        migration = m.id,
+        version = v,
+        stall_ms = stall.as_millis() as u64,
+        "cut over"
+    );
+    acks(c, v, window, false, ACK_TIMEOUT).await?;
+    Ok(true)
+}
+
+/// Writes the migration's next slot-map version, if the migration is still at `expected`
+/// (an ABORT in between wins: nothing is written).
+#[allow(clippy::too_many_arguments)]
+async fn version(
+    c: &mut Conn,
+    m: &Migration,
+    node: &str,
+    state: &str,
+    target: Option<&str>,
+    step: &str,
+    expected: &str,
+) -> Step<u64> {
+    match store::write_version(c, m, node, state, target, step, expected)
+        .await
+        .map_err(err)?
+    {
+        Some(v) => Ok(v),
+        None => Err(format!(
+            "the migration left step `{expected}` meanwhile (ABORT?)"
+        )),
+    }
+}
+
+async fn current_version(c: &mut Conn) -> Step<u64> {
+    let v: Option<u64> = c
+        .query_first(
+            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
+             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0))",
+        )
+        .await
+        .map_err(err)?;
+    Ok(v.unwrap_or(0))
+}
+
+/// Waits until every proxy that heartbeated within `window_ms` runs `version` or newer
+/// (and, with `quiet`, runs no dual write).
+async fn acks(
+    c: &mut Conn,
+    version: u64,
+    window_ms: u64,
+    quiet: bool,
+    timeout: Duration,
+) -> Step<()> {
+    let started = Instant::now();
+    loop {
+        let live = store::live(c, window_ms).await.map_err(err)?;
+        let behind: Vec<&str> = live
+            .iter()
+            .filter(|p| p.1 < version || (quiet && !p.2))
+            .map(|p| p.0.as_str())
+            .collect();
+        if behind.is_empty() && !live.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "proxies {} have not acknowledged version {version}",
+                behind.join(", ")
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Puts the table's slot map in the metadata schema (as the running rules have it) when the
+/// metadata has none for it: the steps are written there.
+async fn seed_slot_rows(shared: &Shared, c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
+    let n: Option<u64> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM shard_slot_map WHERE table_name = ?",
+            (&m.table,),
+        )
+        .await
+        .map_err(err)?;
+    if n.unwrap_or(0) == crate::routing::slot::SLOTS as u64 {
+        return Ok(());
+    }
+    let Some(rule @ TableRule::HashSlot { column, .. }) = topo.table(&m.table) else {
+        return Err(format!("`{}` is not a hash_slot table", m.table));
+    };
+    let owners = crate::admin::metadata::owners_with(topo, rule, 1, 0, 0);
+    let url = topo
+        .metadata
+        .as_ref()
+        .map(|x| x.url.clone())
+        .unwrap_or_default();
+    let v = current_version(c).await?.max(topo.version) + 1;
+    crate::admin::metadata::write_slots(&url, &m.table, column, &owners, v)
+        .await
+        .map_err(err)?;
+    let _ = shared;
+    Ok(())
+}

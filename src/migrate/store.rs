@@ -1,0 +1,334 @@
+//! The migrations' state in the metadata schema: one row per migration
+//! (`shard_migrations`), one row per proxy with its heartbeat (`shard_proxies`), and the slot
+//! map rows (`shard_slot_map`) whose versions every proxy applies.
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Pool, TxOpts};
+
+pub const SCHEMA: [&str; 2] = [
+    "CREATE TABLE IF NOT EXISTS shard_migrations (
+        id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        table_name VARCHAR(64) NOT NULL,
+        first_slot INT NOT NULL,
+        last_slot INT NOT NULL,
+        source VARCHAR(64) NOT NULL,
+        target VARCHAR(64) NOT NULL,
+        step VARCHAR(16) NOT NULL,
+        rate INT NOT NULL DEFAULT 0,
+        auto_cutover TINYINT NOT NULL DEFAULT 0,
+        copied BIGINT NOT NULL DEFAULT 0,
+        rows_per_sec DOUBLE NOT NULL DEFAULT 0,
+        cursor_key TEXT NULL,
+        chunks_verified BIGINT NOT NULL DEFAULT 0,
+        chunks_differing BIGINT NOT NULL DEFAULT 0,
+        failures_seen BIGINT NOT NULL DEFAULT 0,
+        cleaned BIGINT NOT NULL DEFAULT 0,
+        message TEXT NULL,
+        driver VARCHAR(96) NULL,
+        started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+        updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
+    "CREATE TABLE IF NOT EXISTS shard_proxies (
+        proxy_id VARCHAR(96) NOT NULL PRIMARY KEY,
+        version BIGINT NOT NULL,
+        quiet TINYINT NOT NULL DEFAULT 1,
+        shadow_failures BIGINT NOT NULL DEFAULT 0,
+        heartbeat DATETIME(3) NOT NULL)",
+];
+
+/// The steps a migration's row goes through (`SHOW MIGRATIONS`).
+pub const ACTIVE: [&str; 8] = [
+    "prepare",
+    "dual_write",
+    "backfill",
+    "verify",
+    "ready",
+    "cutover",
+    "cleanup",
+    "aborting",
+];
+
+/// A `shard_migrations` row.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Migration {
+    pub id: u64,
+    pub table: String,
+    pub first: u16,
+    pub last: u16,
+    pub source: String,
+    pub target: String,
+    pub step: String,
+    pub rate: u64,
+    pub auto_cutover: bool,
+    pub copied: u64,
+    pub rows_per_sec: f64,
+    pub cursor: Option<String>,
+    pub chunks_verified: u64,
+    pub chunks_differing: u64,
+    pub failures_seen: u64,
+    pub cleaned: u64,
+    pub message: Option<String>,
+}
+
+const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message";
+
+fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
+    Some(Migration {
+        id: r.take(0)?,
+        table: r.take(1)?,
+        first: r.take(2)?,
+        last: r.take(3)?,
+        source: r.take(4)?,
+        target: r.take(5)?,
+        step: r.take(6)?,
+        rate: r.take(7)?,
+        auto_cutover: r.take::<i64, _>(8)? != 0,
+        copied: r.take(9)?,
+        rows_per_sec: r.take(10)?,
+        cursor: r.take(11)?,
+        chunks_verified: r.take(12)?,
+        chunks_differing: r.take(13)?,
+        failures_seen: r.take(14)?,
+        cleaned: r.take(15)?,
+        message: r.take(16)?,
+    })
+}
+
+pub async fn create(pool: &Pool) -> mysql_async::Result<()> {
+    let mut c = pool.get_conn().await?;
+    for ddl in SCHEMA {
+        c.query_drop(ddl).await?;
+    }
+    Ok(())
+}
+
+/// Every migration, newest first.
+pub async fn list(c: &mut Conn) -> mysql_async::Result<Vec<Migration>> {
+    let rows: Vec<mysql_async::Row> = c
+        .query(format!(
+            "SELECT {COLUMNS} FROM shard_migrations ORDER BY id DESC"
+        ))
+        .await?;
+    Ok(rows.into_iter().filter_map(from_row).collect())
+}
+
+pub async fn get(c: &mut Conn, id: u64) -> mysql_async::Result<Option<Migration>> {
+    let rows: Vec<mysql_async::Row> = c
+        .exec(
+            format!("SELECT {COLUMNS} FROM shard_migrations WHERE id = ?"),
+            (id,),
+        )
+        .await?;
+    Ok(rows.into_iter().find_map(from_row))
+}
+
+/// The migrations not finished, oldest first.
+pub async fn active(c: &mut Conn) -> mysql_async::Result<Vec<Migration>> {
+    let mut v = list(c).await?;
+    v.retain(|m| ACTIVE.contains(&m.step.as_str()));
+    v.reverse();
+    Ok(v)
+}
+
+/// A new migration at its first step; its id.
+#[allow(clippy::too_many_arguments)]
+pub async fn insert(
+    c: &mut Conn,
+    table: &str,
+    first: u16,
+    last: u16,
+    source: &str,
+    target: &str,
+    rate: u64,
+    auto_cutover: bool,
+) -> mysql_async::Result<u64> {
+    c.exec_drop(
+        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, source, target, step, rate, auto_cutover) \
+         VALUES (?, ?, ?, ?, ?, 'prepare', ?, ?)",
+        (table, first, last, source, target, rate, auto_cutover),
+    )
+    .await?;
+    Ok(c.last_insert_id().unwrap_or(0))
+}
+
+/// Moves a migration from one of `from` to `to` (the admin's CUTOVER and ABORT); whether it
+/// did.
+pub async fn transition(
+    c: &mut Conn,
+    id: u64,
+    from: &[&str],
+    to: &str,
+) -> mysql_async::Result<bool> {
+    let list: Vec<String> = from.iter().map(|s| format!("'{s}'")).collect();
+    c.exec_drop(
+        format!(
+            "UPDATE shard_migrations SET step = ? WHERE id = ? AND step IN ({})",
+            list.join(", ")
+        ),
+        (to, id),
+    )
+    .await?;
+    Ok(c.affected_rows() > 0)
+}
+
+/// The migration's step, read again (an admin may have changed it).
+pub async fn step(c: &mut Conn, id: u64) -> mysql_async::Result<Option<String>> {
+    c.exec_first("SELECT step FROM shard_migrations WHERE id = ?", (id,))
+        .await
+}
+
+pub async fn set_step(
+    c: &mut Conn,
+    id: u64,
+    step: &str,
+    message: Option<&str>,
+) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET step = ?, message = ? WHERE id = ?",
+        (step, message, id),
+    )
+    .await
+}
+
+pub async fn set_message(c: &mut Conn, id: u64, message: &str) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET message = ? WHERE id = ?",
+        (message, id),
+    )
+    .await
+}
+
+/// One more version of the slot map: the migration's slots at `state` (`stable` with no
+/// target, or a move step toward `target`) with `node` their owner of record, and the
+/// migration from step `expected` to `step`, in one transaction. `None` (nothing written)
+/// when the migration is no longer at `expected` (an ABORT came first).
+pub async fn write_version(
+    c: &mut Conn,
+    m: &Migration,
+    node: &str,
+    state: &str,
+    target: Option<&str>,
+    step: &str,
+    expected: &str,
+) -> mysql_async::Result<Option<u64>> {
+    let mut tx = c.start_transaction(TxOpts::default()).await?;
+    let now: Option<String> = tx
+        .exec_first(
+            "SELECT step FROM shard_migrations WHERE id = ? FOR UPDATE",
+            (m.id,),
+        )
+        .await?;
+    if now.as_deref() != Some(expected) {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    tx.exec_drop(
+        "UPDATE shard_migrations SET step = ?, message = NULL WHERE id = ?",
+        (step, m.id),
+    )
+    .await?;
+    let v: Option<u64> = tx
+        .query_first(
+            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
+             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0)) + 1",
+        )
+        .await?;
+    let v = v.unwrap_or(1);
+    tx.exec_drop(
+        "UPDATE shard_slot_map SET node = ?, state = ?, target_node = ?, version = ? \
+         WHERE table_name = ? AND slot_id BETWEEN ? AND ?",
+        (node, state, target, v, &m.table, m.first, m.last),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Some(v))
+}
+
+pub async fn progress(
+    c: &mut Conn,
+    id: u64,
+    copied: u64,
+    rows_per_sec: f64,
+    cursor: Option<&str>,
+) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET copied = ?, rows_per_sec = ?, cursor_key = ? WHERE id = ?",
+        (copied, rows_per_sec, cursor, id),
+    )
+    .await
+}
+
+pub async fn verified(
+    c: &mut Conn,
+    id: u64,
+    chunks: u64,
+    differing: u64,
+    cursor: Option<&str>,
+) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET chunks_verified = ?, chunks_differing = ?, cursor_key = ? WHERE id = ?",
+        (chunks, differing, cursor, id),
+    )
+    .await
+}
+
+pub async fn cleaned(c: &mut Conn, id: u64, rows: u64) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET cleaned = ? WHERE id = ?",
+        (rows, id),
+    )
+    .await
+}
+
+pub async fn failures_seen(c: &mut Conn, id: u64, n: u64) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET failures_seen = ? WHERE id = ?",
+        (n, id),
+    )
+    .await
+}
+
+/// This proxy's heartbeat: the rules version it runs, whether a dual write is running on
+/// it, and the row images it failed to write.
+pub async fn heartbeat(
+    pool: &Pool,
+    proxy: &str,
+    version: u64,
+    quiet: bool,
+    failures: u64,
+) -> mysql_async::Result<()> {
+    let mut c = pool.get_conn().await?;
+    c.exec_drop(
+        "INSERT INTO shard_proxies (proxy_id, version, quiet, shadow_failures, heartbeat) \
+         VALUES (?, ?, ?, ?, NOW(3)) ON DUPLICATE KEY UPDATE version = VALUES(version), \
+         quiet = VALUES(quiet), shadow_failures = VALUES(shadow_failures), heartbeat = NOW(3)",
+        (proxy, version, quiet, failures),
+    )
+    .await
+}
+
+/// The proxies that heartbeated within `window_ms`: (id, version, quiet, failures).
+pub async fn live(
+    c: &mut Conn,
+    window_ms: u64,
+) -> mysql_async::Result<Vec<(String, u64, bool, u64)>> {
+    let rows: Vec<(String, u64, i64, u64)> = c
+        .exec(
+            "SELECT proxy_id, version, quiet, shadow_failures FROM shard_proxies \
+             WHERE heartbeat > NOW(3) - INTERVAL ? MICROSECOND ORDER BY proxy_id",
+            (window_ms * 1000,),
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(p, v, q, f)| (p, v, q != 0, f))
+        .collect())
+}
+
+/// Takes the lock that lets one proxy drive migrations (held while `c` lives).
+pub async fn try_lock(c: &mut Conn) -> mysql_async::Result<bool> {
+    let got: Option<Option<i64>> = c
+        .query_first("SELECT GET_LOCK(CONCAT(DATABASE(), '.shardproxy_migrate'), 0)")
+        .await?;
+    Ok(got.flatten() == Some(1))
+}

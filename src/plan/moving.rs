@@ -1,0 +1,950 @@
+//! Statements over tables whose slots are being moved to another node (`crate::migrate`).
+//!
+//! While a range moves, two nodes hold its rows: the source (authoritative until the move's
+//! last step) and the target (filling up). Every plan is checked against the moves:
+//! - a write to one moving range becomes a [`DualWrite`]: it runs on the source, and the
+//!   images of the rows it changed are written to the target (`crate::exec::dual_write`);
+//!   at the freeze step it waits for the next step ([`Plan::Frozen`]);
+//! - a read on the node that holds rows reads must not see there (the target's copies
+//!   before reads move, the source's left-overs after) gets a predicate that leaves those
+//!   slots out;
+//! - what cannot be made right (a write over several ranges or none, DDL) is refused with
+//!   1235 until the move ends.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr, Statement, TableFactor,
+    TableObject, VisitMut, VisitorMut,
+};
+
+use super::uses::{collect_uses, Use};
+use super::{refuse, Plan, Planner, Target};
+use crate::config::TableRule;
+use crate::routing::slot::{slot_of, Move, MoveStep};
+use crate::sql::{self, literal, table_name};
+
+/// A write to slots being moved, as `crate::exec::dual_write` runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DualWrite {
+    /// Where it runs and answers the client.
+    pub source: usize,
+    /// Where the images of the rows it changed go.
+    pub target: usize,
+    pub sql: String,
+    pub params: Vec<Value>,
+    /// The table as the statement names it, ready for SQL (`` `db`.`t` `` or `` `t` ``).
+    pub table: String,
+    /// The table's primary-key columns, quoted.
+    pub key: Arc<[String]>,
+    pub rows: Changed,
+}
+
+/// How the rows a write changes are found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Changed {
+    /// An INSERT / REPLACE: the primary key of each row it names.
+    Keys(Vec<Vec<Value>>),
+    /// An INSERT that leaves its one-column AUTO_INCREMENT key to the node: the ids from its
+    /// OK packet's insert id on, one per affected row.
+    Generated,
+    /// An UPDATE / DELETE: the rows this locking read returns (its `?` take `params`), read
+    /// before the statement, under the same row locks.
+    Select { sql: String, params: Vec<Value> },
+}
+
+impl DualWrite {
+    /// `SELECT key..., t.* FROM t WHERE (key) IN ((?..), ...) FOR UPDATE` for `n` keys: the
+    /// rows' images after the write (the key first, to tell which still exist).
+    pub fn images_sql(&self, n: usize) -> String {
+        let cols = self.key.join(", ");
+        format!(
+            "SELECT {cols}, {t}.* FROM {t} WHERE ({cols}) IN ({}) FOR UPDATE",
+            tuples(self.key.len(), n),
+            t = self.table
+        )
+    }
+
+    /// `REPLACE INTO t VALUES (?, ...), ...` for `n` rows of `width` columns.
+    pub fn replace_sql(&self, width: usize, n: usize) -> String {
+        format!("REPLACE INTO {} VALUES {}", self.table, tuples(width, n))
+    }
+
+    /// `DELETE FROM t WHERE (key) IN ((?..), ...)` for `n` keys.
+    pub fn delete_sql(&self, n: usize) -> String {
+        format!(
+            "DELETE FROM {} WHERE ({}) IN ({})",
+            self.table,
+            self.key.join(", "),
+            tuples(self.key.len(), n)
+        )
+    }
+}
+
+/// `(?, ?), (?, ?)`: `n` tuples of `width` placeholders.
+pub fn tuples(width: usize, n: usize) -> String {
+    let one = format!("({})", vec!["?"; width].join(", "));
+    vec![one; n].join(", ")
+}
+
+/// A quoted identifier.
+pub fn quote(id: &str) -> String {
+    format!("`{}`", id.replace('`', "``"))
+}
+
+/// Does any table of the rules have slots moving?
+pub fn any_moving(topo: &crate::config::Topology) -> bool {
+    topo.tables
+        .values()
+        .any(|r| matches!(r, TableRule::HashSlot { map, .. } if !map.moves().is_empty()))
+}
+
+fn moves_of<'t>(p: &Planner<'t>, table: &str) -> Option<(&'t str, &'t [Move])> {
+    match p.topo.table(table) {
+        Some(TableRule::HashSlot { column, map }) if !map.moves().is_empty() => {
+            Some((column.as_str(), map.moves()))
+        }
+        _ => None,
+    }
+}
+
+/// The plan made right for the moves under way (see the module documentation).
+pub(super) fn adjust(p: &Planner<'_>, plan: Plan, slots: &[(String, u16)]) -> Plan {
+    if !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) || !any_moving(p.topo) {
+        return plan;
+    }
+    let uses = collect_uses(p.stmt, p);
+    if !uses.iter().any(|u| moves_of(p, &u.table).is_some()) {
+        return plan;
+    }
+    match p.stmt {
+        Statement::Query(q) if !q.locks.is_empty() => locking_read(p, plan, &uses),
+        Statement::Query(_) => reads(p, plan, &uses),
+        Statement::Explain { .. } => plan,
+        Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
+            writes(p, plan, &uses, slots)
+        }
+        _ => {
+            let t = uses
+                .iter()
+                .find(|u| moves_of(p, &u.table).is_some())
+                .map(|u| u.table.clone())
+                .unwrap_or_default();
+            refuse(format!(
+                "slots of `{t}` are being moved (SHOW MIGRATIONS): this statement must wait until the move ends or is aborted"
+            ))
+        }
+    }
+}
+
+fn moving_msg(table: &str, what: &str) -> String {
+    format!(
+        "slots of `{table}` are being moved (SHOW MIGRATIONS): {what}; it can run once the move ends or is aborted"
+    )
+}
+
+/// A use pinned to keys none of which is in `m`'s slots cannot see that range's rows.
+fn sees(u: &Use, m: &Move) -> bool {
+    match &u.keys {
+        Some(keys) => keys.iter().filter_map(slot_of).any(|s| m.contains(s)),
+        None => true,
+    }
+}
+
+/// A locking read (`FOR UPDATE`, `LOCK IN SHARE MODE`) takes its locks where the writes
+/// run: on the source while it is authoritative, not on the copies reads moved to.
+fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
+    let mut from = None;
+    for u in uses {
+        let Some((_, moves)) = moves_of(p, &u.table) else {
+            continue;
+        };
+        for m in moves.iter().filter(|m| sees(u, m)) {
+            match (m.step, &u.keys) {
+                (MoveStep::DualWrite | MoveStep::Cleanup, _) => {}
+                (MoveStep::Freeze, _) => {
+                    return Plan::Frozen {
+                        table: u.table.clone(),
+                    }
+                }
+                (MoveStep::ReadTarget, Some(_)) => from = Some(m.from),
+                (MoveStep::ReadTarget, None) => {
+                    return refuse(moving_msg(
+                        &u.table,
+                        "a locking read of it must pin its shard key while reads move",
+                    ))
+                }
+            }
+        }
+    }
+    match (from, plan) {
+        (Some(node), Plan::Route(mut t)) => {
+            t.node = node;
+            Plan::Route(t)
+        }
+        (Some(_), _) => refuse(moving_msg(
+            "the table",
+            "a locking read over several nodes while reads move",
+        )),
+        (None, plan) => reads(p, plan, uses),
+    }
+}
+
+fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
+    let targets: Vec<&mut Target> = match &mut plan {
+        Plan::Route(t) => vec![t],
+        Plan::Scatter { targets, .. } => targets.iter_mut().collect(),
+        _ => return plan,
+    };
+    for t in targets {
+        // table -> (its shard key, the ranges to leave out on this node)
+        let mut hide: HashMap<String, (String, Vec<Move>)> = HashMap::new();
+        for u in uses {
+            let Some((column, moves)) = moves_of(p, &u.table) else {
+                continue;
+            };
+            for m in moves
+                .iter()
+                .filter(|m| m.shadow_node() == t.node && sees(u, m))
+            {
+                let e = hide
+                    .entry(u.table.clone())
+                    .or_insert_with(|| (column.to_string(), Vec::new()));
+                if !e.1.contains(m) {
+                    e.1.push(*m);
+                }
+            }
+        }
+        if hide.is_empty() {
+            continue;
+        }
+        match hidden(&t.sql, &hide) {
+            Ok(sql) => t.sql = sql,
+            Err(what) => {
+                let table = hide.keys().next().cloned().unwrap_or_default();
+                return refuse(moving_msg(&table, &what));
+            }
+        }
+    }
+    plan
+}
+
+/// `sql` with every reference to the tables of `hide` restricted to rows outside their
+/// ranges: `NOT (CRC32(alias.key) % 1024 BETWEEN a AND b)` in the WHERE of the SELECT that
+/// reads it (in the ON of a LEFT JOIN that reads it). `Err` says what could not be.
+pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Move>)>) -> Result<String, String> {
+    let mut parsed = sql::parse(sql).map_err(|e| format!("the statement does not parse ({e})"))?;
+    let mut v = Hide {
+        hide,
+        done: 0,
+        failed: None,
+    };
+    let _ = parsed.stmt.visit(&mut v);
+    if let Some(f) = v.failed {
+        return Err(f);
+    }
+    let mut seen = 0;
+    let _ = sqlparser::ast::visit_relations(&parsed.stmt, |name| {
+        if hide.contains_key(&table_name(name)) {
+            seen += 1;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if seen != v.done {
+        return Err("a query that reads the table other than in a FROM or JOIN".into());
+    }
+    Ok(parsed.stmt.to_string())
+}
+
+struct Hide<'h> {
+    hide: &'h HashMap<String, (String, Vec<Move>)>,
+    done: usize,
+    failed: Option<String>,
+}
+
+impl Hide<'_> {
+    /// The predicate for a table factor, if it is one of the hidden tables.
+    fn predicate(&self, f: &TableFactor) -> Option<Expr> {
+        let TableFactor::Table { name, alias, .. } = f else {
+            return None;
+        };
+        let table = table_name(name);
+        let (column, moves) = self.hide.get(&table)?;
+        let qualifier = match alias {
+            Some(a) => quote(&a.name.value),
+            None => name
+                .0
+                .iter()
+                .filter_map(|p| p.as_ident())
+                .map(|i| quote(&i.value))
+                .collect::<Vec<_>>()
+                .join("."),
+        };
+        let col = format!("{qualifier}.{}", quote(column));
+        let parts: Vec<String> = moves
+            .iter()
+            .map(|m| format!("NOT ({})", m.predicate(&col)))
+            .collect();
+        let text = format!("SELECT 1 FROM x WHERE {}", parts.join(" AND "));
+        match sql::parse(&text).ok().map(|p| p.stmt.clone()) {
+            Some(Statement::Query(q)) => match *q.body {
+                SetExpr::Select(s) => s.selection,
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn select(&mut self, s: &mut sqlparser::ast::Select) {
+        let mut wheres = Vec::new();
+        for twj in &mut s.from {
+            let outer = twj.joins.iter().any(|j| {
+                matches!(
+                    j.join_operator,
+                    JoinOperator::Right(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::FullOuter(_)
+                )
+            });
+            let mut found = 0;
+            if let Some(e) = self.predicate(&twj.relation) {
+                found += 1;
+                wheres.push(e);
+            }
+            for j in &mut twj.joins {
+                let Some(e) = self.predicate(&j.relation) else {
+                    continue;
+                };
+                found += 1;
+                match &mut j.join_operator {
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match c {
+                        JoinConstraint::On(on) => {
+                            *on = and(on.clone(), e);
+                            self.done += 1;
+                        }
+                        _ => {
+                            self.failed = Some("a LEFT JOIN of it without ON".into());
+                        }
+                    },
+                    _ => wheres.push(e),
+                }
+            }
+            if found > 0 && outer {
+                self.failed = Some("a RIGHT or FULL JOIN with it".into());
+            }
+        }
+        self.done += wheres.len();
+        for e in wheres {
+            s.selection = Some(match s.selection.take() {
+                Some(w) => and(w, e),
+                None => e,
+            });
+        }
+    }
+
+    fn set_expr(&mut self, body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(s) => self.select(s),
+            SetExpr::SetOperation { left, right, .. } => {
+                self.set_expr(left);
+                self.set_expr(right);
+            }
+            // Nested queries are visited on their own.
+            _ => {}
+        }
+    }
+}
+
+fn and(a: Expr, b: Expr) -> Expr {
+    Expr::BinaryOp {
+        left: Box::new(Expr::Nested(Box::new(a))),
+        op: BinaryOperator::And,
+        right: Box::new(Expr::Nested(Box::new(b))),
+    }
+}
+
+impl VisitorMut for Hide<'_> {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
+        self.set_expr(&mut q.body);
+        ControlFlow::Continue(())
+    }
+}
+
+fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use], slots: &[(String, u16)]) -> Plan {
+    let written = match p.stmt {
+        Statement::Insert(ins) => match &ins.table {
+            TableObject::TableName(n) => table_name(n),
+            _ => return plan,
+        },
+        Statement::Update(u) => match super::uses::factor_name(&u.table.relation) {
+            Some((t, _)) => t,
+            None => return plan,
+        },
+        Statement::Delete(d) => match &d.from {
+            sqlparser::ast::FromTable::WithFromKeyword(t)
+            | sqlparser::ast::FromTable::WithoutKeyword(t) => {
+                match t
+                    .first()
+                    .and_then(|t| super::uses::factor_name(&t.relation))
+                {
+                    Some((t, _)) => t,
+                    None => return plan,
+                }
+            }
+        },
+        _ => return plan,
+    };
+    // Every other table the statement reads must not see a moving range.
+    for u in uses.iter().filter(|u| u.table != written) {
+        if let Some((_, moves)) = moves_of(p, &u.table) {
+            if moves.iter().any(|m| sees(u, m)) {
+                return refuse(moving_msg(
+                    &u.table,
+                    "a write that reads the table where its keys are not pinned outside the moving slots",
+                ));
+            }
+        }
+    }
+    let Some((_, moves)) = moves_of(p, &written) else {
+        return plan;
+    };
+    let mine: Vec<u16> = slots
+        .iter()
+        .filter(|(t, _)| *t == written)
+        .map(|(_, s)| *s)
+        .collect();
+    // The planner traces the slots of the keys a write's WHERE pins (an INSERT's rows).
+    let keyed = matches!(p.stmt, Statement::Insert(_)) || !mine.is_empty();
+    if keyed && !mine.iter().any(|s| moves.iter().any(|m| m.contains(*s))) {
+        // None of its rows is in a moving range.
+        return plan;
+    }
+    let one = mine
+        .first()
+        .and_then(|s| moves.iter().find(|m| m.contains(*s)));
+    if let Some(m) = one.filter(|m| !mine.iter().all(|s| m.contains(*s))) {
+        let _ = m;
+        return refuse(moving_msg(
+            &written,
+            "a write whose rows are both in a moving range and outside it: write them apart",
+        ));
+    }
+    let (Some(m), Plan::Route(t), true) = (one, &plan, keyed) else {
+        return refuse(moving_msg(
+            &written,
+            "a write to it must pin its shard key to the slots of one moving range, or to slots that are not moving",
+        ));
+    };
+    match m.step {
+        // The target owns the slots: the plan already writes there.
+        MoveStep::Cleanup => plan,
+        MoveStep::Freeze => Plan::Frozen {
+            table: written.clone(),
+        },
+        MoveStep::DualWrite | MoveStep::ReadTarget => {
+            let schema = schema_of(p.stmt);
+            let Some(key) = (p.ctx.primary_key)(schema.as_deref(), &written) else {
+                return Plan::NeedKey {
+                    schema,
+                    table: written,
+                    node: m.from,
+                };
+            };
+            if key.is_empty() {
+                return refuse(moving_msg(
+                    &written,
+                    "the table has no primary key, so the rows a write changes cannot be told apart",
+                ));
+            }
+            match dual_write(p, t, m, &key) {
+                Ok(d) => Plan::DualWrite(Box::new(d)),
+                Err(why) => refuse(moving_msg(&written, &why)),
+            }
+        }
+    }
+}
+
+/// The schema the statement names for its written table.
+fn schema_of(stmt: &Statement) -> Option<String> {
+    let name = match stmt {
+        Statement::Insert(ins) => match &ins.table {
+            TableObject::TableName(n) => n,
+            _ => return None,
+        },
+        Statement::Update(u) => match &u.table.relation {
+            TableFactor::Table { name, .. } => name,
+            _ => return None,
+        },
+        Statement::Delete(d) => match &d.from {
+            sqlparser::ast::FromTable::WithFromKeyword(t)
+            | sqlparser::ast::FromTable::WithoutKeyword(t) => {
+                match t.first().map(|t| &t.relation) {
+                    Some(TableFactor::Table { name, .. }) => name,
+                    _ => return None,
+                }
+            }
+        },
+        _ => return None,
+    };
+    let n = name.0.len();
+    (n >= 2)
+        .then(|| name.0[n - 2].as_ident().map(|i| i.value.clone()))
+        .flatten()
+}
+
+fn table_sql(name: &sqlparser::ast::ObjectName) -> String {
+    name.0
+        .iter()
+        .filter_map(|p| p.as_ident())
+        .map(|i| quote(&i.value))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// The dual write of a routed write `t` (its final text: ids generated, columns named).
+fn dual_write(
+    p: &Planner<'_>,
+    t: &Target,
+    m: &Move,
+    key: &Arc<[String]>,
+) -> Result<DualWrite, String> {
+    let parsed = if t.sql == p.sql {
+        None
+    } else {
+        Some(sql::parse(&t.sql).map_err(|e| format!("the statement does not parse ({e})"))?)
+    };
+    let parsed = parsed.as_ref().unwrap_or(p.parsed);
+    let bare: Vec<String> = key
+        .iter()
+        .map(|k| k.trim_matches('`').replace("``", "`").to_ascii_lowercase())
+        .collect();
+    let (table, rows) = match &parsed.stmt {
+        Statement::Insert(ins) => {
+            let TableObject::TableName(name) = &ins.table else {
+                return Err("an INSERT into a table function".into());
+            };
+            if ins.returning.is_some() {
+                return Err("INSERT ... RETURNING".into());
+            }
+            let cols: Vec<String> = ins.columns.iter().map(table_name).collect();
+            let pos: Vec<Option<usize>> = bare
+                .iter()
+                .map(|k| cols.iter().position(|c| c == k))
+                .collect();
+            let rows = match ins.source.as_ref().map(|s| s.body.as_ref()) {
+                Some(SetExpr::Values(values)) => {
+                    if pos.iter().all(Option::is_some) {
+                        let mut keys = Vec::with_capacity(values.rows.len());
+                        for row in &values.rows {
+                            let mut k = Vec::with_capacity(pos.len());
+                            for i in pos.iter().flatten() {
+                                let v = row
+                                    .content
+                                    .get(*i)
+                                    .and_then(|e| literal(e, parsed, &t.params))
+                                    .filter(|v| *v != Value::NULL)
+                                    .ok_or(
+                                        "an INSERT whose primary key is an expression or NULL",
+                                    )?;
+                                k.push(v);
+                            }
+                            keys.push(k);
+                        }
+                        Changed::Keys(keys)
+                    } else if bare.len() == 1
+                        && ins.on.is_none()
+                        && !ins.ignore
+                        && !ins.replace_into
+                    {
+                        Changed::Generated
+                    } else {
+                        return Err("an INSERT that leaves out its primary key, with IGNORE, REPLACE or ON DUPLICATE KEY UPDATE".into());
+                    }
+                }
+                _ => return Err("an INSERT other than INSERT ... VALUES".into()),
+            };
+            (table_sql(name), rows)
+        }
+        Statement::Update(u) => {
+            if u.returning.is_some() || u.from.is_some() || !u.table.joins.is_empty() {
+                return Err("a multi-table UPDATE or UPDATE ... RETURNING".into());
+            }
+            let TableFactor::Table { name, alias, .. } = &u.table.relation else {
+                return Err("an UPDATE of something other than a table".into());
+            };
+            for a in &u.assignments {
+                let names = match &a.target {
+                    sqlparser::ast::AssignmentTarget::ColumnName(n) => vec![n],
+                    sqlparser::ast::AssignmentTarget::Tuple(ns) => ns.iter().collect(),
+                };
+                if names.iter().any(|n| bare.contains(&table_name(n))) {
+                    return Err("an UPDATE of the primary key".into());
+                }
+            }
+            let select = rows_read(
+                name,
+                alias.as_ref(),
+                key,
+                u.selection.as_ref(),
+                &u.order_by,
+                u.limit.as_ref(),
+            );
+            (
+                table_sql(name),
+                select_params(
+                    select,
+                    (u.selection.as_ref(), &u.order_by, u.limit.as_ref()),
+                    t,
+                ),
+            )
+        }
+        Statement::Delete(d) => {
+            let from = match &d.from {
+                sqlparser::ast::FromTable::WithFromKeyword(f)
+                | sqlparser::ast::FromTable::WithoutKeyword(f) => f,
+            };
+            if d.returning.is_some() || !d.tables.is_empty() || d.using.is_some() || from.len() != 1
+            {
+                return Err("a multi-table DELETE or DELETE ... RETURNING".into());
+            }
+            let TableFactor::Table { name, alias, .. } = &from[0].relation else {
+                return Err("a DELETE from something other than a table".into());
+            };
+            let select = rows_read(
+                name,
+                alias.as_ref(),
+                key,
+                d.selection.as_ref(),
+                &d.order_by,
+                d.limit.as_ref(),
+            );
+            (
+                table_sql(name),
+                select_params(
+                    select,
+                    (d.selection.as_ref(), &d.order_by, d.limit.as_ref()),
+                    t,
+                ),
+            )
+        }
+        _ => return Err("this statement".into()),
+    };
+    Ok(DualWrite {
+        source: m.from,
+        target: m.to,
+        sql: t.sql.clone(),
+        params: t.params.clone(),
+        table,
+        key: key.clone(),
+        rows,
+    })
+}
+
+/// `SELECT key FROM t [alias] WHERE ... [ORDER BY ...] [LIMIT n] FOR UPDATE`.
+fn rows_read(
+    name: &sqlparser::ast::ObjectName,
+    alias: Option<&sqlparser::ast::TableAlias>,
+    key: &[String],
+    selection: Option<&Expr>,
+    order_by: &[sqlparser::ast::OrderByExpr],
+    limit: Option<&Expr>,
+) -> String {
+    let q = match alias {
+        Some(a) => quote(&a.name.value),
+        None => table_sql(name),
+    };
+    let cols: Vec<String> = key.iter().map(|k| format!("{q}.{k}")).collect();
+    let mut s = format!("SELECT {} FROM {}", cols.join(", "), table_sql(name));
+    if let Some(a) = alias {
+        s.push_str(&format!(" AS {}", quote(&a.name.value)));
+    }
+    if let Some(w) = selection {
+        s.push_str(&format!(" WHERE {w}"));
+    }
+    if !order_by.is_empty() {
+        let o: Vec<String> = order_by.iter().map(ToString::to_string).collect();
+        s.push_str(&format!(" ORDER BY {}", o.join(", ")));
+    }
+    if let Some(l) = limit {
+        s.push_str(&format!(" LIMIT {l}"));
+    }
+    s.push_str(" FOR UPDATE");
+    s
+}
+
+/// The locking read with the parameters of the statement's WHERE, ORDER BY and LIMIT: its
+/// last ones (the SET's come first).
+fn select_params(
+    sql: String,
+    parts: (Option<&Expr>, &[sqlparser::ast::OrderByExpr], Option<&Expr>),
+    t: &Target,
+) -> Changed {
+    let mut mine = 0;
+    let mut count = |e: &Expr| {
+        if let Expr::Value(v) = e {
+            if matches!(v.value, sqlparser::ast::Value::Placeholder(_)) {
+                mine += 1;
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    };
+    if let Some(w) = parts.0 {
+        let _ = sqlparser::ast::visit_expressions(w, &mut count);
+    }
+    for o in parts.1 {
+        let _ = sqlparser::ast::visit_expressions(&o.expr, &mut count);
+    }
+    if let Some(l) = parts.2 {
+        let _ = sqlparser::ast::visit_expressions(l, &mut count);
+    }
+    let total = t.params.len();
+    let params = t.params[total.saturating_sub(mine)..].to_vec();
+    Changed::Select { sql, params }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::plan_in;
+    use super::*;
+    use crate::config::test_topology;
+
+    /// `t_mv` on `id`: slots 0-511 moving from ds0 to ds2 at `step`, 512-1023 on ds1. Key 10
+    /// is in slot 481 (moving), key 1 in slot 951 (not). `t_u` is sharded alike, not moving.
+    fn topo(step: &str) -> crate::config::Topology {
+        test_topology(
+            2,
+            3,
+            &format!(
+                "[tables.t_mv]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                 slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n\
+                 [tables.t_nopk]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                 slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n\
+                 [tables.t_u]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                 slots = [{{ slots = \"0-511\", node = \"ds0\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
+            ),
+        )
+    }
+
+    fn route(p: &Plan) -> (usize, &str) {
+        match p {
+            Plan::Route(t) => (t.node, t.sql.as_str()),
+            other => panic!("expected a route, got {other:?}"),
+        }
+    }
+
+    fn dual(p: &Plan) -> &DualWrite {
+        match p {
+            Plan::DualWrite(d) => d,
+            other => panic!("expected a dual write, got {other:?}"),
+        }
+    }
+
+    fn refused(p: Plan) -> String {
+        match p {
+            Plan::Refuse {
+                code: 1235,
+                message,
+            } => message,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_to_a_moving_slot_run_on_the_source_with_images_to_the_target() {
+        let t = topo("dual_write");
+        let p = plan_in(&t, "UPDATE t_mv SET v = v + 1 WHERE id = 10", &[]);
+        let d = dual(&p);
+        assert_eq!((d.source, d.target), (0, 2));
+        assert_eq!(d.sql, "UPDATE t_mv SET v = v + 1 WHERE id = 10");
+        assert_eq!(
+            d.rows,
+            Changed::Select {
+                sql: "SELECT `t_mv`.`id` FROM `t_mv` WHERE id = 10 FOR UPDATE".into(),
+                params: vec![]
+            }
+        );
+        // A prepared DELETE: the WHERE's parameter is the statement's.
+        let p = plan_in(&t, "DELETE FROM t_mv WHERE id = ?", &[Value::Int(10)]);
+        assert_eq!(
+            dual(&p).rows,
+            Changed::Select {
+                sql: "SELECT `t_mv`.`id` FROM `t_mv` WHERE id = ? FOR UPDATE".into(),
+                params: vec![Value::Int(10)]
+            }
+        );
+        // UPDATE ... SET v = ? WHERE id = ?: only the last parameter is the WHERE's.
+        let p = plan_in(
+            &t,
+            "UPDATE t_mv SET v = ? WHERE id = ?",
+            &[Value::Int(7), Value::Int(10)],
+        );
+        assert_eq!(
+            dual(&p).rows,
+            Changed::Select {
+                sql: "SELECT `t_mv`.`id` FROM `t_mv` WHERE id = ? FOR UPDATE".into(),
+                params: vec![Value::Int(10)]
+            }
+        );
+        let p = plan_in(&t, "INSERT INTO t_mv (id, v) VALUES (10, 1), (11, 2)", &[]);
+        assert_eq!(
+            dual(&p).rows,
+            Changed::Keys(vec![vec![Value::Int(10)], vec![Value::Int(11)]])
+        );
+        assert_eq!(
+            dual(&p).replace_sql(2, 2),
+            "REPLACE INTO `t_mv` VALUES (?, ?), (?, ?)"
+        );
+        // At read_target writes still run on the source.
+        let t = topo("read_target");
+        let p = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[]);
+        assert_eq!(dual(&p).source, 0);
+    }
+
+    #[test]
+    fn writes_outside_the_moving_slots_are_planned_as_before() {
+        let t = topo("dual_write");
+        let p = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 1", &[]);
+        assert_eq!(route(&p), (1, "UPDATE t_mv SET v = 1 WHERE id = 1"));
+        let p = plan_in(&t, "UPDATE t_u SET v = 1 WHERE id = 10", &[]);
+        assert_eq!(route(&p).0, 0);
+    }
+
+    #[test]
+    fn writes_the_moves_cannot_make_right_are_refused() {
+        let t = topo("dual_write");
+        let m = refused(plan_in(&t, "UPDATE t_mv SET v = 1 WHERE v > 3", &[]));
+        assert!(m.contains("being moved"), "{m}");
+        let m = refused(plan_in(
+            &t,
+            "INSERT INTO t_mv (id, v) VALUES (10, 1), (1, 2)",
+            &[],
+        ));
+        assert!(m.contains("both in a moving range and outside"), "{m}");
+        let m = refused(plan_in(&t, "UPDATE t_mv SET id = 11 WHERE id = 10", &[]));
+        assert!(m.contains("shard key"), "{m}");
+        let m = refused(plan_in(&t, "ALTER TABLE t_mv ADD COLUMN w INT", &[]));
+        assert!(m.contains("must wait"), "{m}");
+        let m = refused(plan_in(&t, "UPDATE t_nopk SET v = 1 WHERE id = 10", &[]));
+        assert!(m.contains("no primary key"), "{m}");
+        let p = plan_in(&t, "UPDATE t_other_mv SET v = 1 WHERE id = 10", &[]);
+        assert!(!matches!(p, Plan::DualWrite(_)), "{p:?}");
+    }
+
+    #[test]
+    fn an_unknown_primary_key_is_read_first() {
+        let mut t = topo("dual_write");
+        let rule = t.tables.get("t_mv").cloned().unwrap();
+        t.tables.insert("t_new".into(), rule);
+        assert_eq!(
+            plan_in(&t, "DELETE FROM t_new WHERE id = 10", &[]),
+            Plan::NeedKey {
+                schema: None,
+                table: "t_new".into(),
+                node: 0
+            }
+        );
+    }
+
+    #[test]
+    fn reads_leave_out_the_copies_where_they_are_not_the_answer() {
+        let t = topo("dual_write");
+        // A point read of a moving slot: its source answers as before.
+        let p = plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[]);
+        assert_eq!(route(&p), (0, "SELECT v FROM t_mv WHERE id = 10"));
+        // A scatter: the target's copies are left out there.
+        let Plan::Scatter { targets, .. } = plan_in(&t, "SELECT * FROM t_mv WHERE v > 1", &[])
+        else {
+            panic!("a scatter")
+        };
+        let on = |n: usize| targets.iter().find(|x| x.node == n).map(|x| x.sql.clone());
+        assert_eq!(on(0).as_deref(), Some("SELECT * FROM t_mv WHERE v > 1"));
+        assert_eq!(
+            on(2).as_deref(),
+            Some("SELECT * FROM t_mv WHERE (v > 1) AND (NOT (CRC32(`t_mv`.`id`) % 1024 BETWEEN 0 AND 511))")
+        );
+        // Joined with a table sharded alike: still on the nodes (reads stay at the source).
+        let Plan::Scatter { targets, .. } = plan_in(
+            &t,
+            "SELECT COUNT(*) FROM t_u u LEFT JOIN t_mv m ON u.id = m.id",
+            &[],
+        ) else {
+            panic!("a scatter")
+        };
+        let nodes: Vec<usize> = targets.iter().map(|x| x.node).collect();
+        assert_eq!(nodes, [0, 1]);
+        assert!(
+            targets.iter().all(|x| !x.sql.contains("CRC32")),
+            "{targets:?}"
+        );
+        // From read_target on, reads of the slots are the target's and the source's copies
+        // are the ones left out; a locking read still locks on the source.
+        let t = topo("read_target");
+        assert_eq!(
+            route(&plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[])).0,
+            2
+        );
+        let p = plan_in(&t, "SELECT v FROM t_mv WHERE id = 10 FOR UPDATE", &[]);
+        assert_eq!(route(&p).0, 0);
+        // Tables sharded alike stop being joined on the nodes once reads of one moved.
+        let m = refused(plan_in(
+            &t,
+            "SELECT COUNT(*) FROM t_mv m JOIN t_u u ON u.id = m.id",
+            &[],
+        ));
+        assert!(m.contains("different nodes"), "{m}");
+    }
+
+    #[test]
+    fn the_left_side_of_a_left_join_is_filtered_in_its_on() {
+        let mut hide = HashMap::new();
+        let m = Move {
+            first: 0,
+            last: 9,
+            from: 0,
+            to: 1,
+            step: MoveStep::DualWrite,
+        };
+        hide.insert("t_mv".to_string(), ("id".to_string(), vec![m]));
+        let out = hidden("SELECT * FROM a LEFT JOIN t_mv ON t_mv.id = a.id", &hide).unwrap();
+        assert_eq!(
+            out,
+            "SELECT * FROM a LEFT JOIN t_mv ON (t_mv.id = a.id) AND (NOT (CRC32(`t_mv`.`id`) % 1024 BETWEEN 0 AND 9))"
+        );
+        let e = hidden("SELECT * FROM t_mv RIGHT JOIN a ON t_mv.id = a.id", &hide).unwrap_err();
+        assert!(e.contains("RIGHT"), "{e}");
+        let out = hidden(
+            "SELECT * FROM a WHERE a.x IN (SELECT id FROM t_mv WHERE v = 1)",
+            &hide,
+        )
+        .unwrap();
+        assert!(
+            out.contains("(v = 1) AND (NOT (CRC32(`t_mv`.`id`)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn at_the_freeze_writes_wait_and_at_cleanup_they_go_to_the_target() {
+        let t = topo("freeze");
+        assert_eq!(
+            plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[]),
+            Plan::Frozen {
+                table: "t_mv".into()
+            }
+        );
+        assert_eq!(
+            route(&plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[])).0,
+            2
+        );
+        let t = topo("cleanup");
+        assert_eq!(
+            route(&plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[])).0,
+            2
+        );
+    }
+}
