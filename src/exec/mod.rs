@@ -107,7 +107,7 @@ pub async fn run<D: Door, K: Sink>(
         }
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
-        Plan::Frozen { table } => {
+        Plan::Frozen { table, .. } => {
             return Err(MyError::new(
                 crate::error::ER_LOCK_WAIT_TIMEOUT,
                 format!("shardproxy: the write to `{table}` waited too long for the cutover of its slots' move; try again"),

@@ -33,7 +33,7 @@ use crate::shared::Shared;
 /// How long a step waits for every proxy to acknowledge its version.
 const ACK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the freeze may wait for proxies to finish their running dual writes.
-const FREEZE_TIMEOUT: Duration = Duration::from_secs(5);
+const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A step that could not go on: said in the migration's `message` and tried again.
 type Step<T> = Result<T, String>;
@@ -421,19 +421,25 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     .await?;
     let frozen = Instant::now();
     if let Err(e) = acks(c, v, window, true, FREEZE_TIMEOUT).await {
-        // Writes wait while frozen: give them back, and try again later.
+        // Writes wait while frozen: give them back, and try again later (a transaction
+        // holding row images keeps a freeze from being acknowledged).
+        let (next, then) = if m.auto_cutover {
+            ("cutover", "tried again")
+        } else {
+            ("ready", "back to ready: CUTOVER again")
+        };
         version(
             c,
             m,
             &m.source,
             "read_target",
             Some(&m.target),
-            "ready",
+            next,
             "cutover",
         )
         .await?;
         return Err(format!(
-            "the freeze was not acknowledged in time ({e}); back to ready, CUTOVER again"
+            "the freeze was not acknowledged in time ({e}); {then}"
         ));
     }
     let topo = shared.topology();

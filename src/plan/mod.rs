@@ -151,9 +151,11 @@ pub enum Plan {
     /// A write to slots being moved: on the source, the changed rows' images to the target.
     DualWrite(Box<moving::DualWrite>),
     /// A write to slots at the freeze step of their move: it waits for the next step, then
-    /// is planned again.
+    /// is planned again; unless the session's transaction holds row images of the move
+    /// already: then it runs `unless` (the freeze waits for that transaction to end).
     Frozen {
         table: String,
+        unless: Option<Box<Plan>>,
     },
     /// A write to slots being moved into a table whose primary key is not known yet: read it
     /// from `node`, then plan again.
@@ -343,7 +345,7 @@ impl fmt::Display for PlanDescription<'_> {
                     }
                 }
             }
-            Plan::Frozen { table } => writeln!(
+            Plan::Frozen { table, .. } => writeln!(
                 f,
                 "Frozen: the slots of `{table}` it writes are at the cutover of their move; it waits for the next step and is planned again"
             ),

@@ -165,9 +165,23 @@ fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
         for m in moves.iter().filter(|m| sees(u, m)) {
             match (m.step, &u.keys) {
                 (MoveStep::DualWrite | MoveStep::Cleanup, _) => {}
-                (MoveStep::Freeze, _) => {
+                (MoveStep::Freeze, Some(_)) => {
+                    let unless = match &plan {
+                        Plan::Route(t) => Some(Box::new(Plan::Route(Target {
+                            node: m.from,
+                            ..t.clone()
+                        }))),
+                        _ => None,
+                    };
                     return Plan::Frozen {
                         table: u.table.clone(),
+                        unless,
+                    };
+                }
+                (MoveStep::Freeze, None) => {
+                    return Plan::Frozen {
+                        table: u.table.clone(),
+                        unless: None,
                     }
                 }
                 (MoveStep::ReadTarget, Some(_)) => from = Some(m.from),
@@ -443,10 +457,7 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use], slots: &[(String, u16)]) ->
     match m.step {
         // The target owns the slots: the plan already writes there.
         MoveStep::Cleanup => plan,
-        MoveStep::Freeze => Plan::Frozen {
-            table: written.clone(),
-        },
-        MoveStep::DualWrite | MoveStep::ReadTarget => {
+        MoveStep::DualWrite | MoveStep::ReadTarget | MoveStep::Freeze => {
             let schema = schema_of(p.stmt);
             let Some(key) = (p.ctx.primary_key)(schema.as_deref(), &written) else {
                 return Plan::NeedKey {
@@ -462,6 +473,12 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use], slots: &[(String, u16)]) ->
                 ));
             }
             match dual_write(p, t, m, &key) {
+                // At the freeze only a transaction that wrote images already goes on
+                // writing them (the freeze waits for it to end); others wait.
+                Ok(d) if m.step == MoveStep::Freeze => Plan::Frozen {
+                    table: written,
+                    unless: Some(Box::new(Plan::DualWrite(Box::new(d)))),
+                },
                 Ok(d) => Plan::DualWrite(Box::new(d)),
                 Err(why) => refuse(moving_msg(&written, &why)),
             }
@@ -931,12 +948,13 @@ mod tests {
     #[test]
     fn at_the_freeze_writes_wait_and_at_cleanup_they_go_to_the_target() {
         let t = topo("freeze");
-        assert_eq!(
-            plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[]),
-            Plan::Frozen {
-                table: "t_mv".into()
-            }
-        );
+        let Plan::Frozen { table, unless } =
+            plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[])
+        else {
+            panic!("frozen")
+        };
+        assert_eq!(table, "t_mv");
+        assert!(matches!(unless.as_deref(), Some(Plan::DualWrite(d)) if d.source == 0));
         assert_eq!(
             route(&plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[])).0,
             2

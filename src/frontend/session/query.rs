@@ -316,6 +316,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                             )
                         })
                 }
+                // A transaction that wrote images of the move goes on writing them.
+                Plan::Frozen {
+                    unless: Some(then), ..
+                } if crate::exec::door::Door::state(&self.nodes)
+                    .tx
+                    .as_ref()
+                    .is_some_and(|t| t.branches.iter().any(|b| b.shadow)) =>
+                {
+                    if let Plan::DualWrite(_) = then.as_ref() {
+                        // Counted already (it holds images).
+                        if self.dual_write.is_none() {
+                            self.dual_write =
+                                Some(crate::migrate::Running::new(self.shared.clone()));
+                        }
+                    }
+                    return (*then, slots);
+                }
                 // Writes to slots at the cutover of their move wait for the next step.
                 Plan::Frozen { .. } if Instant::now() < frozen_until => {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
