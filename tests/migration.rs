@@ -113,7 +113,9 @@ type Expected = HashMap<i64, Option<i64>>;
 /// A worker: random writes to its own keys (`key % workers == me`) through both proxies
 /// until `stop`, each acknowledged write applied to the log. Returns the log and the
 /// statements that failed.
+#[allow(clippy::too_many_arguments)]
 async fn worker(
+    table: &'static str,
     me: i64,
     workers: i64,
     keys: i64,
@@ -138,19 +140,19 @@ async fn worker(
         let r: Result<(), mysql_async::Error> = async {
             match op {
                 0 => {
-                    let sql = "INSERT INTO t_mig (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)";
+                    let sql = format!("INSERT INTO {table} (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)");
                     if prepared {
-                        c.exec_drop(sql, (k, x)).await?
+                        c.exec_drop(sql.as_str(), (k, x)).await?
                     } else {
-                        c.query_drop(format!("INSERT INTO t_mig (id, v) VALUES ({k}, {x}) ON DUPLICATE KEY UPDATE v = VALUES(v)")).await?
+                        c.query_drop(format!("INSERT INTO {table} (id, v) VALUES ({k}, {x}) ON DUPLICATE KEY UPDATE v = VALUES(v)")).await?
                     }
                     expected.insert(k, Some(x));
                 }
                 1 => {
                     if prepared {
-                        c.exec_drop("UPDATE t_mig SET v = ? WHERE id = ?", (x, k)).await?
+                        c.exec_drop(format!("UPDATE {table} SET v = ? WHERE id = ?"), (x, k)).await?
                     } else {
-                        c.query_drop(format!("UPDATE t_mig SET v = {x} WHERE id = {k}")).await?
+                        c.query_drop(format!("UPDATE {table} SET v = {x} WHERE id = {k}")).await?
                     }
                     if let Some(Some(_)) = expected.get(&k) {
                         expected.insert(k, Some(x));
@@ -158,30 +160,30 @@ async fn worker(
                 }
                 2 => {
                     if prepared {
-                        c.exec_drop("UPDATE t_mig SET v = v + 1 WHERE id = ?", (k,)).await?
+                        c.exec_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), (k,)).await?
                     } else {
-                        c.query_drop(format!("UPDATE t_mig SET v = v + 1 WHERE id = {k}")).await?
+                        c.query_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}")).await?
                     }
                     if let Some(Some(v)) = expected.get(&k).copied() {
                         expected.insert(k, Some(v + 1));
                     }
                 }
                 3 => {
-                    c.query_drop(format!("DELETE FROM t_mig WHERE id = {k}")).await?;
+                    c.query_drop(format!("DELETE FROM {table} WHERE id = {k}")).await?;
                     expected.insert(k, None);
                 }
                 4 => {
                     // A delete and a re-insert of the same key.
-                    c.exec_drop("DELETE FROM t_mig WHERE id = ?", (k,)).await?;
+                    c.exec_drop(format!("DELETE FROM {table} WHERE id = ?"), (k,)).await?;
                     expected.insert(k, None);
-                    c.query_drop(format!("INSERT INTO t_mig VALUES ({k}, {x})")).await?;
+                    c.query_drop(format!("INSERT INTO {table} VALUES ({k}, {x})")).await?;
                     expected.insert(k, Some(x));
                 }
                 _ => {
                     // Two increments in one transaction: both or neither.
                     c.query_drop("BEGIN").await?;
-                    c.query_drop(format!("UPDATE t_mig SET v = v + 1 WHERE id = {k}")).await?;
-                    c.exec_drop("UPDATE t_mig SET v = v + 1 WHERE id = ?", (k,)).await?;
+                    c.query_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}")).await?;
+                    c.exec_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), (k,)).await?;
                     c.query_drop("COMMIT").await?;
                     if let Some(Some(v)) = expected.get(&k).copied() {
                         expected.insert(k, Some(v + 2));
@@ -201,7 +203,7 @@ async fn worker(
                 let _ = c.query_drop("ROLLBACK").await;
                 // The log no longer says what the key holds: read it back.
                 let v: Option<i64> = c
-                    .query_first(format!("SELECT v FROM t_mig WHERE id = {k}"))
+                    .query_first(format!("SELECT v FROM {table} WHERE id = {k}"))
                     .await
                     .ok()
                     .flatten();
@@ -212,112 +214,119 @@ async fn worker(
     (expected, failed)
 }
 
-#[tokio::test]
-async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
-    let c = Cluster::shared(4);
-    let meta = "meta_mig";
-    fresh_schema(c, meta).await;
-    let tables = hash_slot_table("t_mig", "id", &L2);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules(c, meta, &tables));
-    let b = watching(&dir, "b", rules(c, meta, &tables));
-    let pool_a = a.pool();
-    let pool_b = b.pool();
-    let mut conn = pool_a.get_conn().await.expect("proxy a");
-    conn.query_drop("DROP TABLE IF EXISTS t_mig")
-        .await
-        .expect("drop");
+/// Tests here stop nodes and share ds2 as a target: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// `table` created through `pool` on ds0/ds1 (gone from every node first) with `rows` rows
+/// `(k, k)`.
+async fn load(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
     for n in 0..3 {
         let p = c.direct(n);
         p.get_conn()
             .await
             .expect("direct")
-            .query_drop("DROP TABLE IF EXISTS t_mig")
+            .query_drop(format!("DROP TABLE IF EXISTS {table}"))
             .await
             .expect("drop on the node");
         p.disconnect().await.ok();
     }
-    conn.query_drop("CREATE TABLE t_mig (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)")
-        .await
-        .expect("create");
-    // 20,000 rows: the backfill takes a few seconds at its rate, under the writes.
-    const ROWS: i64 = 20_000;
-    for chunk in (1..=ROWS).collect::<Vec<_>>().chunks(1000) {
+    let mut conn = pool.get_conn().await.expect("proxy");
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"
+    ))
+    .await
+    .expect("create");
+    for chunk in (1..=rows).collect::<Vec<_>>().chunks(1000) {
         let values: Vec<String> = chunk.iter().map(|k| format!("({k}, {k})")).collect();
         conn.query_drop(format!(
-            "INSERT INTO t_mig (id, v) VALUES {}",
+            "INSERT INTO {table} (id, v) VALUES {}",
             values.join(", ")
         ))
         .await
         .expect("load");
     }
-    drop(conn);
+}
 
-    const WORKERS: i64 = 6;
-    const KEYS: i64 = 3000;
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = Arc::new(AtomicU64::new(0));
-    let mut handles = Vec::new();
-    for me in 0..WORKERS {
-        let start: Expected = (1..=KEYS)
-            .filter(|k| k % WORKERS == me)
-            .map(|k| (k, Some(k)))
+/// Workers writing keys `1..=keys` of `table` through `pools` until stopped.
+struct Workers {
+    stop: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    handles: Vec<tokio::task::JoinHandle<(Expected, Vec<String>)>>,
+}
+
+impl Workers {
+    fn start(table: &'static str, n: i64, keys: i64, pools: &[Pool]) -> Workers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let writes = Arc::new(AtomicU64::new(0));
+        let handles = (0..n)
+            .map(|me| {
+                let start: Expected = (1..=keys)
+                    .filter(|k| k % n == me)
+                    .map(|k| (k, Some(k)))
+                    .collect();
+                tokio::spawn(worker(
+                    table,
+                    me,
+                    n,
+                    keys,
+                    pools.to_vec(),
+                    stop.clone(),
+                    writes.clone(),
+                    start,
+                ))
+            })
             .collect();
-        handles.push(tokio::spawn(worker(
-            me,
-            WORKERS,
-            KEYS,
-            vec![pool_a.clone(), pool_b.clone()],
-            stop.clone(),
-            writes.clone(),
-            start,
-        )));
+        Workers {
+            stop,
+            writes,
+            handles,
+        }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    let started: String = ops_a
-        .query_first("MIGRATE SLOTS 0-511 OF t_mig TO ds2 RATE 4000 AUTO")
+    /// Stops them: what their logs imply for every key they own, the statements that
+    /// failed, and the writes acknowledged.
+    async fn stop(self) -> (Expected, Vec<String>, u64) {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut expected = Expected::new();
+        let mut failed = Vec::new();
+        for h in self.handles {
+            let (e, f) = h.await.expect("worker");
+            expected.extend(e);
+            failed.extend(f);
+        }
+        (expected, failed, self.writes.load(Ordering::Relaxed))
+    }
+}
+
+async fn count_on(c: &Cluster, n: usize, table: &str, pred: &str) -> i64 {
+    let pool = c.direct(n);
+    let mut conn = pool.get_conn().await.expect("direct");
+    let v: Option<i64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM {table} WHERE {pred}"))
         .await
-        .expect("MIGRATE")
-        .unwrap_or_default();
-    let _ = started;
-    let id = migration(&mut ops_a, "1").await["id"].clone();
-    // Each step is seen while the writes go on.
-    until_step(&mut ops_a, &id, "backfill", Duration::from_secs(30)).await;
-    let m = until_step(&mut ops_a, &id, "done", Duration::from_secs(180)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut expected = Expected::new();
-    let mut failed = Vec::new();
-    for h in handles {
-        let (e, f) = h.await.expect("worker");
-        expected.extend(e);
-        failed.extend(f);
-    }
-    assert!(
-        failed.is_empty(),
-        "{} client statements failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
-    assert!(
-        writes.load(Ordering::Relaxed) > 500,
-        "the workers wrote little"
-    );
-    assert!(
-        m["rows_copied"].parse::<u64>().unwrap_or(0) > 5_000,
-        "{m:?}"
-    );
+        .expect("count");
+    drop(conn);
+    pool.disconnect().await.ok();
+    v.unwrap_or(-1)
+}
 
-    // Every key: the value its log implies, through both proxies; untouched rows as loaded.
-    for k in KEYS + 1..=ROWS {
+/// Every key of `table` through `pool` holds what `expected` says (rows past `touched` as
+/// loaded, up to `rows`), and the moved slots 0-511 are on ds2 alone.
+async fn check_moved(
+    c: &Cluster,
+    pools: &[&Pool],
+    table: &str,
+    mut expected: Expected,
+    touched: i64,
+    rows: i64,
+) {
+    for k in touched + 1..=rows {
         expected.insert(k, Some(k));
     }
-    for pool in [&pool_a, &pool_b] {
+    for pool in pools {
         let mut conn = pool.get_conn().await.expect("proxy");
         let got: Vec<(i64, i64)> = conn
-            .query("SELECT id, v FROM t_mig ORDER BY id")
+            .query(format!("SELECT id, v FROM {table} ORDER BY id"))
             .await
             .expect("read all");
         let got: HashMap<i64, i64> = got.into_iter().collect();
@@ -335,37 +344,250 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
             &wrong[..wrong.len().min(10)]
         );
     }
-    // The moved slots' rows are on ds2 alone; ds0 holds none of them any more.
-    let count = |n: usize, pred: &'static str| {
-        let pool = c.direct(n);
-        async move {
-            let mut conn = pool.get_conn().await.expect("direct");
-            let v: Option<i64> = conn
-                .query_first(format!("SELECT COUNT(*) FROM t_mig WHERE {pred}"))
-                .await
-                .expect("count");
-            drop(conn);
-            pool.disconnect().await.ok();
-            v.unwrap_or(-1)
-        }
-    };
     let moved = expected
         .iter()
         .filter(|(k, v)| v.is_some() && node_of_key(&L2, **k) == 0)
         .count() as i64;
-    assert_eq!(count(0, "CRC32(id) % 1024 BETWEEN 0 AND 511").await, 0);
-    assert_eq!(count(2, "CRC32(id) % 1024 BETWEEN 0 AND 511").await, moved);
-    assert_eq!(count(2, "CRC32(id) % 1024 > 511").await, 0);
+    let in_range = "CRC32(id) % 1024 BETWEEN 0 AND 511";
+    assert_eq!(
+        count_on(c, 0, table, in_range).await,
+        0,
+        "ds0 keeps moved rows"
+    );
+    assert_eq!(
+        count_on(c, 2, table, in_range).await,
+        moved,
+        "ds2's moved rows"
+    );
+    assert_eq!(count_on(c, 2, table, "CRC32(id) % 1024 > 511").await, 0);
+}
+
+fn assert_routed_to_ds2(p: &Proxy, table: &str) {
+    let t = p.shared.topology();
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
+        panic!("{table} is not hash_slot");
+    };
+    assert!(map.moves().is_empty());
+    assert_eq!(t.node_name(map.node_of_slot(100)), "ds2");
+    assert_eq!(t.node_name(map.node_of_slot(600)), "ds1");
+}
+
+#[tokio::test]
+async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table("t_mig", "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    // 20,000 rows: the backfill takes a few seconds at its rate, under the writes.
+    const ROWS: i64 = 20_000;
+    const KEYS: i64 = 3000;
+    load(c, &pool_a, "t_mig", ROWS).await;
+    let workers = Workers::start("t_mig", 6, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE SLOTS 0-511 OF t_mig TO ds2 RATE 4000 AUTO")
+        .await
+        .expect("MIGRATE");
+    // Each step is seen while the writes go on.
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (expected, failed, writes) = workers.stop().await;
+    assert!(
+        failed.is_empty(),
+        "{} client statements failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    assert!(writes > 500, "the workers wrote little");
+    assert!(
+        m["rows_copied"].parse::<u64>().unwrap_or(0) > 5_000,
+        "{m:?}"
+    );
+    check_moved(c, &[&pool_a, &pool_b], "t_mig", expected, KEYS, ROWS).await;
     // Both proxies route the slots to ds2 now, as stable slots.
-    for p in [&a, &b] {
-        let t = p.shared.topology();
-        let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table("t_mig") else {
-            panic!("t_mig is not hash_slot");
-        };
-        assert!(map.moves().is_empty());
-        assert_eq!(t.node_name(map.node_of_slot(100)), "ds2");
-        assert_eq!(t.node_name(map.node_of_slot(600)), "ds1");
-    }
+    assert_routed_to_ds2(&a, "t_mig");
+    assert_routed_to_ds2(&b, "t_mig");
     pool_a.disconnect().await.ok();
     pool_b.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn the_target_killed_during_the_move_fails_no_write_and_the_move_finishes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_kill";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table("t_mig_k", "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let pool = a.pool();
+    const ROWS: i64 = 8_000;
+    const KEYS: i64 = 2000;
+    load(c, &pool, "t_mig_k", ROWS).await;
+    let workers = Workers::start("t_mig_k", 4, KEYS, &[pool.clone(), pool.clone()]);
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE SLOTS 0-511 OF t_mig_k TO ds2 RATE 1000 AUTO")
+        .await
+        .expect("MIGRATE");
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The target dies in the middle of the backfill, under dual writes.
+    c.kill_node(2);
+    let start = Instant::now();
+    let reported = loop {
+        let m = migration(&mut ops_a, "1").await;
+        if !m["message"].is_empty() && m["image_failures"] != "0" {
+            break m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the dead target was not reported: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(reported["message"].contains("target"), "{reported:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    c.start_node(2);
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    let (expected, failed, _) = workers.stop().await;
+    assert!(
+        failed.is_empty(),
+        "{} client statements failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    assert!(
+        m["chunks_differing"].parse::<u64>().unwrap_or(0) > 0,
+        "the verify found what the dead target missed: {m:?}"
+    );
+    check_moved(c, &[&pool], "t_mig_k", expected, KEYS, ROWS).await;
+    assert_routed_to_ds2(&a, "t_mig_k");
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn another_proxy_finishes_the_move_of_a_driver_that_was_killed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_driver";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table("t_mig_d", "id", &L2);
+    let admin = free_ports(1)[0];
+    // Proxy a is a process of its own, so it can be killed; it drives the migration.
+    let text_a = rules(c, meta, &tables).replacen(
+        "[admin]\nlisten = \"127.0.0.1:0\"",
+        &format!("[admin]\nlisten = \"127.0.0.1:{admin}\""),
+        1,
+    );
+    let mut a = ProxyProcess::start(&text_a, &[]);
+    let pool_a = a.pool();
+    const ROWS: i64 = 8_000;
+    load(c, &pool_a, "t_mig_d", ROWS).await;
+    pool_a.disconnect().await.ok();
+    let mut ops_a = ops(admin).await;
+    ops_a
+        .query_drop("MIGRATE SLOTS 0-511 OF t_mig_d TO ds2 RATE 1000 AUTO")
+        .await
+        .expect("MIGRATE");
+    let start = Instant::now();
+    while migration(&mut ops_a, "1").await["rows_copied"] == "0" {
+        assert!(start.elapsed() < Duration::from_secs(30), "no backfill");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(ops_a);
+    // Proxy b joins; the writes go through it; then a dies in the middle of the backfill.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let pool_b = b.pool();
+    const KEYS: i64 = 2000;
+    let workers = Workers::start("t_mig_d", 4, KEYS, &[pool_b.clone(), pool_b.clone()]);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    a.kill();
+    let mut ops_b = ops(b.admin_port.expect("admin")).await;
+    let copied_at_kill: u64 = migration(&mut ops_b, "1").await["rows_copied"]
+        .parse()
+        .unwrap_or(0);
+    assert!(
+        copied_at_kill < 4000,
+        "the backfill was over before the kill"
+    );
+    until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (expected, failed, _) = workers.stop().await;
+    assert!(
+        failed.is_empty(),
+        "{} client statements failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    check_moved(c, &[&pool_b], "t_mig_d", expected, KEYS, ROWS).await;
+    assert_routed_to_ds2(&b, "t_mig_d");
+    pool_b.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_abort";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table("t_mig_a", "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let pool = a.pool();
+    const ROWS: i64 = 6_000;
+    const KEYS: i64 = 1000;
+    load(c, &pool, "t_mig_a", ROWS).await;
+    let workers = Workers::start("t_mig_a", 3, KEYS, &[pool.clone(), pool.clone()]);
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE SLOTS 0-511 OF t_mig_a TO ds2 RATE 1000")
+        .await
+        .expect("MIGRATE");
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    ops_a.query_drop("ABORT").await.expect("ABORT");
+    until_step(&mut ops_a, "1", "aborted", Duration::from_secs(60)).await;
+    // A second ABORT, or a CUTOVER, of an aborted migration is refused.
+    let (code, _) = server_error(ops_a.query_drop("CUTOVER 1").await);
+    assert_eq!(code, 1235);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (mut expected, failed, _) = workers.stop().await;
+    assert!(failed.is_empty(), "client statements failed: {failed:?}");
+    for k in KEYS + 1..=ROWS {
+        expected.insert(k, Some(k));
+    }
+    let mut conn = pool.get_conn().await.expect("proxy");
+    let got: Vec<(i64, i64)> = conn
+        .query("SELECT id, v FROM t_mig_a ORDER BY id")
+        .await
+        .expect("read all");
+    let got: HashMap<i64, i64> = got.into_iter().collect();
+    let wrong = expected
+        .iter()
+        .filter(|(k, v)| got.get(k).copied() != **v)
+        .count();
+    assert_eq!(wrong, 0, "keys differ from their log after the abort");
+    assert_eq!(
+        count_on(c, 2, "t_mig_a", "1").await,
+        0,
+        "the target keeps copies"
+    );
+    let t = a.shared.topology();
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table("t_mig_a") else {
+        panic!("not hash_slot");
+    };
+    assert!(map.moves().is_empty());
+    assert_eq!(t.node_name(map.node_of_slot(100)), "ds0");
+    drop(conn);
+    pool.disconnect().await.ok();
 }

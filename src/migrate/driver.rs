@@ -285,7 +285,12 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             batch_size(m.rate),
         )
         .await
-        .map_err(err)?;
+        .map_err(|e| {
+            format!(
+                "backfill from `{}` to the target `{}`: {e}",
+                m.source, m.target
+            )
+        })?;
         if n == 0 {
             break;
         }
@@ -346,7 +351,12 @@ async fn verify(
         let (hi, differed, agrees) =
             copy::verify_chunk(&mut e.s, &mut e.t, &e.shape, lo.as_deref())
                 .await
-                .map_err(err)?;
+                .map_err(|e| {
+                    format!(
+                        "verify of `{}` against the target `{}`: {e}",
+                        m.source, m.target
+                    )
+                })?;
         chunks += 1;
         if differed {
             differing += 1;
