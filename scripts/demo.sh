@@ -154,6 +154,10 @@ Operate it (admin interface; the rules it serves: $demo_dir/rules.toml):
   mariadb -h127.0.0.1 -P3308 -uops -pops -e 'SHOW RULES; SHOW SLOTS FOR t_order; SHOW NODES'
   mariadb -h127.0.0.1 -P3308 -uops -pops -e "PREVIEW SELECT COUNT(*) FROM t_order"
 
+Move slots to another node while it serves (dual writes, backfill, verify, cutover, cleanup):
+  $rel migrate slots 0-255 --table t_order --to ds3 --auto
+  mariadb -h127.0.0.1 -P3308 -uops -pops -e 'SHOW MIGRATIONS'
+
 Logs: $demo_dir/proxy.log, $demo_dir/node*.err
 Stop: ./scripts/demo.sh stop
 EOF
@@ -170,6 +174,8 @@ cmd_start() {
 
     mkdir -p "$demo_dir"
     "$repo/scripts/cluster.sh" start "$demo_dir" "$node_count" "$node_baseport"
+    # The metadata schema of rules/demo.toml ([metadata]) lives on ds0's server.
+    mariadb -h127.0.0.1 -P"$node_baseport" -uroot -proot -e 'CREATE DATABASE IF NOT EXISTS shardproxy_meta'
     start_proxy "$bin"
 
     echo "demo.sh: loading demo/shop.sql and demo/tiers.sql through the proxy"

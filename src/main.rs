@@ -30,6 +30,14 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Move slots between nodes through a proxy's admin interface, and follow the move.
+    Migrate {
+        /// The admin interface (`[admin]` of a proxy with a `[metadata]` schema).
+        #[arg(long, default_value = "mysql://ops:ops@127.0.0.1:3308")]
+        admin: String,
+        #[command(subcommand)]
+        what: MigrateCommand,
+    },
     /// Print where a statement would run and the SQL each node would get.
     Route {
         #[arg(long)]
@@ -40,6 +48,38 @@ enum Command {
         /// The statement.
         sql: String,
     },
+}
+
+#[derive(Subcommand)]
+enum MigrateCommand {
+    /// Start moving slots A-B of a hash_slot table to a node, and follow it with progress
+    /// bars until it is done (or verified, when it waits for its cutover).
+    Slots {
+        /// The slot range, `A-B` (or one slot).
+        range: String,
+        #[arg(long)]
+        table: String,
+        #[arg(long)]
+        to: String,
+        /// Rows per second the backfill and the cleanup may copy or delete (default: as
+        /// fast as they can).
+        #[arg(long)]
+        rate: Option<u64>,
+        /// Cut over as soon as the verify is clean (else: `shardproxy migrate cutover`).
+        #[arg(long)]
+        auto: bool,
+        /// Start it and return at once.
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// List the migrations (SHOW MIGRATIONS).
+    Show,
+    /// Follow a migration until it ends.
+    Follow { id: u64 },
+    /// Cut a verified migration over (without an id: the one that is ready).
+    Cutover { id: Option<u64> },
+    /// Abort a migration before its cutover: its slots stay on their source.
+    Abort { id: Option<u64> },
 }
 
 fn parse_day(s: &str) -> Result<chrono::NaiveDate, String> {
@@ -90,6 +130,47 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Migrate { admin, what } => {
+            use shardproxy::migrate::cli::{self, Ask};
+            let ask = match what {
+                MigrateCommand::Slots {
+                    range,
+                    table,
+                    to,
+                    rate,
+                    auto,
+                    no_follow,
+                } => Ask::Slots {
+                    range,
+                    table,
+                    to,
+                    rate,
+                    auto,
+                    follow: !no_follow,
+                },
+                MigrateCommand::Show => Ask::Show,
+                MigrateCommand::Follow { id } => Ask::Follow(id),
+                MigrateCommand::Cutover { id } => Ask::Cutover(id),
+                MigrateCommand::Abort { id } => Ask::Abort(id),
+            };
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(cli::run(&admin, ask)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Route {
             config,
             now,

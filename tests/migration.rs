@@ -378,7 +378,8 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
     let c = Cluster::shared(4);
     let meta = "meta_mig";
     fresh_schema(c, meta).await;
-    let tables = hash_slot_table("t_mig", "id", &L2);
+    // t_mig_i is sharded alike: it moves with t_mig, and their joins stay answered.
+    let tables = hash_slot_table("t_mig", "id", &L2) + &hash_slot_table("t_mig_i", "id", &L2);
     let dir = tempfile::tempdir().expect("temp dir");
     let a = watching(&dir, "a", rules(c, meta, &tables));
     let b = watching(&dir, "b", rules(c, meta, &tables));
@@ -387,7 +388,34 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
     const ROWS: i64 = 20_000;
     const KEYS: i64 = 3000;
     load(c, &pool_a, "t_mig", ROWS).await;
+    load(c, &pool_a, "t_mig_i", 2_000).await;
     let workers = Workers::start("t_mig", 6, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    // A reader joining the two tables (on every node, and on one key) all along.
+    let reading = Arc::new(AtomicBool::new(true));
+    let reader = {
+        let (pool, reading) = (pool_b.clone(), reading.clone());
+        tokio::spawn(async move {
+            let mut conn = pool.get_conn().await.expect("reader");
+            let (mut reads, mut failed) = (0u64, Vec::new());
+            while reading.load(Ordering::Relaxed) {
+                for sql in [
+                    "SELECT COUNT(*) FROM t_mig_i i JOIN t_mig m ON m.id = i.id WHERE i.v > 0"
+                        .to_string(),
+                    format!(
+                        "SELECT i.v FROM t_mig_i i JOIN t_mig m ON m.id = i.id WHERE i.id = {}",
+                        reads % 2000 + 1
+                    ),
+                    "SELECT COUNT(*) FROM t_mig_i".to_string(),
+                ] {
+                    match conn.query::<Option<i64>, _>(&sql).await {
+                        Ok(_) => reads += 1,
+                        Err(e) => failed.push(format!("{sql}: {e}")),
+                    }
+                }
+            }
+            (reads, failed)
+        })
+    };
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
@@ -400,13 +428,20 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
     let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (expected, failed, writes) = workers.stop().await;
+    reading.store(false, Ordering::Relaxed);
+    let (reads, read_failed) = reader.await.expect("reader");
     assert!(
-        failed.is_empty(),
-        "{} client statements failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
+        failed.is_empty() && read_failed.is_empty(),
+        "{} client statements failed: {:?} {:?}",
+        failed.len() + read_failed.len(),
+        &failed[..failed.len().min(10)],
+        &read_failed[..read_failed.len().min(5)]
     );
     assert!(writes > 500, "the workers wrote little");
+    assert!(reads > 100, "the reader read little");
+    let items: Expected = (1..=2000).map(|k| (k, Some(k))).collect();
+    check_moved(c, &[&pool_a], "t_mig_i", items, 2000, 2000).await;
+    assert_routed_to_ds2(&a, "t_mig_i");
     assert!(
         m["rows_copied"].parse::<u64>().unwrap_or(0) > 5_000,
         "{m:?}"

@@ -76,6 +76,19 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
             "slots {a}-{b} of `{table}` are on `{target}` already"
         )));
     }
+    // Tables sharded alike move together: joins on their shard keys stay on one node.
+    let mut group: Vec<&String> = t
+        .tables
+        .iter()
+        .filter(|(name, r)| {
+            **name != table
+                && matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map) && m.moves().is_empty())
+        })
+        .map(|(name, _)| name)
+        .collect();
+    group.sort();
+    let mut tables = vec![table.clone()];
+    tables.extend(group.into_iter().cloned());
     let mut c = connect(t).await?;
     if let Some(m) = store::active(&mut c).await.map_err(failed)?.first() {
         return Err(unsupported(format!(
@@ -85,7 +98,7 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
     }
     let id = store::insert(
         &mut c,
-        &table,
+        &tables.join(","),
         a,
         b,
         t.node_name(from),
@@ -96,8 +109,20 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
     .await
     .map_err(failed)?;
     let _ = c.disconnect().await;
+    let also = if tables.len() > 1 {
+        format!(
+            " with {} (sharded alike, they move together)",
+            tables[1..]
+                .iter()
+                .map(|x| format!("`{x}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        String::new()
+    };
     Ok(Answer::Done(format!(
-        "migration {id} started: slots {a}-{b} of `{table}` from `{}` to `{target}` (SHOW MIGRATIONS)",
+        "migration {id} started: slots {a}-{b} of `{table}`{also} from `{}` to `{target}` (SHOW MIGRATIONS)",
         t.node_name(from)
     )))
 }
@@ -125,6 +150,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
                 m.target.clone(),
                 m.step.clone(),
                 m.copied.to_string(),
+                m.rows_estimate.to_string(),
                 format!("{:.0}", m.rows_per_sec),
                 m.chunks_verified.to_string(),
                 m.chunks_differing.to_string(),
@@ -144,6 +170,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
             "target",
             "step",
             "rows_copied",
+            "rows_estimate",
             "rows_per_sec",
             "chunks_verified",
             "chunks_differing",

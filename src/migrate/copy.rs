@@ -64,9 +64,9 @@ pub async fn prepare(
     s: &mut Conn,
     t: &mut Conn,
     m: &Migration,
+    table: &str,
     shard_column: &str,
 ) -> Result<Shape, String> {
-    let table = m.table.as_str();
     let err = |e: mysql_async::Error| e.to_string();
     let columns = names(s, &columns_sql(table)).await.map_err(err)?;
     if columns.is_empty() {
@@ -332,6 +332,17 @@ async fn copy_range(
     let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let _ = s.query_drop(end).await;
     r
+}
+
+/// The rows of the range on `c` (a full scan: once, for the progress of a migration).
+pub async fn count(c: &mut Conn, shape: &Shape) -> mysql_async::Result<u64> {
+    let n: Option<u64> = c
+        .query_first(format!(
+            "SELECT COUNT(*) FROM {} WHERE {}",
+            shape.table, shape.slots
+        ))
+        .await?;
+    Ok(n.unwrap_or(0))
 }
 
 /// Deletes up to `n` rows of the range on `c`; how many it deleted.

@@ -93,11 +93,11 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// The nodes' connections of a migration.
+/// The nodes' connections of a migration, and the shapes of its tables.
 struct Ends {
     s: Conn,
     t: Conn,
-    shape: Shape,
+    shapes: Vec<Shape>,
 }
 
 async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
@@ -105,10 +105,6 @@ async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
         topo.node_index(name)
             .map(|i| topo.nodes[i].opts.clone())
             .ok_or_else(|| format!("node `{name}` is not in the rules"))
-    };
-    let column = match topo.table(&m.table) {
-        Some(TableRule::HashSlot { column, .. }) => column.clone(),
-        _ => return Err(format!("`{}` is no longer a hash_slot table", m.table)),
     };
     let mut s = Conn::new(node(&m.source)?)
         .await
@@ -118,8 +114,48 @@ async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
         .map_err(|e| format!("target `{}`: {e}", m.target))?;
     copy::session(&mut s).await.map_err(err)?;
     copy::session(&mut t).await.map_err(err)?;
-    let shape = copy::prepare(&mut s, &mut t, m, &column).await?;
-    Ok(Ends { s, t, shape })
+    let mut shapes = Vec::new();
+    for table in m.tables() {
+        let column = match topo.table(&table) {
+            Some(TableRule::HashSlot { column, .. }) => column.clone(),
+            _ => return Err(format!("`{table}` is no longer a hash_slot table")),
+        };
+        shapes.push(copy::prepare(&mut s, &mut t, m, &table, &column).await?);
+    }
+    Ok(Ends { s, t, shapes })
+}
+
+/// A cursor over the migration's tables: `i:key` (the `i`-th table, after `key`).
+fn split_cursor(c: Option<&str>) -> (usize, Option<String>) {
+    match c.and_then(|c| c.split_once(':')) {
+        Some((i, k)) => (
+            i.parse().unwrap_or(0),
+            (!k.is_empty()).then(|| k.to_string()),
+        ),
+        None => (0, None),
+    }
+}
+
+fn join_cursor(i: usize, key: Option<&str>) -> String {
+    format!("{i}:{}", key.unwrap_or_default())
+}
+
+/// Deletes the range's rows of every table on one side, in throttled batches; the rows
+/// deleted.
+async fn delete_all(c: &mut Conn, shapes: &[Shape], rate: u64) -> mysql_async::Result<u64> {
+    let started = Instant::now();
+    let mut n = 0;
+    for shape in shapes {
+        loop {
+            let d = copy::delete_batch(c, shape, batch_size(rate)).await?;
+            if d == 0 {
+                break;
+            }
+            n += d;
+            throttle(started, n, rate).await;
+        }
+    }
+    Ok(n)
 }
 
 /// One pass over a migration's current step; `true` when it moved on (drive again).
@@ -135,13 +171,13 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "prepare" => {
             let mut e = ends(&topo, &m).await?;
             seed_slot_rows(shared, c, &topo, &m).await?;
-            let owners_ok = match topo.table(&m.table) {
+            let owners_ok = m.tables().iter().all(|t| match topo.table(t) {
                 Some(TableRule::HashSlot { map, .. }) => (m.first..=m.last).all(|s| {
                     map.moving(s).is_none()
                         && topo.node_name(map.owner_of_slot(s)) == m.source.as_str()
                 }),
                 _ => false,
-            };
+            });
             if !owners_ok {
                 store::set_step(
                     c,
@@ -153,12 +189,13 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 .map_err(err)?;
                 return Ok(true);
             }
+            let mut rows = 0;
+            for shape in &e.shapes {
+                rows += copy::count(&mut e.s, shape).await.map_err(err)?;
+            }
+            store::estimate(c, m.id, rows).await.map_err(err)?;
             // Left-overs of an earlier attempt: no proxy writes images here yet.
-            while copy::delete_batch(&mut e.t, &e.shape, copy::BATCH)
-                .await
-                .map_err(err)?
-                > 0
-            {}
+            delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
             let v = version(
                 c,
                 &m,
@@ -195,18 +232,22 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "cutover" => cutover(shared, c, &m, lease).await,
         "cleanup" => {
             let mut e = ends(&topo, &m).await?;
-            let started = Instant::now();
             let mut cleaned = m.cleaned;
-            loop {
-                let n = copy::delete_batch(&mut e.s, &e.shape, batch_size(m.rate))
-                    .await
-                    .map_err(err)?;
-                if n == 0 {
-                    break;
+            for shape in &e.shapes {
+                let started = Instant::now();
+                let mut mine = 0;
+                loop {
+                    let n = copy::delete_batch(&mut e.s, shape, batch_size(m.rate))
+                        .await
+                        .map_err(err)?;
+                    if n == 0 {
+                        break;
+                    }
+                    cleaned += n;
+                    mine += n;
+                    store::cleaned(c, m.id, cleaned).await.map_err(err)?;
+                    throttle(started, mine, m.rate).await;
                 }
-                cleaned += n;
-                store::cleaned(c, m.id, cleaned).await.map_err(err)?;
-                throttle(started, cleaned - m.cleaned, m.rate).await;
             }
             let v = version(c, &m, &m.target, "stable", None, "done", "cleanup").await?;
             acks(c, v, lease + 1000, false, ACK_TIMEOUT).await?;
@@ -221,11 +262,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             let v = version(c, &m, &m.source, "stable", None, "aborting", "aborting").await?;
             acks(c, v, lease + 1000, true, ACK_TIMEOUT).await?;
             let mut e = ends(&topo, &m).await?;
-            while copy::delete_batch(&mut e.t, &e.shape, copy::BATCH)
-                .await
-                .map_err(err)?
-                > 0
-            {}
+            delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
             store::set_step(
                 c,
                 m.id,
@@ -274,25 +311,27 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
     let mut e = ends(topo, &m).await?;
     let started = Instant::now();
     let mut copied = m.copied;
-    let mut cursor = m.cursor.clone();
+    let (mut table, mut cursor) = split_cursor(m.cursor.as_deref());
     let mut checked = Instant::now();
-    loop {
+    while let Some(shape) = e.shapes.get(table) {
         let (n, next) = copy::batch(
             &mut e.s,
             &mut e.t,
-            &e.shape,
+            shape,
             cursor.as_deref(),
             batch_size(m.rate),
         )
         .await
         .map_err(|e| {
             format!(
-                "backfill from `{}` to the target `{}`: {e}",
-                m.source, m.target
+                "backfill of {} from `{}` to the target `{}`: {e}",
+                shape.table, m.source, m.target
             )
         })?;
         if n == 0 {
-            break;
+            table += 1;
+            cursor = None;
+            continue;
         }
         copied += n as u64;
         cursor = next;
@@ -302,7 +341,8 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             .with_label_values(&["copied"])
             .inc_by(n as u64);
         let rps = (copied - m.copied) as f64 / started.elapsed().as_secs_f64().max(0.001);
-        store::progress(c, m.id, copied, rps, cursor.as_deref())
+        let at = join_cursor(table, cursor.as_deref());
+        store::progress(c, m.id, copied, rps, Some(&at))
             .await
             .map_err(err)?;
         throttle(started, copied - m.copied, m.rate).await;
@@ -344,19 +384,18 @@ async fn verify(
     _lease: u64,
 ) -> Step<bool> {
     let mut e = ends(topo, &m).await?;
-    let mut lo = m.cursor.clone();
+    let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;
     let mut differing = m.chunks_differing;
-    loop {
-        let (hi, differed, agrees) =
-            copy::verify_chunk(&mut e.s, &mut e.t, &e.shape, lo.as_deref())
-                .await
-                .map_err(|e| {
-                    format!(
-                        "verify of `{}` against the target `{}`: {e}",
-                        m.source, m.target
-                    )
-                })?;
+    while let Some(shape) = e.shapes.get(table) {
+        let (hi, differed, agrees) = copy::verify_chunk(&mut e.s, &mut e.t, shape, lo.as_deref())
+            .await
+            .map_err(|e| {
+                format!(
+                    "verify of {} on `{}` against the target `{}`: {e}",
+                    shape.table, m.source, m.target
+                )
+            })?;
         chunks += 1;
         if differed {
             differing += 1;
@@ -368,17 +407,20 @@ async fn verify(
         }
         if !agrees {
             return Err(format!(
-                "a chunk after {} still differs after copying it again three times",
+                "a chunk of {} after {} still differs after copying it again three times",
+                shape.table,
                 lo.as_deref().unwrap_or("the first key")
             ));
         }
-        store::verified(c, m.id, chunks, differing, hi.as_deref())
+        let (next_table, next_lo) = match hi {
+            Some(h) => (table, Some(h)),
+            None => (table + 1, None),
+        };
+        let at = join_cursor(next_table, next_lo.as_deref());
+        store::verified(c, m.id, chunks, differing, Some(&at))
             .await
             .map_err(err)?;
-        if hi.is_none() {
-            break;
-        }
-        lo = hi;
+        (table, lo) = (next_table, next_lo);
         if !still(c, &m).await? {
             return Ok(true);
         }
@@ -566,29 +608,31 @@ async fn acks(
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the
 /// metadata has none for it: the steps are written there.
 async fn seed_slot_rows(shared: &Shared, c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
-    let n: Option<u64> = c
-        .exec_first(
-            "SELECT COUNT(*) FROM shard_slot_map WHERE table_name = ?",
-            (&m.table,),
-        )
-        .await
-        .map_err(err)?;
-    if n.unwrap_or(0) == crate::routing::slot::SLOTS as u64 {
-        return Ok(());
-    }
-    let Some(rule @ TableRule::HashSlot { column, .. }) = topo.table(&m.table) else {
-        return Err(format!("`{}` is not a hash_slot table", m.table));
-    };
-    let owners = crate::admin::metadata::owners_with(topo, rule, 1, 0, 0);
-    let url = topo
-        .metadata
-        .as_ref()
-        .map(|x| x.url.clone())
-        .unwrap_or_default();
-    let v = current_version(c).await?.max(topo.version) + 1;
-    crate::admin::metadata::write_slots(&url, &m.table, column, &owners, v)
-        .await
-        .map_err(err)?;
     let _ = shared;
+    for table in m.tables() {
+        let n: Option<u64> = c
+            .exec_first(
+                "SELECT COUNT(*) FROM shard_slot_map WHERE table_name = ?",
+                (&table,),
+            )
+            .await
+            .map_err(err)?;
+        if n.unwrap_or(0) == crate::routing::slot::SLOTS as u64 {
+            continue;
+        }
+        let Some(rule @ TableRule::HashSlot { column, .. }) = topo.table(&table) else {
+            return Err(format!("`{table}` is not a hash_slot table"));
+        };
+        let owners = crate::admin::metadata::owners_with(topo, rule, 1, 0, 0);
+        let url = topo
+            .metadata
+            .as_ref()
+            .map(|x| x.url.clone())
+            .unwrap_or_default();
+        let v = current_version(c).await?.max(topo.version) + 1;
+        crate::admin::metadata::write_slots(&url, &table, column, &owners, v)
+            .await
+            .map_err(err)?;
+    }
     Ok(())
 }

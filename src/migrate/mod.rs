@@ -12,6 +12,7 @@
 //! [`Local`] is this proxy's part: its heartbeat (a proxy that cannot write it for its lease
 //! is fenced: its writes to moving slots fail rather than go astray) and its counters.
 
+pub mod cli;
 pub mod copy;
 pub mod driver;
 pub mod store;

@@ -8,7 +8,7 @@ use mysql_async::{Conn, Pool, TxOpts};
 pub const SCHEMA: [&str; 2] = [
     "CREATE TABLE IF NOT EXISTS shard_migrations (
         id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-        table_name VARCHAR(64) NOT NULL,
+        table_name VARCHAR(1024) NOT NULL,
         first_slot INT NOT NULL,
         last_slot INT NOT NULL,
         source VARCHAR(64) NOT NULL,
@@ -17,6 +17,7 @@ pub const SCHEMA: [&str; 2] = [
         rate INT NOT NULL DEFAULT 0,
         auto_cutover TINYINT NOT NULL DEFAULT 0,
         copied BIGINT NOT NULL DEFAULT 0,
+        rows_estimate BIGINT NOT NULL DEFAULT 0,
         rows_per_sec DOUBLE NOT NULL DEFAULT 0,
         cursor_key TEXT NULL,
         chunks_verified BIGINT NOT NULL DEFAULT 0,
@@ -60,6 +61,7 @@ pub struct Migration {
     pub rate: u64,
     pub auto_cutover: bool,
     pub copied: u64,
+    pub rows_estimate: u64,
     pub rows_per_sec: f64,
     pub cursor: Option<String>,
     pub chunks_verified: u64,
@@ -69,8 +71,19 @@ pub struct Migration {
     pub message: Option<String>,
 }
 
+impl Migration {
+    /// The tables it moves (`table_name` lists tables sharded alike, comma-separated: they
+    /// move together so joins on their shard keys stay on one node).
+    pub fn tables(&self) -> Vec<String> {
+        self.table
+            .split(',')
+            .map(|t| t.trim().to_string())
+            .collect()
+    }
+}
+
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -91,6 +104,7 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         failures_seen: r.take(14)?,
         cleaned: r.take(15)?,
         message: r.take(16)?,
+        rows_estimate: r.take(17)?,
     })
 }
 
@@ -234,12 +248,14 @@ pub async fn write_version(
         )
         .await?;
     let v = v.unwrap_or(1);
-    tx.exec_drop(
-        "UPDATE shard_slot_map SET node = ?, state = ?, target_node = ?, version = ? \
-         WHERE table_name = ? AND slot_id BETWEEN ? AND ?",
-        (node, state, target, v, &m.table, m.first, m.last),
-    )
-    .await?;
+    for table in m.tables() {
+        tx.exec_drop(
+            "UPDATE shard_slot_map SET node = ?, state = ?, target_node = ?, version = ? \
+             WHERE table_name = ? AND slot_id BETWEEN ? AND ?",
+            (node, state, target, v, &table, m.first, m.last),
+        )
+        .await?;
+    }
     tx.commit().await?;
     Ok(Some(v))
 }
@@ -268,6 +284,14 @@ pub async fn verified(
     c.exec_drop(
         "UPDATE shard_migrations SET chunks_verified = ?, chunks_differing = ?, cursor_key = ? WHERE id = ?",
         (chunks, differing, cursor, id),
+    )
+    .await
+}
+
+pub async fn estimate(c: &mut Conn, id: u64, rows: u64) -> mysql_async::Result<()> {
+    c.exec_drop(
+        "UPDATE shard_migrations SET rows_estimate = ? WHERE id = ?",
+        (rows, id),
     )
     .await
 }
