@@ -166,17 +166,21 @@ async fn main() {
         by.insert(i, (s.clone(), *t, until, Vec::new()));
     }
     for op in &ops {
-        let i = steps
-            .iter()
-            .rposition(|(t, _)| *t <= op.at_ms)
-            .unwrap_or(0);
+        let i = steps.iter().rposition(|(t, _)| *t <= op.at_ms).unwrap_or(0);
         if let Some(e) = by.get_mut(&i) {
             e.3.push(*op);
         }
     }
     println!(
         "{:<12} {:>7} {:>8} {:>9} {:>9} {:>12} {:>12} {:>12}",
-        "step", "secs", "qps", "read_p99", "write_p99", "mv_write_p99", "mv_write_max", "ot_write_max"
+        "step",
+        "secs",
+        "qps",
+        "read_p99",
+        "write_p99",
+        "mv_write_p99",
+        "mv_write_max",
+        "ot_write_max"
     );
     let (mut qps_base, mut qps_fill, mut p99_base, mut p99_fill) = (0.0, 0.0, 0.0, 0.0);
     let (mut stall_moving, mut stall_other) = (0.0f64, 0.0f64);
@@ -187,7 +191,11 @@ async fn main() {
         }
         let mut reads: Vec<u64> = v.iter().filter(|o| !o.write).map(|o| o.us).collect();
         let mut writes: Vec<u64> = v.iter().filter(|o| o.write).map(|o| o.us).collect();
-        let mut mv: Vec<u64> = v.iter().filter(|o| o.write && o.moving).map(|o| o.us).collect();
+        let mut mv: Vec<u64> = v
+            .iter()
+            .filter(|o| o.write && o.moving)
+            .map(|o| o.us)
+            .collect();
         let ot_max = v
             .iter()
             .filter(|o| o.write && !o.moving)

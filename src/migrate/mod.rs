@@ -77,6 +77,17 @@ impl Local {
         since.saturating_sub(Duration::from_millis(last.saturating_sub(1)))
     }
 
+    /// Would a write to a hash_slot table be fenced (see [`Local::fence`])? For the cached
+    /// plans' path, which skips planning: a fenced write goes on to be planned, and refused.
+    pub fn blind(&self, topo: &Topology) -> bool {
+        let Some(meta) = topo.metadata.as_ref() else {
+            return false;
+        };
+        self.watched.load(Ordering::Relaxed)
+            && (self.last_beat.load(Ordering::Relaxed) == 0
+                || self.silence() > Duration::from_millis(meta.lease_ms) * BLIND_LEASES)
+    }
+
     /// The fence: `Some(error)` when this proxy must not run `plan` because it may be
     /// writing where the other proxies no longer look. Only with a metadata schema (several
     /// proxies). A proxy that has not heartbeated within its lease is fenced from the slots
@@ -126,5 +137,80 @@ impl Running {
 impl Drop for Running {
     fn drop(&mut self) {
         self.0.migration.dual_writes.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_topology;
+
+    fn topo(metadata: bool) -> Topology {
+        let mut t = test_topology(
+            1,
+            2,
+            "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{ slots = \"0-511\", node = \"ds0\", to = \"ds1\", step = \"dual_write\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
+        );
+        if metadata {
+            t.metadata = Some(crate::config::MetadataSection {
+                url: "mysql://root:root@127.0.0.1:1/meta".into(),
+                poll_ms: 100,
+                lease_ms: 50,
+            });
+        }
+        t
+    }
+
+    fn frozen() -> Plan {
+        Plan::Frozen {
+            table: "t".into(),
+            unless: None,
+        }
+    }
+
+    fn route() -> Plan {
+        Plan::Route(crate::plan::Target {
+            node: 1,
+            sql: "UPDATE t SET v = 1 WHERE id = 1".into(),
+            params: vec![],
+        })
+    }
+
+    #[test]
+    fn a_proxy_that_does_not_heartbeat_is_fenced_from_moving_slots_then_from_every_sharded_write() {
+        let l = Local::default();
+        // Without a metadata schema, or not watching one, nothing is fenced.
+        assert!(l.fence(&topo(false), &frozen(), true).is_none());
+        assert!(l.fence(&topo(true), &frozen(), true).is_none());
+        l.watched();
+        // Before its first heartbeat: no sharded write at all.
+        let e = l.fence(&topo(true), &route(), true).expect("fenced");
+        assert_eq!(e.code, 1290);
+        assert!(
+            e.message.contains("not reached its metadata schema yet"),
+            "{}",
+            e.message
+        );
+        assert!(
+            l.fence(&topo(true), &route(), false).is_none(),
+            "reads and unsharded writes pass"
+        );
+        // Heartbeating: nothing fenced.
+        l.beat(Instant::now());
+        assert!(l.fence(&topo(true), &frozen(), true).is_none());
+        assert!(l.fence(&topo(true), &route(), true).is_none());
+        // Silent past its lease (50 ms): writes to moving slots fail, others still go.
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(l.fence(&topo(true), &frozen(), true).is_some());
+        assert!(l.fence(&topo(true), &route(), true).is_none());
+        // Past six leases it may have missed a move it knows nothing of.
+        std::thread::sleep(Duration::from_millis(260));
+        assert!(l.fence(&topo(true), &route(), true).is_some());
+        assert!(l.blind(&topo(true)));
+        // A heartbeat lifts the fence.
+        l.beat(Instant::now());
+        assert!(!l.blind(&topo(true)));
+        assert!(l.fence(&topo(true), &route(), true).is_none());
     }
 }

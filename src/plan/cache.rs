@@ -37,6 +37,13 @@ pub enum TextPlan {
     Full,
 }
 
+impl TextPlan {
+    /// Does the statement only read?
+    pub fn reads(&self) -> bool {
+        matches!(self, TextPlan::Key { read: true, .. })
+    }
+}
+
 #[derive(Debug)]
 pub struct Entry {
     pub digest: String,

@@ -130,7 +130,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let topo = self.topo.clone();
         let bytes = stmt.sql.len() + body.len();
         // Planned at PREPARE: the key parameter's node in this command's snapshot.
-        if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted) {
+        // A proxy fenced from sharded writes plans them in full (and refuses them there).
+        let fenced = !stmt.read && self.shared.migration.blind(&topo);
+        if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
             if let Some(r) = route.resolve(&topo, &params) {
                 if let Some(slot) = r.slot {
                     let shared = &self.shared;

@@ -77,7 +77,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .as_ref()
             .and_then(|d| self.shared.plans.entry(&d.text));
         if let (Some(d), Some(e)) = (&digest, &entry) {
-            if let Some(TextPlan::Key { route, read, kind }) = e.text_plan.get() {
+            let fenced = self.shared.migration.blind(&topo);
+            if let Some(TextPlan::Key { route, read, kind }) =
+                e.text_plan.get().filter(|tp| !fenced || tp.reads())
+            {
                 let key = d.literals.get(route.param).and_then(Literal::value);
                 if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
                     debug!(conn = self.conn_id, %sql, node = r.node, "query (cached plan)");
