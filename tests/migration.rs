@@ -362,6 +362,49 @@ async fn check_moved(
     assert_eq!(count_on(c, 2, table, "CRC32(id) % 1024 > 511").await, 0);
 }
 
+/// One proxy on a fresh metadata schema, `table` loaded with `rows` rows, workers writing
+/// its first `keys` keys, and `MIGRATE SLOTS 0-511 OF table TO ds2 {how}` under way (its
+/// backfill begun).
+struct Bed {
+    _dir: tempfile::TempDir,
+    a: Proxy,
+    pool: Pool,
+    ops_a: Conn,
+    workers: Workers,
+}
+
+impl Bed {
+    async fn start(
+        c: &Cluster,
+        meta: &str,
+        table: &'static str,
+        rows: i64,
+        keys: i64,
+        how: &str,
+    ) -> Bed {
+        fresh_schema(c, meta).await;
+        let tables = hash_slot_table(table, "id", &L2);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let a = watching(&dir, "a", rules(c, meta, &tables));
+        let pool = a.pool();
+        load(c, &pool, table, rows).await;
+        let workers = Workers::start(table, 4, keys, &[pool.clone(), pool.clone()]);
+        let mut ops_a = ops(a.admin_port.expect("admin")).await;
+        ops_a
+            .query_drop(format!("MIGRATE SLOTS 0-511 OF {table} TO ds2 {how}"))
+            .await
+            .expect("MIGRATE");
+        until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+        Bed {
+            _dir: dir,
+            a,
+            pool,
+            ops_a,
+            workers,
+        }
+    }
+}
+
 fn assert_routed_to_ds2(p: &Proxy, table: &str) {
     let t = p.shared.topology();
     let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
@@ -458,22 +501,15 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
 async fn the_target_killed_during_the_move_fails_no_write_and_the_move_finishes() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(4);
-    let meta = "meta_mig_kill";
-    fresh_schema(c, meta).await;
-    let tables = hash_slot_table("t_mig_k", "id", &L2);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules(c, meta, &tables));
-    let pool = a.pool();
     const ROWS: i64 = 8_000;
     const KEYS: i64 = 2000;
-    load(c, &pool, "t_mig_k", ROWS).await;
-    let workers = Workers::start("t_mig_k", 4, KEYS, &[pool.clone(), pool.clone()]);
-    let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    ops_a
-        .query_drop("MIGRATE SLOTS 0-511 OF t_mig_k TO ds2 RATE 1000 AUTO")
-        .await
-        .expect("MIGRATE");
-    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    let Bed {
+        _dir,
+        a,
+        pool,
+        mut ops_a,
+        workers,
+    } = Bed::start(c, "meta_mig_kill", "t_mig_k", ROWS, KEYS, "RATE 1000 AUTO").await;
     tokio::time::sleep(Duration::from_millis(700)).await;
     // The target dies in the middle of the backfill, under dual writes.
     c.kill_node(2);
@@ -573,22 +609,15 @@ async fn another_proxy_finishes_the_move_of_a_driver_that_was_killed() {
 async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(4);
-    let meta = "meta_mig_abort";
-    fresh_schema(c, meta).await;
-    let tables = hash_slot_table("t_mig_a", "id", &L2);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules(c, meta, &tables));
-    let pool = a.pool();
     const ROWS: i64 = 6_000;
     const KEYS: i64 = 1000;
-    load(c, &pool, "t_mig_a", ROWS).await;
-    let workers = Workers::start("t_mig_a", 3, KEYS, &[pool.clone(), pool.clone()]);
-    let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    ops_a
-        .query_drop("MIGRATE SLOTS 0-511 OF t_mig_a TO ds2 RATE 1000")
-        .await
-        .expect("MIGRATE");
-    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    let Bed {
+        _dir,
+        a,
+        pool,
+        mut ops_a,
+        workers,
+    } = Bed::start(c, "meta_mig_abort", "t_mig_a", ROWS, KEYS, "RATE 1000").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     ops_a.query_drop("ABORT").await.expect("ABORT");
     until_step(&mut ops_a, "1", "aborted", Duration::from_secs(60)).await;

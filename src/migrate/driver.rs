@@ -193,7 +193,9 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             for shape in &e.shapes {
                 rows += copy::count(&mut e.s, shape).await.map_err(err)?;
             }
-            store::estimate(c, m.id, rows).await.map_err(err)?;
+            store::set_count(c, m.id, store::Count::Estimate, rows)
+                .await
+                .map_err(err)?;
             // Left-overs of an earlier attempt: no proxy writes images here yet.
             delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
             let v = version(
@@ -245,7 +247,9 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                     }
                     cleaned += n;
                     mine += n;
-                    store::cleaned(c, m.id, cleaned).await.map_err(err)?;
+                    store::set_count(c, m.id, store::Count::Cleaned, cleaned)
+                        .await
+                        .map_err(err)?;
                     throttle(started, mine, m.rate).await;
                 }
             }
@@ -357,7 +361,9 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
         .await
         .map_err(err)?;
     let failures = failures_now(c, topo).await?;
-    store::failures_seen(c, m.id, failures).await.map_err(err)?;
+    store::set_count(c, m.id, store::Count::FailuresSeen, failures)
+        .await
+        .map_err(err)?;
     c.exec_drop(
         "UPDATE shard_migrations SET step = 'verify', chunks_verified = 0, chunks_differing = 0 WHERE id = ? AND step = 'backfill'",
         (m.id,),
@@ -428,7 +434,9 @@ async fn verify(
     // A proxy that failed to write images meanwhile: some rows may differ again.
     let failures = failures_now(c, topo).await?;
     if failures > m.failures_seen {
-        store::failures_seen(c, m.id, failures).await.map_err(err)?;
+        store::set_count(c, m.id, store::Count::FailuresSeen, failures)
+            .await
+            .map_err(err)?;
         c.exec_drop(
             "UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
              message = 'row images failed during verify: verifying again' WHERE id = ? AND step = 'verify'",

@@ -288,25 +288,25 @@ pub async fn verified(
     .await
 }
 
-pub async fn estimate(c: &mut Conn, id: u64, rows: u64) -> mysql_async::Result<()> {
-    c.exec_drop(
-        "UPDATE shard_migrations SET rows_estimate = ? WHERE id = ?",
-        (rows, id),
-    )
-    .await
+/// A counter of the migration's row.
+#[derive(Debug, Clone, Copy)]
+pub enum Count {
+    /// The rows the range held on the source when it began (progress bars).
+    Estimate,
+    /// Rows the cleanup deleted.
+    Cleaned,
+    /// The proxies' failed image writes when the verify began.
+    FailuresSeen,
 }
 
-pub async fn cleaned(c: &mut Conn, id: u64, rows: u64) -> mysql_async::Result<()> {
+pub async fn set_count(c: &mut Conn, id: u64, which: Count, n: u64) -> mysql_async::Result<()> {
+    let column = match which {
+        Count::Estimate => "rows_estimate",
+        Count::Cleaned => "cleaned",
+        Count::FailuresSeen => "failures_seen",
+    };
     c.exec_drop(
-        "UPDATE shard_migrations SET cleaned = ? WHERE id = ?",
-        (rows, id),
-    )
-    .await
-}
-
-pub async fn failures_seen(c: &mut Conn, id: u64, n: u64) -> mysql_async::Result<()> {
-    c.exec_drop(
-        "UPDATE shard_migrations SET failures_seen = ? WHERE id = ?",
+        format!("UPDATE shard_migrations SET {column} = ? WHERE id = ?"),
         (n, id),
     )
     .await

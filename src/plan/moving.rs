@@ -780,13 +780,7 @@ mod tests {
     }
 
     fn refused(p: Plan) -> String {
-        match p {
-            Plan::Refuse {
-                code: 1235,
-                message,
-            } => message,
-            other => panic!("expected a refusal, got {other:?}"),
-        }
+        super::super::tests::refused(&p).to_string()
     }
 
     #[test]

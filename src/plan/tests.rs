@@ -107,7 +107,7 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     )
 }
 
-fn refused(p: &Plan) -> &str {
+pub(super) fn refused(p: &Plan) -> &str {
     match p {
         Plan::Refuse {
             code: 1235,
