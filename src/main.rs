@@ -72,6 +72,21 @@ enum MigrateCommand {
         #[arg(long)]
         no_follow: bool,
     },
+    /// Start moving a directory table's key (a tenant) to a node, and follow it.
+    Key {
+        /// The key's value, as the directory's column holds it.
+        key: String,
+        #[arg(long)]
+        table: String,
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        rate: Option<u64>,
+        #[arg(long)]
+        auto: bool,
+        #[arg(long)]
+        no_follow: bool,
+    },
     /// List the migrations (SHOW MIGRATIONS).
     Show,
     /// Follow a migration until it ends.
@@ -142,6 +157,21 @@ fn main() -> ExitCode {
                     no_follow,
                 } => Ask::Slots {
                     range,
+                    table,
+                    to,
+                    rate,
+                    auto,
+                    follow: !no_follow,
+                },
+                MigrateCommand::Key {
+                    key,
+                    table,
+                    to,
+                    rate,
+                    auto,
+                    no_follow,
+                } => Ask::Key {
+                    key,
                     table,
                     to,
                     rate,

@@ -116,6 +116,7 @@ type Expected = HashMap<i64, Option<i64>>;
 #[allow(clippy::too_many_arguments)]
 async fn worker(
     table: &'static str,
+    tenant: Option<fn(i64) -> i64>,
     me: i64,
     workers: i64,
     keys: i64,
@@ -125,6 +126,25 @@ async fn worker(
     mut expected: Expected,
 ) -> (Expected, Vec<String>) {
     let mut rng = StdRng::seed_from_u64(me as u64 + 7);
+    // A directory table: every statement names the key's tenant too.
+    let fix = |sql: String, k: i64| -> String {
+        match tenant {
+            None => sql,
+            Some(of) => {
+                let t = of(k);
+                let sql = sql.replace("WHERE id = ", &format!("WHERE tenant_id = {t} AND id = "));
+                if sql.contains("(id, v) VALUES (") {
+                    sql.replace(
+                        "(id, v) VALUES (",
+                        &format!("(tenant_id, id, v) VALUES ({t}, "),
+                    )
+                } else {
+                    // INSERT without a column list: (tenant_id, id, v).
+                    sql.replace(&format!(" VALUES ({k}, "), &format!(" VALUES ({t}, {k}, "))
+                }
+            }
+        }
+    };
     let mut conns = Vec::new();
     for p in &pools {
         conns.push(p.get_conn().await.expect("worker connection"));
@@ -142,17 +162,17 @@ async fn worker(
                 0 => {
                     let sql = format!("INSERT INTO {table} (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)");
                     if prepared {
-                        c.exec_drop(sql.as_str(), (k, x)).await?
+                        c.exec_drop(fix(sql, k), (k, x)).await?
                     } else {
-                        c.query_drop(format!("INSERT INTO {table} (id, v) VALUES ({k}, {x}) ON DUPLICATE KEY UPDATE v = VALUES(v)")).await?
+                        c.query_drop(fix(format!("INSERT INTO {table} (id, v) VALUES ({k}, {x}) ON DUPLICATE KEY UPDATE v = VALUES(v)"), k)).await?
                     }
                     expected.insert(k, Some(x));
                 }
                 1 => {
                     if prepared {
-                        c.exec_drop(format!("UPDATE {table} SET v = ? WHERE id = ?"), (x, k)).await?
+                        c.exec_drop(fix(format!("UPDATE {table} SET v = ? WHERE id = ?"), k), (x, k)).await?
                     } else {
-                        c.query_drop(format!("UPDATE {table} SET v = {x} WHERE id = {k}")).await?
+                        c.query_drop(fix(format!("UPDATE {table} SET v = {x} WHERE id = {k}"), k)).await?
                     }
                     if let Some(Some(_)) = expected.get(&k) {
                         expected.insert(k, Some(x));
@@ -160,30 +180,30 @@ async fn worker(
                 }
                 2 => {
                     if prepared {
-                        c.exec_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), (k,)).await?
+                        c.exec_drop(fix(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), k), (k,)).await?
                     } else {
-                        c.query_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}")).await?
+                        c.query_drop(fix(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}"), k)).await?
                     }
                     if let Some(Some(v)) = expected.get(&k).copied() {
                         expected.insert(k, Some(v + 1));
                     }
                 }
                 3 => {
-                    c.query_drop(format!("DELETE FROM {table} WHERE id = {k}")).await?;
+                    c.query_drop(fix(format!("DELETE FROM {table} WHERE id = {k}"), k)).await?;
                     expected.insert(k, None);
                 }
                 4 => {
                     // A delete and a re-insert of the same key.
-                    c.exec_drop(format!("DELETE FROM {table} WHERE id = ?"), (k,)).await?;
+                    c.exec_drop(fix(format!("DELETE FROM {table} WHERE id = ?"), k), (k,)).await?;
                     expected.insert(k, None);
-                    c.query_drop(format!("INSERT INTO {table} VALUES ({k}, {x})")).await?;
+                    c.query_drop(fix(format!("INSERT INTO {table} VALUES ({k}, {x})"), k)).await?;
                     expected.insert(k, Some(x));
                 }
                 _ => {
                     // Two increments in one transaction: both or neither.
                     c.query_drop("BEGIN").await?;
-                    c.query_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}")).await?;
-                    c.exec_drop(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), (k,)).await?;
+                    c.query_drop(fix(format!("UPDATE {table} SET v = v + 1 WHERE id = {k}"), k)).await?;
+                    c.exec_drop(fix(format!("UPDATE {table} SET v = v + 1 WHERE id = ?"), k), (k,)).await?;
                     c.query_drop("COMMIT").await?;
                     if let Some(Some(v)) = expected.get(&k).copied() {
                         expected.insert(k, Some(v + 2));
@@ -203,7 +223,7 @@ async fn worker(
                 let _ = c.query_drop("ROLLBACK").await;
                 // The log no longer says what the key holds: read it back.
                 let v: Option<i64> = c
-                    .query_first(format!("SELECT v FROM {table} WHERE id = {k}"))
+                    .query_first(fix(format!("SELECT v FROM {table} WHERE id = {k}"), k))
                     .await
                     .ok()
                     .flatten();
@@ -256,6 +276,17 @@ struct Workers {
 
 impl Workers {
     fn start(table: &'static str, n: i64, keys: i64, pools: &[Pool]) -> Workers {
+        Self::start_scoped(table, None, n, keys, pools)
+    }
+
+    /// Workers on a directory table whose key `k` belongs to tenant `tenant(k)`.
+    fn start_scoped(
+        table: &'static str,
+        tenant: Option<fn(i64) -> i64>,
+        n: i64,
+        keys: i64,
+        pools: &[Pool],
+    ) -> Workers {
         let stop = Arc::new(AtomicBool::new(false));
         let writes = Arc::new(AtomicU64::new(0));
         let handles = (0..n)
@@ -266,6 +297,7 @@ impl Workers {
                     .collect();
                 tokio::spawn(worker(
                     table,
+                    tenant,
                     me,
                     n,
                     keys,
@@ -654,4 +686,133 @@ async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty()
     assert_eq!(t.node_name(map.node_of_slot(100)), "ds0");
     drop(conn);
     pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_tenant";
+    fresh_schema(c, meta).await;
+    // Tenant 42 is placed by the fallback (its slot, 136, is ds0's); tenant 7 has an entry.
+    let tables = format!(
+        "[tables.t_ten]\nrule = \"directory\"\ncolumn = \"tenant_id\"\n\
+         entries = {{ \"7\" = \"ds1\" }}\n\
+         fallback = {{ rule = \"hash_slot\", slots = {} }}\n\n",
+        slots_toml(&L2)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    for n in 0..3 {
+        let p = c.direct(n);
+        p.get_conn()
+            .await
+            .expect("direct")
+            .query_drop("DROP TABLE IF EXISTS t_ten")
+            .await
+            .expect("drop");
+        p.disconnect().await.ok();
+    }
+    let mut conn = pool_a.get_conn().await.expect("proxy");
+    conn.query_drop(
+        "CREATE TABLE t_ten (tenant_id BIGINT NOT NULL, id BIGINT PRIMARY KEY, v BIGINT NOT NULL)",
+    )
+    .await
+    .expect("create");
+    // Keys 1..=3000: even ones tenant 42's, odd ones tenant 5's (5 stays where it is).
+    fn tenant(k: i64) -> i64 {
+        if k % 2 == 0 {
+            42
+        } else {
+            5
+        }
+    }
+    const KEYS: i64 = 3000;
+    for chunk in (1..=KEYS).collect::<Vec<_>>().chunks(500) {
+        for t in [42, 5] {
+            let values: Vec<String> = chunk
+                .iter()
+                .filter(|k| tenant(**k) == t)
+                .map(|k| format!("({t}, {k}, {k})"))
+                .collect();
+            conn.query_drop(format!(
+                "INSERT INTO t_ten (tenant_id, id, v) VALUES {}",
+                values.join(", ")
+            ))
+            .await
+            .expect("load");
+        }
+    }
+    drop(conn);
+    let workers = Workers::start_scoped(
+        "t_ten",
+        Some(tenant),
+        4,
+        KEYS,
+        &[pool_a.clone(), pool_b.clone()],
+    );
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE KEY '42' OF t_ten TO ds2 RATE 2000 AUTO")
+        .await
+        .expect("MIGRATE KEY");
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    assert_eq!(m["slots"], "key '42'");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (expected, failed, writes) = workers.stop().await;
+    assert!(
+        failed.is_empty(),
+        "{} client statements failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    assert!(writes > 300, "the workers wrote little");
+    // Every key as its log says, through both proxies.
+    for pool in [&pool_a, &pool_b] {
+        let mut conn = pool.get_conn().await.expect("proxy");
+        for t in [42, 5] {
+            let got: Vec<(i64, i64)> = conn
+                .query(format!("SELECT id, v FROM t_ten WHERE tenant_id = {t}"))
+                .await
+                .expect("read a tenant");
+            let got: HashMap<i64, i64> = got.into_iter().collect();
+            let wrong: Vec<_> = expected
+                .iter()
+                .filter(|(k, _)| tenant(**k) == t)
+                .filter(|(k, v)| got.get(k).copied() != **v)
+                .map(|(k, v)| (*k, *v, got.get(k).copied()))
+                .collect();
+            assert!(
+                wrong.is_empty(),
+                "tenant {t}: {} keys differ from their log (key, log, proxy): {:?}",
+                wrong.len(),
+                &wrong[..wrong.len().min(8)]
+            );
+        }
+    }
+    // Tenant 42's rows are on ds2 alone; tenant 5 did not move.
+    let live42 = expected
+        .iter()
+        .filter(|(k, v)| tenant(**k) == 42 && v.is_some())
+        .count() as i64;
+    assert_eq!(count_on(c, 2, "t_ten", "tenant_id = 42").await, live42);
+    assert_eq!(count_on(c, 0, "t_ten", "tenant_id = 42").await, 0);
+    assert_eq!(count_on(c, 2, "t_ten", "tenant_id <> 42").await, 0);
+    // Both proxies have the tenant's entry on ds2 now.
+    for p in [&a, &b] {
+        let t = p.shared.topology();
+        let Some(shardproxy::config::TableRule::Directory(d)) = t.table("t_ten") else {
+            panic!("t_ten is not a directory table");
+        };
+        assert!(d.moves.is_empty());
+        assert_eq!(
+            d.entries.get(b"42".as_slice()).map(|n| t.node_name(*n)),
+            Some("ds2")
+        );
+    }
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
 }

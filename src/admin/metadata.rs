@@ -15,7 +15,7 @@ use crate::config::{TableRule, Topology};
 use crate::routing::slot::SLOTS;
 use crate::shared::{Reload, Shared};
 
-pub const SCHEMA: [&str; 2] = [
+pub const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS route_config (
         table_name VARCHAR(64) NOT NULL PRIMARY KEY,
         rule VARCHAR(16) NOT NULL,
@@ -30,7 +30,21 @@ pub const SCHEMA: [&str; 2] = [
         target_node VARCHAR(64) NULL,
         version BIGINT NOT NULL,
         PRIMARY KEY (table_name, slot_id))",
+    "CREATE TABLE IF NOT EXISTS directory_map (
+        table_name VARCHAR(64) NOT NULL,
+        key_value VARCHAR(255) NOT NULL,
+        node VARCHAR(64) NOT NULL,
+        state VARCHAR(16) NOT NULL DEFAULT 'stable',
+        target_node VARCHAR(64) NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (table_name, key_value))",
 ];
+
+/// The metadata's version: the highest row version of its tables.
+pub const VERSION_SQL: &str =
+    "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
+     COALESCE((SELECT MAX(version) FROM shard_slot_map), 0), \
+     COALESCE((SELECT MAX(version) FROM directory_map), 0))";
 
 /// A `route_config` row: table, rule, column, node.
 pub type RuleRow = (String, String, Option<String>, Option<String>);
@@ -41,6 +55,18 @@ pub struct Rows {
     pub version: u64,
     pub rules: Vec<RuleRow>,
     pub slots: Vec<SlotRow>,
+    /// `directory_map` rows: a directory table's key placed on a node (an entry), or moving.
+    pub keys: Vec<KeyRow>,
+}
+
+/// A `directory_map` row: a key's node and, while it moves, where to and at which step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub table: String,
+    pub key: String,
+    pub node: String,
+    pub state: String,
+    pub target: Option<String>,
 }
 
 /// A `shard_slot_map` row: the slot's owner of record and, while it moves, where to and at
@@ -56,12 +82,7 @@ pub struct SlotRow {
 
 pub async fn version(pool: &Pool) -> mysql_async::Result<u64> {
     let mut c = pool.get_conn().await?;
-    let v: Option<Option<u64>> = c
-        .query_first(
-            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
-             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0))",
-        )
-        .await?;
+    let v: Option<Option<u64>> = c.query_first(VERSION_SQL).await?;
     Ok(v.flatten().unwrap_or(0))
 }
 
@@ -77,11 +98,15 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
     let slots: Vec<(String, u16, String, String, Option<String>, u64)> = tx
         .query("SELECT table_name, slot_id, node, state, target_node, version FROM shard_slot_map ORDER BY table_name, slot_id")
         .await?;
+    let keys: Vec<(String, String, String, String, Option<String>, u64)> = tx
+        .query("SELECT table_name, key_value, node, state, target_node, version FROM directory_map ORDER BY table_name, key_value")
+        .await?;
     tx.commit().await?;
     let version = rules
         .iter()
         .map(|r| r.1)
         .chain(slots.iter().map(|s| s.5))
+        .chain(keys.iter().map(|k| k.5))
         .max()
         .unwrap_or(0);
     Ok(Rows {
@@ -92,6 +117,16 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
             .map(|(table, slot, node, state, target, _)| SlotRow {
                 table,
                 slot,
+                node,
+                state,
+                target,
+            })
+            .collect(),
+        keys: keys
+            .into_iter()
+            .map(|(table, key, node, state, target, _)| KeyRow {
+                table,
+                key,
                 node,
                 state,
                 target,
@@ -147,6 +182,41 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
             t.insert("slots", toml_edit::value(slots));
         }
         doc["tables"][table.as_str()] = toml_edit::Item::Table(t);
+    }
+    // Directory keys: an entry each, or a move; over the file's own directory tables.
+    for k in &rows.keys {
+        let Some(t) = doc["tables"]
+            .get_mut(k.table.as_str())
+            .and_then(toml_edit::Item::as_table_like_mut)
+        else {
+            return Err(format!(
+                "metadata places key '{}' of `{}`, which is not a directory table of the rules",
+                k.key, k.table
+            ));
+        };
+        match (&k.target, k.state.as_str()) {
+            (Some(to), state) if state != "stable" => {
+                let mut it = toml_edit::InlineTable::new();
+                it.insert("key", k.key.as_str().into());
+                it.insert("node", k.node.as_str().into());
+                it.insert("to", to.as_str().into());
+                it.insert("step", state.into());
+                if t.get("moving").is_none() {
+                    t.insert("moving", toml_edit::value(toml_edit::Array::new()));
+                }
+                if let Some(a) = t.get_mut("moving").and_then(|m| m.as_array_mut()) {
+                    a.push(it);
+                }
+            }
+            _ => {
+                if t.get("entries").is_none() {
+                    t.insert("entries", toml_edit::value(toml_edit::InlineTable::new()));
+                }
+                if let Some(e) = t.get_mut("entries").and_then(|e| e.as_inline_table_mut()) {
+                    e.insert(k.key.as_str(), k.node.as_str().into());
+                }
+            }
+        }
     }
     Ok(doc.to_string())
 }
@@ -395,6 +465,7 @@ mod tests {
             version: 9,
             rules: vec![("t".into(), "hash_slot".into(), Some("id".into()), None)],
             slots,
+            keys: vec![],
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");
@@ -404,6 +475,58 @@ mod tests {
                 "{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }"
             ),
             "{out}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+
+    #[test]
+    fn directory_keys_merge_as_entries_and_moves() {
+        let file = "version = 1\ndefault_node = \"ds0\"\n[server]\nlisten = \"127.0.0.1:3307\"\n\
+             users = [{ name = \"app\", password = \"app\" }]\n[nodes]\n\
+             ds0 = \"mysql://root:root@127.0.0.1:3311/shop\"\nds1 = \"mysql://root:root@127.0.0.1:3312/shop\"\n\
+             ds2 = \"mysql://root:root@127.0.0.1:3313/shop\"\n\
+             [tables.t_ten]\nrule = \"directory\"\ncolumn = \"tenant_id\"\nentries = { \"7\" = \"ds1\" }\n\
+             fallback = { rule = \"hash_slot\", slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }] }\n";
+        let key = |state: &str, target: Option<&str>| KeyRow {
+            table: "t_ten".into(),
+            key: "42".into(),
+            node: "ds0".into(),
+            state: state.into(),
+            target: target.map(str::to_string),
+        };
+        let rows = Rows {
+            version: 5,
+            keys: vec![key("dual_write", Some("ds2"))],
+            ..Default::default()
+        };
+        let merged = merge_into(file, &rows).unwrap();
+        let t = crate::config::parse(&merged, "merged").unwrap_or_else(|e| panic!("{e}\n{merged}"));
+        let Some(crate::config::TableRule::Directory(d)) = t.table("t_ten") else {
+            panic!("no directory")
+        };
+        assert_eq!(d.moves.len(), 1, "{merged}");
+        assert_eq!(t.version, 5);
+        let rows = Rows {
+            version: 6,
+            keys: vec![KeyRow {
+                node: "ds2".into(),
+                ..key("stable", None)
+            }],
+            ..Default::default()
+        };
+        let merged = merge_into(file, &rows).unwrap();
+        let t = crate::config::parse(&merged, "merged").unwrap_or_else(|e| panic!("{e}\n{merged}"));
+        let Some(crate::config::TableRule::Directory(d)) = t.table("t_ten") else {
+            panic!("no directory")
+        };
+        assert!(d.moves.is_empty());
+        assert_eq!(
+            d.entries.get(b"42".as_slice()).copied(),
+            t.node_index("ds2")
         );
     }
 }

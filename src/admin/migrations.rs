@@ -89,26 +89,17 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
     group.sort();
     let mut tables = vec![table.clone()];
     tables.extend(group.into_iter().cloned());
-    let mut c = connect(t).await?;
-    if let Some(m) = store::active(&mut c).await.map_err(failed)?.first() {
-        return Err(unsupported(format!(
-            "migration {} (slots {}-{} of `{}`) is not finished: one migration runs at a time",
-            m.id, m.first, m.last, m.table
-        )));
-    }
-    let id = store::insert(
-        &mut c,
-        &tables.join(","),
+    let m = Migration::new(
+        tables.join(","),
         a,
         b,
-        t.node_name(from),
-        t.node_name(to),
+        None,
+        t.node_name(from).to_string(),
+        t.node_name(to).to_string(),
         rate,
         auto,
-    )
-    .await
-    .map_err(failed)?;
-    let _ = c.disconnect().await;
+    );
+    let id = start(t, &m).await?;
     let also = if tables.len() > 1 {
         format!(
             " with {} (sharded alike, they move together)",
@@ -123,6 +114,70 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
     };
     Ok(Answer::Done(format!(
         "migration {id} started: slots {a}-{b} of `{table}`{also} from `{}` to `{target}` (SHOW MIGRATIONS)",
+        t.node_name(from)
+    )))
+}
+
+/// Inserts the migration if no other runs; its id.
+async fn start(t: &Topology, m: &Migration) -> Result<u64, MyError> {
+    let mut c = connect(t).await?;
+    if let Some(x) = store::active(&mut c).await.map_err(failed)?.first() {
+        return Err(unsupported(format!(
+            "migration {} ({} of `{}`) is not finished: one migration runs at a time",
+            x.id,
+            x.what(),
+            x.table
+        )));
+    }
+    let id = store::insert(&mut c, m).await.map_err(failed)?;
+    let _ = c.disconnect().await;
+    Ok(id)
+}
+
+/// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`: a directory table's tenant to a node;
+/// afterwards its entry names that node.
+pub async fn migrate_key(t: &Topology, words: &[String]) -> Result<Answer, MyError> {
+    let usage =
+        || unsupported("usage: MIGRATE KEY 'value' OF t TO node [RATE rows_per_sec] [AUTO]");
+    let after = |k: &str| {
+        words
+            .iter()
+            .position(|x| x.eq_ignore_ascii_case(k))
+            .and_then(|i| words.get(i + 1))
+            .cloned()
+    };
+    let key = words.get(2).cloned().ok_or_else(usage)?;
+    let table = after("OF").ok_or_else(usage)?.to_ascii_lowercase();
+    let target = after("TO").ok_or_else(usage)?;
+    let rate: u64 = match after("RATE") {
+        Some(r) => r.parse().map_err(|_| usage())?,
+        None => 0,
+    };
+    let auto = words.iter().any(|w| w.eq_ignore_ascii_case("AUTO"));
+    let Some(to) = t.node_index(&target).filter(|i| !t.nodes[*i].retired) else {
+        return Err(unsupported(format!("unknown node `{target}`")));
+    };
+    let from = crate::migrate::placed(t, &table, &key)
+        .await
+        .map_err(unsupported)?;
+    if from == to {
+        return Err(unsupported(format!(
+            "key '{key}' of `{table}` is on `{target}` already"
+        )));
+    }
+    let m = Migration::new(
+        table.clone(),
+        0,
+        0,
+        Some(key.clone()),
+        t.node_name(from).to_string(),
+        t.node_name(to).to_string(),
+        rate,
+        auto,
+    );
+    let id = start(t, &m).await?;
+    Ok(Answer::Done(format!(
+        "migration {id} started: key '{key}' of `{table}` from `{}` to `{target}` (SHOW MIGRATIONS)",
         t.node_name(from)
     )))
 }
@@ -145,7 +200,10 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
             vec![
                 m.id.to_string(),
                 m.table.clone(),
-                format!("{}-{}", m.first, m.last),
+                match &m.key {
+                    Some(k) => format!("key '{k}'"),
+                    None => format!("{}-{}", m.first, m.last),
+                },
                 m.source.clone(),
                 m.target.clone(),
                 m.step.clone(),

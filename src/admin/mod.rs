@@ -36,7 +36,7 @@ pub enum Answer {
     Done(String),
 }
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -465,6 +465,9 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
     }
     if is(0, "MIGRATE") && is(1, "SLOTS") {
         return migrations::migrate(&t, &w, text).await;
+    }
+    if is(0, "MIGRATE") && is(1, "KEY") {
+        return migrations::migrate_key(&t, &w).await;
     }
     if is(0, "SHOW") && is(1, "MIGRATIONS") {
         return migrations::show(&t).await;

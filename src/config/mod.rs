@@ -278,6 +278,8 @@ struct TableSection {
     ranges: Option<Vec<RangeEntry>>,
     /// directory: `{ "42" = "ds1" }`
     entries: Option<BTreeMap<String, String>>,
+    /// directory: keys being moved, `[{ key = "42", node = "ds0", to = "ds3", step = "dual_write" }]`.
+    moving: Option<Vec<KeyMoveEntry>>,
     lookup: Option<LookupSection>,
     fallback: Option<Box<TableSection>>,
     /// time_tier
@@ -364,6 +366,15 @@ pub struct KeyGenerator {
 pub struct SequenceGen {
     pub node: usize,
     pub block: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyMoveEntry {
+    key: String,
+    node: String,
+    to: String,
+    step: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -787,7 +798,14 @@ fn table_rule(
     let allowed: &[&str] = match rule_name {
         "hash_slot" => &["column", "slots", "key_generator"],
         "range" => &["column", "ranges", "key_generator"],
-        "directory" => &["column", "entries", "lookup", "fallback", "key_generator"],
+        "directory" => &[
+            "column",
+            "entries",
+            "moving",
+            "lookup",
+            "fallback",
+            "key_generator",
+        ],
         "time_tier" => &[
             "column",
             "tiers",
@@ -905,7 +923,32 @@ fn table_rule(
                     })
                 }
             };
-            if entries.is_empty() && lookup.is_none() {
+            let mut moves = Vec::new();
+            for m in section.moving.iter().flatten() {
+                let step = MoveStep::parse(&m.step).ok_or_else(|| {
+                    format!(
+                        "key \"{}\": unknown step `{}` (dual_write, read_target, freeze, cleanup)",
+                        m.key, m.step
+                    )
+                })?;
+                let (from, to) = (ctx.node(&m.node)?, ctx.node(&m.to)?);
+                if from == to {
+                    return Err(format!("key \"{}\" moves to the node that holds it", m.key));
+                }
+                if moves
+                    .iter()
+                    .any(|x: &crate::routing::directory::KeyMove| x.key == m.key.as_bytes())
+                {
+                    return Err(format!("key \"{}\" is moving twice", m.key));
+                }
+                moves.push(crate::routing::directory::KeyMove {
+                    key: m.key.as_bytes().to_vec(),
+                    from,
+                    to,
+                    step,
+                });
+            }
+            if entries.is_empty() && lookup.is_none() && moves.is_empty() {
                 return Err("rule \"directory\" needs `entries` or a `lookup` table".into());
             }
             let fb = section.fallback.as_ref().ok_or_else(|| {
@@ -927,6 +970,7 @@ fn table_rule(
                 column,
                 entries,
                 lookup,
+                moves,
                 fallback: Box::new(fallback),
             }))
         }

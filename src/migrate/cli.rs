@@ -22,6 +22,15 @@ pub enum Ask {
         auto: bool,
         follow: bool,
     },
+    /// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`, then follow it.
+    Key {
+        key: String,
+        table: String,
+        to: String,
+        rate: Option<u64>,
+        auto: bool,
+        follow: bool,
+    },
     Show,
     Cutover(Option<u64>),
     Abort(Option<u64>),
@@ -39,16 +48,36 @@ async fn connect(admin: &str) -> Result<Conn, String> {
 pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
     let mut c = connect(admin).await?;
     let say = |e: mysql_async::Error| e.to_string();
+    let ask_kind = if matches!(ask, Ask::Key { .. }) {
+        Kind::Key
+    } else {
+        Kind::Other
+    };
     match ask {
         Ask::Slots {
-            range,
+            range: what,
+            table,
+            to,
+            rate,
+            auto,
+            follow: f,
+        }
+        | Ask::Key {
+            key: what,
             table,
             to,
             rate,
             auto,
             follow: f,
         } => {
-            let mut sql = format!("MIGRATE SLOTS {range} OF {table} TO {to}");
+            let mut sql = if matches!(ask_kind, Kind::Key) {
+                format!(
+                    "MIGRATE KEY '{}' OF {table} TO {to}",
+                    what.replace('\'', "''")
+                )
+            } else {
+                format!("MIGRATE SLOTS {what} OF {table} TO {to}")
+            };
             if let Some(r) = rate {
                 sql.push_str(&format!(" RATE {r}"));
             }
@@ -103,6 +132,11 @@ pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
         }
         Ask::Follow(id) => follow(&mut c, id).await,
     }
+}
+
+enum Kind {
+    Key,
+    Other,
 }
 
 async fn rows(c: &mut Conn) -> Result<Vec<HashMap<String, String>>, String> {
@@ -169,7 +203,7 @@ async fn follow(c: &mut Conn, id: u64) -> Result<(), String> {
                 copy.finish();
                 verify.finish();
                 println!(
-                    "migration {id} done: slots {} of `{}` are on `{}`",
+                    "migration {id} done: {} of `{}` on `{}`",
                     row["slots"], row["table"], row["target"]
                 );
                 return Ok(());

@@ -16,14 +16,13 @@ use mysql_async::{Conn, Value};
 
 use super::store::Migration;
 use crate::plan::moving::{quote, tuples};
-use crate::routing::slot::SLOTS;
 
 /// What the copy needs to know of the table, read from the source.
 #[derive(Debug, Clone)]
 pub struct Shape {
     /// Quoted name.
     pub table: String,
-    /// `CRC32(key) % 1024 BETWEEN a AND b`.
+    /// The moving rows: `CRC32(key) % 1024 BETWEEN a AND b`, or `key = 'v'`.
     pub slots: String,
     /// Quoted primary-key columns, and their positions among `columns`.
     pub key: Vec<String>,
@@ -65,7 +64,7 @@ pub async fn prepare(
     t: &mut Conn,
     m: &Migration,
     table: &str,
-    shard_column: &str,
+    rows: String,
 ) -> Result<Shape, String> {
     let err = |e: mysql_async::Error| e.to_string();
     let columns = names(s, &columns_sql(table)).await.map_err(err)?;
@@ -116,12 +115,7 @@ pub async fn prepare(
         .collect();
     Ok(Shape {
         table: quote(table),
-        slots: format!(
-            "CRC32({}) % {SLOTS} BETWEEN {} AND {}",
-            quote(shard_column),
-            m.first,
-            m.last
-        ),
+        slots: rows,
         key: key.iter().map(|k| quote(k)).collect(),
         key_pos,
         columns: columns.iter().map(|c| quote(c)).collect(),

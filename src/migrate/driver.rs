@@ -28,6 +28,8 @@ use super::copy::{self, Shape};
 use super::store::{self, Migration};
 use super::BLIND_LEASES;
 use crate::config::{TableRule, Topology};
+use crate::plan::moving::{quote, Moving, Which};
+use crate::routing::slot::MoveStep;
 use crate::shared::Shared;
 
 /// How long a step waits for every proxy to acknowledge its version.
@@ -116,11 +118,32 @@ async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
     copy::session(&mut t).await.map_err(err)?;
     let mut shapes = Vec::new();
     for table in m.tables() {
-        let column = match topo.table(&table) {
-            Some(TableRule::HashSlot { column, .. }) => column.clone(),
-            _ => return Err(format!("`{table}` is no longer a hash_slot table")),
+        let (column, which) = match (topo.table(&table), &m.key) {
+            (Some(TableRule::HashSlot { column, .. }), None) => {
+                (column.clone(), Which::Slots(m.first, m.last))
+            }
+            (Some(TableRule::Directory(d)), Some(k)) => {
+                (d.column.clone(), Which::Key(k.as_bytes().to_vec()))
+            }
+            _ => {
+                return Err(format!(
+                    "`{table}` is no longer a {} table",
+                    if m.key.is_some() {
+                        "directory"
+                    } else {
+                        "hash_slot"
+                    }
+                ))
+            }
         };
-        shapes.push(copy::prepare(&mut s, &mut t, m, &table, &column).await?);
+        let rows = Moving {
+            which,
+            from: 0,
+            to: 0,
+            step: MoveStep::DualWrite,
+        }
+        .predicate(&quote(&column));
+        shapes.push(copy::prepare(&mut s, &mut t, m, &table, rows).await?);
     }
     Ok(Ends { s, t, shapes })
 }
@@ -171,19 +194,24 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "prepare" => {
             let mut e = ends(&topo, &m).await?;
             seed_slot_rows(shared, c, &topo, &m).await?;
-            let owners_ok = m.tables().iter().all(|t| match topo.table(t) {
-                Some(TableRule::HashSlot { map, .. }) => (m.first..=m.last).all(|s| {
-                    map.moving(s).is_none()
-                        && topo.node_name(map.owner_of_slot(s)) == m.source.as_str()
+            let owners_ok = match &m.key {
+                Some(k) => super::placed(&topo, &m.table, k)
+                    .await
+                    .is_ok_and(|n| topo.node_name(n) == m.source.as_str()),
+                None => m.tables().iter().all(|t| match topo.table(t) {
+                    Some(TableRule::HashSlot { map, .. }) => (m.first..=m.last).all(|s| {
+                        map.moving(s).is_none()
+                            && topo.node_name(map.owner_of_slot(s)) == m.source.as_str()
+                    }),
+                    _ => false,
                 }),
-                _ => false,
-            });
+            };
             if !owners_ok {
                 store::set_step(
                     c,
                     m.id,
                     "aborted",
-                    Some("the slots are no longer all on the source, or already moving"),
+                    Some("the rows are no longer all on the source, or already moving"),
                 )
                 .await
                 .map_err(err)?;
@@ -199,6 +227,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             // Left-overs of an earlier attempt: no proxy writes images here yet.
             delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
             let v = version(
+                shared,
                 c,
                 &m,
                 &m.source,
@@ -253,17 +282,23 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                     throttle(started, mine, m.rate).await;
                 }
             }
-            let v = version(c, &m, &m.target, "stable", None, "done", "cleanup").await?;
+            let v = version(shared, c, &m, &m.target, "stable", None, "done", "cleanup").await?;
             acks(c, v, lease + 1000, false, ACK_TIMEOUT).await?;
             info!(
                 migration = m.id,
-                "slots {}-{} of `{}` moved to `{}`", m.first, m.last, m.table, m.target
+                "{} of `{}` moved to `{}`",
+                m.what(),
+                m.table,
+                m.target
             );
             shared.metrics.migrations.with_label_values(&["done"]).inc();
             Ok(true)
         }
         "aborting" => {
-            let v = version(c, &m, &m.source, "stable", None, "aborting", "aborting").await?;
+            let v = version(
+                shared, c, &m, &m.source, "stable", None, "aborting", "aborting",
+            )
+            .await?;
             acks(c, v, lease + 1000, true, ACK_TIMEOUT).await?;
             let mut e = ends(&topo, &m).await?;
             delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
@@ -459,6 +494,7 @@ async fn verify(
 async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> Step<bool> {
     let window = lease + 1000;
     let v = version(
+        shared,
         c,
         m,
         &m.source,
@@ -470,6 +506,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     .await?;
     acks(c, v, window, false, ACK_TIMEOUT).await?;
     let v = version(
+        shared,
         c,
         m,
         &m.source,
@@ -489,6 +526,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
             ("ready", "back to ready: CUTOVER again")
         };
         version(
+            shared,
             c,
             m,
             &m.source,
@@ -505,6 +543,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     let topo = shared.topology();
     if failures_now(c, &topo).await? > m.failures_seen {
         version(
+            shared,
             c,
             m,
             &m.source,
@@ -525,6 +564,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     }
     // The point of no return: the target owns the slots.
     let v = version(
+        shared,
         c,
         m,
         &m.source,
@@ -553,6 +593,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
 /// (an ABORT in between wins: nothing is written).
 #[allow(clippy::too_many_arguments)]
 async fn version(
+    shared: &Shared,
     c: &mut Conn,
     m: &Migration,
     node: &str,
@@ -561,7 +602,8 @@ async fn version(
     step: &str,
     expected: &str,
 ) -> Step<u64> {
-    match store::write_version(c, m, node, state, target, step, expected)
+    let floor = shared.topology().version;
+    match store::write_version(c, m, node, state, target, step, expected, floor)
         .await
         .map_err(err)?
     {
@@ -574,10 +616,7 @@ async fn version(
 
 async fn current_version(c: &mut Conn) -> Step<u64> {
     let v: Option<u64> = c
-        .query_first(
-            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
-             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0))",
-        )
+        .query_first(crate::admin::metadata::VERSION_SQL)
         .await
         .map_err(err)?;
     Ok(v.unwrap_or(0))
@@ -617,6 +656,10 @@ async fn acks(
 /// metadata has none for it: the steps are written there.
 async fn seed_slot_rows(shared: &Shared, c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
     let _ = shared;
+    if m.key.is_some() {
+        // A directory key's row is written with its first version.
+        return Ok(());
+    }
     for table in m.tables() {
         let n: Option<u64> = c
             .exec_first(

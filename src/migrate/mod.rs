@@ -124,6 +124,58 @@ impl Local {
     }
 }
 
+/// The node that holds a directory table's `key` now: its entry, the lookup table's row
+/// (read from the lookup table's node), or the fallback rule's node. A key already moving
+/// is an error.
+pub async fn placed(topo: &Topology, table: &str, key: &str) -> Result<usize, String> {
+    use crate::config::TableRule;
+    use crate::routing::directory::Placed;
+    let Some(TableRule::Directory(d)) = topo.table(table) else {
+        return Err(format!("`{table}` is not a directory table"));
+    };
+    if d.moves.iter().any(|m| m.key == key.as_bytes()) {
+        return Err(format!("key '{key}' of `{table}` is already moving"));
+    }
+    let v = mysql_common::value::Value::Bytes(key.as_bytes().to_vec());
+    let mut read = None;
+    if let (Some(l), None) = (&d.lookup, d.entries.get(key.as_bytes())) {
+        let opts = topo.nodes[l.node].opts.clone();
+        let mut c = mysql_async::Conn::new(opts)
+            .await
+            .map_err(|e| format!("the lookup table's node: {e}"))?;
+        let rows: Vec<(Vec<u8>, String)> =
+            mysql_async::prelude::Queryable::query(&mut c, l.query(&[key.as_bytes().to_vec()]))
+                .await
+                .map_err(|e| format!("the lookup table: {e}"))?;
+        let _ = c.disconnect().await;
+        read = Some(match rows.first() {
+            Some((_, node)) => Some(topo.node_index(node).ok_or_else(|| {
+                format!("the lookup table names node `{node}`, not in the rules")
+            })?),
+            None => None,
+        });
+    }
+    let looked = |_: &[u8]| read;
+    match d.place(&v, &looked) {
+        Placed::Node(n) => Ok(n),
+        Placed::Unknown => Err(format!(
+            "key '{key}' of `{table}`: the lookup table could not be read"
+        )),
+        Placed::Fallback => match d.fallback.as_ref() {
+            TableRule::HashSlot { map, .. } => crate::routing::slot::slot_of(&v)
+                .map(|s| map.owner_of_slot(s))
+                .ok_or_else(|| "a NULL key".to_string()),
+            TableRule::Single { node } => Ok(*node),
+            TableRule::Range { map, .. } => map
+                .kind
+                .key_of(&v)
+                .map(|k| map.node_of(&k))
+                .ok_or_else(|| format!("key '{key}' is not in the fallback's ranges' domain")),
+            other => Err(format!("a {} fallback", other.kind())),
+        },
+    }
+}
+
 /// Counts a dual write while it runs (see [`Local::dual_writes`]).
 pub struct Running(std::sync::Arc<crate::shared::Shared>);
 

@@ -18,6 +18,7 @@ pub const SCHEMA: [&str; 2] = [
         auto_cutover TINYINT NOT NULL DEFAULT 0,
         copied BIGINT NOT NULL DEFAULT 0,
         rows_estimate BIGINT NOT NULL DEFAULT 0,
+        key_value VARCHAR(255) NULL,
         rows_per_sec DOUBLE NOT NULL DEFAULT 0,
         cursor_key TEXT NULL,
         chunks_verified BIGINT NOT NULL DEFAULT 0,
@@ -62,6 +63,8 @@ pub struct Migration {
     pub auto_cutover: bool,
     pub copied: u64,
     pub rows_estimate: u64,
+    /// A directory table's key (a tenant) moving, instead of slots.
+    pub key: Option<String>,
     pub rows_per_sec: f64,
     pub cursor: Option<String>,
     pub chunks_verified: u64,
@@ -72,6 +75,49 @@ pub struct Migration {
 }
 
 impl Migration {
+    /// A migration to insert (its progress at zero).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        table: String,
+        first: u16,
+        last: u16,
+        key: Option<String>,
+        source: String,
+        target: String,
+        rate: u64,
+        auto_cutover: bool,
+    ) -> Migration {
+        Migration {
+            id: 0,
+            table,
+            first,
+            last,
+            source,
+            target,
+            step: "prepare".into(),
+            rate,
+            auto_cutover,
+            copied: 0,
+            rows_estimate: 0,
+            key,
+            rows_per_sec: 0.0,
+            cursor: None,
+            chunks_verified: 0,
+            chunks_differing: 0,
+            failures_seen: 0,
+            cleaned: 0,
+            message: None,
+        }
+    }
+
+    /// What moves, for messages: `slots a-b` or `key 'v'`.
+    pub fn what(&self) -> String {
+        match &self.key {
+            Some(k) => format!("key '{k}'"),
+            None => format!("slots {}-{}", self.first, self.last),
+        }
+    }
+
     /// The tables it moves (`table_name` lists tables sharded alike, comma-separated: they
     /// move together so joins on their shard keys stay on one node).
     pub fn tables(&self) -> Vec<String> {
@@ -83,7 +129,7 @@ impl Migration {
 }
 
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -105,6 +151,7 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         cleaned: r.take(15)?,
         message: r.take(16)?,
         rows_estimate: r.take(17)?,
+        key: r.take(18)?,
     })
 }
 
@@ -145,21 +192,20 @@ pub async fn active(c: &mut Conn) -> mysql_async::Result<Vec<Migration>> {
 }
 
 /// A new migration at its first step; its id.
-#[allow(clippy::too_many_arguments)]
-pub async fn insert(
-    c: &mut Conn,
-    table: &str,
-    first: u16,
-    last: u16,
-    source: &str,
-    target: &str,
-    rate: u64,
-    auto_cutover: bool,
-) -> mysql_async::Result<u64> {
+pub async fn insert(c: &mut Conn, m: &Migration) -> mysql_async::Result<u64> {
     c.exec_drop(
-        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, source, target, step, rate, auto_cutover) \
-         VALUES (?, ?, ?, ?, ?, 'prepare', ?, ?)",
-        (table, first, last, source, target, rate, auto_cutover),
+        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover) \
+         VALUES (?, ?, ?, ?, ?, ?, 'prepare', ?, ?)",
+        (
+            &m.table,
+            m.first,
+            m.last,
+            &m.key,
+            &m.source,
+            &m.target,
+            m.rate,
+            m.auto_cutover,
+        ),
     )
     .await?;
     Ok(c.last_insert_id().unwrap_or(0))
@@ -215,7 +261,9 @@ pub async fn set_message(c: &mut Conn, id: u64, message: &str) -> mysql_async::R
 /// One more version of the slot map: the migration's slots at `state` (`stable` with no
 /// target, or a move step toward `target`) with `node` their owner of record, and the
 /// migration from step `expected` to `step`, in one transaction. `None` (nothing written)
-/// when the migration is no longer at `expected` (an ABORT came first).
+/// when the migration is no longer at `expected` (an ABORT came first). The version is above
+/// `floor` (the running rules' version).
+#[allow(clippy::too_many_arguments)]
 pub async fn write_version(
     c: &mut Conn,
     m: &Migration,
@@ -224,6 +272,7 @@ pub async fn write_version(
     target: Option<&str>,
     step: &str,
     expected: &str,
+    floor: u64,
 ) -> mysql_async::Result<Option<u64>> {
     let mut tx = c.start_transaction(TxOpts::default()).await?;
     let now: Option<String> = tx
@@ -241,13 +290,22 @@ pub async fn write_version(
         (step, m.id),
     )
     .await?;
-    let v: Option<u64> = tx
-        .query_first(
-            "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
-             COALESCE((SELECT MAX(version) FROM shard_slot_map), 0)) + 1",
+    let v: Option<u64> = tx.query_first(crate::admin::metadata::VERSION_SQL).await?;
+    // Above the metadata's versions and the running rules' (a rules file's own version
+    // may be higher than anything the metadata holds yet).
+    let v = v.unwrap_or(0).max(floor) + 1;
+    if let Some(key) = &m.key {
+        // A directory key: its row (an entry once stable).
+        tx.exec_drop(
+            "INSERT INTO directory_map (table_name, key_value, node, state, target_node, version) \
+             VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE node = VALUES(node), \
+             state = VALUES(state), target_node = VALUES(target_node), version = VALUES(version)",
+            (&m.table, key, node, state, target, v),
         )
         .await?;
-    let v = v.unwrap_or(1);
+        tx.commit().await?;
+        return Ok(Some(v));
+    }
     for table in m.tables() {
         tx.exec_drop(
             "UPDATE shard_slot_map SET node = ?, state = ?, target_node = ?, version = ? \

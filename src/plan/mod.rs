@@ -492,6 +492,7 @@ pub fn plan_traced(
     let planner = Planner {
         slots: Default::default(),
         missing: Default::default(),
+        values: Default::default(),
         sql,
         stmt: &parsed.stmt,
         parsed,
@@ -509,7 +510,7 @@ pub fn plan_traced(
     let mut slots = planner.slots.take();
     slots.sort_unstable();
     slots.dedup();
-    let plan = moving::adjust(&planner, plan, &slots);
+    let plan = moving::adjust(&planner, plan);
     (plan, slots)
 }
 
@@ -735,6 +736,9 @@ struct Planner<'a> {
     slots: std::cell::RefCell<Vec<(String, u16)>>,
     /// Directory keys the lookup cache does not know yet.
     missing: std::cell::RefCell<Vec<(String, Vec<u8>)>>,
+    /// The routing values the statement was routed by, for hash_slot and directory tables:
+    /// (table, value), for the moves under way (`moving`).
+    values: std::cell::RefCell<Vec<(String, Value)>>,
     ctx: &'a PlanCtx<'a>,
     sql: &'a str,
     /// The statement being planned (the parsed one, or the one inside its EXPLAIN).
@@ -778,6 +782,7 @@ impl<'a> Planner<'a> {
                 let inner = Planner {
                     slots: Default::default(),
                     missing: Default::default(),
+                    values: Default::default(),
                     sql: self.sql,
                     stmt: statement.as_ref(),
                     parsed: self.parsed,
@@ -799,6 +804,14 @@ impl<'a> Planner<'a> {
 
     fn trace(&self, table: &str, slot: u16) {
         self.slots.borrow_mut().push((table.to_string(), slot));
+    }
+
+    fn trace_value(&self, table: &str, v: &Value) {
+        if crate::plan::moving::any_moving(self.topo) {
+            self.values
+                .borrow_mut()
+                .push((table.to_string(), v.clone()));
+        }
     }
 
     fn target(&self, node: usize) -> Target {
@@ -852,7 +865,11 @@ impl<'a> Planner<'a> {
         let mut nodes: Vec<usize> = match (rule, keys) {
             (TableRule::HashSlot { map, .. }, Some(values)) => values
                 .iter()
-                .filter_map(slot_of)
+                .filter_map(|v| {
+                    let s = slot_of(v)?;
+                    self.trace_value(table, v);
+                    Some(s)
+                })
                 .map(|s| {
                     self.trace(table, s);
                     map.node_of_slot(s)
@@ -882,6 +899,7 @@ impl<'a> Planner<'a> {
                     if matches!(v, Value::NULL) {
                         continue;
                     }
+                    self.trace_value(table, v);
                     let looked_up = |k: &[u8]| (self.ctx.lookup)(table, k);
                     match d.place(v, &looked_up) {
                         Placed::Node(n) => out.push(n),
@@ -944,6 +962,7 @@ impl<'a> Planner<'a> {
             TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v).ok_or_else(constant)?;
                 self.trace(table, slot);
+                self.trace_value(table, v);
                 Ok(map.node_of_slot(slot))
             }
             TableRule::Range { map, .. } => {
@@ -957,6 +976,7 @@ impl<'a> Planner<'a> {
                 Ok(map.node_of(&k))
             }
             TableRule::Directory(d) => {
+                self.trace_value(table, v);
                 let looked_up = |k: &[u8]| (self.ctx.lookup)(table, k);
                 match d.place(v, &looked_up) {
                     Placed::Node(n) => Ok(n),

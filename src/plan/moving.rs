@@ -24,7 +24,7 @@ use sqlparser::ast::{
 use super::uses::{collect_uses, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::config::TableRule;
-use crate::routing::slot::{slot_of, Move, MoveStep};
+use crate::routing::slot::{slot_of, MoveStep, SLOTS};
 use crate::sql::{self, literal, table_name};
 
 /// A write to slots being moved, as `crate::exec::dual_write` runs it.
@@ -97,22 +97,97 @@ pub fn quote(id: &str) -> String {
 
 /// Does any table of the rules have slots moving?
 pub fn any_moving(topo: &crate::config::Topology) -> bool {
-    topo.tables
-        .values()
-        .any(|r| matches!(r, TableRule::HashSlot { map, .. } if !map.moves().is_empty()))
+    topo.tables.values().any(|r| match r {
+        TableRule::HashSlot { map, .. } => !map.moves().is_empty(),
+        TableRule::Directory(d) => !d.moves.is_empty(),
+        _ => false,
+    })
 }
 
-fn moves_of<'t>(p: &Planner<'t>, table: &str) -> Option<(&'t str, &'t [Move])> {
-    match p.topo.table(table) {
-        Some(TableRule::HashSlot { column, map }) if !map.moves().is_empty() => {
-            Some((column.as_str(), map.moves()))
+/// Rows being moved: a slot range of a hash_slot table, or one key (a tenant) of a
+/// directory table, from node `from` to node `to`, at `step`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moving {
+    pub which: Which,
+    pub from: usize,
+    pub to: usize,
+    pub step: MoveStep,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Which {
+    Slots(u16, u16),
+    /// The key's text form.
+    Key(Vec<u8>),
+}
+
+impl Moving {
+    /// Is a row whose routing column holds `v` one of the moving rows?
+    pub fn holds(&self, v: &Value) -> bool {
+        match &self.which {
+            Which::Slots(a, b) => slot_of(v).is_some_and(|s| (*a..=*b).contains(&s)),
+            Which::Key(k) => crate::value::text_form(v).is_some_and(|t| t == *k),
         }
+    }
+
+    /// The node reads of these rows go to.
+    pub fn read_node(&self) -> usize {
+        match self.step {
+            MoveStep::DualWrite => self.from,
+            _ => self.to,
+        }
+    }
+
+    /// The node holding copies of these rows that reads must not see there.
+    pub fn shadow_node(&self) -> usize {
+        match self.step {
+            MoveStep::DualWrite => self.to,
+            _ => self.from,
+        }
+    }
+
+    /// The SQL predicate selecting these rows by their routing column `column` (as SQL).
+    pub fn predicate(&self, column: &str) -> String {
+        match &self.which {
+            Which::Slots(a, b) => format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}"),
+            Which::Key(k) => format!("{column} = {}", Value::Bytes(k.clone()).as_sql(false)),
+        }
+    }
+}
+
+/// The routing column and the moves of a table, if it has any.
+fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
+    match p.topo.table(table) {
+        Some(TableRule::HashSlot { column, map }) if !map.moves().is_empty() => Some((
+            column.clone(),
+            map.moves()
+                .iter()
+                .map(|m| Moving {
+                    which: Which::Slots(m.first, m.last),
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                })
+                .collect(),
+        )),
+        Some(TableRule::Directory(d)) if !d.moves.is_empty() => Some((
+            d.column.clone(),
+            d.moves
+                .iter()
+                .map(|m| Moving {
+                    which: Which::Key(m.key.clone()),
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                })
+                .collect(),
+        )),
         _ => None,
     }
 }
 
 /// The plan made right for the moves under way (see the module documentation).
-pub(super) fn adjust(p: &Planner<'_>, plan: Plan, slots: &[(String, u16)]) -> Plan {
+pub(super) fn adjust(p: &Planner<'_>, plan: Plan) -> Plan {
     if !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) || !any_moving(p.topo) {
         return plan;
     }
@@ -125,7 +200,7 @@ pub(super) fn adjust(p: &Planner<'_>, plan: Plan, slots: &[(String, u16)]) -> Pl
         Statement::Query(_) => reads(p, plan, &uses),
         Statement::Explain { .. } => plan,
         Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) => {
-            writes(p, plan, &uses, slots)
+            writes(p, plan, &uses)
         }
         _ => {
             let t = uses
@@ -134,7 +209,7 @@ pub(super) fn adjust(p: &Planner<'_>, plan: Plan, slots: &[(String, u16)]) -> Pl
                 .map(|u| u.table.clone())
                 .unwrap_or_default();
             refuse(format!(
-                "slots of `{t}` are being moved (SHOW MIGRATIONS): this statement must wait until the move ends or is aborted"
+                "rows of `{t}` are being moved (SHOW MIGRATIONS): this statement must wait until the move ends or is aborted"
             ))
         }
     }
@@ -142,14 +217,14 @@ pub(super) fn adjust(p: &Planner<'_>, plan: Plan, slots: &[(String, u16)]) -> Pl
 
 fn moving_msg(table: &str, what: &str) -> String {
     format!(
-        "slots of `{table}` are being moved (SHOW MIGRATIONS): {what}; it can run once the move ends or is aborted"
+        "rows of `{table}` are being moved (SHOW MIGRATIONS): {what}; it can run once the move ends or is aborted"
     )
 }
 
 /// A use pinned to keys none of which is in `m`'s slots cannot see that range's rows.
-fn sees(u: &Use, m: &Move) -> bool {
+fn sees(u: &Use, m: &Moving) -> bool {
     match &u.keys {
-        Some(keys) => keys.iter().filter_map(slot_of).any(|s| m.contains(s)),
+        Some(keys) => keys.iter().any(|k| m.holds(k)),
         None => true,
     }
 }
@@ -215,7 +290,7 @@ fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
     };
     for t in targets {
         // table -> (its shard key, the ranges to leave out on this node)
-        let mut hide: HashMap<String, (String, Vec<Move>)> = HashMap::new();
+        let mut hide: HashMap<String, (String, Vec<Moving>)> = HashMap::new();
         for u in uses {
             let Some((column, moves)) = moves_of(p, &u.table) else {
                 continue;
@@ -228,7 +303,7 @@ fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
                     .entry(u.table.clone())
                     .or_insert_with(|| (column.to_string(), Vec::new()));
                 if !e.1.contains(m) {
-                    e.1.push(*m);
+                    e.1.push(m.clone());
                 }
             }
         }
@@ -249,7 +324,7 @@ fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
 /// `sql` with every reference to the tables of `hide` restricted to rows outside their
 /// ranges: `NOT (CRC32(alias.key) % 1024 BETWEEN a AND b)` in the WHERE of the SELECT that
 /// reads it (in the ON of a LEFT JOIN that reads it). `Err` says what could not be.
-pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Move>)>) -> Result<String, String> {
+pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Moving>)>) -> Result<String, String> {
     let mut parsed = sql::parse(sql).map_err(|e| format!("the statement does not parse ({e})"))?;
     let mut v = Hide {
         hide,
@@ -274,7 +349,7 @@ pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Move>)>) -> Result<
 }
 
 struct Hide<'h> {
-    hide: &'h HashMap<String, (String, Vec<Move>)>,
+    hide: &'h HashMap<String, (String, Vec<Moving>)>,
     done: usize,
     failed: Option<String>,
 }
@@ -389,7 +464,7 @@ impl VisitorMut for Hide<'_> {
     }
 }
 
-fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use], slots: &[(String, u16)]) -> Plan {
+fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
     let written = match p.stmt {
         Statement::Insert(ins) => match &ins.table {
             TableObject::TableName(n) => table_name(n),
@@ -427,31 +502,31 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use], slots: &[(String, u16)]) ->
     let Some((_, moves)) = moves_of(p, &written) else {
         return plan;
     };
-    let mine: Vec<u16> = slots
+    // The planner traces the routing values of a write's rows (an INSERT's) or of the keys
+    // its WHERE pins.
+    let mine: Vec<Value> = p
+        .values
+        .borrow()
         .iter()
         .filter(|(t, _)| *t == written)
-        .map(|(_, s)| *s)
+        .map(|(_, v)| v.clone())
         .collect();
-    // The planner traces the slots of the keys a write's WHERE pins (an INSERT's rows).
     let keyed = matches!(p.stmt, Statement::Insert(_)) || !mine.is_empty();
-    if keyed && !mine.iter().any(|s| moves.iter().any(|m| m.contains(*s))) {
-        // None of its rows is in a moving range.
+    if keyed && !mine.iter().any(|v| moves.iter().any(|m| m.holds(v))) {
+        // None of its rows is moving.
         return plan;
     }
-    let one = mine
-        .first()
-        .and_then(|s| moves.iter().find(|m| m.contains(*s)));
-    if let Some(m) = one.filter(|m| !mine.iter().all(|s| m.contains(*s))) {
-        let _ = m;
+    let one = mine.iter().find_map(|v| moves.iter().find(|m| m.holds(v)));
+    if one.is_some_and(|m| !mine.iter().all(|v| m.holds(v))) {
         return refuse(moving_msg(
             &written,
-            "a write whose rows are both in a moving range and outside it: write them apart",
+            "a write whose rows are both among the moving rows and outside them: write them apart",
         ));
     }
     let (Some(m), Plan::Route(t), true) = (one, &plan, keyed) else {
         return refuse(moving_msg(
             &written,
-            "a write to it must pin its shard key to the slots of one moving range, or to slots that are not moving",
+            "a write to it must pin its routing key to the rows of one move, or to rows that are not moving",
         ));
     };
     match m.step {
@@ -527,7 +602,7 @@ fn table_sql(name: &sqlparser::ast::ObjectName) -> String {
 fn dual_write(
     p: &Planner<'_>,
     t: &Target,
-    m: &Move,
+    m: &Moving,
     key: &Arc<[String]>,
 ) -> Result<DualWrite, String> {
     let parsed = if t.sql == p.sql {
@@ -878,7 +953,7 @@ mod tests {
             "INSERT INTO t_mv (id, v) VALUES (10, 1), (1, 2)",
             &[],
         ));
-        assert!(m.contains("both in a moving range and outside"), "{m}");
+        assert!(m.contains("both among the moving rows and outside"), "{m}");
         let m = refused(plan_in(&t, "UPDATE t_mv SET id = 11 WHERE id = 10", &[]));
         assert!(m.contains("shard key"), "{m}");
         let m = refused(plan_in(&t, "ALTER TABLE t_mv ADD COLUMN w INT", &[]));
@@ -887,6 +962,48 @@ mod tests {
         assert!(m.contains("no primary key"), "{m}");
         let p = plan_in(&t, "UPDATE t_other_mv SET v = 1 WHERE id = 10", &[]);
         assert!(!matches!(p, Plan::DualWrite(_)), "{p:?}");
+    }
+
+    #[test]
+    fn a_directory_tenant_moves_like_a_slot_range() {
+        // Tenant 42 of `t_dir` moves from ds0 (its fallback's node) to ds2.
+        let t = test_topology(
+            2,
+            3,
+            "[tables.t_dir]\nrule = \"directory\"\ncolumn = \"tenant_id\"\n\
+             entries = { \"7\" = \"ds1\" }\n\
+             moving = [{ key = \"42\", node = \"ds0\", to = \"ds2\", step = \"dual_write\" }]\n\
+             fallback = { rule = \"single\", node = \"ds0\" }\n",
+        );
+        let p = plan_in(
+            &t,
+            "UPDATE t_dir SET v = 1 WHERE tenant_id = 42 AND id = 5",
+            &[],
+        );
+        let d = dual(&p);
+        assert_eq!((d.source, d.target), (0, 2));
+        // Another tenant is not moving.
+        let p = plan_in(
+            &t,
+            "UPDATE t_dir SET v = 1 WHERE tenant_id = 7 AND id = 5",
+            &[],
+        );
+        assert_eq!(route(&p).0, 1);
+        // Reads of every tenant leave the copies on ds2 out.
+        let Plan::Scatter { targets, .. } = plan_in(&t, "SELECT COUNT(*) FROM t_dir", &[]) else {
+            panic!("a scatter")
+        };
+        let on2 = targets.iter().find(|x| x.node == 2).map(|x| x.sql.clone());
+        assert_eq!(
+            on2.as_deref(),
+            Some("SELECT COUNT(*) FROM t_dir WHERE NOT (`t_dir`.`tenant_id` = '42')")
+        );
+        let m = refused(plan_in(
+            &t,
+            "DELETE FROM t_dir WHERE tenant_id IN (7, 42)",
+            &[],
+        ));
+        assert!(m.contains("both among the moving rows"), "{m}");
     }
 
     #[test]
@@ -956,9 +1073,8 @@ mod tests {
     #[test]
     fn the_left_side_of_a_left_join_is_filtered_in_its_on() {
         let mut hide = HashMap::new();
-        let m = Move {
-            first: 0,
-            last: 9,
+        let m = Moving {
+            which: Which::Slots(0, 9),
             from: 0,
             to: 1,
             step: MoveStep::DualWrite,

@@ -88,6 +88,7 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     let primary_key = |_: Option<&str>, t: &str| match t {
         "t_mv" => Some(vec!["`id`".to_string()].into()),
         "t_gen" => Some(vec!["`oid`".to_string()].into()),
+        "t_dir" => Some(vec!["`id`".to_string()].into()),
         "t_nopk" => Some(Vec::<String>::new().into()),
         _ => None,
     };

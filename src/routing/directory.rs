@@ -46,6 +46,29 @@ pub struct DirectoryRule {
     pub lookup: Option<Lookup>,
     /// Where every other key goes: hash_slot, range or single on the same column.
     pub fallback: Box<TableRule>,
+    /// Keys (tenants) being moved to another node (`crate::migrate`).
+    pub moves: Vec<KeyMove>,
+}
+
+/// A key of a directory table moving from node `from` to node `to`, at `step` (the steps of
+/// a slot range's move: [`super::slot::MoveStep`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KeyMove {
+    /// The key's text form.
+    pub key: Vec<u8>,
+    pub from: usize,
+    pub to: usize,
+    pub step: super::slot::MoveStep,
+}
+
+impl KeyMove {
+    /// The node reads of the key go to.
+    pub fn read_node(&self) -> usize {
+        match self.step {
+            super::slot::MoveStep::DualWrite => self.from,
+            _ => self.to,
+        }
+    }
 }
 
 /// Where one key of a directory table lives.
@@ -65,6 +88,9 @@ impl DirectoryRule {
         let Some(text) = text_form(key) else {
             return Placed::Fallback;
         };
+        if let Some(m) = self.moves.iter().find(|m| m.key == text) {
+            return Placed::Node(m.read_node());
+        }
         if let Some(n) = self.entries.get(&text) {
             return Placed::Node(*n);
         }
@@ -81,6 +107,7 @@ impl DirectoryRule {
     /// Every node a row could be on (entries, the lookup's possible targets, the fallback).
     pub fn entry_nodes(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.entries.values().copied().collect();
+        v.extend(self.moves.iter().flat_map(|m| [m.from, m.to]));
         v.sort_unstable();
         v.dedup();
         v
@@ -133,6 +160,7 @@ mod tests {
                 ttl_secs: 60,
             }),
             fallback: Box::new(TableRule::Single { node: 0 }),
+            moves: Vec::new(),
         }
     }
 

@@ -75,6 +75,10 @@ impl TableRule {
                 if let Some(l) = d.lookup.as_mut() {
                     l.node = at(l.node);
                 }
+                for m in d.moves.iter_mut() {
+                    m.from = at(m.from);
+                    m.to = at(m.to);
+                }
                 d.fallback.remap(at);
             }
             TableRule::TimeTier(t) => {
