@@ -202,9 +202,14 @@ async fn follow(c: &mut Conn, id: u64) -> Result<(), String> {
             "done" => {
                 copy.finish();
                 verify.finish();
+                let what = if row["slots"].starts_with("key") {
+                    row["slots"].clone()
+                } else {
+                    format!("slots {}", row["slots"])
+                };
                 println!(
-                    "migration {id} done: {} of `{}` on `{}`",
-                    row["slots"], row["table"], row["target"]
+                    "migration {id} done: {what} of `{}` on `{}`",
+                    row["table"], row["target"]
                 );
                 return Ok(());
             }
