@@ -58,10 +58,11 @@ pub async fn run<D: Door, K: Sink>(
 
 async fn write<D: Door>(door: &mut D, binary: bool, w: &DualWrite) -> Result<OkInfo, NodeError> {
     let s = w.source;
-    door.enter(&[s], Access::Write).await?;
+    // The source's branch opens with the first statement there (its BEGIN in the same
+    // packet where the door can: the locking read, or a text statement).
     let mut keys: Vec<Vec<Value>> = match &w.rows {
         Changed::Keys(k) => k.clone(),
-        Changed::Select { sql, params } => rows_of(door, s, sql, params).await?,
+        Changed::Select { sql, params } => rows_of(door, s, sql, params, Access::Read).await?,
         Changed::Generated => Vec::new(),
     };
     let run = Run {
@@ -83,7 +84,7 @@ async fn write<D: Door>(door: &mut D, binary: bool, w: &DualWrite) -> Result<OkI
     let mut images = Vec::with_capacity(keys.len());
     for chunk in keys.chunks((MAX_PARAMS / width.max(1)).max(1)) {
         let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
-        images.extend(rows_of(door, s, &w.images_sql(chunk.len()), &params).await?);
+        images.extend(rows_of(door, s, &w.images_sql(chunk.len()), &params, Access::Write).await?);
     }
     shadow(door, w, &keys, images).await;
     Ok(ok)
@@ -165,9 +166,10 @@ async fn rows_of<D: Door>(
     node: usize,
     sql: &str,
     params: &[Value],
+    access: Access,
 ) -> Result<Vec<Vec<Value>>, NodeError> {
     let run = Run {
-        access: Access::Write,
+        access,
         binary: true,
     };
     let mut res = door.start(node, Stmt::new(sql, params), run).await?;

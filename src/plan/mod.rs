@@ -493,6 +493,7 @@ pub fn plan_traced(
         slots: Default::default(),
         missing: Default::default(),
         values: Default::default(),
+        moving: moving::any_moving(topo),
         sql,
         stmt: &parsed.stmt,
         parsed,
@@ -739,6 +740,8 @@ struct Planner<'a> {
     /// The routing values the statement was routed by, for hash_slot and directory tables:
     /// (table, value), for the moves under way (`moving`).
     values: std::cell::RefCell<Vec<(String, Value)>>,
+    /// Rows of some table are being moved (the values are traced only then).
+    moving: bool,
     ctx: &'a PlanCtx<'a>,
     sql: &'a str,
     /// The statement being planned (the parsed one, or the one inside its EXPLAIN).
@@ -783,6 +786,7 @@ impl<'a> Planner<'a> {
                     slots: Default::default(),
                     missing: Default::default(),
                     values: Default::default(),
+                    moving: self.moving,
                     sql: self.sql,
                     stmt: statement.as_ref(),
                     parsed: self.parsed,
@@ -807,7 +811,7 @@ impl<'a> Planner<'a> {
     }
 
     fn trace_value(&self, table: &str, v: &Value) {
-        if crate::plan::moving::any_moving(self.topo) {
+        if self.moving {
             self.values
                 .borrow_mut()
                 .push((table.to_string(), v.clone()));

@@ -188,7 +188,7 @@ fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
 
 /// The plan made right for the moves under way (see the module documentation).
 pub(super) fn adjust(p: &Planner<'_>, plan: Plan) -> Plan {
-    if !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) || !any_moving(p.topo) {
+    if !p.moving || !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) {
         return plan;
     }
     let uses = collect_uses(p.stmt, p);
