@@ -146,7 +146,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Migrate { admin, what } => {
-            use shardproxy::migrate::cli::{self, Ask};
+            use shardproxy::migrate::cli::{self, Ask, Moved};
             let ask = match what {
                 MigrateCommand::Slots {
                     range,
@@ -155,8 +155,8 @@ fn main() -> ExitCode {
                     rate,
                     auto,
                     no_follow,
-                } => Ask::Slots {
-                    range,
+                } => Ask::Start {
+                    what: Moved::Slots(range),
                     table,
                     to,
                     rate,
@@ -170,8 +170,8 @@ fn main() -> ExitCode {
                     rate,
                     auto,
                     no_follow,
-                } => Ask::Key {
-                    key,
+                } => Ask::Start {
+                    what: Moved::Key(key),
                     table,
                     to,
                     rate,

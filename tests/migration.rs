@@ -330,6 +330,16 @@ impl Workers {
     }
 }
 
+/// No client statement failed (the first ten that did, if any).
+fn no_client_failed(failed: &[String]) {
+    assert!(
+        failed.is_empty(),
+        "{} client statements failed: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+}
+
 async fn count_on(c: &Cluster, n: usize, table: &str, pred: &str) -> i64 {
     let pool = c.direct(n);
     let mut conn = pool.get_conn().await.expect("direct");
@@ -562,12 +572,7 @@ async fn the_target_killed_during_the_move_fails_no_write_and_the_move_finishes(
     c.start_node(2);
     let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
     let (expected, failed, _) = workers.stop().await;
-    assert!(
-        failed.is_empty(),
-        "{} client statements failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
+    no_client_failed(&failed);
     assert!(
         m["chunks_differing"].parse::<u64>().unwrap_or(0) > 0,
         "the verify found what the dead target missed: {m:?}"
@@ -626,12 +631,7 @@ async fn another_proxy_finishes_the_move_of_a_driver_that_was_killed() {
     until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (expected, failed, _) = workers.stop().await;
-    assert!(
-        failed.is_empty(),
-        "{} client statements failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
+    no_client_failed(&failed);
     check_moved(c, &[&pool_b], "t_mig_d", expected, KEYS, ROWS).await;
     assert_routed_to_ds2(&b, "t_mig_d");
     pool_b.disconnect().await.ok();
@@ -658,7 +658,7 @@ async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty()
     assert_eq!(code, 1235);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (mut expected, failed, _) = workers.stop().await;
-    assert!(failed.is_empty(), "client statements failed: {failed:?}");
+    no_client_failed(&failed);
     for k in KEYS + 1..=ROWS {
         expected.insert(k, Some(k));
     }
@@ -763,12 +763,7 @@ async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     assert_eq!(m["slots"], "key '42'");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (expected, failed, writes) = workers.stop().await;
-    assert!(
-        failed.is_empty(),
-        "{} client statements failed: {:?}",
-        failed.len(),
-        &failed[..failed.len().min(10)]
-    );
+    no_client_failed(&failed);
     assert!(writes > 300, "the workers wrote little");
     // Every key as its log says, through both proxies.
     for pool in [&pool_a, &pool_b] {

@@ -13,18 +13,9 @@ use super::copy::CHUNK;
 /// What to ask the admin interface.
 #[derive(Debug, Clone)]
 pub enum Ask {
-    /// `MIGRATE SLOTS a-b OF t TO node [RATE n] [AUTO]`, then follow it.
-    Slots {
-        range: String,
-        table: String,
-        to: String,
-        rate: Option<u64>,
-        auto: bool,
-        follow: bool,
-    },
-    /// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`, then follow it.
-    Key {
-        key: String,
+    /// `MIGRATE SLOTS a-b | KEY 'v' OF t TO node [RATE n] [AUTO]`, then follow it.
+    Start {
+        what: Moved,
         table: String,
         to: String,
         rate: Option<u64>,
@@ -35,6 +26,15 @@ pub enum Ask {
     Cutover(Option<u64>),
     Abort(Option<u64>),
     Follow(u64),
+}
+
+/// What a migration moves.
+#[derive(Debug, Clone)]
+pub enum Moved {
+    /// A slot range, `a-b` (or one slot).
+    Slots(String),
+    /// A directory table's key.
+    Key(String),
 }
 
 async fn connect(admin: &str) -> Result<Conn, String> {
@@ -48,35 +48,20 @@ async fn connect(admin: &str) -> Result<Conn, String> {
 pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
     let mut c = connect(admin).await?;
     let say = |e: mysql_async::Error| e.to_string();
-    let ask_kind = if matches!(ask, Ask::Key { .. }) {
-        Kind::Key
-    } else {
-        Kind::Other
-    };
     match ask {
-        Ask::Slots {
-            range: what,
-            table,
-            to,
-            rate,
-            auto,
-            follow: f,
-        }
-        | Ask::Key {
-            key: what,
+        Ask::Start {
+            what,
             table,
             to,
             rate,
             auto,
             follow: f,
         } => {
-            let mut sql = if matches!(ask_kind, Kind::Key) {
-                format!(
-                    "MIGRATE KEY '{}' OF {table} TO {to}",
-                    what.replace('\'', "''")
-                )
-            } else {
-                format!("MIGRATE SLOTS {what} OF {table} TO {to}")
+            let mut sql = match what {
+                Moved::Key(k) => {
+                    format!("MIGRATE KEY '{}' OF {table} TO {to}", k.replace('\'', "''"))
+                }
+                Moved::Slots(range) => format!("MIGRATE SLOTS {range} OF {table} TO {to}"),
             };
             if let Some(r) = rate {
                 sql.push_str(&format!(" RATE {r}"));
@@ -132,11 +117,6 @@ pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
         }
         Ask::Follow(id) => follow(&mut c, id).await,
     }
-}
-
-enum Kind {
-    Key,
-    Other,
 }
 
 async fn rows(c: &mut Conn) -> Result<Vec<HashMap<String, String>>, String> {

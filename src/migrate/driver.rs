@@ -193,7 +193,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
     match m.step.as_str() {
         "prepare" => {
             let mut e = ends(&topo, &m).await?;
-            seed_slot_rows(shared, c, &topo, &m).await?;
+            seed_slot_rows(c, &topo, &m).await?;
             let owners_ok = match &m.key {
                 Some(k) => super::placed(&topo, &m.table, k)
                     .await
@@ -258,7 +258,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             Ok(true)
         }
         "backfill" => backfill(shared, c, &topo, m).await,
-        "verify" => verify(shared, c, &topo, m, lease).await,
+        "verify" => verify(shared, c, &topo, m).await,
         "ready" => Ok(false),
         "cutover" => cutover(shared, c, &m, lease).await,
         "cleanup" => {
@@ -417,13 +417,7 @@ async fn failures_now(c: &mut Conn, topo: &Topology) -> Step<u64> {
     Ok(live.iter().map(|p| p.3).sum())
 }
 
-async fn verify(
-    shared: &Shared,
-    c: &mut Conn,
-    topo: &Topology,
-    m: Migration,
-    _lease: u64,
-) -> Step<bool> {
+async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
     let mut e = ends(topo, &m).await?;
     let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;
@@ -654,8 +648,7 @@ async fn acks(
 
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the
 /// metadata has none for it: the steps are written there.
-async fn seed_slot_rows(shared: &Shared, c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
-    let _ = shared;
+async fn seed_slot_rows(c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
     if m.key.is_some() {
         // A directory key's row is written with its first version.
         return Ok(());

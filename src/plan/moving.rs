@@ -130,20 +130,9 @@ impl Moving {
         }
     }
 
-    /// The node reads of these rows go to.
-    pub fn read_node(&self) -> usize {
-        match self.step {
-            MoveStep::DualWrite => self.from,
-            _ => self.to,
-        }
-    }
-
     /// The node holding copies of these rows that reads must not see there.
     pub fn shadow_node(&self) -> usize {
-        match self.step {
-            MoveStep::DualWrite => self.to,
-            _ => self.from,
-        }
+        self.step.shadow_node(self.from, self.to)
     }
 
     /// The SQL predicate selecting these rows by their routing column `column` (as SQL).

@@ -64,10 +64,7 @@ pub struct KeyMove {
 impl KeyMove {
     /// The node reads of the key go to.
     pub fn read_node(&self) -> usize {
-        match self.step {
-            super::slot::MoveStep::DualWrite => self.from,
-            _ => self.to,
-        }
+        self.step.read_node(self.from, self.to)
     }
 }
 

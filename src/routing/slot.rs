@@ -52,6 +52,24 @@ impl MoveStep {
         }
     }
 
+    /// Where reads of rows moving from `from` to `to` go at this step: the source until
+    /// reads move, the target after.
+    pub fn read_node(self, from: usize, to: usize) -> usize {
+        match self {
+            MoveStep::DualWrite => from,
+            _ => to,
+        }
+    }
+
+    /// The other node: it holds copies of the moving rows that reads must not see there
+    /// (the target's being filled, or the source's left to clean up).
+    pub fn shadow_node(self, from: usize, to: usize) -> usize {
+        match self {
+            MoveStep::DualWrite => to,
+            _ => from,
+        }
+    }
+
     pub fn parse(s: &str) -> Option<MoveStep> {
         Some(match s {
             "dual_write" => MoveStep::DualWrite,
@@ -80,27 +98,7 @@ impl Move {
 
     /// The node reads of these slots go to.
     pub fn read_node(&self) -> usize {
-        match self.step {
-            MoveStep::DualWrite => self.from,
-            _ => self.to,
-        }
-    }
-
-    /// The node that holds rows of these slots that reads must not see there (copies being
-    /// filled, or left to clean up).
-    pub fn shadow_node(&self) -> usize {
-        match self.step {
-            MoveStep::DualWrite => self.to,
-            _ => self.from,
-        }
-    }
-
-    /// `CRC32(col) % 1024 BETWEEN first AND last`, selecting the rows of these slots.
-    pub fn predicate(&self, column: &str) -> String {
-        format!(
-            "CRC32({column}) % {SLOTS} BETWEEN {} AND {}",
-            self.first, self.last
-        )
+        self.step.read_node(self.from, self.to)
     }
 }
 
