@@ -181,7 +181,24 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
             }
             t.insert("slots", toml_edit::value(slots));
         }
-        doc["tables"][table.as_str()] = toml_edit::Item::Table(t);
+        // Over the file's own section of the same rule: its other keys (a key_generator)
+        // stay; a section of another rule is replaced whole.
+        let same_rule = doc["tables"]
+            .get(table.as_str())
+            .and_then(|x| x.get("rule"))
+            .and_then(|r| r.as_str())
+            == Some(rule.as_str());
+        match doc["tables"]
+            .get_mut(table.as_str())
+            .and_then(toml_edit::Item::as_table_like_mut)
+        {
+            Some(old) if same_rule => {
+                for (k, v) in t.iter() {
+                    old.insert(k, v.clone());
+                }
+            }
+            _ => doc["tables"][table.as_str()] = toml_edit::Item::Table(t),
+        }
     }
     // Directory keys: an entry each, or a move; over the file's own directory tables.
     for k in &rows.keys {
@@ -469,6 +486,16 @@ mod tests {
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");
+        // A section of the same rule keeps its other keys; another rule's is replaced.
+        let file2 = "version = 3\n[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{ slots = \"0-1023\", node = \"ds0\" }]\n\
+             key_generator = { column = \"oid\", kind = \"snowflake\" }\n";
+        let kept = merge_into(file2, &rows).unwrap();
+        assert!(kept.contains("key_generator"), "{kept}");
+        assert!(kept.contains("\"512-1023\", node = \"ds1\""), "{kept}");
+        let file3 = "version = 3\n[tables.t]\nrule = \"single\"\nnode = \"ds0\"\n";
+        let replaced = merge_into(file3, &rows).unwrap();
+        assert!(!replaced.contains("\"single\""), "{replaced}");
         assert!(out.contains("[tables.t_keep]"), "{out}");
         assert!(
             out.contains(
