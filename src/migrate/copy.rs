@@ -195,7 +195,24 @@ async fn hold() {
     HOLDING.store(false, std::sync::atomic::Ordering::SeqCst);
 }
 
-/// Copies the next batch after `cursor`: the rows read and locked on the source, written to
+/// The largest key of the moving rows on `c` now (`None`: there are none). A pass of the
+/// backfill or the verify stops there: every row inserted after it was taken has its image
+/// on the target already (the pass starts only once every proxy writes images), so a pass
+/// over a table that keeps growing still ends.
+pub async fn last_key(c: &mut Conn, shape: &Shape) -> mysql_async::Result<Option<String>> {
+    let desc: Vec<String> = shape.key.iter().map(|k| format!("{k} DESC")).collect();
+    let row: Option<mysql_async::Row> = c
+        .query_first(format!(
+            "SELECT * FROM {} WHERE {} ORDER BY {} LIMIT 1",
+            shape.table,
+            shape.slots,
+            desc.join(", ")
+        ))
+        .await?;
+    Ok(row.map(|r| shape.cursor_of(&r.unwrap())))
+}
+
+/// Copies the next batch after `cursor`, up to the key `last`: the rows read and locked on the source, written to
 /// the target, committed there, then the source's locks let go. Returns the rows copied
 /// and the new cursor (`None`: nothing was left).
 pub async fn batch(
@@ -203,14 +220,16 @@ pub async fn batch(
     t: &mut Conn,
     shape: &Shape,
     cursor: Option<&str>,
+    last: &str,
     n: usize,
 ) -> mysql_async::Result<(usize, Option<String>)> {
     s.query_drop("START TRANSACTION").await?;
     let sql = format!(
-        "SELECT * FROM {} WHERE {}{} ORDER BY {} LIMIT {n} FOR UPDATE",
+        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n} FOR UPDATE",
         shape.table,
         shape.slots,
         shape.after(cursor),
+        shape.upto(Some(last)),
         shape.key_list()
     );
     let r = async {
@@ -235,7 +254,7 @@ pub async fn batch(
     r
 }
 
-/// One verify chunk after `lo`: its upper key (`None`: the last chunk) and whether both
+/// One verify chunk after `lo`, up to the key `last`: its upper key (`None`: the last chunk) and whether both
 /// sides agree, after copying it again up to three times while they did not.
 /// Returns (upper key, differed at first, agrees now).
 pub async fn verify_chunk(
@@ -243,23 +262,26 @@ pub async fn verify_chunk(
     t: &mut Conn,
     shape: &Shape,
     lo: Option<&str>,
+    last: &str,
 ) -> mysql_async::Result<(Option<String>, bool, bool)> {
     let hi: Option<mysql_async::Row> = s
         .query_first(format!(
-            "SELECT * FROM {} WHERE {}{} ORDER BY {} LIMIT 1 OFFSET {}",
+            "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT 1 OFFSET {}",
             shape.table,
             shape.slots,
             shape.after(lo),
+            shape.upto(Some(last)),
             shape.key_list(),
             CHUNK - 1
         ))
         .await?;
     let hi = hi.map(|r| shape.cursor_of(&r.unwrap()));
+    // The last chunk ends at `last`.
     let range = format!(
         "{}{}{}",
         shape.slots,
         shape.after(lo),
-        shape.upto(hi.as_deref())
+        shape.upto(Some(hi.as_deref().unwrap_or(last)))
     );
     let mut first_differed = false;
     for attempt in 0..4 {

@@ -352,12 +352,23 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
     let mut copied = m.copied;
     let (mut table, mut cursor) = split_cursor(m.cursor.as_deref());
     let mut checked = Instant::now();
+    let mut last: Option<(usize, Option<String>)> = None;
     while let Some(shape) = e.shapes.get(table) {
+        if last.as_ref().is_none_or(|(t, _)| *t != table) {
+            let k = copy::last_key(&mut e.s, shape).await.map_err(err)?;
+            last = Some((table, k));
+        }
+        let Some((_, Some(upto))) = &last else {
+            table += 1;
+            cursor = None;
+            continue;
+        };
         let (n, next) = copy::batch(
             &mut e.s,
             &mut e.t,
             shape,
             cursor.as_deref(),
+            upto,
             batch_size(m.rate),
         )
         .await
@@ -422,15 +433,26 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
     let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;
     let mut differing = m.chunks_differing;
+    let mut last: Option<(usize, Option<String>)> = None;
     while let Some(shape) = e.shapes.get(table) {
-        let (hi, differed, agrees) = copy::verify_chunk(&mut e.s, &mut e.t, shape, lo.as_deref())
-            .await
-            .map_err(|e| {
-                format!(
-                    "verify of {} on `{}` against the target `{}`: {e}",
-                    shape.table, m.source, m.target
-                )
-            })?;
+        if last.as_ref().is_none_or(|(t, _)| *t != table) {
+            let k = copy::last_key(&mut e.s, shape).await.map_err(err)?;
+            last = Some((table, k));
+        }
+        let Some((_, Some(upto))) = &last else {
+            table += 1;
+            lo = None;
+            continue;
+        };
+        let (hi, differed, agrees) =
+            copy::verify_chunk(&mut e.s, &mut e.t, shape, lo.as_deref(), upto)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "verify of {} on `{}` against the target `{}`: {e}",
+                        shape.table, m.source, m.target
+                    )
+                })?;
         chunks += 1;
         if differed {
             differing += 1;
