@@ -28,6 +28,8 @@ pub const ER_UNKNOWN_COM: u16 = 1047;
 pub const ER_WRONG_ARGUMENTS: u16 = 1210;
 /// ER_UNKNOWN_STMT_HANDLER.
 pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
+/// A table the node does not have.
+pub const ER_NO_SUCH_TABLE: u16 = 1146;
 
 /// A MySQL error for the client: code, SQLSTATE, message.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

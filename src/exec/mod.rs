@@ -17,6 +17,7 @@ pub mod door;
 pub mod dual_write;
 #[cfg(test)]
 pub mod fake;
+pub mod gather;
 pub mod limit;
 pub mod lookup;
 pub mod merge;
@@ -107,6 +108,7 @@ pub async fn run<D: Door, K: Sink>(
         }
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
+        Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
         Plan::Frozen { table, .. } => {
             return Err(MyError::new(
                 crate::error::ER_LOCK_WAIT_TIMEOUT,

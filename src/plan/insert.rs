@@ -175,8 +175,10 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             return refuse("cannot locate a NULL key in this INSERT's text");
         };
         let span = sqlparser::ast::Spanned::span(expr);
-        let (Some(a), Some(b)) = (byte_offset(p.sql, span.start), byte_offset(p.sql, span.end))
-        else {
+        let (Some(a), Some(b)) = (
+            crate::sql::byte_offset(p.sql, span.start),
+            crate::sql::byte_offset(p.sql, span.end),
+        ) else {
             return refuse("cannot locate a NULL key in this INSERT's text");
         };
         let (start, _) = spans[*i];
@@ -226,7 +228,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     let placeholders: Vec<usize> = p
         .parsed
         .placeholder_locations()
-        .filter_map(|loc| byte_offset(p.sql, loc))
+        .filter_map(|loc| crate::sql::byte_offset(p.sql, loc))
         .collect();
     let mut targets = Vec::with_capacity(by_node.len());
     let mut row_order = Vec::with_capacity(by_node.len());
@@ -316,7 +318,8 @@ fn with_column_list(
             "INSERT into `{table}` with PARTITION or a row alias needs a column list"
         ));
     }
-    let Some(mut end) = byte_offset(p.sql, sqlparser::ast::Spanned::span(name).end) else {
+    let Some(mut end) = crate::sql::byte_offset(p.sql, sqlparser::ast::Spanned::span(name).end)
+    else {
         return refuse("cannot locate the table of this INSERT in its text to name its columns");
     };
     // A quoted name's span may stop before its closing quote.
@@ -394,7 +397,7 @@ fn refuse_with(code: u16, message: String) -> Plan {
 /// Byte offset of the `)` closing the INSERT's column list (before the first row at `limit`).
 fn column_list_end(sql: &str, ins: &Insert, limit: usize) -> Option<usize> {
     let last = ins.columns.last()?;
-    let start = byte_offset(sql, sqlparser::ast::Spanned::span(last).end)?;
+    let start = crate::sql::byte_offset(sql, sqlparser::ast::Spanned::span(last).end)?;
     let rel = sql.get(start..limit)?.find(')')?;
     Some(start + rel)
 }
@@ -403,8 +406,8 @@ fn column_list_end(sql: &str, ins: &Insert, limit: usize) -> Option<usize> {
 fn row_spans(sql: &str, values: &sqlparser::ast::Values) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(values.rows.len());
     for row in &values.rows {
-        let start = byte_offset(sql, row.opening_token.0.span.start)?;
-        let close = byte_offset(sql, row.closing_token.0.span.start)?;
+        let start = crate::sql::byte_offset(sql, row.opening_token.0.span.start)?;
+        let close = crate::sql::byte_offset(sql, row.closing_token.0.span.start)?;
         if sql.as_bytes().get(start) != Some(&b'(') || sql.as_bytes().get(close) != Some(&b')') {
             return None;
         }
@@ -414,24 +417,6 @@ fn row_spans(sql: &str, values: &sqlparser::ast::Values) -> Option<Vec<(usize, u
         return None;
     }
     Some(out)
-}
-
-/// Byte offset of a tokenizer location (1-based line and character column).
-fn byte_offset(sql: &str, loc: sqlparser::tokenizer::Location) -> Option<usize> {
-    if loc.line == 0 || loc.column == 0 {
-        return None;
-    }
-    let mut line_start = 0usize;
-    for _ in 1..loc.line {
-        line_start += sql[line_start..].find('\n')? + 1;
-    }
-    let line = &sql[line_start..];
-    let col = usize::try_from(loc.column - 1).ok()?;
-    match line.char_indices().nth(col) {
-        Some((i, _)) => Some(line_start + i),
-        None if col == line.chars().count() => Some(sql.len()),
-        None => None,
-    }
 }
 
 fn assigns(assignments: &[Assignment], column: &str) -> bool {

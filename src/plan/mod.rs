@@ -3,6 +3,8 @@
 
 pub mod cache;
 pub mod cached;
+pub mod decompose;
+pub mod gather;
 mod insert;
 pub mod moving;
 mod select;
@@ -150,6 +152,8 @@ pub enum Plan {
     Tier(Box<TierPlan>),
     /// A write to slots being moved: on the source, the changed rows' images to the target.
     DualWrite(Box<moving::DualWrite>),
+    /// A read no node answers over its own rows: tables copied to one node, run there.
+    Gather(Box<gather::Gather>),
     /// A write to slots at the freeze step of their move: it waits for the next step, then
     /// is planned again; unless the session's transaction holds row images of the move
     /// already: then it runs `unless` (the freeze waits for that transaction to end).
@@ -241,6 +245,15 @@ impl Plan {
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
+            Plan::Gather(g) => {
+                let mut v = vec![g.node];
+                for s in &g.ships {
+                    v.extend(s.reads.iter().map(|(n, _)| *n));
+                }
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
             _ => Vec::new(),
         }
     }
@@ -344,6 +357,21 @@ impl fmt::Display for PlanDescription<'_> {
                         writeln!(f, "  rows by the AUTO_INCREMENT ids the node generates")
                     }
                 }
+            }
+            Plan::Gather(g) => {
+                writeln!(
+                    f,
+                    "Gather on {}: {} (tables copied to one node, the statement run there)",
+                    name(g.node),
+                    g.why
+                )?;
+                for s in &g.ships {
+                    writeln!(f, "  copy `{}` into temporary table {}:", s.table, s.temp)?;
+                    for (n, sql) in &s.reads {
+                        writeln!(f, "     {}: {sql}", name(*n))?;
+                    }
+                }
+                writeln!(f, "  then on {}: {}", name(g.node), g.sql)
             }
             Plan::Frozen { table, .. } => writeln!(
                 f,
@@ -1088,8 +1116,10 @@ impl<'a> Planner<'a> {
             .filter(|&i| !matches!(self.placement(&uses[i]), Placement::Anywhere))
             .collect();
         if multi.len() != 1 && matches!(q.body.as_ref(), SetExpr::SetOperation { .. }) {
-            return refuse(
-                "UNION / INTERSECT / EXCEPT over tables on several nodes needs a merge that shardproxy does not do yet",
+            return self.gather(
+                q,
+                &uses,
+                "UNION / INTERSECT / EXCEPT over tables on several nodes".into(),
             );
         }
         let nodes = match multi.as_slice() {
@@ -1101,16 +1131,31 @@ impl<'a> Planner<'a> {
                 Some(ns) => ns,
                 None => {
                     let names: Vec<&str> = multi.iter().map(|&i| uses[i].table.as_str()).collect();
-                    return refuse(format!(
-                        "this query needs rows of {} from different nodes (a join or subquery across shards that is not on equal shard keys of tables sharded alike); shardproxy cannot run it",
-                        names.join(", ")
-                    ));
+                    return self.gather(
+                        q,
+                        &uses,
+                        format!(
+                            "this query needs rows of {} from different nodes (not joined on equal shard keys of tables sharded alike)",
+                            names.join(", ")
+                        ),
+                    );
                 }
             },
         };
         let first = &uses[multi[0]];
         if nodes.len() == 1 {
             return self.on(nodes[0]);
+        }
+        let sharded = |t: &str| multi.iter().any(|&i| uses[i].table == t);
+        if let Err(reason) = decompose::anchors(q, &sharded) {
+            return self.gather(
+                q,
+                &uses,
+                format!(
+                    "{reason}: each node would answer over its own rows of `{}` only",
+                    first.table
+                ),
+            );
         }
         if let Some(TableRule::TimeTier(rule)) = self.topo.table(&first.table) {
             if multi.len() != 1 {
@@ -1124,14 +1169,18 @@ impl<'a> Planner<'a> {
         if needs_merge(q).is_none() {
             return self.on_nodes(&nodes, OkMerge::Sum);
         }
-        let rewrite = match select::rewrite(q, self.parsed, self.params) {
+        let rewrite = match select::rewrite(q, self.sql, self.parsed, self.params) {
             Ok(r) => r,
             Err(reason) => {
-                return refuse(format!(
-                    "{reason} over `{}` needs a merge that shardproxy cannot do correctly; pin the shard key `{}` to one node",
-                    first.table,
-                    self.shard_column(&first.table)
-                ))
+                return self.gather(
+                    q,
+                    &uses,
+                    format!(
+                        "{reason} over `{}` needs a merge that shardproxy does not do (pinning the shard key `{}` to one node avoids the copy)",
+                        first.table,
+                        self.shard_column(&first.table)
+                    ),
+                )
             }
         };
         Plan::Scatter {

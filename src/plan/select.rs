@@ -368,7 +368,7 @@ fn count_value(e: &Expr, parsed: &Parsed, params: &[Value]) -> Result<u64, Strin
 }
 
 /// Plans the merge of a SELECT over several nodes; `Err` says why it cannot be merged.
-pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, String> {
+pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, String> {
     let SetExpr::Select(s) = q.body.as_ref() else {
         return Err(match q.body.as_ref() {
             SetExpr::SetOperation { .. } => "UNION / INTERSECT / EXCEPT over several nodes".into(),
@@ -556,14 +556,32 @@ pub fn rewrite(q: &Query, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, 
         limit,
         row_order: Vec::new(),
     };
-    let node_sql = node_query(q, s, &b, &merge)?;
+    let node_sql = node_query(q, sql, s, &b, &merge)?;
     Ok(Rewrite { node_sql, merge })
 }
 
 /// The SQL each node runs: the client's SELECT with the hidden columns appended, HAVING
 /// removed when groups are merged, and LIMIT covering offset + count (no offset).
-fn node_query(q: &Query, s: &Select, b: &Builder<'_>, m: &MergeSpec) -> Result<String, String> {
+fn node_query(
+    q: &Query,
+    sql: &str,
+    s: &Select,
+    b: &Builder<'_>,
+    m: &MergeSpec,
+) -> Result<String, String> {
     let mut sel = s.clone();
+    // The client's column names: an unaliased item is named by its text, which the tree
+    // does not print back as written.
+    for item in &mut sel.projection {
+        if let SelectItem::UnnamedExpr(e) = item {
+            if let Some(name) = crate::sql::item_name(sql, e) {
+                *item = SelectItem::ExprWithAlias {
+                    expr: e.clone(),
+                    alias: Ident::with_quote('`', name),
+                };
+            }
+        }
+    }
     for (i, e) in b.hidden.iter().enumerate() {
         sel.projection.push(SelectItem::ExprWithAlias {
             expr: e.clone(),

@@ -108,6 +108,14 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     )
 }
 
+/// The gathered plan's reason (why no node could answer over its own rows).
+pub(super) fn gathered(p: &Plan) -> &str {
+    match p {
+        Plan::Gather(g) => &g.why,
+        other => panic!("expected a gathered read, got {other:?}"),
+    }
+}
+
 pub(super) fn refused(p: &Plan) -> &str {
     match p {
         Plan::Refuse {
@@ -139,7 +147,7 @@ fn point_reads_go_to_the_keys_node() {
 }
 
 #[test]
-fn scans_fan_out_and_merges_are_refused() {
+fn scans_fan_out_and_what_cannot_merge_is_gathered() {
     let p = plan_of("SELECT * FROM t_order WHERE status = 'x'");
     assert!(matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2));
     let (a, b) = keys_on_both();
@@ -178,25 +186,25 @@ fn scans_fan_out_and_merges_are_refused() {
         ("SELECT *, status FROM t_order ORDER BY 1", "mixed"),
     ] {
         let p = plan_of(sql);
-        assert!(refused(&p).contains(why), "{sql}: {p:?}");
+        assert!(gathered(&p).contains(why), "{sql}: {p:?}");
     }
 }
 
 #[test]
-fn joins_run_whole_on_one_node_or_are_refused() {
+fn joins_run_whole_on_one_node_or_are_gathered() {
     let (a, _) = keys_on_both();
     let p = plan_of(&format!(
         "SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id WHERE o.user_id = {a} AND i.user_id = {a}"
     ));
     assert_eq!(p.nodes(), vec![0]);
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
-    assert!(refused(&p).contains("different nodes"));
+    assert!(gathered(&p).contains("different nodes"));
     // A broadcast table joins anywhere.
     let p = plan_of("SELECT * FROM t_order o JOIN t_country c ON o.country = c.code");
     assert_eq!(p.nodes(), vec![0, 1]);
-    // A single table on ds1 with an unconfigured table on ds0: refused.
+    // A single table on ds1 with an unconfigured table on ds0: gathered.
     let p = plan_of("SELECT * FROM t_merchant m JOIN t_user u ON m.id = u.id");
-    assert!(refused(&p).contains("different nodes"));
+    assert!(gathered(&p).contains("different nodes"));
     assert_eq!(plan_of("SELECT * FROM t_merchant").nodes(), vec![1]);
     assert_eq!(plan_of("SELECT * FROM t_country").nodes(), vec![0]);
     assert!(
@@ -725,11 +733,11 @@ fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
         "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.user_id) ORDER BY o.order_id LIMIT 3",
     );
     assert!(matches!(&p, Plan::Scatter { merge: Some(_), .. }), "{p:?}");
-    // Not on the shard keys: refused.
+    // Not on the shard keys: gathered.
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
-    assert!(refused(&p).contains("different nodes"));
+    assert!(gathered(&p).contains("different nodes"));
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.order_id");
-    assert!(refused(&p).contains("different nodes"));
+    assert!(gathered(&p).contains("different nodes"));
 }
 
 #[test]
@@ -935,5 +943,106 @@ fn planning_random_bytes_never_panics() {
         let _ = crate::sql::digest::digest(&sql);
         let _ = crate::sql::leading_words(&sql, 8);
         let _ = crate::frontend::split::split_statements(&sql);
+    }
+}
+
+#[test]
+fn gathered_reads_copy_what_is_not_on_the_node() {
+    // t_user (unconfigured) is on ds0, t_merchant (single) on ds1: ds0 holds t_user whole and
+    // a part of t_order, so it gathers.
+    let p = plan_of(
+        "SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.id = o.merchant AND m.kind = 'big' JOIN t_user u ON u.id = o.user_id WHERE o.status = 'paid' AND m.id > 3 AND u.id + o.a > 1",
+    );
+    let Plan::Gather(g) = &p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    assert_eq!(g.node, 0);
+    let copied: Vec<&str> = g.ships.iter().map(|s| s.table.as_str()).collect();
+    assert_eq!(copied, vec!["t_order", "t_merchant"], "{g:?}");
+    // Each copy reads the rows its own conjuncts allow; a conjunct over two tables stays.
+    assert_eq!(
+        g.ships[0].reads,
+        vec![
+            (
+                0,
+                "SELECT `o`.* FROM `t_order` AS `o` WHERE (o.status = 'paid')".to_string()
+            ),
+            (
+                1,
+                "SELECT `o`.* FROM `t_order` AS `o` WHERE (o.status = 'paid')".to_string()
+            ),
+        ]
+    );
+    assert_eq!(
+        g.ships[1].reads,
+        vec![(
+            1,
+            "SELECT `m`.* FROM `t_merchant` AS `m` WHERE (m.id > 3) AND (m.kind = 'big')"
+                .to_string()
+        )]
+    );
+    assert_eq!(
+        g.sql,
+        "SELECT o.order_id, m.name FROM `__sp_ship_0` o JOIN `__sp_ship_1` m ON m.id = o.merchant AND m.kind = 'big' JOIN t_user u ON u.id = o.user_id WHERE o.status = 'paid' AND m.id > 3 AND u.id + o.a > 1"
+    );
+
+    // The NULL-extended side of a LEFT JOIN keeps its WHERE conjuncts to itself (a copy
+    // filtered by `i.x IS NULL` would NULL-extend rows that had a match); its ON ones go.
+    let p = plan_of(
+        "SELECT * FROM t_merchant m LEFT JOIN t_item i ON i.merchant = m.id AND i.qty > 1 WHERE i.x IS NULL",
+    );
+    let Plan::Gather(g) = &p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    let item = g
+        .ships
+        .iter()
+        .find(|s| s.table == "t_item")
+        .expect("t_item copied");
+    assert!(
+        item.reads
+            .iter()
+            .all(|(_, sql)| sql.ends_with("WHERE (i.qty > 1)")),
+        "{item:?}"
+    );
+
+    // A sharded table in a subquery of a broadcast one: not scattered, gathered.
+    let p = plan_of("SELECT (SELECT COUNT(*) FROM t_order) FROM t_country");
+    assert!(gathered(&p).contains("only in a subquery"), "{p:?}");
+    let p = plan_of("SELECT * FROM t_country c LEFT JOIN t_order o ON o.country = c.code");
+    assert!(gathered(&p).contains("NULL-extended"), "{p:?}");
+    // A WITH name is not a table to copy; a table twice is copied once, unfiltered.
+    let p = plan_of(
+        "WITH x AS (SELECT user_id FROM t_order WHERE a = 1) SELECT * FROM x JOIN t_merchant m ON m.id = x.user_id JOIN t_order o2 ON o2.user_id = m.id",
+    );
+    let Plan::Gather(g) = &p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    assert!(g.ships.iter().all(|s| s.table != "x"), "{g:?}");
+    let order = g
+        .ships
+        .iter()
+        .find(|s| s.table == "t_order")
+        .expect("t_order copied");
+    assert!(
+        order
+            .reads
+            .iter()
+            .all(|(_, sql)| sql == "SELECT * FROM `t_order`"),
+        "{order:?}"
+    );
+
+    // What a copy cannot answer for: refused.
+    for (sql, why) in [
+        (
+            "SELECT * FROM t_order o JOIN t_merchant m ON m.id = o.merchant FOR UPDATE",
+            "locking read",
+        ),
+        (
+            "SELECT * FROM t_order o JOIN other.t_merchant m ON m.id = o.merchant",
+            "database",
+        ),
+    ] {
+        assert!(refused(&plan_of(sql)).contains(why), "{sql}");
     }
 }

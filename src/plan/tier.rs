@@ -354,7 +354,7 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
             merge: None,
         }
     } else {
-        match select::rewrite(&marked, p.parsed, p.params) {
+        match select::rewrite(&marked, p.sql, p.parsed, p.params) {
             Ok(rw) => TierMode::Read {
                 node_sql: rw.node_sql,
                 merge: Some(rw.merge),
@@ -397,13 +397,13 @@ fn page_mode(
     {
         return None;
     }
-    let with_limit = match select::rewrite(marked, p.parsed, p.params) {
+    let with_limit = match select::rewrite(marked, p.sql, p.parsed, p.params) {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
     let mut unlimited = marked.clone();
     unlimited.limit_clause = None;
-    let rw = match select::rewrite(&unlimited, p.parsed, p.params) {
+    let rw = match select::rewrite(&unlimited, p.sql, p.parsed, p.params) {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };

@@ -381,6 +381,115 @@ pub fn value_expr(v: &Value) -> Expr {
     Expr::value(value)
 }
 
+/// Byte offset of a tokenizer location (1-based line and character column).
+pub fn byte_offset(sql: &str, loc: Location) -> Option<usize> {
+    if loc.line == 0 || loc.column == 0 {
+        return None;
+    }
+    let mut line_start = 0usize;
+    for _ in 1..loc.line {
+        line_start += sql[line_start..].find('\n')? + 1;
+    }
+    let line = &sql[line_start..];
+    let col = usize::try_from(loc.column - 1).ok()?;
+    match line.char_indices().nth(col) {
+        Some((i, _)) => Some(line_start + i),
+        None if col == line.chars().count() => Some(sql.len()),
+        None => None,
+    }
+}
+
+/// Where an unaliased select item is in the statement's text (byte range): from its start
+/// (parentheses before it included: a subquery's span starts inside them) to the comma or
+/// clause keyword that ends it at its own nesting depth. MariaDB names an unaliased column
+/// by that text. `None` where the text holds a comment or does not nest as expected.
+pub fn item_range(sql: &str, e: &Expr) -> Option<(usize, usize)> {
+    let bytes = sql.as_bytes();
+    let mut a = byte_offset(sql, sqlparser::ast::Spanned::span(e).start)?;
+    loop {
+        let before = sql[..a].trim_end();
+        if before.ends_with('(') {
+            a = before.len() - 1;
+        } else {
+            break;
+        }
+    }
+    const ENDS: [&str; 14] = [
+        "FROM",
+        "INTO",
+        "WHERE",
+        "GROUP",
+        "HAVING",
+        "ORDER",
+        "LIMIT",
+        "UNION",
+        "EXCEPT",
+        "INTERSECT",
+        "WINDOW",
+        "FOR",
+        "LOCK",
+        "AS",
+    ];
+    let (mut depth, mut i) = (0usize, a);
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'\'' | b'"' | b'`' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != c {
+                    if bytes[i] == b'\\' && c != b'`' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'#' => return None,
+            b'-' if bytes.get(i + 1) == Some(&b'-') => return None,
+            b'/' if bytes.get(i + 1) == Some(&b'*') => return None,
+            b'(' => depth += 1,
+            b')' if depth == 0 => break,
+            b')' => depth -= 1,
+            b',' | b';' if depth == 0 => break,
+            c if depth == 0
+                && c.is_ascii_alphabetic()
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) =>
+            {
+                let word_end = bytes[i..]
+                    .iter()
+                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
+                    .map_or(bytes.len(), |n| i + n);
+                let word = &sql[i..word_end];
+                if i > a && ENDS.iter().any(|k| k.eq_ignore_ascii_case(word)) {
+                    break;
+                }
+                i = word_end;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let b = a + sql.get(a..i.min(bytes.len()))?.trim_end().len();
+    (a < b).then_some((a, b))
+}
+
+/// The column name MariaDB gives an unaliased select item, when the statement's text and
+/// sqlparser's rendering of it differ (`count(distinct a)` prints as `count(DISTINCT a)`):
+/// a query rebuilt from the tree aliases the item with it to keep the client's column name.
+/// `None` for columns and literals (named by their column or value) and where the text is
+/// not found or too long for an alias.
+pub fn item_name(sql: &str, e: &Expr) -> Option<String> {
+    if matches!(
+        e,
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Value(_)
+    ) {
+        return None;
+    }
+    let (a, b) = item_range(sql, e)?;
+    let text = sql.get(a..b)?;
+    (text.len() <= 250 && text != e.to_string()).then(|| text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

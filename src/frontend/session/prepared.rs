@@ -14,7 +14,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::query::{is_read, statement_kind};
 use super::{Outcome, Prepared, Session};
 use crate::config::Topology;
-use crate::error::{MyError, ER_PARSE_ERROR, ER_UNKNOWN_STMT_HANDLER, ER_WRONG_ARGUMENTS};
+use crate::error::{
+    MyError, ER_NO_SUCH_TABLE, ER_PARSE_ERROR, ER_UNKNOWN_STMT_HANDLER, ER_WRONG_ARGUMENTS,
+};
 use crate::exec::door::{Access, Door, NodeResult, Run, Stmt};
 use crate::frontend::codec;
 use crate::sql::{self, Parsed};
@@ -28,7 +30,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Ok(p) => prepare_node(p, &topo).unwrap_or(sticky),
             Err(_) => sticky,
         };
-        let stmt = self.nodes.prepare(node, &sql).await?;
+        let stmt = match self.nodes.prepare(node, &sql).await {
+            Ok(stmt) => stmt,
+            // Tables on different nodes: prepared where a gathered run would take place.
+            Err(e) if e.error.code == ER_NO_SUCH_TABLE => match parsed
+                .as_ref()
+                .ok()
+                .and_then(|p| self.gathered(&sql, p, &topo))
+            {
+                Some(g) => crate::exec::gather::prepare(&mut self.nodes, &g).await?,
+                None => return Err(e.into()),
+            },
+            Err(e) => return Err(e.into()),
+        };
         let num_params = stmt.params.len();
         // If our parser saw a different number of placeholders than the server, its reading of
         // the statement cannot be trusted for routing: route it as unparsed.
@@ -87,6 +101,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             },
         );
         Ok(())
+    }
+
+    /// The statement's plan with NULL parameters, when it runs gathered on one node.
+    fn gathered(
+        &self,
+        sql: &str,
+        parsed: &sql::Parsed,
+        topo: &Topology,
+    ) -> Option<crate::plan::gather::Gather> {
+        let nulls = vec![Value::NULL; parsed.param_count()];
+        let db = self.nodes.db().map(str::to_string);
+        let plan = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
+            crate::plan::plan(sql, Ok(parsed), &nulls, topo, ctx)
+        });
+        match plan {
+            crate::plan::Plan::Gather(g) => Some(*g),
+            _ => None,
+        }
     }
 
     pub(super) fn long_data(&mut self, body: &[u8]) {

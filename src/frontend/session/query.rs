@@ -393,6 +393,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::NeedColumns { .. } | Plan::NeedIds { .. } | Plan::NeedKey { .. } => "lookup",
             Plan::Session(_) => "session",
             Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
+            Plan::Gather(_) => "gather",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
                 reason: message, ..

@@ -1,0 +1,494 @@
+//! Gather ([`crate::plan::gather`]): the rows of each table not on the gathering node are
+//! copied into a temporary table there, with the table's own definition, then the statement
+//! runs there against the copies; the copies are dropped after, whatever happened.
+//!
+//! A node's rows arrive in the text protocol and go back as literals chosen by the column's
+//! type: numbers as they came, dates and times quoted, binary strings as `X'..'` and text as
+//! `_charset X'..'` in the character set the node sent it in, so no escaping and no SQL mode
+//! can change a value on the way. Inside a transaction the reads join it like any read.
+
+use mysql_common::collations::{Collation, CollationId};
+use mysql_common::constants::ColumnType;
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+use super::door::{Access, Door, NodeError, NodeResult, Prepared, Run, Sink, Stmt};
+use super::route;
+use crate::error::MyError;
+use crate::merge::Row;
+use crate::plan::gather::{quoted, Gather, Ship};
+
+/// An INSERT of copied rows is sent once it holds this many bytes.
+const BATCH_BYTES: usize = 512 * 1024;
+
+/// Runs a gathered statement (`cap`: rows the copies may hold in all).
+pub async fn run<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    g: &Gather,
+    cap: u64,
+    access: Access,
+) -> Result<(), NodeError> {
+    let made = copy_all(door, g, cap).await;
+    let r = match made {
+        Ok(()) => route::single(door, sink, g.node, Stmt::new(&g.sql, &g.params), access).await,
+        Err(e) => Err(e),
+    };
+    drop_copies(door, g, r.is_ok()).await.and(r)
+}
+
+/// Prepares a gathered statement on its node (empty copies stand in for the tables), for the
+/// client's COM_STMT_PREPARE.
+pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, NodeError> {
+    let mut r = Ok(());
+    for s in &g.ships {
+        r = create(door, g.node, s).await;
+        if r.is_err() {
+            break;
+        }
+    }
+    let r = match r {
+        Ok(()) => door.prepare(g.node, &g.sql).await,
+        Err(e) => Err(e),
+    };
+    drop_copies(door, g, r.is_ok()).await.and(r)
+}
+
+async fn copy_all<D: Door>(door: &mut D, g: &Gather, cap: u64) -> Result<(), NodeError> {
+    // Inside a transaction the node's own rows are read in its branch, like the others'.
+    door.enter(&[g.node], Access::Read).await?;
+    let mut copied = 0u64;
+    for s in &g.ships {
+        create(door, g.node, s).await?;
+        for (node, select) in &s.reads {
+            if *node == g.node {
+                let sql = format!("INSERT INTO {} {select}", quoted(&s.temp));
+                door.run_on(g.node, &sql).await?;
+                continue;
+            }
+            let batches = read_rows(door, *node, select, &s.temp, cap, &mut copied).await?;
+            for sql in &batches {
+                door.run_on(g.node, sql).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The temporary table of one copied table, with the source's definition.
+async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<(), NodeError> {
+    let rows = door
+        .fetch(
+            s.definition,
+            &format!("SHOW CREATE TABLE {}", quoted(&s.table)),
+        )
+        .await?;
+    let text = match rows.first().and_then(|r| r.get(1)) {
+        Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+        _ => String::new(),
+    };
+    let sql = temporary_definition(&text, &s.temp).map_err(|why| NodeError {
+        node: s.definition,
+        error: MyError::new(
+            crate::plan::ER_NOT_SUPPORTED_YET,
+            format!(
+                "shardproxy: cannot copy `{}` to run this query on one node: {why}",
+                s.table
+            ),
+        ),
+        broke: false,
+    })?;
+    door.run_on(
+        node,
+        &format!("DROP TEMPORARY TABLE IF EXISTS {}", quoted(&s.temp)),
+    )
+    .await?;
+    door.run_on(node, &sql).await
+}
+
+/// Drops the copies; `report`: a failure to drop is the statement's error (else the
+/// statement's own error stands).
+async fn drop_copies<D: Door>(door: &mut D, g: &Gather, report: bool) -> Result<(), NodeError> {
+    if g.ships.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = g.ships.iter().map(|s| quoted(&s.temp)).collect();
+    let r = door
+        .run_on(
+            g.node,
+            &format!("DROP TEMPORARY TABLE IF EXISTS {}", names.join(", ")),
+        )
+        .await;
+    match r {
+        Err(e) if report => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// The rows `select` reads on `node`, as INSERTs into `temp`.
+async fn read_rows<D: Door>(
+    door: &mut D,
+    node: usize,
+    select: &str,
+    temp: &str,
+    cap: u64,
+    copied: &mut u64,
+) -> Result<Vec<String>, NodeError> {
+    let run = Run {
+        access: Access::Read,
+        binary: false,
+    };
+    let mut res = door.start(node, Stmt::new(select, &[]), run).await?;
+    let Some(cols) = res.columns() else {
+        res.finish().await?;
+        return Ok(Vec::new());
+    };
+    let head = format!("INSERT INTO {} VALUES ", quoted(temp));
+    let mut out = Vec::new();
+    let mut sql = String::new();
+    while let Some(row) = res.next().await? {
+        *copied += 1;
+        if *copied > cap {
+            return Err(NodeError {
+                node,
+                error: MyError::new(
+                    crate::plan::ER_NOT_SUPPORTED_YET,
+                    format!(
+                        "shardproxy: this query copies more than {cap} rows to one node (max_rows_per_statement); narrow it"
+                    ),
+                ),
+                broke: false,
+            });
+        }
+        sql.push_str(if sql.is_empty() { head.as_str() } else { "," });
+        tuple(&row, &cols, &mut sql);
+        if sql.len() >= BATCH_BYTES {
+            out.push(std::mem::take(&mut sql));
+        }
+    }
+    res.finish().await?;
+    if !sql.is_empty() {
+        out.push(sql);
+    }
+    Ok(out)
+}
+
+fn tuple(row: &Row, cols: &[Column], out: &mut String) {
+    out.push('(');
+    for (i, v) in row.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match cols.get(i) {
+            Some(c) => literal(v.as_ref(), c, out),
+            None => out.push_str("NULL"),
+        }
+    }
+    out.push(')');
+}
+
+/// A value of `col` as a literal that stores the same value into a column of its type.
+pub fn literal(v: Option<&Value>, col: &Column, out: &mut String) {
+    let bytes: Vec<u8> = match v {
+        None | Some(Value::NULL) => {
+            out.push_str("NULL");
+            return;
+        }
+        Some(Value::Bytes(b)) => b.clone(),
+        Some(other) => crate::value::text_form(other).unwrap_or_default(),
+    };
+    use ColumnType::*;
+    let plain = |ok: &dyn Fn(u8) -> bool| !bytes.is_empty() && bytes.iter().all(|b| ok(*b));
+    match col.column_type() {
+        MYSQL_TYPE_DECIMAL
+        | MYSQL_TYPE_NEWDECIMAL
+        | MYSQL_TYPE_TINY
+        | MYSQL_TYPE_SHORT
+        | MYSQL_TYPE_LONG
+        | MYSQL_TYPE_FLOAT
+        | MYSQL_TYPE_DOUBLE
+        | MYSQL_TYPE_LONGLONG
+        | MYSQL_TYPE_INT24
+        | MYSQL_TYPE_YEAR
+            if plain(&|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
+        {
+            out.push_str(&String::from_utf8_lossy(&bytes));
+        }
+        MYSQL_TYPE_DATE
+        | MYSQL_TYPE_NEWDATE
+        | MYSQL_TYPE_TIME
+        | MYSQL_TYPE_TIME2
+        | MYSQL_TYPE_DATETIME
+        | MYSQL_TYPE_DATETIME2
+        | MYSQL_TYPE_TIMESTAMP
+        | MYSQL_TYPE_TIMESTAMP2
+            if plain(&|b| b.is_ascii_digit() || b"-: .".contains(&b)) =>
+        {
+            out.push('\'');
+            out.push_str(&String::from_utf8_lossy(&bytes));
+            out.push('\'');
+        }
+        MYSQL_TYPE_BIT => hex(&bytes, out),
+        _ => {
+            let id = col.character_set();
+            if id != 63 {
+                let collation = Collation::resolve(CollationId::from(id));
+                let cs = collation.charset();
+                out.push('_');
+                out.push_str(
+                    if cs.is_empty()
+                        || cs == "unknown"
+                        || !cs.bytes().all(|b| b.is_ascii_alphanumeric())
+                    {
+                        "utf8mb4"
+                    } else {
+                        cs
+                    },
+                );
+                out.push(' ');
+            }
+            hex(&bytes, out);
+        }
+    }
+}
+
+fn hex(bytes: &[u8], out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    out.push_str("X'");
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out.push('\'');
+}
+
+/// `SHOW CREATE TABLE`'s text as a temporary table named `temp`: no foreign keys and no
+/// partitions (a temporary table can have neither), no AUTO_INCREMENT start.
+pub fn temporary_definition(create: &str, temp: &str) -> Result<String, String> {
+    let Some(rest) = create.strip_prefix("CREATE TABLE ") else {
+        return Err("it is not a base table (a view or a sequence)".into());
+    };
+    let open = rest
+        .find(" (\n")
+        .ok_or_else(|| "its definition is not in the form SHOW CREATE TABLE prints".to_string())?;
+    let body_and_tail = &rest[open + 3..];
+    let close = body_and_tail
+        .find("\n)")
+        .ok_or_else(|| "its definition is not in the form SHOW CREATE TABLE prints".to_string())?;
+    let body = &body_and_tail[..close];
+    let mut tail = body_and_tail[close + 2..].to_string();
+    let lines: Vec<&str> = body
+        .split('\n')
+        .map(|l| l.trim_end().trim_end_matches(','))
+        .filter(|l| {
+            let t = l.trim_start();
+            !(t.contains("FOREIGN KEY")
+                && (t.starts_with("CONSTRAINT") || t.starts_with("FOREIGN KEY")))
+        })
+        .collect();
+    for cut in [
+        "\n PARTITION BY",
+        "\nPARTITION BY",
+        " PARTITION BY",
+        "/*!50100 PARTITION BY",
+    ] {
+        if let Some(i) = tail.find(cut) {
+            tail.truncate(i);
+        }
+    }
+    if let Some(i) = tail.find(" AUTO_INCREMENT=") {
+        let end = tail[i + 16..]
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or(tail.len(), |e| i + 16 + e);
+        tail.replace_range(i..end, "");
+    }
+    Ok(format!(
+        "CREATE TEMPORARY TABLE {} (\n{}\n){}",
+        quoted(temp),
+        lines.join(",\n"),
+        tail
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::plan::gather::Ship;
+
+    const CREATE_USER: &str = "CREATE TABLE `t_user` (\n  `user_id` int(11) NOT NULL,\n  `name` varchar(20) DEFAULT NULL,\n  `org` int(11) DEFAULT NULL,\n  PRIMARY KEY (`user_id`),\n  KEY `org` (`org`),\n  CONSTRAINT `fk_org` FOREIGN KEY (`org`) REFERENCES `t_org` (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=17 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci\n PARTITION BY HASH (`user_id`)\nPARTITIONS 4";
+
+    fn gather() -> Gather {
+        Gather {
+            node: 0,
+            ships: vec![Ship {
+                table: "t_user".into(),
+                temp: "__sp_ship_0".into(),
+                definition: 1,
+                reads: vec![
+                    (1, "SELECT * FROM `t_user`".into()),
+                    (0, "SELECT * FROM `t_user`".into()),
+                ],
+            }],
+            sql: "SELECT * FROM t_order o JOIN `__sp_ship_0` AS t_user ON o.u = t_user.user_id"
+                .into(),
+            params: Vec::new(),
+            why: "test".into(),
+        }
+    }
+
+    fn door() -> FakeDoor {
+        let mut d = FakeDoor::new(2);
+        d.answer(
+            1,
+            "SHOW CREATE TABLE",
+            Canned::rows(&["Table", "Create Table"], &[&["t_user", CREATE_USER]]),
+        );
+        d.answer(
+            1,
+            "SELECT * FROM `t_user`",
+            Canned::typed(
+                &[
+                    ("user_id", ColumnType::MYSQL_TYPE_LONG),
+                    ("name", ColumnType::MYSQL_TYPE_VAR_STRING),
+                ],
+                &[&["1", "O'Brien \\ x"], &["2", "NULL"]],
+            ),
+        );
+        d.answer(0, "JOIN", Canned::rows(&["n"], &[&["joined"]]));
+        d
+    }
+
+    #[test]
+    fn a_definition_becomes_a_temporary_table() {
+        let t = temporary_definition(CREATE_USER, "__sp_ship_0").expect("converts");
+        assert!(
+            t.starts_with("CREATE TEMPORARY TABLE `__sp_ship_0` (\n  `user_id`"),
+            "{t}"
+        );
+        assert!(t.contains("KEY `org` (`org`)\n)"), "{t}");
+        assert!(
+            !t.contains("FOREIGN KEY")
+                && !t.contains("PARTITION")
+                && !t.contains("AUTO_INCREMENT="),
+            "{t}"
+        );
+        assert!(
+            t.ends_with("ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci"),
+            "{t}"
+        );
+        assert!(
+            temporary_definition("CREATE ALGORITHM=UNDEFINED VIEW `v` AS select 1", "x").is_err()
+        );
+    }
+
+    #[test]
+    fn literals_keep_values_whatever_the_sql_mode() {
+        let mut s = String::new();
+        let text = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING).with_character_set(45);
+        literal(Some(&Value::Bytes(b"a'\\".to_vec())), &text, &mut s);
+        s.push(' ');
+        let bin = Column::new(ColumnType::MYSQL_TYPE_BLOB).with_character_set(63);
+        literal(Some(&Value::Bytes(vec![0, 255])), &bin, &mut s);
+        s.push(' ');
+        let num = Column::new(ColumnType::MYSQL_TYPE_NEWDECIMAL).with_character_set(63);
+        literal(Some(&Value::Bytes(b"-12.50".to_vec())), &num, &mut s);
+        s.push(' ');
+        let date = Column::new(ColumnType::MYSQL_TYPE_DATETIME).with_character_set(63);
+        literal(
+            Some(&Value::Bytes(b"2026-12-01 10:00:00".to_vec())),
+            &date,
+            &mut s,
+        );
+        s.push(' ');
+        literal(None, &num, &mut s);
+        s.push(' ');
+        let latin = Column::new(ColumnType::MYSQL_TYPE_STRING).with_character_set(8);
+        literal(Some(&Value::Bytes(vec![0xe9])), &latin, &mut s);
+        assert_eq!(
+            s,
+            "_utf8mb4 X'61275C' X'00FF' -12.50 '2026-12-01 10:00:00' NULL _latin1 X'E9'"
+        );
+    }
+
+    #[tokio::test]
+    async fn copies_then_runs_then_drops() {
+        let mut d = door();
+        let mut sink = RecordSink::text();
+        run(&mut d, &mut sink, &gather(), 100, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(sink.rows(), vec![vec![Some("joined".to_string())]]);
+        let on0 = d.sql_on(0);
+        assert_eq!(on0.len(), 6, "{on0:?}");
+        assert_eq!(on0[0], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
+        assert!(
+            on0[1].starts_with("CREATE TEMPORARY TABLE `__sp_ship_0`"),
+            "{on0:?}"
+        );
+        // The gathering node's own rows are copied there, the other node's through the proxy.
+        assert_eq!(
+            on0[2],
+            "INSERT INTO `__sp_ship_0` VALUES (1,_utf8mb4 X'4F27427269656E205C2078'),(2,NULL)"
+        );
+        assert_eq!(on0[3], "INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`");
+        assert!(on0[4].contains("JOIN `__sp_ship_0` AS t_user"), "{on0:?}");
+        assert_eq!(on0[5], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
+        assert_eq!(
+            d.sql_on(1),
+            vec!["SHOW CREATE TABLE `t_user`", "SELECT * FROM `t_user`"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failure_anywhere_still_drops_the_copies() {
+        let mut d = door();
+        d.fail_on(0, "JOIN", 1054, "Unknown column 'x'");
+        let mut sink = RecordSink::text();
+        let e = run(&mut d, &mut sink, &gather(), 100, Access::Read)
+            .await
+            .expect_err("fails");
+        assert_eq!(e.error.code, 1054);
+        assert_eq!(
+            d.sql_on(0).last().map(String::as_str),
+            Some("DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`")
+        );
+
+        let mut d = door();
+        d.fail_on(
+            1,
+            "SELECT * FROM `t_user`",
+            1146,
+            "Table 't_user' doesn't exist",
+        );
+        let e = run(
+            &mut d,
+            &mut RecordSink::text(),
+            &gather(),
+            100,
+            Access::Read,
+        )
+        .await
+        .expect_err("fails");
+        assert_eq!(e.error.code, 1146);
+        assert!(!d.sql_on(0).iter().any(|s| s.contains("JOIN")));
+        assert_eq!(
+            d.sql_on(0).last().map(String::as_str),
+            Some("DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`")
+        );
+    }
+
+    #[tokio::test]
+    async fn copies_count_against_the_row_cap() {
+        let mut d = door();
+        let e = run(&mut d, &mut RecordSink::text(), &gather(), 1, Access::Read)
+            .await
+            .expect_err("over the cap");
+        assert!(
+            e.error.message.contains("max_rows_per_statement"),
+            "{}",
+            e.error.message
+        );
+        assert!(!d.sql_on(0).iter().any(|s| s.contains("JOIN")));
+    }
+}

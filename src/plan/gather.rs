@@ -1,0 +1,613 @@
+//! A read no node can answer over its own rows (tables placed apart joined on any column,
+//! subqueries across nodes, UNION, GROUP_CONCAT, `COUNT(DISTINCT a, b)` over several nodes):
+//! the rows of each table not on one chosen node are copied into temporary tables there, and
+//! the whole statement runs on that node against the copies. MariaDB itself answers it, with
+//! its own semantics for every expression; the proxy only moves rows.
+//!
+//! Each copied table gets a temporary table with the source's own definition (`SHOW CREATE
+//! TABLE`), so types, collations and indexes are the table's. The statement names the copy
+//! under the table's own name as alias (`__sp_ship_0 AS t_user`), so qualified columns keep
+//! meaning what they meant. A table's copy reads only the rows its single use can match when
+//! a conjunct of the use's WHERE (or of its inner or LEFT join's ON) names that table's
+//! columns only, with literals: every copied row counts against `max_rows_per_statement`.
+
+use std::ops::ControlFlow;
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    visit_relations, BinaryOperator, Expr, InTarget, JoinConstraint, JoinOperator, ObjectName,
+    Query, Select, SelectItem, SetExpr, Spanned, Statement, TableFactor, Visit, Visitor,
+};
+
+use super::uses::{Placement, Use};
+use super::{refuse, Plan, Planner};
+use crate::routing::TableRule;
+use crate::sql::table_name;
+
+/// A statement run on one node after copying tables there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gather {
+    /// Where the statement runs.
+    pub node: usize,
+    /// Tables copied there first.
+    pub ships: Vec<Ship>,
+    /// The statement, its copied tables renamed to their copies.
+    pub sql: String,
+    pub params: Vec<Value>,
+    /// Why no node could answer over its own rows (for `route`).
+    pub why: String,
+}
+
+/// One table's rows copied into a temporary table on the gathering node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ship {
+    /// The table as the statement names it.
+    pub table: String,
+    /// The temporary table on the gathering node.
+    pub temp: String,
+    /// Where its definition is read (`SHOW CREATE TABLE`).
+    pub definition: usize,
+    /// The nodes holding its rows, each with the SELECT that reads them.
+    pub reads: Vec<(usize, String)>,
+}
+
+/// The temporary table of the `i`-th copied table.
+pub fn temp_name(i: usize) -> String {
+    format!("__sp_ship_{i}")
+}
+
+/// `name` quoted as a MySQL identifier.
+pub fn quoted(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+impl Planner<'_> {
+    /// The statement gathered on one node, or refused with `why` when it cannot be.
+    pub(super) fn gather(&self, q: &Query, uses: &[Use], why: String) -> Plan {
+        let no = |reason: &str| {
+            refuse(format!(
+                "{why}; shardproxy could copy the rows to one node instead, but not {reason}"
+            ))
+        };
+        if !q.locks.is_empty() || has_into(q) {
+            return no("for a locking read or SELECT ... INTO");
+        }
+        let ctes = cte_names(self.stmt);
+        // Every table the statement names, as written (first spelling), with its rule.
+        let mut tables: Vec<(String, String)> = Vec::new();
+        let mut qualified = false;
+        let _ = visit_relations(self.stmt, |name: &ObjectName| {
+            let t = table_name(name);
+            if ctes.contains(&t) {
+                return ControlFlow::<()>::Continue(());
+            }
+            if name.0.len() > 1 {
+                qualified = true;
+            }
+            if !tables.iter().any(|(l, _)| *l == t) {
+                let written = name
+                    .0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.clone())
+                    .unwrap_or_else(|| t.clone());
+                tables.push((t, written));
+            }
+            ControlFlow::Continue(())
+        });
+        if qualified {
+            return no("with a table named with its database");
+        }
+        // Where each table's rows are (broadcast tables: everywhere, nothing to copy).
+        let mut placed: Vec<(String, String, Vec<usize>)> = Vec::new();
+        for (t, written) in &tables {
+            let nodes = match self.topo.table(t) {
+                Some(TableRule::Broadcast) => continue,
+                Some(TableRule::TimeTier(_)) => {
+                    return no(&format!("the time_tier table `{t}` (its tiers overlap)"))
+                }
+                Some(rule) if moving(rule) => {
+                    return no(&format!("`{t}` while its rows move between nodes"))
+                }
+                None => vec![self.topo.default_node],
+                Some(rule) => {
+                    let mut ns: Vec<usize> = Vec::new();
+                    let mut any = false;
+                    for u in uses.iter().filter(|u| u.table == *t) {
+                        any = true;
+                        match self.placement(u) {
+                            Placement::Nodes(n) => ns.extend(n),
+                            Placement::Anywhere => ns.extend(rule.all_nodes(self.topo)),
+                        }
+                    }
+                    if !any {
+                        ns = rule.all_nodes(self.topo);
+                    }
+                    ns.sort_unstable();
+                    ns.dedup();
+                    ns
+                }
+            };
+            placed.push((t.clone(), written.clone(), nodes));
+        }
+        let Some(node) = gathering_node(&placed) else {
+            return no("without a table to gather");
+        };
+        let mut ships = Vec::new();
+        for (t, written, nodes) in &placed {
+            if nodes.as_slice() == [node] {
+                continue;
+            }
+            let filter = pushdown(self.stmt, t);
+            let select = match &filter {
+                Some((alias, cond)) => format!(
+                    "SELECT {} FROM {} AS {} WHERE {cond}",
+                    quoted(alias).to_string() + ".*",
+                    quoted(written),
+                    quoted(alias)
+                ),
+                None => format!("SELECT * FROM {}", quoted(written)),
+            };
+            let definition = nodes
+                .first()
+                .copied()
+                .or_else(|| {
+                    self.topo
+                        .table(t)
+                        .and_then(|r| r.all_nodes(self.topo).first().copied())
+                })
+                .unwrap_or(self.topo.default_node);
+            ships.push(Ship {
+                table: written.clone(),
+                temp: temp_name(ships.len()),
+                definition,
+                reads: nodes.iter().map(|&n| (n, select.clone())).collect(),
+            });
+        }
+        let renames: Vec<(String, String)> = ships
+            .iter()
+            .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
+            .collect();
+        let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes) else {
+            return no("where the table names cannot be located in the statement's text");
+        };
+        match crate::sql::parse(&sql) {
+            Ok(p) if p.param_count() == self.parsed.param_count() => {}
+            _ => return no("where renaming its tables changed the statement"),
+        }
+        Plan::Gather(Box::new(Gather {
+            node,
+            ships,
+            sql,
+            params: self.params.to_vec(),
+            why,
+        }))
+    }
+}
+
+/// Does a rule's table have rows being moved (copies on two nodes)?
+fn moving(rule: &TableRule) -> bool {
+    match rule {
+        TableRule::HashSlot { map, .. } => !map.moves().is_empty(),
+        TableRule::Directory(d) => !d.moves.is_empty() || moving(&d.fallback),
+        _ => false,
+    }
+}
+
+/// The node that holds the most tables whole (then: a part of the most), the lowest first.
+fn gathering_node(placed: &[(String, String, Vec<usize>)]) -> Option<usize> {
+    let mut candidates: Vec<usize> = placed.iter().flat_map(|(_, _, n)| n.clone()).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    candidates.into_iter().max_by_key(|&n| {
+        let whole = placed
+            .iter()
+            .filter(|(_, _, ns)| ns.as_slice() == [n])
+            .count();
+        let part = placed.iter().filter(|(_, _, ns)| ns.contains(&n)).count();
+        (whole, part, std::cmp::Reverse(n))
+    })
+}
+
+fn has_into(q: &Query) -> bool {
+    match q.body.as_ref() {
+        SetExpr::Select(s) => s.into.is_some(),
+        _ => false,
+    }
+}
+
+/// The names WITH clauses give (lower-cased): relations by those names are not tables.
+fn cte_names(stmt: &Statement) -> Vec<String> {
+    struct Ctes(Vec<String>);
+    impl Visitor for Ctes {
+        type Break = ();
+        fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+            if let Some(w) = &q.with {
+                for c in &w.cte_tables {
+                    self.0.push(c.alias.name.value.to_ascii_lowercase());
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut c = Ctes(Vec::new());
+    let _ = stmt.visit(&mut c);
+    c.0
+}
+
+/// The statement's text with each reference to a copied table renamed to its copy, aliased by
+/// the name it had (`__sp_ship_0 AS t_user`); everything else as the client wrote it. A
+/// top-level select item without an alias that reads a copied table (a scalar subquery) gets
+/// its own text as alias, since MariaDB names such a column by its text.
+fn renamed(
+    sql: &str,
+    stmt: &Statement,
+    renames: &[(String, String)],
+    ctes: &[String],
+) -> Option<String> {
+    struct Refs<'r> {
+        renames: &'r [(String, String)],
+        ctes: &'r [String],
+        sql: &'r str,
+        /// (start, end, replacement)
+        edits: Vec<(usize, usize, String)>,
+        failed: bool,
+    }
+    impl Visitor for Refs<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, f: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table { name, alias, .. } = f {
+                let t = table_name(name);
+                if self.ctes.contains(&t) {
+                    return ControlFlow::Continue(());
+                }
+                if let Some((_, temp)) = self.renames.iter().find(|(l, _)| *l == t) {
+                    let span = Spanned::span(name);
+                    let (Some(a), Some(mut b)) = (
+                        crate::sql::byte_offset(self.sql, span.start),
+                        crate::sql::byte_offset(self.sql, span.end),
+                    ) else {
+                        self.failed = true;
+                        return ControlFlow::Break(());
+                    };
+                    // A quoted name's span may stop before its closing quote.
+                    if matches!(self.sql.as_bytes().get(b), Some(b'`' | b'"'))
+                        && matches!(self.sql.as_bytes().get(a), Some(b'`' | b'"'))
+                        && b == a + name.to_string().len() - 1
+                    {
+                        b += 1;
+                    }
+                    let own = &self.sql[a..b];
+                    let with = match alias {
+                        Some(_) => quoted(temp),
+                        None => format!("{} AS {own}", quoted(temp)),
+                    };
+                    self.edits.push((a, b, with));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut refs = Refs {
+        renames,
+        ctes,
+        sql,
+        edits: Vec::new(),
+        failed: false,
+    };
+    let _ = stmt.visit(&mut refs);
+    if refs.failed {
+        return None;
+    }
+    let mut edits = refs.edits;
+    // Unaliased top-level items that read a copy: named by their own text.
+    if let Statement::Query(q) = stmt {
+        if let Some(s) = naming_select(q) {
+            for item in &s.projection {
+                let SelectItem::UnnamedExpr(e) = item else {
+                    continue;
+                };
+                if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
+                    continue;
+                }
+                let (a, b) = crate::sql::item_range(sql, e)?;
+                if a >= b || !edits.iter().any(|(x, y, _)| a <= *x && *y <= b) {
+                    continue;
+                }
+                edits.push((b, b, format!(" AS {}", quoted(&sql[a..b]))));
+            }
+        }
+    }
+    edits.sort_by_key(|(a, b, _)| (*a, *b));
+    if edits.windows(2).any(|w| w[0].1 > w[1].0) {
+        return None;
+    }
+    let mut out = String::with_capacity(sql.len() + 32 * edits.len());
+    let mut at = 0;
+    for (a, b, with) in &edits {
+        out.push_str(&sql[at..*a]);
+        out.push_str(with);
+        at = *b;
+    }
+    out.push_str(&sql[at..]);
+    Some(out)
+}
+
+/// The SELECT whose items name the result's columns: the body's, or a UNION's first.
+fn naming_select(q: &Query) -> Option<&Select> {
+    let mut body = q.body.as_ref();
+    loop {
+        match body {
+            SetExpr::Select(s) => return Some(s),
+            SetExpr::SetOperation { left, .. } => body = left,
+            SetExpr::Query(q) => body = q.body.as_ref(),
+            _ => return None,
+        }
+    }
+}
+
+/// The filter for the copy of `table` when the statement uses it once, in a place where rows
+/// failing a conjunct of its WHERE (or its join's ON) cannot matter: `(alias, conjuncts)`.
+fn pushdown(stmt: &Statement, table: &str) -> Option<(String, String)> {
+    let mut count = 0;
+    let _ = visit_relations(stmt, |n: &ObjectName| {
+        if table_name(n) == table {
+            count += 1;
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    if count != 1 {
+        return None;
+    }
+    struct Find<'t> {
+        table: &'t str,
+        found: Option<(String, Vec<String>)>,
+    }
+    impl Visitor for Find<'_> {
+        type Break = ();
+        fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
+            if let Some(f) = select_filter(s, self.table) {
+                self.found = Some(f);
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut find = Find { table, found: None };
+    let _ = stmt.visit(&mut find);
+    let (alias, conds) = find.found?;
+    if conds.is_empty() {
+        return None;
+    }
+    Some((alias, conds.join(" AND ")))
+}
+
+/// The use of `table` in this SELECT's FROM (not inside a nested join), its qualifier, and
+/// the conjuncts that filter its rows alone.
+fn select_filter(s: &Select, table: &str) -> Option<(String, Vec<String>)> {
+    for twj in &s.from {
+        let factors = std::iter::once((&twj.relation, None)).chain(
+            twj.joins
+                .iter()
+                .map(|j| (&j.relation, Some(&j.join_operator))),
+        );
+        let mut nullable_later = false;
+        for (k, (f, op)) in factors.enumerate() {
+            let TableFactor::Table { name, alias, .. } = f else {
+                continue;
+            };
+            if table_name(name) != table {
+                continue;
+            }
+            let qualifier = alias.as_ref().map(|a| a.name.value.clone()).or_else(|| {
+                name.0
+                    .last()
+                    .and_then(|p| p.as_ident())
+                    .map(|i| i.value.clone())
+            })?;
+            // NULL-extended by a later RIGHT JOIN, or by an outer join it is the right of.
+            for j in twj.joins.iter().skip(k) {
+                if matches!(
+                    j.join_operator,
+                    JoinOperator::Right(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::FullOuter(_)
+                ) {
+                    nullable_later = true;
+                }
+            }
+            // Alone in its FROM, the table is what its unqualified columns name (or the
+            // copy's read fails: a correlated column is not the table's).
+            let only = s.from.len() == 1 && twj.joins.is_empty();
+            let mut conds = Vec::new();
+            let own_on = |op: Option<&JoinOperator>| -> Option<Expr> {
+                use JoinOperator::*;
+                match op? {
+                    Join(JoinConstraint::On(e))
+                    | Inner(JoinConstraint::On(e))
+                    | Left(JoinConstraint::On(e))
+                    | LeftOuter(JoinConstraint::On(e))
+                    | StraightJoin(JoinConstraint::On(e)) => Some(e.clone()),
+                    _ => None,
+                }
+            };
+            let outer_right = matches!(
+                op,
+                Some(
+                    JoinOperator::Left(_)
+                        | JoinOperator::LeftOuter(_)
+                        | JoinOperator::Right(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::FullOuter(_)
+                )
+            );
+            if !nullable_later && !outer_right {
+                if let Some(w) = &s.selection {
+                    conjuncts_of(w, &qualifier, only, &mut conds);
+                }
+            }
+            if !matches!(
+                op,
+                Some(
+                    JoinOperator::Right(_)
+                        | JoinOperator::RightOuter(_)
+                        | JoinOperator::FullOuter(_)
+                )
+            ) {
+                if let Some(on) = own_on(op) {
+                    conjuncts_of(&on, &qualifier, false, &mut conds);
+                }
+            }
+            return Some((qualifier, conds));
+        }
+    }
+    None
+}
+
+/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals.
+fn conjuncts_of(e: &Expr, qualifier: &str, only: bool, out: &mut Vec<String>) {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            conjuncts_of(left, qualifier, only, out);
+            conjuncts_of(right, qualifier, only, out);
+        }
+        Expr::Nested(x)
+            if matches!(
+                x.as_ref(),
+                Expr::BinaryOp {
+                    op: BinaryOperator::And,
+                    ..
+                }
+            ) =>
+        {
+            conjuncts_of(x, qualifier, only, out)
+        }
+        e if alone(e, &Scope { qualifier, only }) && names_a_column(e) => {
+            out.push(format!("({e})"))
+        }
+        _ => {}
+    }
+}
+
+fn names_a_column(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = sqlparser::ast::visit_expressions(e, |x: &Expr| {
+        if matches!(x, Expr::CompoundIdentifier(_) | Expr::Identifier(_)) {
+            found = true;
+            return ControlFlow::Break(());
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
+}
+
+/// An expression of the table's columns, literals and plain operators only (no
+/// function, subquery, variable or placeholder: the same value on every node).
+struct Scope<'q> {
+    qualifier: &'q str,
+    /// The table is alone in its FROM: unqualified columns are its own.
+    only: bool,
+}
+
+fn alone(e: &Expr, q: &Scope<'_>) -> bool {
+    use sqlparser::ast::Value as V;
+    match e {
+        Expr::CompoundIdentifier(parts) => {
+            parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(q.qualifier)
+        }
+        Expr::Identifier(_) => q.only,
+        Expr::Value(v) => !matches!(v.value, V::Placeholder(_)),
+        Expr::TypedString(_) => true,
+        Expr::Nested(x)
+        | Expr::IsNull(x)
+        | Expr::IsNotNull(x)
+        | Expr::IsTrue(x)
+        | Expr::IsFalse(x) => alone(x, q),
+        Expr::UnaryOp { expr, .. } => alone(expr, q),
+        Expr::BinaryOp { left, op, right } => {
+            !matches!(op, BinaryOperator::Custom(_)) && alone(left, q) && alone(right, q)
+        }
+        Expr::Between {
+            expr, low, high, ..
+        } => alone(expr, q) && alone(low, q) && alone(high, q),
+        Expr::In {
+            expr,
+            target: InTarget::List(list),
+            ..
+        } => alone(expr, q) && list.iter().all(|x| alone(x, q)),
+        Expr::Like {
+            expr,
+            pattern,
+            escape_char: None,
+            ..
+        } => alone(expr, q) && alone(pattern, q),
+        Expr::Interval(i) => alone(&i.value, q),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rename(sql: &str) -> Option<String> {
+        let p = crate::sql::parse(sql).expect("parses");
+        renamed(
+            sql,
+            &p.stmt,
+            &[("t_order".into(), "__sp_ship_0".into())],
+            &[],
+        )
+    }
+
+    #[test]
+    fn unaliased_items_are_named_by_their_text() {
+        let name = |sql: &str, i: usize| {
+            let p = crate::sql::parse(sql).expect("parses");
+            let Statement::Query(q) = &p.stmt else {
+                panic!()
+            };
+            let SetExpr::Select(s) = q.body.as_ref() else {
+                panic!()
+            };
+            let SelectItem::UnnamedExpr(e) = &s.projection[i] else {
+                panic!()
+            };
+            crate::sql::item_name(sql, e)
+        };
+        assert_eq!(name("SELECT COUNT(*), a FROM t", 0), None);
+        assert_eq!(
+            name("SELECT a, count(distinct a,b)  FROM t", 1).as_deref(),
+            Some("count(distinct a,b)")
+        );
+        assert_eq!(
+            name("SELECT sum( a ) , 'x,)' FROM t", 0).as_deref(),
+            Some("sum( a )")
+        );
+        assert_eq!(
+            name("select ( (select max(a) from t) )", 0).as_deref(),
+            Some("( (select max(a) from t) )")
+        );
+        assert_eq!(name("SELECT 1, a FROM t", 0), None);
+    }
+
+    #[test]
+    fn renames_keep_the_clients_text() {
+        assert_eq!(
+            rename("select (select count(*) from t_order) , code from t_country").as_deref(),
+            Some("select (select count(*) from `__sp_ship_0` AS t_order) AS `(select count(*) from t_order)` , code from t_country")
+        );
+        assert_eq!(
+            rename("SELECT ((SELECT MAX(x) FROM `t_order` o) + 1), 'a)' FROM t_country").as_deref(),
+            Some("SELECT ((SELECT MAX(x) FROM `__sp_ship_0` o) + 1) AS `((SELECT MAX(x) FROM ``t_order`` o) + 1)`, 'a)' FROM t_country")
+        );
+        assert_eq!(
+            rename("SELECT t_order.*, o2.x FROM t_order JOIN t_order o2 USING (id)").as_deref(),
+            Some("SELECT t_order.*, o2.x FROM `__sp_ship_0` AS t_order JOIN `__sp_ship_0` o2 USING (id)")
+        );
+    }
+}
