@@ -169,16 +169,14 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         .map(|(a, b)| p.sql[*a..*b].to_string())
         .collect();
     // A NULL key given an id: the id in its place (the first one also as LAST_INSERT_ID).
+    let offsets = crate::sql::Offsets::new(p.sql);
     for (n, (i, id)) in filled.iter().enumerate() {
         let Some(pos) = pos else { break };
         let Some(expr) = values.rows[*i].content.get(pos) else {
             return refuse("cannot locate a NULL key in this INSERT's text");
         };
         let span = sqlparser::ast::Spanned::span(expr);
-        let (Some(a), Some(b)) = (
-            crate::sql::byte_offset(p.sql, span.start),
-            crate::sql::byte_offset(p.sql, span.end),
-        ) else {
+        let (Some(a), Some(b)) = (offsets.at(span.start), offsets.at(span.end)) else {
             return refuse("cannot locate a NULL key in this INSERT's text");
         };
         let (start, _) = spans[*i];
@@ -225,10 +223,11 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             text.push_str(&format!(", {value})"));
         }
     }
+    let offsets = crate::sql::Offsets::new(p.sql);
     let placeholders: Vec<usize> = p
         .parsed
         .placeholder_locations()
-        .filter_map(|loc| crate::sql::byte_offset(p.sql, loc))
+        .filter_map(|loc| offsets.at(loc))
         .collect();
     let mut targets = Vec::with_capacity(by_node.len());
     let mut row_order = Vec::with_capacity(by_node.len());
@@ -405,9 +404,10 @@ fn column_list_end(sql: &str, ins: &Insert, limit: usize) -> Option<usize> {
 /// Byte range `[start, end)` of each `( ... )` row of a VALUES list in the statement text.
 fn row_spans(sql: &str, values: &sqlparser::ast::Values) -> Option<Vec<(usize, usize)>> {
     let mut out = Vec::with_capacity(values.rows.len());
+    let offsets = crate::sql::Offsets::new(sql);
     for row in &values.rows {
-        let start = crate::sql::byte_offset(sql, row.opening_token.0.span.start)?;
-        let close = crate::sql::byte_offset(sql, row.closing_token.0.span.start)?;
+        let start = offsets.at(row.opening_token.0.span.start)?;
+        let close = offsets.at(row.closing_token.0.span.start)?;
         if sql.as_bytes().get(start) != Some(&b'(') || sql.as_bytes().get(close) != Some(&b')') {
             return None;
         }

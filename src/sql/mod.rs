@@ -381,21 +381,46 @@ pub fn value_expr(v: &Value) -> Expr {
     Expr::value(value)
 }
 
-/// Byte offset of a tokenizer location (1-based line and character column).
+/// Byte offset of a tokenizer location (1-based line and character column). For many
+/// locations in one text (each row of a large INSERT), build one [`Offsets`].
 pub fn byte_offset(sql: &str, loc: Location) -> Option<usize> {
-    if loc.line == 0 || loc.column == 0 {
-        return None;
+    Offsets::new(sql).at(loc)
+}
+
+/// Tokenizer locations to byte offsets in one text: its line starts, and whether it is ASCII
+/// (then a column is a byte count), found once.
+pub struct Offsets<'s> {
+    sql: &'s str,
+    ascii: bool,
+    lines: Vec<usize>,
+}
+
+impl<'s> Offsets<'s> {
+    pub fn new(sql: &'s str) -> Self {
+        let mut lines = vec![0];
+        lines.extend(sql.match_indices('\n').map(|(i, _)| i + 1));
+        Offsets {
+            sql,
+            ascii: sql.is_ascii(),
+            lines,
+        }
     }
-    let mut line_start = 0usize;
-    for _ in 1..loc.line {
-        line_start += sql[line_start..].find('\n')? + 1;
-    }
-    let line = &sql[line_start..];
-    let col = usize::try_from(loc.column - 1).ok()?;
-    match line.char_indices().nth(col) {
-        Some((i, _)) => Some(line_start + i),
-        None if col == line.chars().count() => Some(sql.len()),
-        None => None,
+
+    pub fn at(&self, loc: Location) -> Option<usize> {
+        if loc.line == 0 || loc.column == 0 {
+            return None;
+        }
+        let line_start = *self.lines.get(usize::try_from(loc.line - 1).ok()?)?;
+        let col = usize::try_from(loc.column - 1).ok()?;
+        let rest = &self.sql[line_start..];
+        if self.ascii {
+            return (col <= rest.len()).then_some(line_start + col);
+        }
+        match rest.char_indices().nth(col) {
+            Some((i, _)) => Some(line_start + i),
+            None if col == rest.chars().count() => Some(self.sql.len()),
+            None => None,
+        }
     }
 }
 
