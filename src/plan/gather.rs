@@ -138,7 +138,17 @@ impl Planner<'_> {
             if nodes.as_slice() == [node] {
                 continue;
             }
-            let filter = pushdown(self.stmt, t);
+            let columns = (self.ctx.columns)(None, t);
+            let filter = match pushdown(self.stmt, t, columns.as_deref()) {
+                Pushdown::Filter(alias, cond) => Some((alias, cond)),
+                Pushdown::None => None,
+                Pushdown::NeedColumns => {
+                    return Plan::NeedColumns {
+                        schema: None,
+                        table: t.clone(),
+                    }
+                }
+            };
             let select = match &filter {
                 Some((alias, cond)) => format!(
                     "SELECT {} FROM {} AS {} WHERE {cond}",
@@ -348,7 +358,16 @@ fn naming_select(q: &Query) -> Option<&Select> {
 
 /// The filter for the copy of `table` when the statement uses it once, in a place where rows
 /// failing a conjunct of its WHERE (or its join's ON) cannot matter: `(alias, conjuncts)`.
-fn pushdown(stmt: &Statement, table: &str) -> Option<(String, String)> {
+enum Pushdown {
+    None,
+    /// `(alias, conjuncts)`
+    Filter(String, String),
+    /// The table is alone in its FROM: which of its WHERE's unqualified columns are its own
+    /// (not an outer query's) takes its column list.
+    NeedColumns,
+}
+
+fn pushdown(stmt: &Statement, table: &str, columns: Option<&[String]>) -> Pushdown {
     let mut count = 0;
     let _ = visit_relations(stmt, |n: &ObjectName| {
         if table_name(n) == table {
@@ -357,34 +376,46 @@ fn pushdown(stmt: &Statement, table: &str) -> Option<(String, String)> {
         ControlFlow::<()>::Continue(())
     });
     if count != 1 {
-        return None;
+        return Pushdown::None;
     }
     struct Find<'t> {
         table: &'t str,
-        found: Option<(String, Vec<String>)>,
+        columns: Option<&'t [String]>,
+        found: Option<Option<(String, Vec<String>)>>,
     }
     impl Visitor for Find<'_> {
         type Break = ();
         fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
-            if let Some(f) = select_filter(s, self.table) {
+            if let Some(f) = select_filter(s, self.table, self.columns) {
                 self.found = Some(f);
                 return ControlFlow::Break(());
             }
             ControlFlow::Continue(())
         }
     }
-    let mut find = Find { table, found: None };
+    let mut find = Find {
+        table,
+        columns,
+        found: None,
+    };
     let _ = stmt.visit(&mut find);
-    let (alias, conds) = find.found?;
-    if conds.is_empty() {
-        return None;
+    match find.found {
+        Some(Some((alias, conds))) if !conds.is_empty() => {
+            Pushdown::Filter(alias, conds.join(" AND "))
+        }
+        Some(None) => Pushdown::NeedColumns,
+        _ => Pushdown::None,
     }
-    Some((alias, conds.join(" AND ")))
 }
 
 /// The use of `table` in this SELECT's FROM (not inside a nested join), its qualifier, and
 /// the conjuncts that filter its rows alone.
-fn select_filter(s: &Select, table: &str) -> Option<(String, Vec<String>)> {
+/// `Some(None)`: it is alone in its FROM and its columns are not known.
+fn select_filter(
+    s: &Select,
+    table: &str,
+    columns: Option<&[String]>,
+) -> Option<Option<(String, Vec<String>)>> {
     for twj in &s.from {
         let factors = std::iter::once((&twj.relation, None)).chain(
             twj.joins
@@ -416,9 +447,17 @@ fn select_filter(s: &Select, table: &str) -> Option<(String, Vec<String>)> {
                     nullable_later = true;
                 }
             }
-            // Alone in its FROM, the table is what its unqualified columns name (or the
-            // copy's read fails: a correlated column is not the table's).
-            let only = s.from.len() == 1 && twj.joins.is_empty();
+            // Alone in its FROM, its unqualified columns are the table's own when the table
+            // has them (else an outer query's: `WHERE l_orderkey = o_orderkey`).
+            let only = s.from.len() == 1 && twj.joins.is_empty() && s.selection.is_some();
+            if only && columns.is_none() {
+                return Some(None);
+            }
+            let own: &[String] = if only {
+                columns.unwrap_or_default()
+            } else {
+                &[]
+            };
             let mut conds = Vec::new();
             let own_on = |op: Option<&JoinOperator>| -> Option<Expr> {
                 use JoinOperator::*;
@@ -443,7 +482,7 @@ fn select_filter(s: &Select, table: &str) -> Option<(String, Vec<String>)> {
             );
             if !nullable_later && !outer_right {
                 if let Some(w) = &s.selection {
-                    conjuncts_of(w, &qualifier, only, &mut conds);
+                    conjuncts_of(w, &qualifier, own, &mut conds);
                 }
             }
             if !matches!(
@@ -455,25 +494,25 @@ fn select_filter(s: &Select, table: &str) -> Option<(String, Vec<String>)> {
                 )
             ) {
                 if let Some(on) = own_on(op) {
-                    conjuncts_of(&on, &qualifier, false, &mut conds);
+                    conjuncts_of(&on, &qualifier, &[], &mut conds);
                 }
             }
-            return Some((qualifier, conds));
+            return Some(Some((qualifier, conds)));
         }
     }
     None
 }
 
 /// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals.
-fn conjuncts_of(e: &Expr, qualifier: &str, only: bool, out: &mut Vec<String>) {
+fn conjuncts_of(e: &Expr, qualifier: &str, own: &[String], out: &mut Vec<String>) {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            conjuncts_of(left, qualifier, only, out);
-            conjuncts_of(right, qualifier, only, out);
+            conjuncts_of(left, qualifier, own, out);
+            conjuncts_of(right, qualifier, own, out);
         }
         Expr::Nested(x)
             if matches!(
@@ -484,11 +523,9 @@ fn conjuncts_of(e: &Expr, qualifier: &str, only: bool, out: &mut Vec<String>) {
                 }
             ) =>
         {
-            conjuncts_of(x, qualifier, only, out)
+            conjuncts_of(x, qualifier, own, out)
         }
-        e if alone(e, &Scope { qualifier, only }) && names_a_column(e) => {
-            out.push(format!("({e})"))
-        }
+        e if alone(e, &Scope { qualifier, own }) && names_a_column(e) => out.push(format!("({e})")),
         _ => {}
     }
 }
@@ -509,8 +546,9 @@ fn names_a_column(e: &Expr) -> bool {
 /// function, subquery, variable or placeholder: the same value on every node).
 struct Scope<'q> {
     qualifier: &'q str,
-    /// The table is alone in its FROM: unqualified columns are its own.
-    only: bool,
+    /// Its columns, when the table is alone in its FROM (unqualified names of these are
+    /// its own); else none.
+    own: &'q [String],
 }
 
 fn alone(e: &Expr, q: &Scope<'_>) -> bool {
@@ -519,7 +557,7 @@ fn alone(e: &Expr, q: &Scope<'_>) -> bool {
         Expr::CompoundIdentifier(parts) => {
             parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(q.qualifier)
         }
-        Expr::Identifier(_) => q.only,
+        Expr::Identifier(i) => q.own.iter().any(|c| c.eq_ignore_ascii_case(&i.value)),
         Expr::Value(v) => !matches!(v.value, V::Placeholder(_)),
         Expr::TypedString(_) => true,
         Expr::Nested(x)

@@ -1032,6 +1032,34 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
         "{order:?}"
     );
 
+    // Unqualified columns of a table alone in its FROM are its own only if it has them: the
+    // outer query's `id` stays in the statement (TPC-H writes correlations this way).
+    let p = plan_of(
+        "SELECT id FROM t_merchant WHERE EXISTS (SELECT 1 FROM t_order WHERE user_id = id AND status = 'paid')",
+    );
+    let Plan::Gather(g) = &p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    let order = g
+        .ships
+        .iter()
+        .find(|s| s.table == "t_order")
+        .expect("t_order copied");
+    assert!(
+        order
+            .reads
+            .iter()
+            .all(|(_, sql)| sql.ends_with("WHERE (status = 'paid')")),
+        "{order:?}"
+    );
+    // Without its column list the planner asks for it first.
+    let p =
+        plan_of("SELECT id FROM t_merchant m WHERE EXISTS (SELECT 1 FROM t_user WHERE x = m.id)");
+    assert!(
+        matches!(&p, Plan::NeedColumns { table, .. } if table == "t_merchant"),
+        "{p:?}"
+    );
+
     // What a copy cannot answer for: refused.
     for (sql, why) in [
         (

@@ -33,14 +33,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let stmt = match self.nodes.prepare(node, &sql).await {
             Ok(stmt) => stmt,
             // Tables on different nodes: prepared where a gathered run would take place.
-            Err(e) if e.error.code == ER_NO_SUCH_TABLE => match parsed
-                .as_ref()
-                .ok()
-                .and_then(|p| self.gathered(&sql, p, &topo))
-            {
-                Some(g) => crate::exec::gather::prepare(&mut self.nodes, &g).await?,
-                None => return Err(e.into()),
-            },
+            Err(e) if e.error.code == ER_NO_SUCH_TABLE => {
+                let gathered = match &parsed {
+                    Ok(p) => self.gathered(&sql, p, &topo).await,
+                    Err(_) => None,
+                };
+                match gathered {
+                    Some(g) => crate::exec::gather::prepare(&mut self.nodes, &g).await?,
+                    None => return Err(e.into()),
+                }
+            }
             Err(e) => return Err(e.into()),
         };
         let num_params = stmt.params.len();
@@ -103,22 +105,34 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    /// The statement's plan with NULL parameters, when it runs gathered on one node.
-    fn gathered(
-        &self,
+    /// The statement's plan with NULL parameters, when it runs gathered on one node (the
+    /// column lists it asks for read first).
+    async fn gathered(
+        &mut self,
         sql: &str,
         parsed: &sql::Parsed,
         topo: &Topology,
     ) -> Option<crate::plan::gather::Gather> {
         let nulls = vec![Value::NULL; parsed.param_count()];
         let db = self.nodes.db().map(str::to_string);
-        let plan = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
-            crate::plan::plan(sql, Ok(parsed), &nulls, topo, ctx)
-        });
-        match plan {
-            crate::plan::Plan::Gather(g) => Some(*g),
-            _ => None,
+        for _ in 0..12 {
+            let plan = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
+                crate::plan::plan(sql, Ok(parsed), &nulls, topo, ctx)
+            });
+            match plan {
+                crate::plan::Plan::Gather(g) => return Some(*g),
+                crate::plan::Plan::NeedColumns { schema, table } => {
+                    let schema = schema.as_deref();
+                    let cols = crate::exec::columns::read(&mut self.nodes, topo, schema, &table)
+                        .await
+                        .ok()?;
+                    self.shared
+                        .columns_store(schema.or(db.as_deref()), &table, cols);
+                }
+                _ => return None,
+            }
         }
+        None
     }
 
     pub(super) fn long_data(&mut self, body: &[u8]) {

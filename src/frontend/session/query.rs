@@ -293,7 +293,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .await
                         .map(|(first, end)| self.shared.sequence_store(&table, first, end))
                 }
-                Plan::NeedColumns { schema, table } if columns_read < 3 => {
+                // A gathered read may want the columns of each table it copies.
+                Plan::NeedColumns { schema, table } if columns_read < 12 => {
                     columns_read += 1;
                     let schema = schema.as_deref();
                     crate::exec::columns::read(&mut self.nodes, topo, schema, &table)
