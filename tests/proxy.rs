@@ -579,6 +579,95 @@ async fn update_and_delete_with_and_without_key() {
 
 // ---------------------------------------------------------------------------------------------
 
+/// INSERT ... SELECT whose rows must move between nodes: the SELECT is read, its rows
+/// inserted where each belongs, checked on every node directly.
+#[tokio::test]
+async fn insert_select_moves_rows_between_nodes() {
+    let c = cluster();
+    // t_ins_src is not in the rules: it lives on the default node, ds0.
+    let proxy = start_proxy(c, &sharded("t_ins"));
+    let mut conn = proxy.conn().await;
+    for sql in [
+        "CREATE TABLE t_ins (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+        "CREATE TABLE t_ins_src (user_id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(32) NOT NULL)",
+    ] {
+        conn.query_drop(sql).await.expect("CREATE TABLE");
+    }
+    let keys = spread_keys(3, 0);
+    let rows: Vec<String> = keys.iter().map(|k| format!("({k}, 'v{k}')")).collect();
+    conn.query_drop(format!("INSERT INTO t_ins_src VALUES {}", rows.join(", ")))
+        .await
+        .expect("INSERT into the single table");
+
+    // Into the sharded table, without a column list: each row on its key's node.
+    conn.query_drop("INSERT INTO t_ins SELECT * FROM t_ins_src")
+        .await
+        .expect("INSERT ... SELECT into the sharded table");
+    assert_eq!(conn.affected_rows(), keys.len() as u64);
+    for n in 0..NODES {
+        let mut want: Vec<(i64, String)> = keys
+            .iter()
+            .filter(|k| node_of_key(&L, **k) == n)
+            .map(|k| (*k, format!("v{k}")))
+            .collect();
+        want.sort();
+        assert_eq!(direct_rows(c, n, "t_ins").await, want, "t_ins on ds{n}");
+    }
+    // ON DUPLICATE KEY UPDATE and expressions of the SELECT, back into the single table.
+    conn.query_drop(
+        "INSERT INTO t_ins_src (user_id, v) SELECT user_id, CONCAT(v, '!') FROM t_ins ON DUPLICATE KEY UPDATE v = VALUES(v)",
+    )
+    .await
+    .expect("INSERT ... SELECT ... ON DUPLICATE KEY UPDATE into the single table");
+    let mut want: Vec<(i64, String)> = keys.iter().map(|k| (*k, format!("v{k}!"))).collect();
+    want.sort();
+    assert_eq!(
+        direct_rows(c, 0, "t_ins_src").await,
+        want,
+        "t_ins_src on ds0"
+    );
+    // No rows: nothing inserted, an OK.
+    conn.query_drop("INSERT INTO t_ins SELECT * FROM t_ins_src WHERE user_id < 0")
+        .await
+        .expect("INSERT ... SELECT of no rows");
+    assert_eq!(conn.affected_rows(), 0);
+    // Inside a transaction: rolled back with it, on every node.
+    conn.query_drop("BEGIN").await.expect("BEGIN");
+    conn.query_drop("DELETE FROM t_ins").await.expect("DELETE");
+    conn.query_drop("INSERT INTO t_ins SELECT user_id, 'tx' FROM t_ins_src")
+        .await
+        .expect("INSERT ... SELECT in a transaction");
+    let tx: Vec<(i64, String)> = conn
+        .query("SELECT user_id, v FROM t_ins WHERE v = 'tx' ORDER BY user_id")
+        .await
+        .expect("read in the transaction");
+    assert_eq!(tx.len(), keys.len(), "the transaction reads its own rows");
+    conn.query_drop("ROLLBACK").await.expect("ROLLBACK");
+    for n in 0..NODES {
+        let rows = direct_rows(c, n, "t_ins").await;
+        assert!(
+            rows.iter().all(|(_, v)| v.starts_with('v')),
+            "ds{n}: {rows:?}"
+        );
+        assert_eq!(
+            rows.len(),
+            keys.iter().filter(|k| node_of_key(&L, **k) == n).count(),
+            "ds{n} after ROLLBACK"
+        );
+    }
+    // Placeholders cannot be split between the read and the insert: refused clearly.
+    expect_code(
+        conn.exec_drop(
+            "INSERT INTO t_ins SELECT * FROM t_ins_src WHERE user_id = ?",
+            (keys[0],),
+        )
+        .await,
+        1235,
+        "prepared INSERT ... SELECT across nodes",
+    );
+    conn.disconnect().await.ok();
+}
+
 #[tokio::test]
 async fn refusals_and_fan_out_select() {
     let c = cluster();

@@ -12,6 +12,7 @@
 //! case in [`run`].
 
 pub mod aggregate;
+pub mod collect;
 pub mod columns;
 pub mod door;
 pub mod dual_write;
@@ -109,6 +110,12 @@ pub async fn run<D: Door, K: Sink>(
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
+        // The session reads the SELECT and plans the INSERT of its rows.
+        Plan::InsertSelect(_) => {
+            return Err(MyError::internal(
+                "shardproxy: an INSERT ... SELECT reached execution unplanned".to_string(),
+            ))
+        }
         Plan::Frozen { table, .. } => {
             return Err(MyError::new(
                 crate::error::ER_LOCK_WAIT_TIMEOUT,

@@ -20,7 +20,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     let uses = without_first(collect_uses(p.stmt, p), &table);
     let rule = p.topo.table(&table);
     let Some((column, rule)) = rule.and_then(|r| r.column().map(|c| (c.to_string(), r))) else {
-        return unsharded(p, &table, rule, &uses);
+        return unsharded(p, ins, &table, rule, &uses);
     };
     let column = column.as_str();
 
@@ -71,9 +71,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
         return refuse("INSERT without rows");
     };
     let SetExpr::Values(values) = source.body.as_ref() else {
-        return refuse(format!(
-            "INSERT ... SELECT into the sharded table `{table}`: shardproxy cannot move rows between nodes; insert the rows with VALUES"
-        ));
+        return insert_select(p, ins, &table);
     };
     // A generated key: the column list leaves it out.
     let generate = generator.filter(|g| !ins.columns.iter().any(|c| table_name(c) == g.column));
@@ -350,6 +348,7 @@ const ER_WRONG_VALUE_COUNT_ON_ROW: u16 = 1136;
 /// An INSERT into a table that is not sharded: its node, or every copy of a broadcast table.
 fn unsharded(
     p: &Planner<'_>,
+    ins: &Insert,
     table: &str,
     rule: Option<&TableRule>,
     uses: &[super::uses::Use],
@@ -364,20 +363,14 @@ fn unsharded(
                 .iter()
                 .find(|u| !matches!(p.topo.table(&u.table), Some(TableRule::Broadcast)))
             {
-                return refuse(format!(
-                    "INSERT into the broadcast table `{table}` reading `{}`, which is not on every node",
-                    u.table
-                ));
+                let _ = u;
+                return insert_select(p, ins, table);
             }
         } else {
             match p.common_node(uses) {
                 Ok(Some(n)) if nodes == [n] => {}
                 Ok(None) => {}
-                _ => {
-                    return refuse(format!(
-                        "INSERT into `{table}` reading tables on other nodes; shardproxy cannot move rows between nodes"
-                    ))
-                }
+                _ => return insert_select(p, ins, table),
             }
         }
     }
@@ -424,4 +417,53 @@ fn assigns(assignments: &[Assignment], column: &str) -> bool {
         AssignmentTarget::ColumnName(n) => table_name(n) == column,
         AssignmentTarget::Tuple(ns) => ns.iter().any(|n| table_name(n) == column),
     })
+}
+
+/// An INSERT whose rows come from a SELECT that cannot run where the rows go: the SELECT is
+/// read (planned like any read, so across nodes too), then its rows inserted as VALUES.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertSelect {
+    /// The SELECT, as the client wrote it.
+    pub select: String,
+    /// The statement's text before the SELECT (`INSERT [IGNORE] INTO t [(cols)]`).
+    pub head: String,
+    /// Its text after (`ON DUPLICATE KEY UPDATE ...`).
+    pub tail: String,
+    pub table: String,
+}
+
+fn insert_select(p: &Planner<'_>, ins: &Insert, table: &str) -> Plan {
+    let no = |why: &str| {
+        refuse(format!(
+            "INSERT ... SELECT into `{table}` reading rows placed elsewhere: shardproxy reads the rows and inserts them, but not {why}"
+        ))
+    };
+    if p.parsed.param_count() > 0 {
+        return no("with placeholders (send it as text, or insert the rows with VALUES)");
+    }
+    let Some(source) = &ins.source else {
+        return no("without a SELECT");
+    };
+    let span = sqlparser::ast::Spanned::span(source.as_ref());
+    let offsets = crate::sql::Offsets::new(p.sql);
+    let (Some(a), Some(b)) = (offsets.at(span.start), offsets.at(span.end)) else {
+        return no("where its SELECT cannot be located in the text");
+    };
+    let (Some(head), Some(select), Some(tail)) = (p.sql.get(..a), p.sql.get(a..b), p.sql.get(b..))
+    else {
+        return no("where its SELECT cannot be located in the text");
+    };
+    let same = matches!(
+        crate::sql::parse(select).map(|q| q.stmt.clone()),
+        Ok(sqlparser::ast::Statement::Query(q)) if q == *source
+    );
+    if !same || head.trim_end().ends_with('(') {
+        return no("where its SELECT cannot be located in the text");
+    }
+    Plan::InsertSelect(Box::new(InsertSelect {
+        select: select.to_string(),
+        head: head.to_string(),
+        tail: tail.to_string(),
+        table: table.to_string(),
+    }))
 }

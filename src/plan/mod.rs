@@ -5,7 +5,7 @@ pub mod cache;
 pub mod cached;
 pub mod decompose;
 pub mod gather;
-mod insert;
+pub mod insert;
 pub mod moving;
 mod select;
 pub mod tier;
@@ -154,6 +154,8 @@ pub enum Plan {
     DualWrite(Box<moving::DualWrite>),
     /// A read no node answers over its own rows: tables copied to one node, run there.
     Gather(Box<gather::Gather>),
+    /// An INSERT ... SELECT whose rows must move: the SELECT read, its rows inserted.
+    InsertSelect(Box<insert::InsertSelect>),
     /// A write to slots at the freeze step of their move: it waits for the next step, then
     /// is planned again; unless the session's transaction holds row images of the move
     /// already: then it runs `unless` (the freeze waits for that transaction to end).
@@ -372,6 +374,14 @@ impl fmt::Display for PlanDescription<'_> {
                     }
                 }
                 writeln!(f, "  then on {}: {}", name(g.node), g.sql)
+            }
+            Plan::InsertSelect(i) => {
+                writeln!(
+                    f,
+                    "InsertSelect: this SELECT is read first (planned as a statement of its own: PREVIEW it), then its rows inserted into `{}` as one INSERT ... VALUES (planned as an INSERT):",
+                    i.table
+                )?;
+                writeln!(f, "  {}", i.select)
             }
             Plan::Frozen { table, .. } => writeln!(
                 f,

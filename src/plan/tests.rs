@@ -410,10 +410,20 @@ fn inserts_need_a_constant_shard_key() {
         "INSERT INTO t_order (order_id, user_id) VALUES (1, NULL)"
     ))
     .contains("constant"));
-    assert!(refused(&plan_of(
-        "INSERT INTO t_order (order_id, user_id) SELECT 1, 2"
+    // INSERT ... SELECT: the SELECT is read, then its rows inserted as VALUES.
+    match plan_of("INSERT IGNORE INTO t_order (order_id, user_id) SELECT id, 2 FROM t_merchant WHERE id > 1 ON DUPLICATE KEY UPDATE status = 'x'") {
+        Plan::InsertSelect(i) => {
+            assert_eq!(i.head, "INSERT IGNORE INTO t_order (order_id, user_id) ");
+            assert_eq!(i.select, "SELECT id, 2 FROM t_merchant WHERE id > 1");
+            assert_eq!(i.tail, " ON DUPLICATE KEY UPDATE status = 'x'");
+        }
+        other => panic!("expected an InsertSelect, got {other:?}"),
+    }
+    assert!(refused(&plan_with(
+        "INSERT INTO t_order (order_id, user_id) SELECT id, ? FROM t_merchant",
+        &[Value::Int(1)]
     ))
-    .contains("SELECT"));
+    .contains("placeholders"));
     let (_, b) = keys_on_both();
     assert_eq!(
         plan_of(&format!(
@@ -946,6 +956,17 @@ fn planning_random_bytes_never_panics() {
     }
 }
 
+/// The reads that fill the copy of `table` in a gathered plan.
+fn copy_reads<'p>(p: &'p Plan, table: &str) -> &'p [(usize, String)] {
+    let Plan::Gather(g) = p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    match g.ships.iter().find(|s| s.table == table) {
+        Some(s) => &s.reads,
+        None => panic!("`{table}` is not copied: {g:?}"),
+    }
+}
+
 #[test]
 fn gathered_reads_copy_what_is_not_on_the_node() {
     // t_user (unconfigured) is on ds0, t_merchant (single) on ds1: ds0 holds t_user whole and
@@ -991,17 +1012,9 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
     let p = plan_of(
         "SELECT * FROM t_merchant m LEFT JOIN t_item i ON i.merchant = m.id AND i.qty > 1 WHERE i.x IS NULL",
     );
-    let Plan::Gather(g) = &p else {
-        panic!("expected a gathered read, got {p:?}")
-    };
-    let item = g
-        .ships
-        .iter()
-        .find(|s| s.table == "t_item")
-        .expect("t_item copied");
+    let item = copy_reads(&p, "t_item");
     assert!(
-        item.reads
-            .iter()
+        item.iter()
             .all(|(_, sql)| sql.ends_with("WHERE (i.qty > 1)")),
         "{item:?}"
     );
@@ -1019,14 +1032,9 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
         panic!("expected a gathered read, got {p:?}")
     };
     assert!(g.ships.iter().all(|s| s.table != "x"), "{g:?}");
-    let order = g
-        .ships
-        .iter()
-        .find(|s| s.table == "t_order")
-        .expect("t_order copied");
+    let order = copy_reads(&p, "t_order");
     assert!(
         order
-            .reads
             .iter()
             .all(|(_, sql)| sql == "SELECT * FROM `t_order`"),
         "{order:?}"
@@ -1037,17 +1045,9 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
     let p = plan_of(
         "SELECT id FROM t_merchant WHERE EXISTS (SELECT 1 FROM t_order WHERE user_id = id AND status = 'paid')",
     );
-    let Plan::Gather(g) = &p else {
-        panic!("expected a gathered read, got {p:?}")
-    };
-    let order = g
-        .ships
-        .iter()
-        .find(|s| s.table == "t_order")
-        .expect("t_order copied");
+    let order = copy_reads(&p, "t_order");
     assert!(
         order
-            .reads
             .iter()
             .all(|(_, sql)| sql.ends_with("WHERE (status = 'paid')")),
         "{order:?}"

@@ -149,6 +149,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         read: bool,
         kind: &str,
     ) -> Outcome {
+        if let Plan::InsertSelect(is) = plan {
+            return self.insert_select(is, binary).await;
+        }
         let access = Access::of(read);
         let topo = self.topo.clone();
         let ddl = kind == "ddl" && !matches!(plan, Plan::Refuse { .. });
@@ -178,6 +181,86 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
         }
         r
+    }
+
+    /// INSERT ... SELECT whose rows must move between nodes: the SELECT is planned and read
+    /// like any read (into memory, up to `max_rows_per_statement` rows), then its rows are
+    /// inserted as one INSERT ... VALUES, planned like the client's own (split by node, keys
+    /// generated). Inside a transaction both run in it; in autocommit the read and the
+    /// INSERT are two statements, as an application copying rows would run them.
+    async fn insert_select(
+        &mut self,
+        is: &crate::plan::insert::InsertSelect,
+        binary: bool,
+    ) -> Outcome {
+        let topo = self.topo.clone();
+        let parsed = sql::parse(&is.select);
+        let (plan, _) = self
+            .plan_with_lookups(
+                &is.select,
+                parsed.as_ref().map_err(String::as_str),
+                &[],
+                &topo,
+            )
+            .await;
+        if matches!(plan, Plan::InsertSelect(_)) {
+            return Err(MyError::internal(
+                "shardproxy: the SELECT of an INSERT ... SELECT planned as an INSERT".to_string(),
+            ));
+        }
+        let cap = topo.max_rows_per_statement;
+        let mut read = crate::exec::collect::Collect::new(cap);
+        crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut read).await?;
+        if read.over || read.bad {
+            return Err(MyError::new(
+                crate::error::ER_NOT_SUPPORTED_YET,
+                format!(
+                    "shardproxy: the SELECT of this INSERT ... SELECT into `{}` returns more than {cap} rows (max_rows_per_statement); copy the rows in parts",
+                    is.table
+                ),
+            ));
+        }
+        let (Some(cols), false) = (read.cols.as_ref(), read.rows.is_empty()) else {
+            let status = self.status();
+            let (_, mut sink) = self.sink(binary);
+            let ok = crate::exec::door::OkInfo {
+                info: "Records: 0  Duplicates: 0  Warnings: 0".to_string(),
+                ..Default::default()
+            };
+            crate::exec::door::Sink::ok(&mut sink, &ok, status, false);
+            return Ok(());
+        };
+        let mut sql = is.head.trim_end().to_string();
+        sql.push_str(" VALUES ");
+        for (i, row) in read.rows.iter().enumerate() {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push('(');
+            for (j, v) in row.iter().enumerate() {
+                if j > 0 {
+                    sql.push(',');
+                }
+                match cols.get(j) {
+                    Some(c) => crate::exec::gather::literal(v.as_ref(), c, &mut sql),
+                    None => sql.push_str("NULL"),
+                }
+            }
+            sql.push(')');
+        }
+        sql.push_str(&is.tail);
+        drop(read);
+        let parsed = sql::parse(&sql);
+        let (plan, _) = self
+            .plan_with_lookups(&sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
+            .await;
+        if matches!(plan, Plan::InsertSelect(_)) {
+            return Err(MyError::internal(
+                "shardproxy: an INSERT ... SELECT's rows planned as another INSERT ... SELECT"
+                    .to_string(),
+            ));
+        }
+        Box::pin(self.run_statement(&plan, binary, false, "insert")).await
     }
 
     /// Runs a statement on the node a cached plan resolved; returns the outcome and the rows
@@ -395,6 +478,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Session(_) => "session",
             Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
             Plan::Gather(_) => "gather",
+            Plan::InsertSelect(_) => "insert_select",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
                 reason: message, ..
