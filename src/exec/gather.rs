@@ -16,7 +16,7 @@ use super::door::{Access, Door, NodeError, NodeResult, Prepared, Run, Sink, Stmt
 use super::route;
 use crate::error::MyError;
 use crate::merge::Row;
-use crate::plan::gather::{quoted, Gather, Ship};
+use crate::plan::gather::{quoted, Gather, Ship, Shipped};
 
 /// An INSERT of copied rows is sent once it holds this many bytes.
 const BATCH_BYTES: usize = 512 * 1024;
@@ -29,12 +29,90 @@ pub async fn run<D: Door, K: Sink>(
     cap: u64,
     access: Access,
 ) -> Result<(), NodeError> {
-    let made = copy_all(door, g, cap).await;
+    let made = copy_all(door, &g.ships, &[g.node], cap).await;
+    let mut seen = Warned {
+        inner: sink,
+        warnings: 0,
+    };
     let r = match made {
-        Ok(()) => route::single(door, sink, g.node, Stmt::new(&g.sql, &g.params), access).await,
+        Ok(()) => {
+            let stmt = Stmt::new(&g.sql, &g.params);
+            route::single(door, &mut seen, g.node, stmt, access).await
+        }
         Err(e) => Err(e),
     };
-    drop_copies(door, g, r.is_ok()).await.and(r)
+    // Dropping the copies would empty the node's warnings (GROUP_CONCAT cut at
+    // group_concat_max_len) before the client's SHOW WARNINGS reads them there: copies of a
+    // statement with warnings stay until the next gathered statement replaces them, or the
+    // session ends.
+    if r.is_ok() && seen.warnings > 0 {
+        return r;
+    }
+    drop_copies(door, &g.ships, &[g.node], r.is_ok())
+        .await
+        .and(r)
+}
+
+/// A sink that notes the warnings of what it passes on.
+struct Warned<'k, K> {
+    inner: &'k mut K,
+    warnings: u16,
+}
+
+impl<K: Sink> Sink for Warned<'_, K> {
+    fn binary(&self) -> bool {
+        self.inner.binary()
+    }
+    fn multi_results(&self) -> bool {
+        self.inner.multi_results()
+    }
+    fn columns(&mut self, cols: &[Column], status: mysql_common::constants::StatusFlags) {
+        self.inner.columns(cols, status)
+    }
+    fn row(&mut self, row: &[Option<Value>], cols: &[Column]) {
+        self.inner.row(row, cols)
+    }
+    fn raw_row(&mut self, payload: &[u8]) {
+        self.inner.raw_row(payload)
+    }
+    fn end(&mut self, status: mysql_common::constants::StatusFlags, warnings: u16, more: bool) {
+        self.warnings = self.warnings.saturating_add(warnings);
+        self.inner.end(status, warnings, more)
+    }
+    fn ok(
+        &mut self,
+        ok: &super::door::OkInfo,
+        status: mysql_common::constants::StatusFlags,
+        more: bool,
+    ) {
+        self.warnings = self.warnings.saturating_add(ok.warnings);
+        self.inner.ok(ok, status, more)
+    }
+    async fn flush_some(&mut self) -> std::io::Result<()> {
+        self.inner.flush_some().await
+    }
+    fn written(&self) -> u64 {
+        self.inner.written()
+    }
+}
+
+/// Runs a plan after copying tables to each of its nodes ([`Shipped`]).
+pub async fn shipped<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    s: &Shipped,
+    topo: &crate::config::Topology,
+    access: Access,
+) -> Result<(), MyError> {
+    let made = copy_all(door, &s.ships, &s.nodes, topo.max_rows_per_statement).await;
+    let r = match made {
+        Ok(()) => Box::pin(super::run(&s.then, topo, access, door, sink)).await,
+        Err(e) => Err(MyError::from(e)),
+    };
+    drop_copies(door, &s.ships, &s.nodes, r.is_ok())
+        .await
+        .map_err(MyError::from)
+        .and(r)
 }
 
 /// Prepares a gathered statement on its node (empty copies stand in for the tables), for the
@@ -51,24 +129,39 @@ pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, Node
         Ok(()) => door.prepare(g.node, &g.sql).await,
         Err(e) => Err(e),
     };
-    drop_copies(door, g, r.is_ok()).await.and(r)
+    drop_copies(door, &g.ships, &[g.node], r.is_ok())
+        .await
+        .and(r)
 }
 
-async fn copy_all<D: Door>(door: &mut D, g: &Gather, cap: u64) -> Result<(), NodeError> {
-    // Inside a transaction the node's own rows are read in its branch, like the others'.
-    door.enter(&[g.node], Access::Read).await?;
+/// Creates each copy on every target node and fills it: a target's own rows with INSERT ...
+/// SELECT there, other nodes' read once through the proxy and inserted on each target.
+async fn copy_all<D: Door>(
+    door: &mut D,
+    ships: &[Ship],
+    targets: &[usize],
+    cap: u64,
+) -> Result<(), NodeError> {
+    // Inside a transaction a node's own rows are read in its branch, like the others'.
+    door.enter(targets, Access::Read).await?;
     let mut copied = 0u64;
-    for s in &g.ships {
-        create(door, g.node, s).await?;
+    for s in ships {
+        for &t in targets {
+            create(door, t, s).await?;
+        }
         for (node, select) in &s.reads {
-            if *node == g.node {
+            if targets.contains(node) {
                 let sql = format!("INSERT INTO {} {select}", quoted(&s.temp));
-                door.run_on(g.node, &sql).await?;
+                door.run_on(*node, &sql).await?;
+            }
+            if targets.iter().all(|t| t == node) {
                 continue;
             }
             let batches = read_rows(door, *node, select, &s.temp, cap, &mut copied).await?;
-            for sql in &batches {
-                door.run_on(g.node, sql).await?;
+            for &t in targets.iter().filter(|t| *t != node) {
+                for sql in &batches {
+                    door.run_on(t, sql).await?;
+                }
             }
         }
     }
@@ -108,18 +201,25 @@ async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<(), Node
 
 /// Drops the copies; `report`: a failure to drop is the statement's error (else the
 /// statement's own error stands).
-async fn drop_copies<D: Door>(door: &mut D, g: &Gather, report: bool) -> Result<(), NodeError> {
-    if g.ships.is_empty() {
+async fn drop_copies<D: Door>(
+    door: &mut D,
+    ships: &[Ship],
+    targets: &[usize],
+    report: bool,
+) -> Result<(), NodeError> {
+    if ships.is_empty() {
         return Ok(());
     }
-    let names: Vec<String> = g.ships.iter().map(|s| quoted(&s.temp)).collect();
-    let r = door
-        .run_on(
-            g.node,
-            &format!("DROP TEMPORARY TABLE IF EXISTS {}", names.join(", ")),
-        )
-        .await;
-    match r {
+    let names: Vec<String> = ships.iter().map(|s| quoted(&s.temp)).collect();
+    let sql = format!("DROP TEMPORARY TABLE IF EXISTS {}", names.join(", "));
+    let mut first = Ok(());
+    for &t in targets {
+        let r = door.run_on(t, &sql).await;
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    match first {
         Err(e) if report => Err(e),
         _ => Ok(()),
     }
@@ -485,6 +585,73 @@ mod tests {
             d.sql_on(0).last().map(String::as_str),
             Some("DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`")
         );
+    }
+
+    #[tokio::test]
+    async fn shipped_copies_go_to_every_node_of_the_plan() {
+        use crate::plan::{OkMerge, Plan, Target};
+        let mut d = door();
+        d.answer(1, "JOIN", Canned::rows(&["n"], &[&["on ds1"]]));
+        let ship = gather().ships.remove(0);
+        let target = |node| Target {
+            node,
+            sql: "SELECT n FROM t_order o JOIN `__sp_ship_0` AS t_user ON o.u = t_user.user_id"
+                .into(),
+            params: Vec::new(),
+        };
+        let s = Shipped {
+            ships: vec![ship],
+            nodes: vec![0, 1],
+            then: Plan::Scatter {
+                targets: vec![target(0), target(1)],
+                ok: OkMerge::Sum,
+                merge: None,
+            },
+            sql: String::new(),
+            why: "test".into(),
+        };
+        let topo = crate::plan::rules_tests::topo();
+        let mut sink = RecordSink::text();
+        shipped(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        let mut rows = sink.rows();
+        rows.sort();
+        assert_eq!(
+            rows,
+            vec![
+                vec![Some("joined".to_string())],
+                vec![Some("on ds1".to_string())]
+            ]
+        );
+        // Each node's own rows are copied there; the other's go through the proxy once.
+        let on1 = d.sql_on(1);
+        assert!(
+            on1.contains(&"INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`".to_string()),
+            "{on1:?}"
+        );
+        assert_eq!(
+            on1.iter()
+                .filter(|s| s.as_str() == "SELECT * FROM `t_user`")
+                .count(),
+            1
+        );
+        let on0 = d.sql_on(0);
+        assert!(
+            on0.contains(&"INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`".to_string()),
+            "{on0:?}"
+        );
+        assert!(
+            on0.iter()
+                .any(|s| s.starts_with("INSERT INTO `__sp_ship_0` VALUES (1,")),
+            "{on0:?}"
+        );
+        for log in [&on0, &on1] {
+            assert_eq!(
+                log.last().map(String::as_str),
+                Some("DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`")
+            );
+        }
     }
 
     #[tokio::test]

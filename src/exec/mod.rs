@@ -110,6 +110,7 @@ pub async fn run<D: Door, K: Sink>(
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
+        Plan::Shipped(s) => return gather::shipped(door, sink, s, topo, access).await,
         // The session reads the SELECT and plans the INSERT of its rows.
         Plan::InsertSelect(_) => {
             return Err(MyError::internal(

@@ -48,6 +48,38 @@ pub fn anchors(q: &Query, sharded: &dyn Fn(&str) -> bool) -> Result<Vec<Anchor>,
     Ok(out)
 }
 
+/// The tables (name, alias) in the outermost SELECT's FROM and its joins (nested joins
+/// included, derived tables not).
+pub fn top_tables(q: &Query) -> Vec<Anchor> {
+    fn of(f: &TableFactor, out: &mut Vec<Anchor>) {
+        match f {
+            TableFactor::Table { name, alias, .. } => out.push((
+                table_name(name),
+                alias.as_ref().map(|a| a.name.value.clone()),
+            )),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => {
+                of(&table_with_joins.relation, out);
+                for j in &table_with_joins.joins {
+                    of(&j.relation, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let SetExpr::Select(s) = q.body.as_ref() {
+        for twj in &s.from {
+            of(&twj.relation, &mut out);
+            for j in &twj.joins {
+                of(&j.relation, &mut out);
+            }
+        }
+    }
+    out
+}
+
 /// Does this part of the statement name a sharded table anywhere?
 fn reads_sharded<V: Visit>(v: &V, sharded: &dyn Fn(&str) -> bool) -> bool {
     visit_relations(v, |name| {

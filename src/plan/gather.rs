@@ -20,7 +20,8 @@ use sqlparser::ast::{
 };
 
 use super::uses::{Placement, Use};
-use super::{refuse, Plan, Planner};
+
+use super::{refuse, Plan, Planner, Target};
 use crate::routing::TableRule;
 use crate::sql::table_name;
 
@@ -130,23 +131,60 @@ impl Planner<'_> {
             };
             placed.push((t.clone(), written.clone(), nodes));
         }
+        if !self.copies.is_empty() {
+            // Already planning with copies on every node: that did not decompose.
+            return refuse(why);
+        }
+        match self.ship_to_anchor(q, &placed, &ctes, &why) {
+            Ok(Some(plan)) => return plan,
+            Ok(None) => {}
+            Err(wait) => return *wait,
+        }
         let Some(node) = gathering_node(&placed) else {
             return no("without a table to gather");
         };
+        let copied: Vec<&(String, String, Vec<usize>)> = placed
+            .iter()
+            .filter(|(_, _, n)| n.as_slice() != [node])
+            .collect();
+        let ships = match self.ships(&copied) {
+            Ok(s) => s,
+            Err(wait) => return *wait,
+        };
+        let renames: Vec<(String, String)> = ships
+            .iter()
+            .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
+            .collect();
+        let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes) else {
+            return no("where the table names cannot be located in the statement's text");
+        };
+        match crate::sql::parse(&sql) {
+            Ok(p) if p.param_count() == self.parsed.param_count() => {}
+            _ => return no("where renaming its tables changed the statement"),
+        }
+        Plan::Gather(Box::new(Gather {
+            node,
+            ships,
+            sql,
+            params: self.params.to_vec(),
+            why,
+        }))
+    }
+
+    /// The copies of these tables (`(table, as written, nodes holding its rows)`), each read
+    /// with the filter its use allows; `Err`: the plan that must come first (a column list).
+    fn ships(&self, copied: &[&(String, String, Vec<usize>)]) -> Result<Vec<Ship>, Box<Plan>> {
         let mut ships = Vec::new();
-        for (t, written, nodes) in &placed {
-            if nodes.as_slice() == [node] {
-                continue;
-            }
+        for (t, written, nodes) in copied.iter().map(|c| (&c.0, &c.1, &c.2)) {
             let columns = (self.ctx.columns)(None, t);
             let filter = match pushdown(self.stmt, t, columns.as_deref()) {
                 Pushdown::Filter(alias, cond) => Some((alias, cond)),
                 Pushdown::None => None,
                 Pushdown::NeedColumns => {
-                    return Plan::NeedColumns {
+                    return Err(Box::new(Plan::NeedColumns {
                         schema: None,
                         table: t.clone(),
-                    }
+                    }))
                 }
             };
             let select = match &filter {
@@ -174,25 +212,151 @@ impl Planner<'_> {
                 reads: nodes.iter().map(|&n| (n, select.clone())).collect(),
             });
         }
+        Ok(ships)
+    }
+
+    /// The cheaper way when it is right: keep the largest group of tables the query joins on
+    /// equal shard keys (sharded alike) where it is, copy every other table, when each sits on
+    /// one node (a lookup table), to each of its nodes, and run the statement there as if
+    /// those were broadcast tables (scattered and merged, or routed). The sharded rows never
+    /// move. `Ok(None)`: no such plan; the statement is gathered on one node.
+    fn ship_to_anchor(
+        &self,
+        q: &Query,
+        placed: &[(String, String, Vec<usize>)],
+        ctes: &[String],
+        why: &str,
+    ) -> Result<Option<Plan>, Box<Plan>> {
+        let (uses, links) = super::uses::collect_linked(self.stmt, self);
+        let mut parent: Vec<usize> = (0..uses.len()).collect();
+        fn root(p: &mut [usize], mut i: usize) -> usize {
+            while p[i] != i {
+                p[i] = p[p[i]];
+                i = p[i];
+            }
+            i
+        }
+        for &(a, b) in &links {
+            if a < parent.len() && b < parent.len() {
+                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+                parent[ra] = rb;
+            }
+        }
+        // Candidates: hash_slot tables in the outermost FROM; the best keeps the most uses.
+        let mut best: Option<(usize, Vec<String>)> = None;
+        for (t, alias) in super::decompose::top_tables(q) {
+            if !matches!(self.topo.table(&t), Some(TableRule::HashSlot { .. })) {
+                continue;
+            }
+            let Some(i) = uses.iter().position(|u| u.table == t && u.alias == alias) else {
+                continue;
+            };
+            let r = root(&mut parent, i);
+            let kept: Vec<usize> = (0..uses.len())
+                .filter(|&j| root(&mut parent, j) == r)
+                .collect();
+            let mut copies: Vec<String> = Vec::new();
+            let mut split = false;
+            for (name, _, _) in placed {
+                let inside = kept.iter().any(|&j| uses[j].table == *name);
+                let outside = (0..uses.len()).any(|j| uses[j].table == *name && !kept.contains(&j));
+                if inside && outside {
+                    split = true;
+                }
+                if !inside {
+                    copies.push(name.clone());
+                }
+            }
+            // Only tables on one node are copied to every node: copying a sharded table N
+            // times costs more than gathering it once (without row counts to weigh them).
+            let sharded_copy = placed
+                .iter()
+                .any(|(name, _, nodes)| copies.contains(name) && nodes.len() > 1);
+            if split || copies.is_empty() || sharded_copy {
+                continue;
+            }
+            if best.as_ref().is_none_or(|(n, _)| kept.len() > *n) {
+                best = Some((kept.len(), copies));
+            }
+        }
+        let Some((_, copies)) = best else {
+            return Ok(None);
+        };
+        let sub = Planner {
+            slots: Default::default(),
+            missing: Default::default(),
+            values: Default::default(),
+            moving: self.moving,
+            ctx: self.ctx,
+            sql: self.sql,
+            stmt: self.stmt,
+            parsed: self.parsed,
+            params: self.params,
+            topo: self.topo,
+            copies: copies.clone(),
+        };
+        let plan = sub.select(q);
+        if !sub.missing.borrow().is_empty() {
+            return Ok(None);
+        }
+        let nodes = match &plan {
+            Plan::Route(t) => vec![t.node],
+            Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
+            _ => return Ok(None),
+        };
+        let copied: Vec<&(String, String, Vec<usize>)> = placed
+            .iter()
+            .filter(|(t, _, _)| copies.contains(t))
+            .collect();
+        let ships = self.ships(&copied)?;
         let renames: Vec<(String, String)> = ships
             .iter()
             .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
             .collect();
-        let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes) else {
-            return no("where the table names cannot be located in the statement's text");
+        let rename = |t: &mut Target| -> Option<()> {
+            let parsed = crate::sql::parse(&t.sql).ok()?;
+            let sql = renamed(&t.sql, &parsed.stmt, &renames, ctes)?;
+            let again = crate::sql::parse(&sql).ok()?;
+            (again.param_count() == parsed.param_count()).then_some(())?;
+            t.sql = sql;
+            Some(())
         };
-        match crate::sql::parse(&sql) {
-            Ok(p) if p.param_count() == self.parsed.param_count() => {}
-            _ => return no("where renaming its tables changed the statement"),
+        let mut plan = plan;
+        let ok = match &mut plan {
+            Plan::Route(t) => rename(t).is_some(),
+            Plan::Scatter { targets, .. } => targets.iter_mut().all(|t| rename(t).is_some()),
+            _ => false,
+        };
+        let Some(sql) = renamed(self.sql, self.stmt, &renames, ctes) else {
+            return Ok(None);
+        };
+        if !ok {
+            return Ok(None);
         }
-        Plan::Gather(Box::new(Gather {
-            node,
+        self.slots.borrow_mut().extend(sub.slots.take());
+        Ok(Some(Plan::Shipped(Box::new(Shipped {
             ships,
+            nodes,
+            then: plan,
             sql,
-            params: self.params.to_vec(),
-            why,
-        }))
+            why: why.to_string(),
+        }))))
     }
+}
+
+/// Tables copied to every node a plan runs on, then the plan, whose statements read the
+/// copies as broadcast tables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shipped {
+    pub ships: Vec<Ship>,
+    /// Where the copies go: the nodes `then` runs on.
+    pub nodes: Vec<usize>,
+    pub then: Plan,
+    /// The client's statement reading the copies (prepared against empty copies for a
+    /// COM_STMT_PREPARE's metadata).
+    pub sql: String,
+    /// Why no node could answer over its own rows as the tables are placed.
+    pub why: String,
 }
 
 /// Does a rule's table have rows being moved (copies on two nodes)?

@@ -154,6 +154,8 @@ pub enum Plan {
     DualWrite(Box<moving::DualWrite>),
     /// A read no node answers over its own rows: tables copied to one node, run there.
     Gather(Box<gather::Gather>),
+    /// Tables copied to every node a plan runs on, then the plan (reading them there).
+    Shipped(Box<gather::Shipped>),
     /// An INSERT ... SELECT whose rows must move: the SELECT read, its rows inserted.
     InsertSelect(Box<insert::InsertSelect>),
     /// A write to slots at the freeze step of their move: it waits for the next step, then
@@ -247,6 +249,15 @@ impl Plan {
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
+            Plan::Shipped(s) => {
+                let mut v = s.nodes.clone();
+                for sh in &s.ships {
+                    v.extend(sh.reads.iter().map(|(n, _)| *n));
+                }
+                v.sort_unstable();
+                v.dedup();
+                v
+            }
             Plan::Gather(g) => {
                 let mut v = vec![g.node];
                 for s in &g.ships {
@@ -374,6 +385,22 @@ impl fmt::Display for PlanDescription<'_> {
                     }
                 }
                 writeln!(f, "  then on {}: {}", name(g.node), g.sql)
+            }
+            Plan::Shipped(s) => {
+                let names: Vec<&str> = s.nodes.iter().map(|n| name(*n)).collect();
+                writeln!(
+                    f,
+                    "Shipped: {} (the other tables copied to each of {}, then run there as if broadcast)",
+                    s.why,
+                    names.join(", ")
+                )?;
+                for sh in &s.ships {
+                    writeln!(f, "  copy `{}` into temporary table {}:", sh.table, sh.temp)?;
+                    for (n, sql) in &sh.reads {
+                        writeln!(f, "     {}: {sql}", name(*n))?;
+                    }
+                }
+                write!(f, "  then: {}", s.then.describe(self.topo))
             }
             Plan::InsertSelect(i) => {
                 writeln!(
@@ -538,6 +565,7 @@ pub fn plan_traced(
         params,
         topo,
         ctx,
+        copies: Vec::new(),
     };
     let plan = planner.plan();
     let mut missing = planner.missing.take();
@@ -787,6 +815,8 @@ struct Planner<'a> {
     parsed: &'a Parsed,
     params: &'a [Value],
     topo: &'a Topology,
+    /// Tables this plan copies to every node it runs on first: read as broadcast tables.
+    copies: Vec<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -831,6 +861,7 @@ impl<'a> Planner<'a> {
                     params: self.params,
                     topo: self.topo,
                     ctx: self.ctx,
+                    copies: Vec::new(),
                 }
                 .plan();
                 match inner {
@@ -1069,6 +1100,9 @@ impl<'a> Planner<'a> {
     }
 
     fn placement(&self, u: &Use) -> Placement {
+        if self.copies.contains(&u.table) {
+            return Placement::Anywhere;
+        }
         match self.topo.table(&u.table) {
             None => Placement::Nodes(vec![self.topo.default_node]),
             Some(TableRule::Broadcast) => Placement::Anywhere,

@@ -425,7 +425,13 @@ pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Resul
             _ => return Err("this select item form over several nodes".into()),
         }
     }
-    b.grouping = !group_exprs.is_empty() || item_aggs.iter().any(Option::is_some);
+    // An item over aggregates (`100 * SUM(a) / SUM(b)`) groups too, with no aggregate of
+    // its own in the list: each node's rows would be appended otherwise.
+    b.grouping = !group_exprs.is_empty()
+        || item_aggs.iter().any(Option::is_some)
+        || b.items
+            .iter()
+            .any(|(e, _)| e.as_ref().is_some_and(contains_agg));
     if b.wildcard && (b.grouping || s.having.is_some()) {
         return Err("SELECT * with GROUP BY or aggregates over several nodes".into());
     }

@@ -108,11 +108,13 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     )
 }
 
-/// The gathered plan's reason (why no node could answer over its own rows).
+/// Why a read copies tables (on one node, or to each node of its sharded tables): no node
+/// could answer over its own rows.
 pub(super) fn gathered(p: &Plan) -> &str {
     match p {
         Plan::Gather(g) => &g.why,
-        other => panic!("expected a gathered read, got {other:?}"),
+        Plan::Shipped(s) => &s.why,
+        other => panic!("expected a read over copies, got {other:?}"),
     }
 }
 
@@ -956,55 +958,79 @@ fn planning_random_bytes_never_panics() {
     }
 }
 
-/// The reads that fill the copy of `table` in a gathered plan.
+/// The reads that fill the copy of `table` in a plan over copies.
 fn copy_reads<'p>(p: &'p Plan, table: &str) -> &'p [(usize, String)] {
-    let Plan::Gather(g) = p else {
-        panic!("expected a gathered read, got {p:?}")
+    let ships = match p {
+        Plan::Gather(g) => &g.ships,
+        Plan::Shipped(s) => &s.ships,
+        other => panic!("expected a read over copies, got {other:?}"),
     };
-    match g.ships.iter().find(|s| s.table == table) {
+    match ships.iter().find(|s| s.table == table) {
         Some(s) => &s.reads,
-        None => panic!("`{table}` is not copied: {g:?}"),
+        None => panic!("`{table}` is not copied: {p:?}"),
     }
 }
 
 #[test]
+fn an_item_over_aggregates_alone_still_groups_the_nodes_rows() {
+    let p = plan_of(
+        "SELECT 100.00 * SUM(CASE WHEN status = 'x' THEN a ELSE 0 END) / SUM(a) FROM t_order",
+    );
+    let Plan::Scatter { merge: Some(m), .. } = &p else {
+        panic!("expected a merged scatter, got {p:?}")
+    };
+    assert!(m.group.is_some(), "{m:?}");
+}
+
+#[test]
 fn gathered_reads_copy_what_is_not_on_the_node() {
-    // t_user (unconfigured) is on ds0, t_merchant (single) on ds1: ds0 holds t_user whole and
-    // a part of t_order, so it gathers.
+    // t_order (sharded) joined with t_user (unconfigured: ds0) and t_merchant (single: ds1):
+    // both copied to each node of t_order, where the statement runs as over broadcast tables.
     let p = plan_of(
         "SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.id = o.merchant AND m.kind = 'big' JOIN t_user u ON u.id = o.user_id WHERE o.status = 'paid' AND m.id > 3 AND u.id + o.a > 1",
     );
-    let Plan::Gather(g) = &p else {
-        panic!("expected a gathered read, got {p:?}")
+    let Plan::Shipped(s) = &p else {
+        panic!("expected copies to t_order's nodes, got {p:?}")
     };
-    assert_eq!(g.node, 0);
-    let copied: Vec<&str> = g.ships.iter().map(|s| s.table.as_str()).collect();
-    assert_eq!(copied, vec!["t_order", "t_merchant"], "{g:?}");
+    assert_eq!(s.nodes, vec![0, 1]);
+    let copied: Vec<&str> = s.ships.iter().map(|s| s.table.as_str()).collect();
+    assert_eq!(copied, vec!["t_merchant", "t_user"], "{s:?}");
     // Each copy reads the rows its own conjuncts allow; a conjunct over two tables stays.
     assert_eq!(
-        g.ships[0].reads,
-        vec![
-            (
-                0,
-                "SELECT `o`.* FROM `t_order` AS `o` WHERE (o.status = 'paid')".to_string()
-            ),
-            (
-                1,
-                "SELECT `o`.* FROM `t_order` AS `o` WHERE (o.status = 'paid')".to_string()
-            ),
-        ]
-    );
-    assert_eq!(
-        g.ships[1].reads,
+        copy_reads(&p, "t_merchant"),
         vec![(
             1,
             "SELECT `m`.* FROM `t_merchant` AS `m` WHERE (m.id > 3) AND (m.kind = 'big')"
                 .to_string()
         )]
     );
+    let Plan::Scatter { targets, .. } = &s.then else {
+        panic!("expected a scatter over the copies, got {:?}", s.then)
+    };
+    assert_eq!(
+        targets[0].sql,
+        "SELECT o.order_id, m.name FROM t_order o JOIN `__sp_ship_0` m ON m.id = o.merchant AND m.kind = 'big' JOIN `__sp_ship_1` u ON u.id = o.user_id WHERE o.status = 'paid' AND m.id > 3 AND u.id + o.a > 1"
+    );
+
+    // Without a sharded table at the top, everything is gathered on the node holding most:
+    // t_merchant (ds1) copied to ds0, where t_user is.
+    let p = plan_of(
+        "SELECT m.name FROM t_merchant m JOIN t_user u ON u.id = m.owner WHERE m.kind = 'big'",
+    );
+    let Plan::Gather(g) = &p else {
+        panic!("expected a gathered read, got {p:?}")
+    };
+    assert_eq!(g.node, 0);
     assert_eq!(
         g.sql,
-        "SELECT o.order_id, m.name FROM `__sp_ship_0` o JOIN `__sp_ship_1` m ON m.id = o.merchant AND m.kind = 'big' JOIN t_user u ON u.id = o.user_id WHERE o.status = 'paid' AND m.id > 3 AND u.id + o.a > 1"
+        "SELECT m.name FROM `__sp_ship_0` m JOIN t_user u ON u.id = m.owner WHERE m.kind = 'big'"
+    );
+    assert_eq!(
+        copy_reads(&p, "t_merchant"),
+        vec![(
+            1,
+            "SELECT `m`.* FROM `t_merchant` AS `m` WHERE (m.kind = 'big')".to_string()
+        )]
     );
 
     // The NULL-extended side of a LEFT JOIN keeps its WHERE conjuncts to itself (a copy

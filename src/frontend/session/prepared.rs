@@ -121,6 +121,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             });
             match plan {
                 crate::plan::Plan::Gather(g) => return Some(*g),
+                // Prepared on one of its nodes against empty copies, for the metadata.
+                crate::plan::Plan::Shipped(s) => {
+                    let s = *s;
+                    return Some(crate::plan::gather::Gather {
+                        node: *s.nodes.first()?,
+                        ships: s.ships,
+                        sql: s.sql,
+                        params: Vec::new(),
+                        why: s.why,
+                    });
+                }
                 crate::plan::Plan::NeedColumns { schema, table } => {
                     let schema = schema.as_deref();
                     let cols = crate::exec::columns::read(&mut self.nodes, topo, schema, &table)

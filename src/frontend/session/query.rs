@@ -478,6 +478,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Session(_) => "session",
             Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
             Plan::Gather(_) => "gather",
+            Plan::Shipped(_) => "shipped",
             Plan::InsertSelect(_) => "insert_select",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
