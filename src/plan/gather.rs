@@ -99,6 +99,7 @@ impl Planner<'_> {
         if qualified {
             return no("with a table named with its database");
         }
+
         // Where each table's rows are (broadcast tables: everywhere, nothing to copy).
         let mut placed: Vec<(String, String, Vec<usize>)> = Vec::new();
         for (t, written) in &tables {
@@ -134,6 +135,20 @@ impl Planner<'_> {
         if !self.copies.is_empty() {
             // Already planning with copies on every node: that did not decompose.
             return refuse(why);
+        }
+        // Column lists first, where the statement names columns without a table: with them
+        // the planner knows which table each names (`WHERE l_orderkey = o_orderkey` may join
+        // on equal shard keys after all), and which conjuncts a copy can filter by.
+        if unqualified_columns(self.stmt) {
+            if let Some((t, _)) = tables
+                .iter()
+                .find(|(t, _)| (self.ctx.columns)(None, t).is_none())
+            {
+                return Plan::NeedColumns {
+                    schema: None,
+                    table: t.clone(),
+                };
+            }
         }
         match self.ship_to_anchor(q, &placed, &ctes, &why) {
             Ok(Some(plan)) => return plan,
@@ -357,6 +372,18 @@ pub struct Shipped {
     pub sql: String,
     /// Why no node could answer over its own rows as the tables are placed.
     pub why: String,
+}
+
+/// Does the statement name a column without its table?
+fn unqualified_columns(stmt: &Statement) -> bool {
+    sqlparser::ast::visit_expressions(stmt, |e: &Expr| {
+        if matches!(e, Expr::Identifier(_)) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .is_break()
 }
 
 /// Does a rule's table have rows being moved (copies on two nodes)?

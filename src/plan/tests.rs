@@ -81,9 +81,15 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         n.set(n.get() + 1);
         Ok(n.get() * 10_000 + u64::from(slot))
     };
-    let columns = |schema: Option<&str>, t: &str| {
-        (t == "t_order" && matches!(schema, None | Some("shop")))
-            .then(|| vec!["order_id".to_string(), "user_id".into(), "status".into()].into())
+    let columns = |schema: Option<&str>, t: &str| match (t, schema) {
+        ("t_order", None | Some("shop")) => {
+            Some(vec!["order_id".to_string(), "user_id".into(), "status".into()].into())
+        }
+        ("t_merchant", None) => Some(vec!["id".to_string(), "name".into(), "kind".into()].into()),
+        ("t_item", None) => {
+            Some(vec!["item_id".to_string(), "order_id".into(), "user_id".into()].into())
+        }
+        _ => None,
     };
     let primary_key = |_: Option<&str>, t: &str| match t {
         "t_mv" => Some(vec!["`id`".to_string()].into()),
@@ -972,6 +978,24 @@ fn copy_reads<'p>(p: &'p Plan, table: &str) -> &'p [(usize, String)] {
 }
 
 #[test]
+fn unqualified_shard_keys_join_where_mariadb_resolves_them() {
+    // `user_id` in the subquery is t_item's (its FROM has the column): the same key as the
+    // outer row's, so each node answers over its own rows.
+    let p = plan_of(
+        "SELECT order_id FROM t_order WHERE EXISTS (SELECT 1 FROM t_item WHERE user_id = t_order.user_id)",
+    );
+    assert!(matches!(&p, Plan::Scatter { .. }), "{p:?}");
+    // Both tables have `user_id`: the name is ambiguous (MariaDB refuses it), no join on keys.
+    let p = plan_of("SELECT 1 FROM t_order o JOIN t_item i ON user_id = i.user_id");
+    assert!(gathered(&p).contains("different nodes"), "{p:?}");
+    // A table whose columns are not known may hold the name: no join on keys either.
+    let p = plan_of(
+        "SELECT 1 FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i JOIN t_user u ON u.id = i.order_id WHERE user_id = o.user_id)",
+    );
+    assert!(!matches!(&p, Plan::Scatter { .. }), "{p:?}");
+}
+
+#[test]
 fn an_item_over_aggregates_alone_still_groups_the_nodes_rows() {
     let p = plan_of(
         "SELECT 100.00 * SUM(CASE WHEN status = 'x' THEN a ELSE 0 END) / SUM(a) FROM t_order",
@@ -1082,7 +1106,7 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
     let p =
         plan_of("SELECT id FROM t_merchant m WHERE EXISTS (SELECT 1 FROM t_user WHERE x = m.id)");
     assert!(
-        matches!(&p, Plan::NeedColumns { table, .. } if table == "t_merchant"),
+        matches!(&p, Plan::NeedColumns { table, .. } if table == "t_user"),
         "{p:?}"
     );
 

@@ -54,11 +54,20 @@ struct Collector<'p, 'a> {
     links: Vec<(usize, usize)>,
     /// Every relation name the statement mentions.
     all: Vec<String>,
+    /// The SELECTs being visited, outermost first: the range of `keyed` their FROM holds,
+    /// and whether it also holds something else (a derived table: columns not known).
+    scopes: Vec<(std::ops::Range<usize>, bool)>,
 }
 
 impl Collector<'_, '_> {
-    /// The latest use (innermost scope) whose shard key this qualified column names.
+    /// The latest use (innermost scope) whose shard key this qualified column names; for an
+    /// unqualified column, the use MariaDB resolves it to (the innermost SELECT whose FROM
+    /// has a table with that column), when every table in the way has a known column list
+    /// and exactly one of them has the column.
     fn key_use(&self, e: &Expr) -> Option<usize> {
+        if let Expr::Identifier(id) = e {
+            return self.unqualified_use(&id.value);
+        }
         if !matches!(e, Expr::CompoundIdentifier(_)) {
             return None;
         }
@@ -66,6 +75,30 @@ impl Collector<'_, '_> {
             let (k, _) = self.planner.key_column(&u.table, u.alias.as_deref())?;
             k.matches(e).then_some(i)
         })
+    }
+
+    fn unqualified_use(&self, column: &str) -> Option<usize> {
+        for (range, opaque) in self.scopes.iter().rev() {
+            if *opaque {
+                return None;
+            }
+            let mut found = None;
+            for i in range.clone() {
+                let cols = (self.planner.ctx.columns)(None, &self.keyed[i].table)?;
+                if cols.iter().any(|c| c.eq_ignore_ascii_case(column)) {
+                    if found.is_some() {
+                        return None;
+                    }
+                    found = Some(i);
+                }
+            }
+            if let Some(i) = found {
+                let u = &self.keyed[i];
+                let (k, _) = self.planner.key_column(&u.table, u.alias.as_deref())?;
+                return k.column.eq_ignore_ascii_case(column).then_some(i);
+            }
+        }
+        None
     }
 
     fn find_use(&self, table: &str, alias: Option<&str>) -> Option<usize> {
@@ -113,6 +146,13 @@ impl Visitor for Collector<'_, '_> {
     type Break = ();
 
     fn pre_visit_select(&mut self, select: &Select) -> ControlFlow<()> {
+        let first = self.keyed.len();
+        let mut opaque = false;
+        for twj in &select.from {
+            let factors =
+                std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
+            opaque |= factors.into_iter().any(|f| factor_name(f).is_none());
+        }
         for twj in &select.from {
             let factors =
                 std::iter::once(&twj.relation).chain(twj.joins.iter().map(|j| &j.relation));
@@ -151,6 +191,7 @@ impl Visitor for Collector<'_, '_> {
                 }
             }
         }
+        self.scopes.push((first..self.keyed.len(), opaque));
         // Equalities between shard keys, in WHERE and in JOIN ... ON / USING.
         let mut eqs: Vec<(&Expr, &Expr)> = Vec::new();
         if let Some(w) = &select.selection {
@@ -200,6 +241,11 @@ impl Visitor for Collector<'_, '_> {
         ControlFlow::Continue(())
     }
 
+    fn post_visit_select(&mut self, _select: &Select) -> ControlFlow<()> {
+        self.scopes.pop();
+        ControlFlow::Continue(())
+    }
+
     fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<()> {
         self.all.push(table_name(relation));
         ControlFlow::Continue(())
@@ -219,6 +265,7 @@ pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec
         keyed: Vec::new(),
         links: Vec::new(),
         all: Vec::new(),
+        scopes: Vec::new(),
     };
     let _ = stmt.visit(&mut c);
     let mut uses = c.keyed;
