@@ -331,9 +331,9 @@ fn inserts_without_a_column_list_name_the_tables_columns() {
     ));
     // Columns not known yet: read them first.
     assert_eq!(
-        plan_of("INSERT INTO t_item VALUES (1, 2)"),
+        plan_of("INSERT INTO shop.t_item VALUES (1, 2)"),
         Plan::NeedColumns {
-            schema: None,
+            schema: Some("shop".into()),
             table: "t_item".into()
         }
     );
