@@ -552,8 +552,25 @@ async fn the_target_killed_during_the_move_fails_no_write_and_the_move_finishes(
         mut ops_a,
         workers,
     } = Bed::start(c, "meta_mig_kill", "t_mig_k", ROWS, KEYS, "RATE 1000 AUTO").await;
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    // The target dies in the middle of the backfill, under dual writes.
+    // The target dies in the middle of the backfill, under dual writes: once rows are copied
+    // (a fixed delay raced a slow start on a loaded machine: nothing copied yet, nothing for
+    // the verify to find), so that writes to them while it is down leave stale copies.
+    let start = Instant::now();
+    loop {
+        let m = migration(&mut ops_a, "1").await;
+        if m.get("rows_copied")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            >= 500
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the backfill copied nothing: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     c.kill_node(2);
     let start = Instant::now();
     let reported = loop {
