@@ -104,12 +104,13 @@ pub async fn shipped<D: Door, K: Sink>(
     topo: &crate::config::Topology,
     access: Access,
 ) -> Result<(), MyError> {
-    let made = copy_all(door, &s.ships, &s.nodes, topo.max_rows_per_statement).await;
+    let nodes = s.nodes();
+    let made = copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement).await;
     let r = match made {
         Ok(()) => Box::pin(super::run(&s.then, topo, access, door, sink)).await,
         Err(e) => Err(MyError::from(e)),
     };
-    drop_copies(door, &s.ships, &s.nodes, r.is_ok())
+    drop_copies(door, &s.ships, &nodes, r.is_ok())
         .await
         .map_err(MyError::from)
         .and(r)
@@ -273,7 +274,8 @@ async fn read_rows<D: Door>(
     Ok(out)
 }
 
-fn tuple(row: &Row, cols: &[Column], out: &mut String) {
+/// A row as a `(...)` tuple of literals ([`literal`]).
+pub fn tuple(row: &Row, cols: &[Column], out: &mut String) {
     out.push('(');
     for (i, v) in row.iter().enumerate() {
         if i > 0 {
@@ -601,7 +603,6 @@ mod tests {
         };
         let s = Shipped {
             ships: vec![ship],
-            nodes: vec![0, 1],
             then: Plan::Scatter {
                 targets: vec![target(0), target(1)],
                 ok: OkMerge::Sum,

@@ -166,10 +166,7 @@ impl Planner<'_> {
             Ok(s) => s,
             Err(wait) => return *wait,
         };
-        let renames: Vec<(String, String)> = ships
-            .iter()
-            .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
-            .collect();
+        let renames = renames(&ships);
         let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes) else {
             return no("where the table names cannot be located in the statement's text");
         };
@@ -243,20 +240,7 @@ impl Planner<'_> {
         why: &str,
     ) -> Result<Option<Plan>, Box<Plan>> {
         let (uses, links) = super::uses::collect_linked(self.stmt, self);
-        let mut parent: Vec<usize> = (0..uses.len()).collect();
-        fn root(p: &mut [usize], mut i: usize) -> usize {
-            while p[i] != i {
-                p[i] = p[p[i]];
-                i = p[i];
-            }
-            i
-        }
-        for &(a, b) in &links {
-            if a < parent.len() && b < parent.len() {
-                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-                parent[ra] = rb;
-            }
-        }
+        let group = super::uses::groups(uses.len(), &links);
         // Candidates: hash_slot tables in the outermost FROM; the best keeps the most uses.
         let mut best: Option<(usize, Vec<String>)> = None;
         for (t, alias) in super::decompose::top_tables(q) {
@@ -266,10 +250,7 @@ impl Planner<'_> {
             let Some(i) = uses.iter().position(|u| u.table == t && u.alias == alias) else {
                 continue;
             };
-            let r = root(&mut parent, i);
-            let kept: Vec<usize> = (0..uses.len())
-                .filter(|&j| root(&mut parent, j) == r)
-                .collect();
+            let kept: Vec<usize> = (0..uses.len()).filter(|&j| group[j] == group[i]).collect();
             let mut copies: Vec<String> = Vec::new();
             let mut split = false;
             for (name, _, _) in placed {
@@ -314,20 +295,15 @@ impl Planner<'_> {
         if !sub.missing.borrow().is_empty() {
             return Ok(None);
         }
-        let nodes = match &plan {
-            Plan::Route(t) => vec![t.node],
-            Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
-            _ => return Ok(None),
-        };
+        if !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) {
+            return Ok(None);
+        }
         let copied: Vec<&(String, String, Vec<usize>)> = placed
             .iter()
             .filter(|(t, _, _)| copies.contains(t))
             .collect();
         let ships = self.ships(&copied)?;
-        let renames: Vec<(String, String)> = ships
-            .iter()
-            .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
-            .collect();
+        let renames = renames(&ships);
         let rename = |t: &mut Target| -> Option<()> {
             let parsed = crate::sql::parse(&t.sql).ok()?;
             let sql = renamed(&t.sql, &parsed.stmt, &renames, ctes)?;
@@ -340,7 +316,7 @@ impl Planner<'_> {
         let ok = match &mut plan {
             Plan::Route(t) => rename(t).is_some(),
             Plan::Scatter { targets, .. } => targets.iter_mut().all(|t| rename(t).is_some()),
-            _ => false,
+            _ => unreachable!("checked above: a route or a scatter"),
         };
         let Some(sql) = renamed(self.sql, self.stmt, &renames, ctes) else {
             return Ok(None);
@@ -351,7 +327,6 @@ impl Planner<'_> {
         self.slots.borrow_mut().extend(sub.slots.take());
         Ok(Some(Plan::Shipped(Box::new(Shipped {
             ships,
-            nodes,
             then: plan,
             sql,
             why: why.to_string(),
@@ -364,14 +339,28 @@ impl Planner<'_> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shipped {
     pub ships: Vec<Ship>,
-    /// Where the copies go: the nodes `then` runs on.
-    pub nodes: Vec<usize>,
+    /// A route or a scatter: the copies go to each of its nodes.
     pub then: Plan,
     /// The client's statement reading the copies (prepared against empty copies for a
     /// COM_STMT_PREPARE's metadata).
     pub sql: String,
     /// Why no node could answer over its own rows as the tables are placed.
     pub why: String,
+}
+
+impl Shipped {
+    /// Where the copies go: the nodes `then` runs on.
+    pub fn nodes(&self) -> Vec<usize> {
+        self.then.nodes()
+    }
+}
+
+/// `(table, its copy)` for each copied table, to rename the statement's references.
+fn renames(ships: &[Ship]) -> Vec<(String, String)> {
+    ships
+        .iter()
+        .map(|s| (s.table.to_ascii_lowercase(), s.temp.clone()))
+        .collect()
 }
 
 /// Does the statement name a column without its table?

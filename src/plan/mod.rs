@@ -250,7 +250,7 @@ impl Plan {
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
             Plan::Shipped(s) => {
-                let mut v = s.nodes.clone();
+                let mut v = s.nodes();
                 for sh in &s.ships {
                     v.extend(sh.reads.iter().map(|(n, _)| *n));
                 }
@@ -387,7 +387,7 @@ impl fmt::Display for PlanDescription<'_> {
                 writeln!(f, "  then on {}: {}", name(g.node), g.sql)
             }
             Plan::Shipped(s) => {
-                let names: Vec<&str> = s.nodes.iter().map(|n| name(*n)).collect();
+                let names: Vec<&str> = s.nodes().iter().map(|n| name(*n)).collect();
                 writeln!(
                     f,
                     "Shipped: {} (the other tables copied to each of {}, then run there as if broadcast)",
@@ -1258,22 +1258,8 @@ impl<'a> Planner<'a> {
                 _ => return None,
             }
         }
-        let mut parent: Vec<usize> = (0..uses.len()).collect();
-        fn root(p: &mut [usize], mut i: usize) -> usize {
-            while p[i] != i {
-                p[i] = p[p[i]];
-                i = p[i];
-            }
-            i
-        }
-        for &(a, b) in links {
-            if a < parent.len() && b < parent.len() {
-                let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-                parent[ra] = rb;
-            }
-        }
-        let r0 = root(&mut parent, multi[0]);
-        if multi.iter().any(|&i| root(&mut parent, i) != r0) {
+        let group = uses::groups(uses.len(), links);
+        if multi.iter().any(|&i| group[i] != group[multi[0]]) {
             return None;
         }
         let rule = self.topo.table(&uses[multi[0]].table)?;

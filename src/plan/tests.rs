@@ -1016,7 +1016,7 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
     let Plan::Shipped(s) = &p else {
         panic!("expected copies to t_order's nodes, got {p:?}")
     };
-    assert_eq!(s.nodes, vec![0, 1]);
+    assert_eq!(s.nodes(), vec![0, 1]);
     let copied: Vec<&str> = s.ships.iter().map(|s| s.table.as_str()).collect();
     assert_eq!(copied, vec!["t_merchant", "t_user"], "{s:?}");
     // Each copy reads the rows its own conjuncts allow; a conjunct over two tables stays.

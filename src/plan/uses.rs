@@ -285,6 +285,26 @@ pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec
     (uses, c.links)
 }
 
+/// For each of `n` uses, the group it is in when the linked pairs (equal shard keys) join
+/// groups: two uses with the same number sit on one node for every row they join.
+pub fn groups(n: usize, links: &[(usize, usize)]) -> Vec<usize> {
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(p: &mut [usize], mut i: usize) -> usize {
+        while p[i] != i {
+            p[i] = p[p[i]];
+            i = p[i];
+        }
+        i
+    }
+    for &(a, b) in links {
+        if a < n && b < n {
+            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+            parent[ra] = rb;
+        }
+    }
+    (0..n).map(|i| root(&mut parent, i)).collect()
+}
+
 /// The uses other than the first one of `table` (the write target itself).
 pub fn without_first(mut uses: Vec<Use>, table: &str) -> Vec<Use> {
     if let Some(i) = uses.iter().position(|u| u.table == table) {

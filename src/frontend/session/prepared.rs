@@ -125,7 +125,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 crate::plan::Plan::Shipped(s) => {
                     let s = *s;
                     return Some(crate::plan::gather::Gather {
-                        node: *s.nodes.first()?,
+                        node: *s.nodes().first()?,
                         ships: s.ships,
                         sql: s.sql,
                         params: Vec::new(),

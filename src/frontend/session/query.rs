@@ -236,17 +236,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if i > 0 {
                 sql.push(',');
             }
-            sql.push('(');
-            for (j, v) in row.iter().enumerate() {
-                if j > 0 {
-                    sql.push(',');
-                }
-                match cols.get(j) {
-                    Some(c) => crate::exec::gather::literal(v.as_ref(), c, &mut sql),
-                    None => sql.push_str("NULL"),
-                }
-            }
-            sql.push(')');
+            crate::exec::gather::tuple(row, cols, &mut sql);
         }
         sql.push_str(&is.tail);
         drop(read);
