@@ -50,16 +50,7 @@ bench_traps
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 
-if [[ -n ${BIN:-} ]]; then
-    bin=$BIN
-else
-    echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
-    (cd "$repo" && cargo build --release)
-    target_dir=${CARGO_TARGET_DIR:-$repo/target}
-    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
-    bin=$target_dir/release/shardproxy
-fi
-[[ -x $bin ]] || die "$bin not found"
+bench_proxy_binary
 
 work=$(mktemp -d /tmp/shardproxy-merge.XXXXXX)
 

@@ -83,6 +83,24 @@ bench_traps() {
     trap 'exit 143' TERM
 }
 
+# bench_proxy_binary: sets `bin` to $BIN when given, else builds this checkout (release,
+# honouring CARGO_TARGET_DIR) and sets it to the built proxy; the caller's `die` if it is not
+# there. Uses the caller's `repo`.
+bench_proxy_binary() {
+    local target_dir
+    if [[ -n ${BIN:-} ]]; then
+        bin=$BIN
+    else
+        echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
+        # shellcheck disable=SC2154 # repo: the calling script's
+        (cd "$repo" && cargo build --release)
+        target_dir=${CARGO_TARGET_DIR:-$repo/target}
+        [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+        bin=$target_dir/release/shardproxy
+    fi
+    [[ -x $bin ]] || die "$bin not found"
+}
+
 # bench_start_proxy BIN PORT USER PASSWORD: serves $work/rules.toml with BIN (log in
 # $work/proxy.log, pid in proxy_pid) and waits up to 30 s until USER can run a query on PORT.
 bench_start_proxy() {
