@@ -55,6 +55,9 @@ pub struct Metrics {
     pub deadlocks: prometheus::IntCounter,
     /// Client commands that panicked (bugs; each ended its client's connection).
     pub panics: prometheus::IntCounter,
+    /// Node connections pinned to their session by state the proxy does not track, by
+    /// the statement's kind of state.
+    pub pins: IntCounterVec,
     /// Slot migrations: passes of the driver over each step, steps that failed (tried
     /// again), migrations ended by outcome, rows copied and chunks that differed, row
     /// images a target did not take, and how long writes waited at cutovers.
@@ -151,6 +154,11 @@ impl Metrics {
                 "Deadlocks across nodes (seen by no node) that the proxy broke",
             )
             .expect("valid metric definition"),
+            pins: counter_vec(
+                "shardproxy_session_pins_total",
+                "Node connections pinned to their client session (not lent to others until it ends) by state the proxy does not track, by reason",
+                &["reason"],
+            ),
             panics: prometheus::IntCounter::new(
                 "shardproxy_panics_total",
                 "Client commands that panicked (a bug): each ended its own connection only",
@@ -207,6 +215,7 @@ impl Metrics {
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),
             Box::new(m.panics.clone()),
+            Box::new(m.pins.clone()),
             Box::new(m.migration_step.clone()),
             Box::new(m.migration_errors.clone()),
             Box::new(m.migrations.clone()),

@@ -46,6 +46,8 @@ struct Open {
     sets: Vec<String>,
     /// It carries state the proxy does not track: reset before anyone else takes it.
     dirty: bool,
+    /// Its `LAST_INSERT_ID()` when the proxy last read it (0 when opened or reset).
+    insert_id: u64,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -56,6 +58,7 @@ impl Open {
             handles: HashMap::new(),
             sets: Vec::new(),
             dirty: false,
+            insert_id: 0,
             _permit: permit,
         }
     }
@@ -66,6 +69,7 @@ impl Open {
         self.sets.clear();
         self.conn.reset().await?;
         self.dirty = false;
+        self.insert_id = 0;
         if self.conn.db() != url_db {
             match url_db {
                 Some(db) => {
@@ -150,6 +154,16 @@ impl Pooled {
 
     pub fn is_dirty(&self) -> bool {
         self.open().dirty
+    }
+
+    /// Its `LAST_INSERT_ID()` as the proxy last read it (sessions lend connections to each
+    /// other: what a statement did to it tells only against what was there before).
+    pub fn insert_id(&self) -> u64 {
+        self.open().insert_id
+    }
+
+    pub fn set_insert_id(&mut self, id: u64) {
+        self.open_mut().insert_id = id;
     }
 
     /// Closes the connection when it is dropped instead of giving it back: a prepared XA

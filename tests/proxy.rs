@@ -1274,6 +1274,177 @@ async fn last_insert_id_survives_a_read_on_another_node() {
     conn.disconnect().await.ok();
 }
 
+/// The statements of `session_functions_answer_as_one_mariadb_on_lent_connections`, as an
+/// application interleaves them: inserts with generated and explicit ids, ODKU, an id set
+/// by LAST_INSERT_ID(expr) in an UPDATE and in a SELECT, a failed statement, found rows
+/// with and without SQL_CALC_FOUND_ROWS, warnings read twice and after a clean statement.
+const SESSION_FUNCTIONS: &[&str] = &[
+    "SELECT LAST_INSERT_ID(), ROW_COUNT(), FOUND_ROWS()",
+    "INSERT INTO t_sf (v) VALUES (7)",
+    "SELECT LAST_INSERT_ID()",
+    "INSERT INTO t_sf VALUES (500, 1)",
+    "SELECT LAST_INSERT_ID() AS x, ROW_COUNT()",
+    "INSERT INTO t_sf VALUES (NULL, 1)",
+    "select last_insert_id() + 1, @@identity",
+    "INSERT INTO t_sf (id, v) VALUES (1, 5) ON DUPLICATE KEY UPDATE v = 8",
+    "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+    "UPDATE t_sf SET v = LAST_INSERT_ID(v) WHERE id = 500",
+    "SELECT LAST_INSERT_ID()",
+    "SELECT LAST_INSERT_ID(77)",
+    "SELECT LAST_INSERT_ID()",
+    "INSERT INTO t_sf (v) VALUES (1),(2)",
+    "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+    "INSERT INTO t_sf_nosuch VALUES (1)",
+    "SELECT ROW_COUNT(), FOUND_ROWS()",
+    "SELECT * FROM t_sf ORDER BY id",
+    "SELECT FOUND_ROWS()",
+    "SELECT * FROM t_sf WHERE id = LAST_INSERT_ID()",
+    "UPDATE t_sf SET v = 0",
+    "SELECT ROW_COUNT()",
+    "SELECT CAST('abc' AS UNSIGNED)",
+    "SHOW WARNINGS",
+    "SHOW WARNINGS",
+    "SELECT @@warning_count",
+    // A statement that names no table leaves them; one that reads a table clears them.
+    "SELECT 1",
+    "SHOW WARNINGS",
+    "SELECT @@warning_count, @@error_count",
+    "SELECT COUNT(*) FROM t_sf",
+    "SHOW WARNINGS",
+    "SELECT @@warning_count, @@error_count",
+    // Pins the session to its connection (FOUND_ROWS() is the node's count): last.
+    "SELECT SQL_CALC_FOUND_ROWS * FROM t_sf ORDER BY id LIMIT 1",
+    "SELECT FOUND_ROWS()",
+];
+
+/// Statements of [`SESSION_FUNCTIONS`] after which the session keeps its connection: an
+/// error and the statement naming no table after it, warnings and the six statements after
+/// them that name no table, SQL_CALC_FOUND_ROWS and its FOUND_ROWS().
+const SESSION_FUNCTIONS_KEEPING: usize = 11;
+
+/// Every answer of a statement: (column names, rows) or the error code.
+type Answers = Result<Vec<(Vec<String>, Vec<Row>)>, u16>;
+
+async fn answers(conn: &mut Conn, sql: &str, prepared: bool) -> Answers {
+    let code = |e: mysql_async::Error| server_error::<()>(Err(e)).0;
+    if prepared {
+        match conn.exec_iter(sql, ()).await {
+            Ok(r) => result_sets(r).await.map_err(code),
+            Err(e) => Err(code(e)),
+        }
+    } else {
+        match conn.query_iter(sql).await {
+            Ok(r) => result_sets(r).await.map_err(code),
+            Err(e) => Err(code(e)),
+        }
+    }
+}
+
+async fn result_sets<P: mysql_async::prelude::Protocol>(
+    mut r: mysql_async::QueryResult<'_, 'static, P>,
+) -> Result<Vec<(Vec<String>, Vec<Row>)>, mysql_async::Error> {
+    let mut out = Vec::new();
+    loop {
+        let names: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().into_owned())
+            .collect();
+        let rows: Vec<Row> = r.collect().await?;
+        out.push((names, rows));
+        if r.is_empty() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// `LAST_INSERT_ID()`, `ROW_COUNT()`, `FOUND_ROWS()` and the warnings answer through the
+/// proxy as on one MariaDB, though the session's node connection is lent to another client
+/// between its statements (the pool holds one): that client's inserts and warnings on the
+/// same connection never show. Text and prepared.
+#[test]
+fn session_functions_answer_as_one_mariadb_on_lent_connections() {
+    let c = cluster();
+    let rules = rules_toml(c, "").replace("/shop\"", "/shop?pool_min=1&pool_max=1\"");
+    let proxy = start_proxy_with_rules(rules);
+    block_on(async move {
+        let create = "CREATE TABLE t_sf (id INT AUTO_INCREMENT PRIMARY KEY, v INT)";
+        let node0 = c.direct(0);
+        let mut b = proxy.conn().await;
+        b.query_drop("CREATE TABLE IF NOT EXISTS t_sf_other (id INT AUTO_INCREMENT PRIMARY KEY, v INT) AUTO_INCREMENT = 9000")
+            .await
+            .expect("b's table");
+        let mut lent = 0;
+        for prepared in [false, true] {
+            let mut a = proxy.conn().await;
+            let mut direct = node0.get_conn().await.expect("node 0");
+            direct
+                .query_drop("CREATE DATABASE IF NOT EXISTS sf_direct")
+                .await
+                .expect("db");
+            direct.query_drop("USE sf_direct").await.expect("use");
+            direct
+                .query_drop("SELECT 1")
+                .await
+                .expect("as a new session");
+            for conn in [&mut direct, &mut a] {
+                conn.query_drop("DROP TABLE IF EXISTS t_sf")
+                    .await
+                    .expect("drop");
+                conn.query_drop(create).await.expect("create");
+            }
+            for sql in SESSION_FUNCTIONS {
+                let want = answers(&mut direct, sql, prepared).await;
+                let got = answers(&mut a, sql, prepared).await;
+                let show = |r: &Answers| match r {
+                    Ok(sets) => format!(
+                        "{:?}",
+                        sets.iter()
+                            .map(|(n, rows)| (
+                                n.clone(),
+                                rows.iter().map(|r| r.clone().unwrap()).collect::<Vec<_>>()
+                            ))
+                            .collect::<Vec<_>>()
+                    ),
+                    Err(code) => format!("error {code}"),
+                };
+                assert_eq!(show(&got), show(&want), "{sql} (prepared: {prepared})");
+                // The session gives its connection back once its answer went out.
+                let mut idle = false;
+                for _ in 0..50 {
+                    idle = proxy
+                        .shared
+                        .backends
+                        .pool_usage(0)
+                        .is_some_and(|(used, _)| used == 0);
+                    if idle {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(4)).await;
+                }
+                // Whenever a holds no connection, b takes the pool's only one and leaves its
+                // insert id, row count and found rows on it (a session that leaves warnings
+                // keeps its connection: b's never reach a's).
+                if idle {
+                    b.query_drop("INSERT INTO t_sf_other (v) VALUES (1), (2), (3)")
+                        .await
+                        .expect("b inserts");
+                    b.query_drop("SELECT * FROM t_sf_other")
+                        .await
+                        .expect("b reads");
+                    lent += 1;
+                }
+            }
+        }
+        assert_eq!(
+            lent,
+            2 * (SESSION_FUNCTIONS.len() - SESSION_FUNCTIONS_KEEPING),
+            "statements after which a's connection went back to the pool"
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// Differences between the column definitions the proxy sent and the node's own.
@@ -1628,6 +1799,11 @@ fn pooled_node_connections_carry_nothing_between_clients() {
             .await
             .expect("a reads");
         a.query_drop("SET @leak = 42").await.expect("a sets");
+        // Between statements a session holds no connection: in a transaction it keeps one.
+        a.query_drop("BEGIN").await.expect("a begins");
+        a.query_drop("SELECT * FROM pool_probe")
+            .await
+            .expect("a reads in its transaction");
         let id_a: Option<u64> = a
             .query_first("SELECT CONNECTION_ID()")
             .await
@@ -1801,9 +1977,8 @@ fn inserts_without_a_column_list_refuse_nodes_that_disagree() {
     });
 }
 
-/// Between statements a session keeps only the node connection it may still be asked about
-/// (its last statement's); the others go back to their pools and serve other sessions, with
-/// none of this session's SETs on them.
+/// Between statements outside a transaction a session keeps no node connection: each goes
+/// back to its pool and serves other sessions, with none of this session's SETs on them.
 #[test]
 fn sessions_give_back_node_connections_between_statements() {
     let c = cluster();
@@ -1815,7 +1990,7 @@ fn sessions_give_back_node_connections_between_statements() {
         a.query_drop("CREATE TABLE IF NOT EXISTS t_mux (user_id BIGINT PRIMARY KEY, v VARCHAR(8))")
             .await
             .expect("create");
-        // A statement on every node: afterwards the session holds one connection, not four.
+        // A statement on every node: afterwards the session holds none.
         for node in 0..NODES {
             let k = key_on_node(&L, node);
             a.exec_drop("SELECT v FROM t_mux WHERE user_id = ?", (k,))
@@ -1825,7 +2000,7 @@ fn sessions_give_back_node_connections_between_statements() {
         let held: usize = (0..NODES)
             .map(|n| proxy.shared.backends.pool_usage(n).unwrap_or((0, 0)).0)
             .sum();
-        assert_eq!(held, 1, "node connections in use after four point reads");
+        assert_eq!(held, 0, "node connections in use after four point reads");
 
         // A session SET lands on a connection; once a moves on, the next session that takes
         // that connection gets it without a's SET. a runs on ds0 first, so the SET and

@@ -269,11 +269,12 @@ impl NodeSession {
     /// node connections the session does not need between statements (the frontend calls
     /// it when a command is answered; every door operation reaps first).
     ///
-    /// Kept: the connection of the session's last statement (what `SHOW WARNINGS`,
-    /// `ROW_COUNT()` and `FOUND_ROWS()` ask about), of its last generated id
-    /// (`LAST_INSERT_ID()`), of its open transaction, of its table locks, and any that
-    /// carries state the proxy does not track (it stays the session's until the session
-    /// ends). Every other goes back to its node's pool as it is, for whichever session
+    /// Kept: the connection of the session's open transaction, of its table locks, of its
+    /// last statement when that left warnings or an error (for `SHOW WARNINGS`), of its
+    /// last generated id when the proxy could not read it (`LAST_INSERT_ID()`; otherwise
+    /// the proxy answers that itself, as `ROW_COUNT()` and `FOUND_ROWS()`:
+    /// `crate::sql::seen`), and any that carries state the proxy does not track (it stays
+    /// the session's until the session ends: the session is pinned). Every other goes back to its node's pool as it is, for whichever session
     /// needs that node next: the nodes serve few, busy connections instead of one per
     /// client and node.
     pub async fn settle(&mut self) {
@@ -288,8 +289,8 @@ impl NodeSession {
                 None => continue,
                 Some(c) => {
                     c.conn.is_dirty()
-                        || self.state.last_node == Some(node)
-                        || self.state.insert_id_node == Some(node)
+                        || (self.state.diagnostics && self.state.last_node == Some(node))
+                        || (!self.state.insert_id_known && self.state.insert_id_node == Some(node))
                         || self.state.tx_nodes().any(|b| b == node)
                         || self.state.locked.contains(&node)
                 }
@@ -299,6 +300,36 @@ impl NodeSession {
                 self.held(node, -1);
             }
         }
+    }
+
+    /// The session's `LAST_INSERT_ID()` after its statement on `node` whose result reported
+    /// an id (`reported`; 0 for none, when the statement set it by `LAST_INSERT_ID(expr)`):
+    /// read from the connection. `Ok(None)`: the statement left it unchanged. An id given
+    /// explicitly is reported too, but changes nothing: the connection's value, lent by
+    /// another session, is told apart by what the proxy read there before.
+    pub async fn insert_id_after(
+        &mut self,
+        node: usize,
+        reported: u64,
+        sets: bool,
+    ) -> Result<Option<u64>, NodeError> {
+        let rows = self.rows_of(node, "SELECT LAST_INSERT_ID()").await?;
+        let now = match rows.first().and_then(|r| r.first()) {
+            Some(Value::UInt(v)) => *v,
+            Some(Value::Int(v)) => u64::try_from(*v).unwrap_or(0),
+            _ => return Err(vanished(node)),
+        };
+        let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        let before = nc.conn.insert_id();
+        nc.conn.set_insert_id(now);
+        let changed = if sets {
+            true
+        } else {
+            now == reported && now != before
+        };
+        Ok(changed.then_some(now))
     }
 
     /// Deals with the failures results reported: counted, noted for SHOW NODES, broken
@@ -505,51 +536,55 @@ fn typed(r: Row) -> Vec<Value> {
 /// Does the statement leave state on its node connection that the proxy does not track
 /// (user variables assigned outside SET, temporary tables, named locks, SQL-level prepared
 /// statements, a procedure's doings, FOUND_ROWS of SQL_CALC_FOUND_ROWS, XA)? Then the
-/// connection stays with the session and is reset when given back. Conservative: an `@` in
-/// a string literal counts too.
-fn leaves_state(sql: &str) -> bool {
+/// connection stays with the session and is reset when given back: the reason, for the
+/// pins metric. Conservative: an `@` in a string literal counts too. (`LAST_INSERT_ID(expr)`
+/// does not: the proxy reads the id back and answers for it, `crate::sql::seen`.)
+fn leaves_state(sql: &str) -> Option<&'static str> {
     let b = sql.as_bytes();
     let user_var = b
         .iter()
         .enumerate()
         .any(|(i, c)| *c == b'@' && b.get(i + 1) != Some(&b'@') && (i == 0 || b[i - 1] != b'@'));
     if user_var {
-        return true;
+        return Some("user_variable");
     }
     let lead = crate::sql::leading_words(sql, 1);
-    if lead.first().is_some_and(|w| {
-        [
-            "CALL",
-            "PREPARE",
-            "EXECUTE",
-            "DEALLOCATE",
-            "HANDLER",
-            "XA",
-            "LOCK",
-            "FLUSH",
-            "BACKUP",
-        ]
-        .iter()
-        .any(|k| w.eq_ignore_ascii_case(k))
-    }) {
-        return true;
+    const LEADS: [(&str, &str); 9] = [
+        ("CALL", "procedure"),
+        ("PREPARE", "sql_prepare"),
+        ("EXECUTE", "sql_prepare"),
+        ("DEALLOCATE", "sql_prepare"),
+        ("HANDLER", "handler"),
+        ("XA", "xa"),
+        ("LOCK", "lock_tables"),
+        ("FLUSH", "flush"),
+        ("BACKUP", "backup_lock"),
+    ];
+    if let Some(w) = lead.first() {
+        if let Some((_, why)) = LEADS.iter().find(|(k, _)| w.eq_ignore_ascii_case(k)) {
+            return Some(why);
+        }
     }
-    const MARKERS: [&[u8]; 3] = [b"TEMPORARY", b"GET_LOCK", b"SQL_CALC_FOUND_ROWS"];
-    if MARKERS
+    const MARKERS: [(&[u8], &str); 3] = [
+        (b"TEMPORARY", "temporary_table"),
+        (b"GET_LOCK", "named_lock"),
+        (b"SQL_CALC_FOUND_ROWS", "calc_found_rows"),
+    ];
+    MARKERS
         .iter()
-        .any(|m| b.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m)))
-    {
-        return true;
+        .find(|(m, _)| b.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m)))
+        .map(|(_, why)| *why)
+}
+
+/// Marks the connection pinned to its session when `sql` leaves state on it the proxy does
+/// not track, counting the pin once per connection.
+fn pin_if_stateful(conn: &mut Pooled, sql: &str, metrics: &crate::metrics::Metrics) {
+    if let Some(why) = leaves_state(sql) {
+        if !conn.is_dirty() {
+            metrics.pins.with_label_values(&[why]).inc();
+        }
+        conn.mark_dirty();
     }
-    // LAST_INSERT_ID(expr) sets the session's id; LAST_INSERT_ID() only reads it.
-    const ID: &[u8] = b"LAST_INSERT_ID(";
-    b.windows(ID.len()).enumerate().any(|(i, w)| {
-        w.eq_ignore_ascii_case(ID)
-            && b[i + ID.len()..]
-                .iter()
-                .find(|c| !c.is_ascii_whitespace())
-                .is_some_and(|c| *c != b')')
-    })
 }
 
 /// Server errors that say the node is in trouble, not the statement: out of connections,
@@ -859,9 +894,7 @@ impl Door for NodeSession {
             return Err(vanished(node));
         };
         self.ctl.running(&[(node, conn.conn.id())]);
-        if leaves_state(stmt.sql) {
-            conn.conn.mark_dirty();
-        }
+        pin_if_stateful(&mut conn.conn, stmt.sql, &self.shared.metrics);
         // The BEGIN sent ahead failed: the branch did not open, and the connection (an XA
         // START refused leaves it in a state of its own) is dropped, never reused.
         let mut begin_failed = false;
@@ -995,6 +1028,7 @@ impl Door for NodeSession {
             }
         }
         let casualties = &self.casualties;
+        let metrics = &self.shared.metrics;
         let registry = &self.shared.deadlocks;
         let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
             |((conn, (node, stmt)), labels)| {
@@ -1010,9 +1044,7 @@ impl Door for NodeSession {
                         });
                     };
                     let started = Instant::now();
-                    if leaves_state(stmt.sql) {
-                        conn.conn.mark_dirty();
-                    }
+                    pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
                     match start_on(conn, *stmt, run.binary).await {
                         Ok((head, known)) => Ok(NodeRes::new(
                             conn, head, run.binary, known, node, labels, casualties, started,
@@ -1097,6 +1129,10 @@ impl Door for NodeSession {
 
     async fn reachable(&mut self, node: usize) -> Result<(), MyError> {
         self.open(node).await.map_err(|e| e.error)
+    }
+
+    fn holds(&self, node: usize) -> bool {
+        self.conns.get(node).is_some_and(Option::is_some)
     }
 
     fn name(&self, node: usize) -> String {
@@ -1334,24 +1370,24 @@ mod state_tests {
             "CREATE TEMPORARY TABLE tt (a INT)",
             "DO GET_LOCK('a', 1)",
             "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
-            "INSERT INTO t (id) VALUES (LAST_INSERT_ID(5))",
             "call p()",
             "PREPARE s FROM 'SELECT 1'",
             "LOCK TABLES t WRITE",
             "FLUSH TABLES WITH READ LOCK",
             "XA START 'x'",
         ] {
-            assert!(leaves_state(sql), "{sql}");
+            assert!(leaves_state(sql).is_some(), "{sql}");
         }
         for sql in [
             "SELECT c FROM sbtest1 WHERE id=?",
             "SELECT @@version, @@session.sql_mode",
             "SELECT LAST_INSERT_ID()",
             "SELECT LAST_INSERT_ID( )",
+            "INSERT INTO t (id) VALUES (LAST_INSERT_ID(5))",
             "UPDATE t SET v = v + 1 WHERE id = 3",
             "DELETE FROM t WHERE id = 1",
         ] {
-            assert!(!leaves_state(sql), "{sql}");
+            assert!(leaves_state(sql).is_none(), "{sql}");
         }
     }
 }

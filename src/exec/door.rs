@@ -214,6 +214,10 @@ pub trait Door: Send + Sized {
     /// error says why not.
     fn reachable(&mut self, node: usize) -> impl Future<Output = Result<(), MyError>> + Send;
 
+    /// Does the session hold its own connection to `node` now (kept since its last
+    /// statement, not one the pool will lend it)?
+    fn holds(&self, node: usize) -> bool;
+
     /// The node's name, for messages.
     fn name(&self, node: usize) -> String;
 

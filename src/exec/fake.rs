@@ -127,6 +127,8 @@ pub struct FakeDoor {
     pub tx_counts: std::sync::Mutex<Vec<String>>,
     /// Nodes where a migration's row images could not be written.
     pub shadow_failures: std::sync::Mutex<Vec<usize>>,
+    /// Nodes whose connection the session holds (`Door::holds`).
+    pub held: HashSet<usize>,
 }
 
 impl FakeDoor {
@@ -421,6 +423,10 @@ impl Door for FakeDoor {
 
     async fn reachable(&mut self, node: usize) -> Result<(), MyError> {
         self.check(node, "").map_err(|e| e.error)
+    }
+
+    fn holds(&self, node: usize) -> bool {
+        self.held.contains(&node)
     }
 
     fn name(&self, node: usize) -> String {

@@ -19,9 +19,11 @@ pub async fn single<D: Door, K: Sink>(
         access,
         binary: sink.binary(),
     };
+    // LAST_INSERT_ID(expr) in a query sets the id without an OK to report it.
+    let sets_id = crate::sql::seen::sets_insert_id(stmt.sql);
     let res = door.start(node, stmt, run).await?;
     let generated = relay(res, sink).await?;
-    door.ran_on(node, generated != 0);
+    door.ran_on(node, generated != 0 || sets_id);
     Ok(())
 }
 
@@ -91,6 +93,10 @@ pub async fn any_copy<D: Door, K: Sink>(
     Err(last)
 }
 
+/// Clears a connection's diagnostics area and leaves nothing in it: MariaDB clears it only
+/// for a statement that reads a table (a derived one will do), or one that warns.
+pub const CLEAR_DIAGNOSTICS: &str = "DO (SELECT 1 FROM (SELECT 1) AS t)";
+
 /// A statement that names no table: where the session ran last (its transaction's node, or
 /// the node holding its `LAST_INSERT_ID()` when it asks for it); with nothing tying the
 /// session to a node yet (a driver's connect-time `SELECT @@max_allowed_packet`), any
@@ -109,9 +115,19 @@ pub async fn sticky<D: Door, K: Sink>(
         lower.contains("last_insert_id") || lower.contains("@@identity")
     };
     match door.sticky(asks_insert_id, default) {
-        Some(node) => single(door, sink, node, Stmt::new(sql, params), access)
-            .await
-            .map_err(MyError::from),
+        Some(node) => {
+            // The diagnostics area of a connection the session did not keep is another
+            // statement's (the pool's last user's, the proxy's own SETs): cleared first, as
+            // the session's own clean last statement left it.
+            if crate::sql::seen::reads_diagnostics(sql)
+                && !(door.state().diagnostics && door.holds(node))
+            {
+                door.fetch(node, CLEAR_DIAGNOSTICS).await?;
+            }
+            single(door, sink, node, Stmt::new(sql, params), access)
+                .await
+                .map_err(MyError::from)
+        }
         None => {
             let mut nodes = all;
             nodes.retain(|n| *n != default);
@@ -220,6 +236,50 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(door.log().last().unwrap().0, 2, "the last statement's node");
+    }
+
+    #[tokio::test]
+    async fn show_warnings_on_a_connection_not_kept_sees_a_clean_slate() {
+        let mut door = FakeDoor::new(2);
+        door.answer_any("SHOW", Canned::rows(&["Level", "Code", "Message"], &[]));
+        door.answer_any("DO (", Canned::ok(0, 0));
+        let mut sink = RecordSink::text();
+        door.state_mut().last_node = Some(1);
+        sticky(
+            &mut door,
+            &mut sink,
+            "SHOW WARNINGS",
+            &[],
+            0,
+            vec![0, 1],
+            Access::Read,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            door.log(),
+            vec![
+                (1, CLEAR_DIAGNOSTICS.to_string()),
+                (1, "SHOW WARNINGS".to_string())
+            ],
+            "its last statement left nothing, the lent connection's area is cleared"
+        );
+        // The last statement left warnings on the connection the session kept: asked as is.
+        door.state_mut().diagnostics = true;
+        door.held.insert(1);
+        sticky(
+            &mut door,
+            &mut sink,
+            "SHOW WARNINGS",
+            &[],
+            0,
+            vec![0, 1],
+            Access::Read,
+        )
+        .await
+        .unwrap();
+        assert_eq!(door.log().len(), 3);
+        assert_eq!(door.log()[2], (1, "SHOW WARNINGS".to_string()));
     }
 
     #[tokio::test]

@@ -60,8 +60,14 @@ pub struct SessionState {
     /// A DDL statement is running: outside any transaction, even with autocommit off.
     pub ddl: bool,
     pub last_node: Option<usize>,
-    /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is asked there.
+    /// The node whose last INSERT generated an id: `LAST_INSERT_ID()` is read there.
     pub insert_id_node: Option<usize>,
+    /// The session's `LAST_INSERT_ID()` is known to the proxy (`crate::sql::seen`); if not,
+    /// the connection to `insert_id_node` stays the session's and is asked.
+    pub insert_id_known: bool,
+    /// The session's last statement left warnings or an error on its connection to
+    /// `last_node`: it stays the session's for `SHOW WARNINGS`.
+    pub diagnostics: bool,
     /// The nodes where the session holds table locks (LOCK TABLES).
     pub locked: Vec<usize>,
     /// Row images of a migration are being written to this node (`super::dual_write`): the
@@ -77,6 +83,8 @@ impl Default for SessionState {
             ddl: false,
             last_node: None,
             insert_id_node: None,
+            insert_id_known: true,
+            diagnostics: false,
             locked: Vec::new(),
             shadowing: None,
         }

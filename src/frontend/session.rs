@@ -92,6 +92,8 @@ pub struct Session<S> {
     /// The dual write planned for the statement about to run, counted until it ends (the
     /// freeze step of a migration waits for none to run).
     dual_write: Option<crate::migrate::Running>,
+    /// What the last statement left that the client may ask about.
+    last: super::sink::Last,
 }
 
 type Outcome = Result<(), MyError>;
@@ -124,6 +126,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             rows_written: 0,
             single_counters: Vec::new(),
             dual_write: None,
+            last: Default::default(),
         }
     }
 
@@ -136,6 +139,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     fn write_err(&mut self, e: &MyError) {
+        self.last.seen.row_count = -1;
+        self.last.diagnostics = true;
         self.io.write(&codec::err(e.code, &e.state, &e.message));
     }
 
@@ -151,6 +156,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             &mut self.nodes,
             ClientSink {
                 io: &mut self.io,
+                last: &mut self.last,
+                rows_before: 0,
                 binary,
                 multi_results,
                 more_results: self.more_results,
@@ -243,7 +250,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     return Ok(());
                 }
             }
+            // The answer goes out first: what the session gives back afterwards costs the
+            // client no wait.
             self.io.flush().await?;
+            self.after_command().await;
             if ctl.is_killed() {
                 return Ok(());
             }
@@ -340,7 +350,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Err(e) = result {
             self.write_err(&e);
         }
-        self.nodes.settle().await;
         Ok(())
     }
 
@@ -350,6 +359,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let found_rows = self.found_rows();
         self.nodes.reset(db, self.base_sets.clone(), found_rows);
         self.stmts.clear();
+        self.last = Default::default();
+    }
+
+    /// After a command's answer went out: the session's `LAST_INSERT_ID()` read from the
+    /// node whose result reported an id, then the node connections the session no longer
+    /// needs given back (`NodeSession::settle`).
+    async fn after_command(&mut self) {
+        let reported = std::mem::take(&mut self.last.reported_id);
+        let sets = std::mem::take(&mut self.last.sets_id);
+        if reported != 0 || sets {
+            let state = crate::exec::door::Door::state(&self.nodes);
+            if let Some(node) = state.insert_id_node.or(state.last_node) {
+                match self.nodes.insert_id_after(node, reported, sets).await {
+                    Ok(Some(id)) => self.last.seen.insert_id = Some(id),
+                    Ok(None) => {}
+                    // Unknown: asked of the node that holds it, which the session keeps.
+                    Err(_) => self.last.seen.insert_id = None,
+                }
+            }
+        }
+        let state = crate::exec::door::Door::state_mut(&mut self.nodes);
+        state.diagnostics = self.last.diagnostics;
+        state.insert_id_known = self.last.seen.insert_id.is_some();
+        self.nodes.settle().await;
     }
 
     /// USE / COM_INIT_DB.

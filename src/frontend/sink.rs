@@ -11,9 +11,28 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::codec;
 use crate::exec::door::{OkInfo, Sink};
 use crate::packet::PacketIo;
+use crate::sql::seen::Seen;
+
+/// What the client's last statement left that it may ask about (`crate::sql::seen`), as
+/// written to it.
+#[derive(Debug, Clone, Default)]
+pub struct Last {
+    pub seen: Seen,
+    /// The insert id its result reported (0: none): the session's `LAST_INSERT_ID()` is read
+    /// from the node that ran it before the connection goes back (an id given explicitly
+    /// is reported too, but does not change `LAST_INSERT_ID()`).
+    pub reported_id: u64,
+    /// It set `LAST_INSERT_ID(expr)` itself.
+    pub sets_id: bool,
+    /// It left warnings or an error: `SHOW WARNINGS` asks its node connection.
+    pub diagnostics: bool,
+}
 
 pub struct ClientSink<'a, S> {
     pub io: &'a mut PacketIo<S>,
+    pub last: &'a mut Last,
+    /// `rows` when the result being written began.
+    pub rows_before: u64,
     /// Rows in the binary protocol (COM_STMT_EXECUTE).
     pub binary: bool,
     pub multi_results: bool,
@@ -44,6 +63,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
 
     fn columns(&mut self, cols: &[Column], status: StatusFlags) {
         let status = self.flags(status, false);
+        self.rows_before = self.rows;
         self.io.write(&codec::column_count(cols.len()));
         for c in cols {
             self.io.write(&codec::column_def(c));
@@ -69,11 +89,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool) {
+        self.last.seen.row_count = -1;
+        self.last.seen.found_rows = Some(self.rows - self.rows_before);
+        self.last.diagnostics = warnings > 0;
         let status = self.flags(status, more);
         self.io.write(&codec::eof(status, warnings));
     }
 
     fn ok(&mut self, ok: &OkInfo, status: StatusFlags, more: bool) {
+        self.last.seen.row_count = ok.affected as i64;
+        self.last.diagnostics = ok.warnings > 0;
+        if ok.last_insert_id != 0 {
+            self.last.reported_id = ok.last_insert_id;
+        }
         let status = self.flags(status, more);
         self.io.write(&codec::ok(
             ok.affected,

@@ -4,6 +4,7 @@
 pub mod digest;
 pub mod keys;
 pub mod ranges;
+pub mod seen;
 
 use std::ops::ControlFlow;
 

@@ -162,7 +162,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
     }
 
+    /// COM_STMT_EXECUTE. As for a text statement (`Session::query`), what the client may
+    /// ask about its last statement is kept by what this one leaves.
     pub(super) async fn execute(&mut self, body: &[u8]) -> Outcome {
+        let sql = body
+            .get(..4)
+            .and_then(|id| {
+                self.stmts
+                    .get(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
+            })
+            .map(|s| s.sql.clone());
+        let Some(sql) = sql else {
+            return self.execute_statement(body).await;
+        };
+        if crate::sql::seen::reads_diagnostics(&sql) {
+            let last = self.last.clone();
+            let out = self.execute_statement(body).await;
+            self.last = last;
+            return out;
+        }
+        let out = self.execute_statement(body).await;
+        self.after_statement(&sql);
+        out
+    }
+
+    async fn execute_statement(&mut self, body: &[u8]) -> Outcome {
         if body.len() < 9 {
             return Err(MyError::new(
                 ER_WRONG_ARGUMENTS,
@@ -188,6 +212,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let bytes = stmt.sql.len() + body.len();
         // Planned at PREPARE: the key parameter's node in this command's snapshot.
         // A proxy fenced from sharded writes plans them in full (and refuses them there).
+        // LAST_INSERT_ID() and the like become their values: planned for this execution.
+        if let Some(text) = crate::sql::seen::answer(&stmt.sql, &self.last.seen) {
+            let (read, kind) = (stmt.read, stmt.kind);
+            let parsed = sql::parse(&text);
+            let (plan, slots) = self
+                .plan_with_lookups(
+                    &text,
+                    parsed.as_ref().map_err(String::as_str),
+                    &params,
+                    &topo,
+                )
+                .await;
+            self.account(&plan, kind, bytes, &slots);
+            return self.run_statement(&plan, true, read, kind).await;
+        }
         let fenced = !stmt.read && self.shared.migration.blind(&topo);
         if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
             if let Some(r) = route.resolve(&topo, &params) {

@@ -64,9 +64,37 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
     }
 
+    /// One statement. `LAST_INSERT_ID()`, `ROW_COUNT()` and `FOUND_ROWS()` in it become
+    /// what the proxy saw (`crate::sql::seen`); a statement that reads the diagnostics area
+    /// leaves what the client may ask about as it was.
     async fn query(&mut self, sql: &str) -> Outcome {
         // `/*!40101 SET NAMES utf8mb4 */`: MySQL runs the body.
         let sql = sql::executable_comment(sql).unwrap_or(sql);
+        let answered = crate::sql::seen::answer(sql, &self.last.seen);
+        let sql = answered.as_deref().unwrap_or(sql);
+        if crate::sql::seen::reads_diagnostics(sql) {
+            let last = self.last.clone();
+            let out = self.statement(sql).await;
+            self.last = last;
+            return out;
+        }
+        let out = self.statement(sql).await;
+        self.after_statement(sql);
+        out
+    }
+
+    /// What a statement's text tells of what it left: an id it set itself
+    /// (`LAST_INSERT_ID(expr)`), a count of found rows only its node knows.
+    pub(super) fn after_statement(&mut self, sql: &str) {
+        if crate::sql::seen::sets_insert_id(sql) {
+            self.last.sets_id = true;
+        }
+        if crate::sql::seen::calcs_found_rows(sql) {
+            self.last.seen.found_rows = None;
+        }
+    }
+
+    async fn statement(&mut self, sql: &str) -> Outcome {
         if let Some(parts) = super::super::split::set_with_autocommit(sql) {
             return self.set_parts(parts).await;
         }
@@ -155,6 +183,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let access = Access::of(read);
         let topo = self.topo.clone();
         let ddl = kind == "ddl" && !matches!(plan, Plan::Refuse { .. });
+        // MariaDB clears the diagnostics area for a statement that reads tables or warns:
+        // one that names none (SET, SELECT @@x, BEGIN) leaves the last one's warnings, and
+        // their connection, to SHOW WARNINGS.
+        let keeps_diagnostics =
+            self.last.diagnostics && matches!(plan, Plan::Sticky { .. } | Plan::Session(_));
         if ddl {
             crate::exec::door::Door::ddl(&mut self.nodes, true).await?;
         }
@@ -173,6 +206,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .is_some_and(|t| t.branches.iter().any(|b| b.shadow));
         if !images {
             self.dual_write = None;
+        }
+        if keeps_diagnostics {
+            self.last.diagnostics = true;
         }
         if ddl {
             // Whatever it did, on whichever nodes: tables' columns are read again.
