@@ -48,18 +48,16 @@ struct Open {
     dirty: bool,
     /// Its `LAST_INSERT_ID()` when the proxy last read it (0 when opened or reset).
     insert_id: u64,
-    _permit: OwnedSemaphorePermit,
 }
 
 impl Open {
-    fn new(conn: Conn, permit: OwnedSemaphorePermit) -> Self {
+    fn new(conn: Conn) -> Self {
         Open {
             conn,
             handles: HashMap::new(),
             sets: Vec::new(),
             dirty: false,
             insert_id: 0,
-            _permit: permit,
         }
     }
 
@@ -108,6 +106,10 @@ pub struct NodePool {
 /// A connection taken from a pool: given back when dropped.
 pub struct Pooled {
     open: Option<Open>,
+    /// Its place among the pool's `pool_max`: a connection in use (or being tidied for the
+    /// next user) holds one; an idle connection none, so a session waiting for one takes
+    /// the next connection given back, in the order they came.
+    permit: Option<OwnedSemaphorePermit>,
     pool: Arc<NodePool>,
     found_rows: bool,
     /// Closed when dropped, never reused (its state is unknown: an XA branch left
@@ -259,7 +261,10 @@ impl Drop for Pooled {
         // than the connect timeout closes the connection. Outside a runtime (a test's
         // teardown) the connection just closes.
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            // The connection keeps its place until it is idle again.
+            let permit = self.permit.take();
             rt.spawn(async move {
+                let _permit = permit;
                 let url_db = pool.opts.db_name();
                 let tidy = tokio::time::timeout(CONNECT_TIMEOUT, async {
                     open.conn.drain().await?;
@@ -354,35 +359,26 @@ impl NodePool {
     /// one of the other flavour to make it).
     async fn get(self: &Arc<Self>, found_rows: bool, sets: &[String]) -> Result<Pooled, String> {
         let flavour = usize::from(found_rows);
-        let open = loop {
-            if let Some(o) = self.take_idle(flavour, sets) {
-                break o;
+        // A place first (waiters are served in turn), then an idle connection, else a new
+        // one: the connections open never outnumber the places.
+        let permit = self
+            .open
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| "the pool is closed".to_string())?;
+        let open = match self.take_idle(flavour, sets) {
+            Some(o) => o,
+            None => {
+                // One of the other flavour idles in the way: it is closed to make room.
+                drop(self.idle_lock()[1 - flavour].pop());
+                Open::new(self.connect(found_rows).await?)
             }
-            let permit = match self.open.clone().try_acquire_owned() {
-                Ok(p) => p,
-                Err(_) => {
-                    let other = self.idle_lock()[1 - flavour].pop();
-                    if other.is_some() {
-                        continue;
-                    }
-                    self.open
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .map_err(|_| "the pool is closed".to_string())?
-                }
-            };
-            // Someone may have given a connection back meanwhile.
-            if let Some(o) = self.take_idle(flavour, sets) {
-                drop(permit);
-                break o;
-            }
-            let conn = self.connect(found_rows).await?;
-            break Open::new(conn, permit);
         };
         self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(Pooled {
             open: Some(open),
+            permit: Some(permit),
             pool: self.clone(),
             found_rows,
             discard: false,

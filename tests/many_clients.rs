@@ -1,0 +1,163 @@
+//! Many clients over few node connections: 1,000 clients connected at once, each running
+//! statements by key (prepared and text reads, an UPDATE, an INSERT with a generated id and
+//! its LAST_INSERT_ID()), are all served to the end by a proxy whose node pools hold at most
+//! 20 connections each. Its own test binary (its own cluster): the load disturbs no other
+//! test.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mysql_async::prelude::Queryable;
+
+const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+const CLIENTS: usize = 1000;
+const POOL_MAX: usize = 20;
+
+#[test]
+fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_many", "user_id", &L2))
+        .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""));
+    assert!(rules.contains("pool_max=20"));
+    let proxy = Arc::new(start_proxy_with_rules(rules));
+    let p = proxy.clone();
+    block_on(async move {
+        let proxy = p;
+        let mut setup = proxy.conn().await;
+        setup
+            .query_drop("CREATE TABLE t_many (user_id BIGINT PRIMARY KEY, n INT NOT NULL)")
+            .await
+            .expect("create t_many");
+        setup
+            .query_drop(
+                "CREATE TABLE t_many_log (id INT AUTO_INCREMENT PRIMARY KEY, user_id BIGINT NOT NULL)",
+            )
+            .await
+            .expect("create t_many_log");
+        let rows: Vec<String> = (0..CLIENTS).map(|k| format!("({k}, 0)")).collect();
+        setup
+            .query_drop(format!("INSERT INTO t_many VALUES {}", rows.join(",")))
+            .await
+            .expect("load t_many");
+        drop(setup);
+
+        // The pools, sampled while the clients run: never more than POOL_MAX per node.
+        let done = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+        let sampler = {
+            let (proxy, done, peak) = (proxy.clone(), done.clone(), peak.clone());
+            tokio::spawn(async move {
+                while !done.load(Ordering::Relaxed) {
+                    for (n, p) in peak.iter().enumerate() {
+                        let (used, idle) = proxy.shared.backends.pool_usage(n).unwrap_or((0, 0));
+                        p.fetch_max(used + idle, Ordering::Relaxed);
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        };
+
+        let started = Instant::now();
+        let all_in = Arc::new(tokio::sync::Barrier::new(CLIENTS));
+        let mut clients = Vec::with_capacity(CLIENTS);
+        for k in 0..CLIENTS as i64 {
+            let (url, all_in) = (proxy.url("shop"), all_in.clone());
+            clients.push(tokio::spawn(async move {
+                let opts = mysql_async::Opts::from_url(&url).expect("proxy URL");
+                let conn = mysql_async::Conn::new(opts).await;
+                // Every client is connected before any runs a statement.
+                all_in.wait().await;
+                let mut conn = conn.map_err(|e| format!("client {k} connects: {e}"))?;
+                let err = |what: &str, e: mysql_async::Error| format!("client {k} {what}: {e}");
+                let n: Option<i64> = conn
+                    .exec_first("SELECT n FROM t_many WHERE user_id = ?", (k,))
+                    .await
+                    .map_err(|e| err("reads (prepared)", e))?;
+                if n != Some(0) {
+                    return Err(format!("client {k} read {n:?}, not 0"));
+                }
+                conn.exec_drop("UPDATE t_many SET n = n + ? WHERE user_id = ?", (k + 1, k))
+                    .await
+                    .map_err(|e| err("updates", e))?;
+                conn.query_drop(format!("INSERT INTO t_many_log (user_id) VALUES ({k})"))
+                    .await
+                    .map_err(|e| err("inserts", e))?;
+                let generated = conn.last_insert_id();
+                let id: Option<u64> = conn
+                    .query_first("SELECT LAST_INSERT_ID()")
+                    .await
+                    .map_err(|e| err("reads LAST_INSERT_ID()", e))?;
+                if id.is_none() || id != generated {
+                    return Err(format!(
+                        "client {k}: LAST_INSERT_ID() {id:?}, the insert reported {generated:?}"
+                    ));
+                }
+                let logged: Option<i64> = conn
+                    .query_first(format!(
+                        "SELECT user_id FROM t_many_log WHERE id = {}",
+                        id.unwrap_or(0)
+                    ))
+                    .await
+                    .map_err(|e| err("reads its log row", e))?;
+                if logged != Some(k) {
+                    return Err(format!("client {k}: log row {id:?} is {logged:?}'s"));
+                }
+                let n: Option<i64> = conn
+                    .query_first(format!("SELECT n FROM t_many WHERE user_id = {k}"))
+                    .await
+                    .map_err(|e| err("reads (text)", e))?;
+                if n != Some(k + 1) {
+                    return Err(format!(
+                        "client {k} read {n:?} after its update, not {}",
+                        k + 1
+                    ));
+                }
+                conn.disconnect().await.map_err(|e| err("disconnects", e))?;
+                Ok::<(), String>(())
+            }));
+        }
+        let mut failures = Vec::new();
+        for c in clients {
+            match tokio::time::timeout(Duration::from_secs(240), c).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => failures.push(e),
+                Ok(Err(panic)) => failures.push(format!("a client panicked: {panic}")),
+                Err(_) => failures.push("a client was not served within 240 s".into()),
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        sampler.await.expect("sampler");
+        let took = started.elapsed();
+        assert!(
+            failures.is_empty(),
+            "{} of {CLIENTS} clients failed, the first: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(5)]
+        );
+        let peaks: Vec<usize> = peak.iter().map(|p| p.load(Ordering::Relaxed)).collect();
+        eprintln!("{CLIENTS} clients served in {took:?}; node connections at most {peaks:?}");
+        for (n, p) in peaks.iter().enumerate() {
+            assert!(*p <= POOL_MAX, "node {n} had {p} connections open");
+            assert!(*p > 0, "node {n} was never used");
+        }
+        // And the nodes agree: every row updated once, one log row per client.
+        let mut check = proxy.conn().await;
+        let sum: Option<i64> = check
+            .query_first("SELECT SUM(n) FROM t_many")
+            .await
+            .expect("sum");
+        let want = (CLIENTS as i64) * (CLIENTS as i64 + 1) / 2;
+        assert_eq!(sum, Some(want));
+        let logs: Option<i64> = check
+            .query_first("SELECT COUNT(DISTINCT user_id) FROM t_many_log")
+            .await
+            .expect("log rows");
+        assert_eq!(logs, Some(CLIENTS as i64));
+        check.query_drop("DROP TABLE t_many, t_many_log").await.ok();
+    });
+    drop(proxy);
+}
