@@ -55,6 +55,8 @@ pub struct Metrics {
     pub deadlocks: prometheus::IntCounter,
     /// Client commands that panicked (bugs; each ended its client's connection).
     pub panics: prometheus::IntCounter,
+    /// Clients that hung up while a statement of theirs ran (its node statements killed).
+    pub hangups: prometheus::IntCounter,
     /// Node connections pinned to their session by state the proxy does not track, by
     /// the statement's kind of state.
     pub pins: IntCounterVec,
@@ -159,6 +161,11 @@ impl Metrics {
                 "Node connections pinned to their client session (not lent to others until it ends) by state the proxy does not track, by reason",
                 &["reason"],
             ),
+            hangups: prometheus::IntCounter::new(
+                "shardproxy_client_hangups_total",
+                "Clients that hung up while a statement of theirs ran: its statements on the nodes were killed",
+            )
+            .expect("valid metric definition"),
             panics: prometheus::IntCounter::new(
                 "shardproxy_panics_total",
                 "Client commands that panicked (a bug): each ended its own connection only",
@@ -215,6 +222,7 @@ impl Metrics {
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),
             Box::new(m.panics.clone()),
+            Box::new(m.hangups.clone()),
             Box::new(m.pins.clone()),
             Box::new(m.migration_step.clone()),
             Box::new(m.migration_errors.clone()),

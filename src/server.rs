@@ -157,9 +157,19 @@ impl Server {
                 continue;
             };
             let id = shared.next_conn_id();
+            // A second handle on the client's socket: the session watches it for the client
+            // hanging up while a statement runs (its own handle is busy with the statement).
+            let (stream, watch) = match watch_handle(stream) {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!(%peer, "could not set up the client connection: {e}");
+                    continue;
+                }
+            };
             tokio::spawn(async move {
                 let _slot = slot;
                 if let Err(e) = Session::new(stream, shared, id, peer.ip().to_string())
+                    .watching(watch)
                     .run()
                     .await
                 {
@@ -168,6 +178,18 @@ impl Server {
             });
         }
     }
+}
+
+/// The client's socket, and a duplicate of it to watch for the client hanging up.
+fn watch_handle(
+    stream: tokio::net::TcpStream,
+) -> std::io::Result<(tokio::net::TcpStream, Option<tokio::net::TcpStream>)> {
+    let std = stream.into_std()?;
+    let watch = std
+        .try_clone()
+        .ok()
+        .and_then(|w| tokio::net::TcpStream::from_std(w).ok());
+    Ok((tokio::net::TcpStream::from_std(std)?, watch))
 }
 
 /// A client connection counted against `[server] max_connections` while it lives.

@@ -2215,6 +2215,58 @@ async fn a_split_insert_returning_answers_in_values_order() {
     assert_eq!(rows, want);
 }
 
+/// A client that hangs up while its statement runs (the process killed) gets that statement
+/// stopped on its node, not left to run out there.
+#[tokio::test]
+async fn a_client_that_hangs_up_mid_statement_has_its_node_statement_killed() {
+    let c = cluster();
+    let proxy = start_proxy(c, "");
+    let mut node0 = c.direct(0).get_conn().await.expect("node 0");
+    let running = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE 'SELECT SLEEP(30) AS hangup_probe%'";
+    let mut client = tokio::process::Command::new("mariadb")
+        .arg("-h127.0.0.1")
+        .arg(format!("-P{}", proxy.port))
+        .args([
+            "-uapp",
+            "-papp",
+            "shop",
+            "-e",
+            "SELECT SLEEP(30) AS hangup_probe",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run the mariadb client");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: Option<i64> = node0.query_first(running).await.expect("processlist");
+        if n == Some(1) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the statement never reached ds0"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client.kill().await.expect("kill the client");
+    let hung_up = std::time::Instant::now();
+    loop {
+        let n: Option<i64> = node0.query_first(running).await.expect("processlist");
+        if n == Some(0) {
+            break;
+        }
+        assert!(
+            hung_up.elapsed() < Duration::from_secs(5),
+            "ds0 still runs the statement of a client gone {:?} ago",
+            hung_up.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(proxy.shared.metrics.hangups.get(), 1);
+}
+
 #[tokio::test]
 async fn kill_stops_the_proxys_own_sessions_never_a_nodes_connection() {
     let c = cluster();

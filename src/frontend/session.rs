@@ -94,9 +94,29 @@ pub struct Session<S> {
     dual_write: Option<crate::migrate::Running>,
     /// What the last statement left that the client may ask about.
     last: super::sink::Last,
+    /// A second handle on the client's socket, to notice it hang up mid-statement.
+    watch: Option<tokio::net::TcpStream>,
 }
 
 type Outcome = Result<(), MyError>;
+
+/// How long a command runs before the client's socket is watched for a hang-up (a quick
+/// statement costs no watching).
+const WATCH_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Resolves once the client has hung up (its socket reads end-of-file or fails), watched
+/// from [`WATCH_AFTER`] into a command. Bytes it sent ahead (a pipelined command) are left
+/// for the session: then it looks again every 100 ms.
+async fn hung_up(watch: &tokio::net::TcpStream) {
+    tokio::time::sleep(WATCH_AFTER).await;
+    let mut b = [0u8; 1];
+    loop {
+        match watch.peek(&mut b).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+}
 
 /// Sleeps `d`, or forever without one.
 async fn sleep_or_never(d: Option<std::time::Duration>) {
@@ -127,7 +147,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             single_counters: Vec::new(),
             dual_write: None,
             last: Default::default(),
+            watch: None,
         }
+    }
+
+    /// Watches `watch` (the client's socket) while statements run: a client that hangs up
+    /// mid-statement gets its statements on the nodes killed.
+    pub fn watching(mut self, watch: Option<tokio::net::TcpStream>) -> Self {
+        self.watch = watch;
+        self
     }
 
     fn status(&self) -> StatusFlags {
@@ -227,9 +255,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             // A panic under one client's command (a bug) ends that client only, with an
             // error, and is counted; the proxy and its other clients go on.
-            let ran = std::panic::AssertUnwindSafe(self.command(cmd, body))
-                .catch_unwind()
-                .await;
+            let watch = self.watch.take();
+            let ran = {
+                let command = std::panic::AssertUnwindSafe(self.command(cmd, body)).catch_unwind();
+                match &watch {
+                    Some(w) => tokio::select! {
+                        r = command => Some(r),
+                        () = hung_up(w) => None,
+                    },
+                    None => Some(command.await),
+                }
+            };
+            self.watch = watch;
+            let Some(ran) = ran else {
+                // The client is gone mid-statement: what it started on the nodes stops
+                // (from connections of their own); its connections are closed with it.
+                tracing::debug!(conn = self.conn_id, "the client hung up mid-statement");
+                self.shared.metrics.hangups.inc();
+                let _ = crate::exec::door::Door::kill(&mut self.nodes, self.conn_id, true).await;
+                return Ok(());
+            };
             match ran {
                 Ok(r) => r?,
                 Err(panic) => {
