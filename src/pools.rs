@@ -27,7 +27,8 @@ use crate::error::MyError;
 use crate::node::stream::Tls;
 use crate::node::{Conn, ConnectOpts, Statement};
 
-/// How long acquiring a connection to a node may take before the statement fails.
+/// How long the proxy's own chores on a connection may take (tidying one given back,
+/// killing a timed-out query).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a connection beyond the pool's `pool_min` may stay idle.
@@ -460,6 +461,8 @@ pub struct Backends {
     entries: std::sync::RwLock<Vec<Entry>>,
     /// `[server] node_timeout_secs` of the topology in force, in ms (0: none).
     timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// `[server] node_wait_secs` of the topology in force, in ms.
+    wait_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Backends {
@@ -467,6 +470,7 @@ impl Backends {
         let b = Backends {
             entries: std::sync::RwLock::new(Vec::new()),
             timeout_ms: Default::default(),
+            wait_ms: Default::default(),
         };
         b.apply(topo);
         b
@@ -480,6 +484,8 @@ impl Backends {
             .node_timeout
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         self.timeout_ms.store(ms, Ordering::Relaxed);
+        let wait = u64::try_from(topo.node_wait.as_millis()).unwrap_or(u64::MAX);
+        self.wait_ms.store(wait, Ordering::Relaxed);
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         for (i, n) in topo.nodes.iter().enumerate() {
             let fresh = || Entry {
@@ -566,7 +572,8 @@ impl Backends {
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
-        let r = match tokio::time::timeout(CONNECT_TIMEOUT, pool.get(found_rows, sets)).await {
+        let wait = Duration::from_millis(self.wait_ms.load(Ordering::Relaxed).max(1));
+        let r = match tokio::time::timeout(wait, pool.get(found_rows, sets)).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(MyError::new(
                 1105,
@@ -575,9 +582,9 @@ impl Backends {
             Err(_) => Err(MyError::new(
                 1105,
                 format!(
-                    "shardproxy: node `{}` did not accept a connection within {}s{}",
+                    "shardproxy: node `{}` did not accept a connection within {}s (node_wait_secs){}",
                     pool.name,
-                    CONNECT_TIMEOUT.as_secs(),
+                    wait.as_secs(),
                     if pool.open.available_permits() == 0 {
                         format!(" (all {} of its pool's connections are in use)", pool.max)
                     } else {

@@ -50,7 +50,7 @@ impl Server {
     /// Binds clients to an explicit address instead of the rules file's (tests use port 0);
     /// the admin interface, if the rules have one, on its own address.
     pub async fn bind_to(topo: Topology, addr: &str) -> anyhow::Result<Server> {
-        let listener = TcpListener::bind(addr)
+        let listener = listen(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         let admin = match &topo.admin {
@@ -178,6 +178,32 @@ impl Server {
             });
         }
     }
+}
+
+/// Connections the kernel completes before the proxy accepts them: a burst of a thousand
+/// clients connecting at once overflowed the 128 the listener got by default, and the
+/// clients whose handshake the kernel dropped waited on a connection the proxy never saw.
+/// (The kernel caps it at `net.core.somaxconn`.)
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// The clients' listener on `addr`.
+async fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for a in tokio::net::lookup_host(addr).await? {
+        let socket = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(a).and_then(|()| socket.listen(LISTEN_BACKLOG)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")
+    }))
 }
 
 /// The client's socket, and a duplicate of it to watch for the client hanging up.

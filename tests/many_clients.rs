@@ -68,10 +68,15 @@ fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
             let (url, all_in) = (proxy.url("shop"), all_in.clone());
             clients.push(tokio::spawn(async move {
                 let opts = mysql_async::Opts::from_url(&url).expect("proxy URL");
-                let conn = mysql_async::Conn::new(opts).await;
+                let conn =
+                    tokio::time::timeout(Duration::from_secs(60), mysql_async::Conn::new(opts))
+                        .await;
                 // Every client is connected before any runs a statement.
                 all_in.wait().await;
-                let mut conn = conn.map_err(|e| format!("client {k} connects: {e}"))?;
+                let mut conn = match conn {
+                    Ok(c) => c.map_err(|e| format!("client {k} connects: {e}"))?,
+                    Err(_) => return Err(format!("client {k} was not connected within 60 s")),
+                };
                 let err = |what: &str, e: mysql_async::Error| format!("client {k} {what}: {e}");
                 let n: Option<i64> = conn
                     .exec_first("SELECT n FROM t_many WHERE user_id = ?", (k,))

@@ -101,6 +101,10 @@ struct ServerSection {
     /// before the statement fails and the node's query is killed; 0: no bound.
     #[serde(default = "default_node_timeout")]
     node_timeout_secs: u64,
+    /// How long a statement waits for a node connection (a free place in the node's pool,
+    /// then the connect) before it fails naming the node.
+    #[serde(default = "default_node_wait")]
+    node_wait_secs: u64,
     /// Client connections served at once; past it a client gets MySQL's 1040.
     #[serde(default = "default_max_connections")]
     max_connections: usize,
@@ -150,7 +154,11 @@ fn default_max_connections() -> usize {
 }
 
 fn default_node_timeout() -> u64 {
-    300
+    30
+}
+
+fn default_node_wait() -> u64 {
+    5
 }
 
 /// PEM files of the certificate chain clients are shown and its private key.
@@ -465,6 +473,8 @@ pub struct Topology {
     pub max_rows_per_statement: u64,
     /// `[server] node_timeout_secs` (None: no bound).
     pub node_timeout: Option<std::time::Duration>,
+    /// `[server] node_wait_secs`.
+    pub node_wait: std::time::Duration,
     /// `[server] max_connections`.
     pub max_connections: usize,
     /// `[server] idle_timeout_secs` (None: no bound).
@@ -684,6 +694,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             "[server] max_allowed_packet must be at least 1024 bytes".into(),
         ));
     }
+    if file.server.node_wait_secs == 0 {
+        return Err(err("[server] node_wait_secs must be at least 1".into()));
+    }
     if file.server.max_connections == 0 {
         return Err(err("[server] max_connections must be at least 1".into()));
     }
@@ -733,6 +746,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         max_rows_per_statement: file.server.max_rows_per_statement,
         node_timeout: (file.server.node_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
+        node_wait: std::time::Duration::from_secs(file.server.node_wait_secs),
         max_connections: file.server.max_connections,
         max_allowed_packet: file.server.max_allowed_packet,
         idle_timeout: (file.server.idle_timeout_secs > 0)
@@ -1437,5 +1451,28 @@ slots = [{ slots = "0-1023", node = "ds9" }]
             .unwrap_err()
             .to_string();
         assert!(e.contains("node `ds1`: invalid MySQL URL"), "{e}");
+    }
+
+    #[test]
+    fn the_wait_for_a_node_connection_is_bounded() {
+        let t = parse(BASE, "x.toml").unwrap();
+        assert_eq!(
+            t.node_wait,
+            std::time::Duration::from_secs(5),
+            "the default"
+        );
+        let t = parse(
+            &BASE.replace("[server]", "[server]\nnode_wait_secs = 30"),
+            "x.toml",
+        )
+        .unwrap();
+        assert_eq!(t.node_wait, std::time::Duration::from_secs(30));
+        let e = parse(
+            &BASE.replace("[server]", "[server]\nnode_wait_secs = 0"),
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("node_wait_secs must be at least 1"), "{e}");
     }
 }
