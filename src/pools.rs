@@ -92,6 +92,9 @@ pub struct NodePool {
     /// The node's unix socket, learnt from `@@socket` on the first TCP connection to a
     /// loopback address (as mysql_async's `prefer_socket` does).
     socket: Mutex<Option<String>>,
+    /// Held by the connect that learns the socket: a burst of first connects waits for it
+    /// instead of each opening a TCP connection it drops (the node counted twice as many).
+    learning: tokio::sync::Mutex<bool>,
     /// Idle connections: without and with CLIENT_FOUND_ROWS.
     idle: Mutex<[Vec<Open>; 2]>,
     open: Arc<Semaphore>,
@@ -295,6 +298,7 @@ impl NodePool {
             opts: opts.clone(),
             tls: OnceCell::new(),
             socket: Mutex::new(opts.socket().map(str::to_string)),
+            learning: tokio::sync::Mutex::new(false),
             idle: Mutex::new([Vec::new(), Vec::new()]),
             open: Arc::new(Semaphore::new(max)),
             max,
@@ -399,11 +403,23 @@ impl NodePool {
             found_rows,
             timeout_ms: self.timeout_ms.clone(),
         };
-        let socket = self
-            .socket
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let learn =
+            self.opts.prefer_socket() && self.opts.socket().is_none() && loopback(&opts.host);
+        let known = || {
+            self.socket
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        };
+        let mut learning = None;
+        if learn && known().is_none() {
+            let guard = self.learning.lock().await;
+            // Tried once: later connects go by TCP when the node has no usable socket.
+            if !*guard {
+                learning = Some(guard);
+            }
+        }
+        let socket = known();
         if let Some(path) = socket {
             opts.socket = Some(path);
             match Conn::connect(&opts).await {
@@ -414,7 +430,8 @@ impl NodePool {
             }
         }
         let mut conn = Conn::connect(&opts).await.map_err(|e| e.to_string())?;
-        if self.opts.prefer_socket() && self.opts.socket().is_none() && loopback(&opts.host) {
+        if let Some(mut tried) = learning {
+            *tried = true;
             if let Ok(rows) = conn.query_rows("SELECT @@socket").await {
                 let path = rows
                     .first()
