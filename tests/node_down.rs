@@ -128,6 +128,9 @@ async fn a_stopped_node_fails_only_its_statements() {
     }
 
     c.start_node(DOWN);
+    // The node accepts connections again: its statements are served at once (within 2 s,
+    // the hardening issue's bound), without a retry by the client.
+    let back = std::time::Instant::now();
 
     let mut fresh = proxy.conn().await;
     for (name, s) in [
@@ -139,6 +142,11 @@ async fn a_stopped_node_fails_only_its_statements() {
             .await
             .unwrap_or_else(|e| panic!("{name}: read of a key on the restarted ds{DOWN}: {e}"));
         assert_eq!(v, Some(format!("n{DOWN}")), "{name}");
+        assert!(
+            back.elapsed() < Duration::from_secs(2),
+            "{name}: served {:?} after ds{DOWN} accepted connections again",
+            back.elapsed()
+        );
         let rows = bounded(
             "fan-out after the restart",
             s.query::<(i64, String), _>("SELECT user_id, v FROM t_nd"),
