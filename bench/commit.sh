@@ -40,18 +40,7 @@ bench_traps
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
-[[ $target_dir == /* ]] || target_dir=$repo/$target_dir
-echo "== building shardproxy and the bench client (release)"
-if [[ -n ${BIN:-} ]]; then
-    (cd "$repo" && cargo build --release --example commit_latency)
-else
-    (cd "$repo" && cargo build --release --bin shardproxy --example commit_latency)
-fi
-bin=${BIN:-$target_dir/release/shardproxy}
-client=$target_dir/release/examples/commit_latency
-[[ -x $bin ]] || die "$bin not found"
-[[ -x $client ]] || die "$client not found"
+bench_binaries commit_latency
 
 work=$(mktemp -d /tmp/shardproxy-commit.XXXXXX)
 echo "== starting 2 shard nodes and 1 direct node in $work"

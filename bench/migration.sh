@@ -43,18 +43,7 @@ bench_traps
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
-[[ $target_dir == /* ]] || target_dir=$repo/$target_dir
-echo "== building shardproxy and the bench client (release)"
-if [[ -n ${BIN:-} ]]; then
-    (cd "$repo" && cargo build --release --example migration_load)
-else
-    (cd "$repo" && cargo build --release --bin shardproxy --example migration_load)
-fi
-bin=${BIN:-$target_dir/release/shardproxy}
-client=$target_dir/release/examples/migration_load
-[[ -x $bin ]] || die "$bin not found"
-[[ -x $client ]] || die "$client not found"
+bench_binaries migration_load
 
 work=$(mktemp -d /tmp/shardproxy-migration.XXXXXX)
 echo "== starting 3 data nodes and 1 metadata node in $work"

@@ -101,6 +101,25 @@ bench_proxy_binary() {
     [[ -x $bin ]] || die "$bin not found"
 }
 
+# bench_binaries EXAMPLE: builds this checkout's proxy (unless BIN names one) and the bench
+# client EXAMPLE (release, honouring CARGO_TARGET_DIR), and sets `bin` and `client` to them;
+# the caller's `die` if either is not there. Uses the caller's `repo`.
+bench_binaries() {
+    local example=$1 target_dir
+    target_dir=${CARGO_TARGET_DIR:-$repo/target}
+    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+    echo "== building shardproxy and the bench client (release)"
+    if [[ -n ${BIN:-} ]]; then
+        (cd "$repo" && cargo build --release --example "$example")
+    else
+        (cd "$repo" && cargo build --release --bin shardproxy --example "$example")
+    fi
+    bin=${BIN:-$target_dir/release/shardproxy}
+    client=$target_dir/release/examples/$example
+    [[ -x $bin ]] || die "$bin not found"
+    [[ -x $client ]] || die "$client not found"
+}
+
 # bench_start_proxy BIN PORT USER PASSWORD: serves $work/rules.toml with BIN (log in
 # $work/proxy.log, pid in proxy_pid) and waits up to 30 s until USER can run a query on PORT.
 bench_start_proxy() {
