@@ -20,14 +20,34 @@ pub struct PacketIo<S> {
     packets: u64,
 }
 
+/// The read buffer of a node connection: result sets stream through it.
+const NODE_READ_BUF: usize = 16 * 1024;
+/// The read buffer of a client connection: requests are small (a larger packet is read past
+/// the buffer), and thousands of idle clients each hold one.
+pub const CLIENT_READ_BUF: usize = 2 * 1024;
+/// What the write buffer keeps between commands (`PacketIo::idle`).
+const IDLE_OUT: usize = 2 * 1024;
+
 impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     pub fn new(stream: S, max_request: usize) -> Self {
+        Self::with_read_buffer(stream, max_request, NODE_READ_BUF)
+    }
+
+    pub fn with_read_buffer(stream: S, max_request: usize, read_buf: usize) -> Self {
         PacketIo {
-            stream: BufReader::with_capacity(16 * 1024, stream),
-            out: Vec::with_capacity(16 * 1024),
+            stream: BufReader::with_capacity(read_buf, stream),
+            out: Vec::with_capacity(IDLE_OUT),
             seq: 0,
             max_request,
             packets: 0,
+        }
+    }
+
+    /// Between commands: a write buffer grown by a large result goes back to its idle size,
+    /// so an idle client costs little memory.
+    pub fn idle(&mut self) {
+        if self.out.is_empty() && self.out.capacity() > 4 * IDLE_OUT {
+            self.out = Vec::with_capacity(IDLE_OUT);
         }
     }
 

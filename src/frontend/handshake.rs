@@ -87,7 +87,10 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin>(
 ) -> io::Result<()> {
     let seq = io.seq();
     let max = io.max_request();
-    let old = std::mem::replace(io, PacketIo::new(ClientStream::Gone, max));
+    let old = std::mem::replace(
+        io,
+        PacketIo::with_read_buffer(ClientStream::Gone, max, crate::packet::CLIENT_READ_BUF),
+    );
     let (stream, buffered) = old.into_parts();
     let ClientStream::Plain(plain) = stream else {
         return Err(io::Error::new(
@@ -96,7 +99,11 @@ async fn upgrade<S: AsyncRead + AsyncWrite + Unpin>(
         ));
     };
     let tls = acceptor.accept(Rewind::new(buffered, plain)).await?;
-    *io = PacketIo::new(ClientStream::Tls(Box::new(tls)), max);
+    *io = PacketIo::with_read_buffer(
+        ClientStream::Tls(Box::new(tls)),
+        max,
+        crate::packet::CLIENT_READ_BUF,
+    );
     io.set_seq(seq);
     Ok(())
 }

@@ -130,7 +130,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32, peer: String) -> Self {
         let topo = shared.topology();
         Session {
-            io: PacketIo::new(ClientStream::Plain(stream), shared.max_packet),
+            io: PacketIo::with_read_buffer(
+                ClientStream::Plain(stream),
+                shared.max_packet,
+                crate::packet::CLIENT_READ_BUF,
+            ),
             topo,
             nodes: NodeSession::new(shared.clone(), conn_id),
             shared,
@@ -298,6 +302,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // The answer goes out first: what the session gives back afterwards costs the
             // client no wait.
             self.io.flush().await?;
+            self.io.idle();
             self.after_command().await;
             if ctl.is_killed() {
                 return Ok(());
