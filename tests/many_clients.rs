@@ -149,6 +149,22 @@ fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
             assert!(*p <= POOL_MAX, "node {n} had {p} connections open");
             assert!(*p > 0, "node {n} was never used");
         }
+        // The nodes saw no more: the pool's connections, the test's own direct ones. (A
+        // client's `SELECT @@socket` once got node 0's socket, and mysql_async, which
+        // prefers a local socket, tried to log in to the node itself.)
+        for n in 0..2 {
+            let mut direct = c.direct(n).get_conn().await.expect("node");
+            let row: Option<(String, u64)> = direct
+                .query_first("SHOW GLOBAL STATUS LIKE 'Max_used_connections'")
+                .await
+                .expect("status");
+            let used = row.map_or(0, |(_, v)| v);
+            eprintln!("node {n}: Max_used_connections {used}");
+            assert!(
+                used <= POOL_MAX as u64 + 3,
+                "node {n} served {used} connections at once"
+            );
+        }
         // And the nodes agree: every row updated once, one log row per client.
         let mut check = proxy.conn().await;
         let sum: Option<i64> = check

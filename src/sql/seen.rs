@@ -37,11 +37,21 @@ enum Asked {
     InsertId,
     RowCount,
     FoundRows,
+    /// `@@socket`: the proxy listens on no unix socket. A node's socket path, answered by
+    /// the node, sent clients that prefer sockets on a local host (mysql_async's default)
+    /// to the node itself, past the proxy.
+    Socket,
 }
 
 /// Could the statement ask one of them? A cheap test, before the exact scan.
 pub fn may_ask(sql: &str) -> bool {
-    const WORDS: [&[u8]; 4] = [b"insert_id", b"row_count", b"found_rows", b"@@identity"];
+    const WORDS: [&[u8]; 5] = [
+        b"insert_id",
+        b"row_count",
+        b"found_rows",
+        b"@@identity",
+        b"socket",
+    ];
     let b = sql.as_bytes();
     WORDS
         .iter()
@@ -110,14 +120,25 @@ fn calls(sql: &str) -> Vec<Call> {
                     j = end + 1;
                     end = word(j);
                 }
+                if sql[j..end].eq_ignore_ascii_case("global") && b.get(end) == Some(&b'.') {
+                    j = end + 1;
+                    end = word(j);
+                }
                 let name = &sql[j..end];
-                if name.eq_ignore_ascii_case("identity")
+                let asked = if name.eq_ignore_ascii_case("identity")
                     || name.eq_ignore_ascii_case("last_insert_id")
                 {
+                    Some(Asked::InsertId)
+                } else if name.eq_ignore_ascii_case("socket") {
+                    Some(Asked::Socket)
+                } else {
+                    None
+                };
+                if let Some(asked) = asked {
                     out.push(Call {
                         start,
                         end,
-                        asked: Asked::InsertId,
+                        asked,
                         sets: false,
                     });
                 }
@@ -198,6 +219,7 @@ pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
                 Some(v) => v.to_string(),
                 None => continue,
             },
+            Asked::Socket => "NULL".to_string(),
         };
         edits.push((c.start, c.end, value));
     }
@@ -302,6 +324,15 @@ mod tests {
         assert_eq!(
             a("SELECT * FROM t WHERE id = last_insert_id()").as_deref(),
             Some("SELECT * FROM t WHERE id = 42")
+        );
+        // The proxy has no unix socket: a client must not learn a node's.
+        assert_eq!(
+            a("SELECT @@socket").as_deref(),
+            Some("SELECT NULL AS `@@socket`")
+        );
+        assert_eq!(
+            a("select @@GLOBAL.socket, @@version").as_deref(),
+            Some("select NULL AS `@@GLOBAL.socket`, @@version")
         );
     }
 
