@@ -425,6 +425,20 @@ impl<'s> Offsets<'s> {
     }
 }
 
+/// The index of the quote that closes the string or quoted name opening at `b[open]` (a
+/// backslash escapes in strings, not in backquoted names), or the text's end.
+pub fn quote_end(b: &[u8], open: usize) -> usize {
+    let q = b[open];
+    let mut i = open + 1;
+    while i < b.len() && b[i] != q {
+        if b[i] == b'\\' && q != b'`' {
+            i += 1;
+        }
+        i += 1;
+    }
+    i.min(b.len())
+}
+
 /// Where an unaliased select item is in the statement's text (byte range): from its start
 /// (parentheses before it included: a subquery's span starts inside them) to the comma or
 /// clause keyword that ends it at its own nesting depth. MariaDB names an unaliased column
@@ -460,15 +474,7 @@ pub fn item_range(sql: &str, e: &Expr) -> Option<(usize, usize)> {
     while i < bytes.len() {
         let c = bytes[i];
         match c {
-            b'\'' | b'"' | b'`' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != c {
-                    if bytes[i] == b'\\' && c != b'`' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-            }
+            b'\'' | b'"' | b'`' => i = quote_end(bytes, i),
             b'#' => return None,
             b'-' if bytes.get(i + 1) == Some(&b'-') => return None,
             b'/' if bytes.get(i + 1) == Some(&b'*') => return None,

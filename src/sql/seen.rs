@@ -79,16 +79,7 @@ fn calls(sql: &str) -> Vec<Call> {
     while i < b.len() {
         let c = b[i];
         match c {
-            b'\'' | b'"' | b'`' => {
-                i += 1;
-                while i < b.len() && b[i] != c {
-                    if b[i] == b'\\' && c != b'`' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                i += 1;
-            }
+            b'\'' | b'"' | b'`' => i = crate::sql::quote_end(b, i) + 1,
             b'#' => {
                 i = b[i..]
                     .iter()
