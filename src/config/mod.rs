@@ -918,6 +918,12 @@ fn table_rule(
                     if l.cache_size == 0 {
                         return Err("lookup cache_size must be at least 1".into());
                     }
+                    // The cache refuses (panics on) a time to live over 1000 years.
+                    if l.ttl_secs > 31_536_000_000 {
+                        return Err(
+                            "lookup ttl_secs must be at most 31536000000 (1000 years)".into()
+                        );
+                    }
                     for (what, v) in [
                         ("table", &l.table),
                         ("key_column", &l.key_column),
@@ -1474,5 +1480,17 @@ slots = [{ slots = "0-1023", node = "ds9" }]
         .unwrap_err()
         .to_string();
         assert!(e.contains("node_wait_secs must be at least 1"), "{e}");
+    }
+
+    #[test]
+    fn a_lookup_cache_ttl_the_cache_would_refuse_is_refused() {
+        let rules = |ttl: u64| {
+            format!(
+                "{BASE}[tables.t]\nrule = \"directory\"\ncolumn = \"k\"\nlookup = {{ node = \"ds0\", table = \"d\", key_column = \"k\", node_column = \"n\", ttl_secs = {ttl} }}\nfallback = {{ rule = \"single\", node = \"ds0\" }}\n"
+            )
+        };
+        assert!(parse(&rules(31_536_000_000), "x.toml").is_ok());
+        let e = parse(&rules(31_536_000_001), "x.toml").unwrap_err().to_string();
+        assert!(e.contains("ttl_secs must be at most"), "{e}");
     }
 }

@@ -362,6 +362,14 @@ fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, Str
         if rest.len() < 2 * n {
             return Err("truncated parameter types".into());
         }
+        // Types only a server's own storage uses: mysql_common cannot decode them as
+        // parameters (it panicked), and no client sends them.
+        if let Some(t) = (0..n)
+            .map(|i| rest[2 * i])
+            .find(|t| matches!(t, 0x11..=0x14 | 0xF3))
+        {
+            return Err(format!("parameter type {t:#04x} is not a parameter type"));
+        }
         stmt.types = (0..n)
             .map(|i| {
                 let ty =
