@@ -1490,7 +1490,9 @@ slots = [{ slots = "0-1023", node = "ds9" }]
             )
         };
         assert!(parse(&rules(31_536_000_000), "x.toml").is_ok());
-        let e = parse(&rules(31_536_000_001), "x.toml").unwrap_err().to_string();
+        let e = parse(&rules(31_536_000_001), "x.toml")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("ttl_secs must be at most"), "{e}");
     }
 }
