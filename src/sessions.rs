@@ -1,5 +1,5 @@
 //! The proxy's client sessions by connection id, for `KILL`: a client sees the proxy's
-//! connection ids (the handshake's thread id, `CONNECTION_ID()` is the node's), so `KILL
+//! connection ids (the handshake's thread id, which `CONNECTION_ID()` answers too), so `KILL
 //! QUERY n` must stop the statements session n runs on its nodes, and `KILL n` must also
 //! close that session; sending the KILL to a node would kill whatever node connection has
 //! that number there.

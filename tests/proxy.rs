@@ -1115,7 +1115,7 @@ async fn a_transaction_whose_node_connection_dies_is_not_continued_silently() {
     .expect("INSERT in a transaction");
     // The transaction's own backend connection, as the node sees it.
     let backend_id: Option<u64> = conn
-        .query_first("SELECT CONNECTION_ID()")
+        .query_first("SELECT @@pseudo_thread_id")
         .await
         .expect("CONNECTION_ID()");
     let backend_id = backend_id.expect("a connection id");
@@ -1805,7 +1805,7 @@ fn pooled_node_connections_carry_nothing_between_clients() {
             .await
             .expect("a reads in its transaction");
         let id_a: Option<u64> = a
-            .query_first("SELECT CONNECTION_ID()")
+            .query_first("SELECT @@pseudo_thread_id")
             .await
             .expect("a's node connection");
 
@@ -1834,7 +1834,7 @@ fn pooled_node_connections_carry_nothing_between_clients() {
             .await
             .expect("b reads once a left");
         let id_b: Option<u64> = b
-            .query_first("SELECT CONNECTION_ID()")
+            .query_first("SELECT @@pseudo_thread_id")
             .await
             .expect("b's node connection");
         assert_eq!(id_a, id_b, "the pool's one connection was not reused");
@@ -2016,7 +2016,8 @@ fn sessions_give_back_node_connections_between_statements() {
 
         // A session SET lands on a connection; once a moves on, the next session that takes
         // that connection gets it without a's SET. a runs on ds0 first, so the SET and
-        // CONNECTION_ID() run there.
+        // the read of the node connection's id (`@@pseudo_thread_id`: CONNECTION_ID() is the
+        // proxy's) run there.
         a.exec_drop(
             "SELECT v FROM t_mux WHERE user_id = ?",
             (key_on_node(&L, 0),),
@@ -2027,7 +2028,7 @@ fn sessions_give_back_node_connections_between_statements() {
             .await
             .expect("set");
         let id_a: Option<u64> = a
-            .query_first("SELECT CONNECTION_ID()")
+            .query_first("SELECT @@pseudo_thread_id")
             .await
             .expect("a's connection");
         let mode_a: Option<String> = a.query_first("SELECT @@sql_mode").await.expect("mode");
@@ -2039,7 +2040,7 @@ fn sessions_give_back_node_connections_between_statements() {
             .expect("read on ds1");
         let mut b = proxy.conn().await;
         let id_b: Option<u64> = b
-            .query_first("SELECT CONNECTION_ID()")
+            .query_first("SELECT @@pseudo_thread_id")
             .await
             .expect("b's connection");
         assert_eq!(id_a, id_b, "ds0's one connection went from a to b");
@@ -2291,6 +2292,33 @@ async fn kill_stops_the_proxys_own_sessions_never_a_nodes_connection() {
     let mut b = proxy.conn().await;
     let a_id = a.id();
     assert_ne!(a_id, b.id());
+    // CONNECTION_ID() is the id KILL takes, the handshake's, text or prepared, whichever
+    // node connection the statement ran on.
+    a.query_drop("CREATE TABLE IF NOT EXISTS t_kill (user_id BIGINT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    for node in 0..NODES {
+        let k = key_on_node(&L, node);
+        a.query_drop(format!("REPLACE INTO t_kill VALUES ({k}, {node})"))
+            .await
+            .expect("a row on the node");
+        let text: Option<(u32, i64)> = a
+            .query_first(format!(
+                "SELECT CONNECTION_ID(), v FROM t_kill WHERE user_id = {k}"
+            ))
+            .await
+            .expect("CONNECTION_ID()");
+        assert_eq!(
+            text,
+            Some((a_id, node as i64)),
+            "CONNECTION_ID() on ds{node}"
+        );
+    }
+    let prepared: Option<u32> = a
+        .exec_first("SELECT connection_id() + ?", (0,))
+        .await
+        .expect("prepared CONNECTION_ID()");
+    assert_eq!(prepared, Some(a_id));
     // KILL QUERY: a's running statement stops on its node, a's connection goes on.
     let sleeping = tokio::spawn(async move {
         let started = std::time::Instant::now();

@@ -150,7 +150,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             rows_written: 0,
             single_counters: Vec::new(),
             dual_write: None,
-            last: Default::default(),
+            last: super::sink::Last::new(conn_id),
             watch: None,
         }
     }
@@ -409,7 +409,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let found_rows = self.found_rows();
         self.nodes.reset(db, self.base_sets.clone(), found_rows);
         self.stmts.clear();
-        self.last = Default::default();
+        self.last = super::sink::Last::new(self.conn_id);
     }
 
     /// After a command's answer went out: the session's `LAST_INSERT_ID()` read from the

@@ -28,6 +28,19 @@ pub struct Last {
     pub diagnostics: bool,
 }
 
+impl Last {
+    /// A fresh session's: nothing run yet, and `CONNECTION_ID()` its own id.
+    pub fn new(connection_id: u32) -> Self {
+        Last {
+            seen: Seen {
+                connection_id,
+                ..Seen::default()
+            },
+            ..Last::default()
+        }
+    }
+}
+
 pub struct ClientSink<'a, S> {
     pub io: &'a mut PacketIo<S>,
     pub last: &'a mut Last,

@@ -1,8 +1,9 @@
-//! What a session may ask about its own last statements — `LAST_INSERT_ID()`,
-//! `ROW_COUNT()`, `FOUND_ROWS()` (and `@@identity`, `@@last_insert_id`) — answered from
-//! what the proxy saw, not from a node connection: outside a transaction a session's node
-//! connections change hands between statements, so the node that ran its last INSERT may
-//! be serving another client by the time it asks. The calls are replaced in the statement's
+//! What a session may ask about itself and its own last statements — `LAST_INSERT_ID()`,
+//! `ROW_COUNT()`, `FOUND_ROWS()` (and `@@identity`, `@@last_insert_id`), `CONNECTION_ID()`
+//! — answered from what the proxy saw, not from a node connection: outside a transaction a
+//! session's node connections change hands between statements, so the node that ran its
+//! last INSERT may be serving another client by the time it asks, and the node
+//! connection's id is neither stable nor the id the client's `KILL` takes. The calls are replaced in the statement's
 //! text by their values before it is planned (a key given as `LAST_INSERT_ID()` routes like
 //! a literal); an unaliased select item that held one keeps its name by an alias of its
 //! own text, as MariaDB names it.
@@ -19,6 +20,9 @@ pub struct Seen {
     /// `FOUND_ROWS()`; `None` after a `SELECT SQL_CALC_FOUND_ROWS`, whose count only its
     /// node knows.
     pub found_rows: Option<u64>,
+    /// `CONNECTION_ID()`: the session's own id, the handshake's thread id, which `KILL`
+    /// takes.
+    pub connection_id: u32,
 }
 
 impl Default for Seen {
@@ -27,6 +31,7 @@ impl Default for Seen {
             insert_id: Some(0),
             row_count: -1,
             found_rows: Some(0),
+            connection_id: 0,
         }
     }
 }
@@ -37,6 +42,7 @@ enum Asked {
     InsertId,
     RowCount,
     FoundRows,
+    ConnectionId,
     /// `@@socket`: the proxy listens on no unix socket. A node's socket path, answered by
     /// the node, sent clients that prefer sockets on a local host (mysql_async's default)
     /// to the node itself, past the proxy.
@@ -45,12 +51,13 @@ enum Asked {
 
 /// Could the statement ask one of them? A cheap test, before the exact scan.
 pub fn may_ask(sql: &str) -> bool {
-    const WORDS: [&[u8]; 5] = [
+    const WORDS: [&[u8]; 6] = [
         b"insert_id",
         b"row_count",
         b"found_rows",
         b"@@identity",
         b"socket",
+        b"connection_id",
     ];
     let b = sql.as_bytes();
     WORDS
@@ -150,6 +157,7 @@ fn calls(sql: &str) -> Vec<Call> {
                     w if w.eq_ignore_ascii_case("last_insert_id") => Asked::InsertId,
                     w if w.eq_ignore_ascii_case("row_count") => Asked::RowCount,
                     w if w.eq_ignore_ascii_case("found_rows") => Asked::FoundRows,
+                    w if w.eq_ignore_ascii_case("connection_id") => Asked::ConnectionId,
                     _ => continue,
                 };
                 let mut j = end;
@@ -210,6 +218,7 @@ pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
                 Some(v) => v.to_string(),
                 None => continue,
             },
+            Asked::ConnectionId => seen.connection_id.to_string(),
             Asked::Socket => "NULL".to_string(),
         };
         edits.push((c.start, c.end, value));
@@ -290,6 +299,7 @@ mod tests {
             insert_id: Some(42),
             row_count: 3,
             found_rows: Some(7),
+            connection_id: 9,
         }
     }
 
@@ -315,6 +325,15 @@ mod tests {
         assert_eq!(
             a("SELECT * FROM t WHERE id = last_insert_id()").as_deref(),
             Some("SELECT * FROM t WHERE id = 42")
+        );
+        // The session's own id, as the handshake gave it and KILL takes it.
+        assert_eq!(
+            a("SELECT CONNECTION_ID(), connection_id ()").as_deref(),
+            Some("SELECT 9 AS `CONNECTION_ID()`, 9 AS `connection_id ()`")
+        );
+        assert_eq!(
+            a("KILL QUERY CONNECTION_ID()").as_deref(),
+            Some("KILL QUERY 9")
         );
         // The proxy has no unix socket: a client must not learn a node's.
         assert_eq!(
