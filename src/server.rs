@@ -108,6 +108,7 @@ impl Server {
     /// Accepts clients until the task is dropped.
     pub async fn serve(mut self) -> anyhow::Result<()> {
         info!(addr = %self.local_addr()?, "shardproxy listening");
+        open_files_for(&self.shared.topology());
         if let Some(admin) = self.admin.take() {
             tokio::spawn(crate::admin::serve(
                 admin,
@@ -159,13 +160,8 @@ impl Server {
             let id = shared.next_conn_id();
             // A second handle on the client's socket: the session watches it for the client
             // hanging up while a statement runs (its own handle is busy with the statement).
-            let (stream, watch) = match watch_handle(stream) {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!(%peer, "could not set up the client connection: {e}");
-                    continue;
-                }
-            };
+            let stream = crate::frontend::stream::SharedTcp::new(stream);
+            let watch = Some(stream.handle());
             tokio::spawn(async move {
                 let _slot = slot;
                 if let Err(e) = Session::new(stream, shared, id, peer.ip().to_string())
@@ -177,6 +173,36 @@ impl Server {
                 }
             });
         }
+    }
+}
+
+/// Descriptors the proxy needs besides its clients' and its node connections (listeners,
+/// logs, the metadata and recovery connections, connects in flight).
+const SPARE_FILES: u64 = 256;
+
+/// Raises the process's open-file limit to what `[server] max_connections` and the node pools
+/// need, up to the hard limit (as Go's runtime does for every program, and MariaDB by its
+/// `open_files_limit`): a client past the limit is not refused but waits in the listen queue,
+/// unaccepted, so a soft limit of 1,024 (the usual default) quietly capped the proxy near a
+/// thousand clients. Warns when even the hard limit is short.
+fn open_files_for(topo: &crate::config::Topology) {
+    let pools: u64 = topo
+        .nodes
+        .iter()
+        .filter(|n| !n.retired)
+        .map(|n| n.opts.pool_opts().constraints().max() as u64)
+        .sum();
+    let need = topo.max_connections as u64 + pools + SPARE_FILES;
+    match rlimit::increase_nofile_limit(need) {
+        Ok(have) if have < need => warn!(
+            limit = have,
+            need,
+            "the open-file limit is below [server] max_connections + the node pools' pool_max \
+             + {SPARE_FILES}: clients past it wait unaccepted; raise the hard limit \
+             (ulimit -Hn, LimitNOFILE=) or lower max_connections"
+        ),
+        Ok(have) => tracing::debug!(limit = have, need, "open-file limit"),
+        Err(e) => warn!("could not read or raise the open-file limit: {e}"),
     }
 }
 
@@ -204,18 +230,6 @@ async fn listen(addr: &str) -> std::io::Result<TcpListener> {
     Err(last.unwrap_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to listen on")
     }))
-}
-
-/// The client's socket, and a duplicate of it to watch for the client hanging up.
-fn watch_handle(
-    stream: tokio::net::TcpStream,
-) -> std::io::Result<(tokio::net::TcpStream, Option<tokio::net::TcpStream>)> {
-    let std = stream.into_std()?;
-    let watch = std
-        .try_clone()
-        .ok()
-        .and_then(|w| tokio::net::TcpStream::from_std(w).ok());
-    Ok((tokio::net::TcpStream::from_std(std)?, watch))
 }
 
 /// A client connection counted against `[server] max_connections` while it lives.

@@ -17,8 +17,12 @@ const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
 const CLIENTS: usize = 1000;
 const POOL_MAX: usize = 20;
 
+/// The tests here share a cluster and read its nodes' peak connection counts: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table("t_many", "user_id", &L2))
         .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""));
@@ -181,4 +185,65 @@ fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
         check.query_drop("DROP TABLE t_many, t_many_log").await.ok();
     });
     drop(proxy);
+}
+
+/// Clients past the usual soft open-file limit (1,024 by default; 256 here) are accepted, and
+/// each costs the proxy one descriptor: it raises its soft limit to what `max_connections`
+/// and its pools need, and watches a client's socket for a hang-up through the session's own
+/// handle. Before, a client past the limit waited unaccepted in the listen queue until it
+/// gave up, and the watch's `dup` of every socket halved the clients a limit allowed.
+#[test]
+fn clients_past_a_low_open_file_limit_are_accepted_one_descriptor_each() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const IDLE: usize = 700;
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_many_fds", "user_id", &L2))
+        .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""))
+        .replace("[server]\n", "[server]\nmax_connections = 800\n");
+    // 700 clients + 40 node connections + the proxy's own fit 1,000 only at one descriptor
+    // a client; the soft limit of 256 fits them only once raised.
+    let proxy = ProxyProcess::start_limited(&rules, &[], Some((256, 1000)));
+    let url = format!("mysql://app:app@127.0.0.1:{}/shop", proxy.port);
+    block_on(async move {
+        let started = Instant::now();
+        let opened = futures::future::join_all((0..IDLE).map(|k| {
+            let url = url.clone();
+            async move {
+                let open = async {
+                    let opts = mysql_async::Opts::from_url(&url)?;
+                    let mut conn = mysql_async::Conn::new(opts).await?;
+                    conn.query_drop(format!("SELECT {k}")).await?;
+                    Ok::<_, mysql_async::Error>(conn)
+                };
+                match tokio::time::timeout(Duration::from_secs(30), open).await {
+                    Ok(r) => r.map_err(|e| format!("client {k}: {e}")),
+                    Err(_) => Err(format!("client {k} was not connected within 30 s")),
+                }
+            }
+        }))
+        .await;
+        let (conns, failed): (Vec<_>, Vec<_>) = opened.into_iter().partition(Result::is_ok);
+        let failed: Vec<String> = failed.into_iter().filter_map(Result::err).collect();
+        eprintln!(
+            "{} of {IDLE} clients connected in {:?}",
+            conns.len(),
+            started.elapsed()
+        );
+        assert!(
+            failed.is_empty(),
+            "{} of {IDLE} clients failed, the first: {:?}",
+            failed.len(),
+            &failed[..failed.len().min(3)]
+        );
+        // All still held: every one answers again.
+        for (k, conn) in conns.into_iter().enumerate() {
+            let mut conn = conn.expect("connected");
+            let v: Option<usize> = conn
+                .query_first(format!("SELECT {k}"))
+                .await
+                .expect("again");
+            assert_eq!(v, Some(k));
+            conn.disconnect().await.ok();
+        }
+    });
 }

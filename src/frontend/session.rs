@@ -95,7 +95,7 @@ pub struct Session<S> {
     /// What the last statement left that the client may ask about.
     last: super::sink::Last,
     /// A second handle on the client's socket, to notice it hang up mid-statement.
-    watch: Option<tokio::net::TcpStream>,
+    watch: Option<Arc<tokio::net::TcpStream>>,
 }
 
 type Outcome = Result<(), MyError>;
@@ -107,7 +107,7 @@ const WATCH_AFTER: std::time::Duration = std::time::Duration::from_millis(500);
 /// Resolves once the client has hung up (its socket reads end-of-file or fails), watched
 /// from [`WATCH_AFTER`] into a command. Bytes it sent ahead (a pipelined command) are left
 /// for the session: then it looks again every 100 ms.
-async fn hung_up(watch: &tokio::net::TcpStream) {
+async fn hung_up(watch: &Arc<tokio::net::TcpStream>) {
     tokio::time::sleep(WATCH_AFTER).await;
     let mut b = [0u8; 1];
     loop {
@@ -157,7 +157,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     /// Watches `watch` (the client's socket) while statements run: a client that hangs up
     /// mid-statement gets its statements on the nodes killed.
-    pub fn watching(mut self, watch: Option<tokio::net::TcpStream>) -> Self {
+    pub fn watching(mut self, watch: Option<Arc<tokio::net::TcpStream>>) -> Self {
         self.watch = watch;
         self
     }

@@ -813,6 +813,16 @@ impl ProxyProcess {
     /// Serves `rules` (its `127.0.0.1:0` listen address becomes a free port) with these
     /// environment variables (test hooks).
     pub fn start(rules: &str, env: &[(&str, &str)]) -> ProxyProcess {
+        Self::start_limited(rules, env, None)
+    }
+
+    /// As [`ProxyProcess::start`], with the process's open-file limit set to `(soft, hard)`
+    /// first (`ulimit`), as a service manager or a shell may leave it.
+    pub fn start_limited(
+        rules: &str,
+        env: &[(&str, &str)],
+        open_files: Option<(u64, u64)>,
+    ) -> ProxyProcess {
         let port = free_ports(1)[0];
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("rules.toml");
@@ -821,7 +831,20 @@ impl ProxyProcess {
             rules.replace("127.0.0.1:0", &format!("127.0.0.1:{port}")),
         )
         .expect("write rules");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_shardproxy"));
+        let bin = env!("CARGO_BIN_EXE_shardproxy");
+        let mut cmd = match open_files {
+            None => Command::new(bin),
+            Some((soft, hard)) => {
+                let mut c = Command::new("bash");
+                c.arg("-c")
+                    .arg(r#"h=$1 s=$2 b=$3; shift 3; ulimit -Sn "$s" && ulimit -Hn "$h" && exec "$b" "$@""#)
+                    .arg("bash")
+                    .arg(hard.to_string())
+                    .arg(soft.to_string())
+                    .arg(bin);
+                c
+            }
+        };
         cmd.arg("serve").arg("--config").arg(&path);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
