@@ -38,6 +38,10 @@ pub struct MyError {
     pub code: u16,
     pub state: String,
     pub message: String,
+    /// A node raised it (its own code and message, relayed): the node connection's
+    /// diagnostics area holds it. Otherwise the proxy raised it, and only the proxy can
+    /// answer `SHOW WARNINGS` about it.
+    pub from_node: bool,
 }
 
 impl MyError {
@@ -46,6 +50,7 @@ impl MyError {
             code,
             state: sqlstate_of(code).to_string(),
             message: message.into(),
+            from_node: false,
         }
     }
 
@@ -71,6 +76,7 @@ impl MyError {
                 code: *code,
                 state: state.clone(),
                 message: message.clone(),
+                from_node: true,
             },
             other => MyError::new(ER_UNKNOWN, format!("shardproxy: node `{node}`: {other}")),
         }

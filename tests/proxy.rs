@@ -2400,3 +2400,121 @@ async fn a_user_given_by_its_password_hash_logs_in() {
         other => panic!("a wrong password logged in or failed oddly: {other:?}"),
     }
 }
+
+/// The columns of a result as (name, type, unsigned), and its rows.
+async fn described(
+    conn: &mut mysql_async::Conn,
+    sql: &str,
+    prepared: bool,
+) -> (Vec<(String, u8, bool)>, Vec<mysql_async::Row>) {
+    use mysql_common::constants::ColumnFlags;
+    let shape = |cols: &[mysql_async::Column]| {
+        cols.iter()
+            .map(|c| {
+                (
+                    c.name_str().to_string(),
+                    c.column_type() as u8,
+                    c.flags().contains(ColumnFlags::UNSIGNED_FLAG),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    if prepared {
+        let r = conn.exec_iter(sql, ()).await.expect(sql);
+        let cols = r.columns().map(|c| shape(&c)).unwrap_or_default();
+        (cols, r.collect_and_drop().await.expect(sql))
+    } else {
+        let r = conn.query_iter(sql).await.expect(sql);
+        let cols = r.columns().map(|c| shape(&c)).unwrap_or_default();
+        (cols, r.collect_and_drop().await.expect(sql))
+    }
+}
+
+/// An error the proxy raised itself (a refusal) is in no node's diagnostics area: `SHOW
+/// WARNINGS`, `SHOW ERRORS`, their counts and `@@warning_count` / `@@error_count` tell of it
+/// as MariaDB tells of its own errors, text or prepared; a statement that names no table
+/// keeps it, one that reads a table clears it, and a node's error after it is the node's.
+#[tokio::test]
+async fn show_warnings_tells_of_an_error_the_proxy_raised_itself() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_own_err"));
+    let mut a = proxy.conn().await;
+    a.query_drop("CREATE TABLE IF NOT EXISTS t_own_err (user_id BIGINT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    // MariaDB's own answer about its own error, for the shape.
+    let (_pool, mut d) = direct_conn(c, 0).await;
+    expect_code(
+        d.query_drop("SELECT * FROM t_own_err_nowhere").await,
+        1146,
+        "direct",
+    );
+    let (want_cols, want_rows) = described(&mut d, "SHOW WARNINGS", false).await;
+    assert_eq!(want_rows.len(), 1);
+
+    let refused = "UPDATE t_own_err SET user_id = user_id + 1";
+    for prepared in [false, true] {
+        let message = expect_code(a.query_drop(refused).await, 1235, "a refusal");
+        let (cols, rows) = described(&mut a, "SHOW WARNINGS", prepared).await;
+        assert_eq!(
+            cols, want_cols,
+            "SHOW WARNINGS' columns (prepared: {prepared})"
+        );
+        let rows: Vec<(String, u32, String)> =
+            rows.into_iter().map(mysql_async::from_row).collect();
+        assert_eq!(rows, vec![("Error".to_string(), 1235, message.clone())]);
+        let (_, errors) = described(&mut a, "SHOW ERRORS LIMIT 1", prepared).await;
+        assert_eq!(errors.len(), 1);
+        let (_, none) = described(&mut a, "SHOW WARNINGS LIMIT 0", prepared).await;
+        assert!(none.is_empty());
+        let (_, count) = described(&mut a, "SHOW COUNT(*) ERRORS", prepared).await;
+        assert_eq!(
+            count
+                .into_iter()
+                .map(mysql_async::from_row)
+                .collect::<Vec<u64>>(),
+            vec![1]
+        );
+        // A SET names no table: the error stays, as on MariaDB.
+        a.query_drop("SET @own_err = 1").await.expect("set");
+        let counts: Option<(u64, u64)> = if prepared {
+            a.exec_first("SELECT @@warning_count, @@session.error_count", ())
+                .await
+                .expect("counts")
+        } else {
+            a.query_first("SELECT @@warning_count, @@session.error_count")
+                .await
+                .expect("counts")
+        };
+        assert_eq!(
+            counts,
+            Some((1, 1)),
+            "the counts after a SET (prepared: {prepared})"
+        );
+        // A read of a table clears it.
+        a.query_drop("SELECT v FROM t_own_err WHERE user_id = 1")
+            .await
+            .expect("read");
+        let (_, rows) = described(&mut a, "SHOW WARNINGS", prepared).await;
+        assert!(
+            rows.is_empty(),
+            "SHOW WARNINGS after a read (prepared: {prepared})"
+        );
+        let counts: Option<(u64, u64)> = a
+            .query_first("SELECT @@warning_count, @@error_count")
+            .await
+            .expect("counts");
+        assert_eq!(counts, Some((0, 0)));
+    }
+    // A node's error after the proxy's: the node's is what SHOW WARNINGS tells.
+    expect_code(a.query_drop(refused).await, 1235, "a refusal");
+    expect_code(
+        a.query_drop("SELECT * FROM t_own_err_nowhere").await,
+        1146,
+        "the node's error",
+    );
+    let (_, rows) = described(&mut a, "SHOW WARNINGS", false).await;
+    let rows: Vec<(String, u32, String)> = rows.into_iter().map(mysql_async::from_row).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1, 1146, "{rows:?}");
+}

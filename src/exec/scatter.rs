@@ -34,6 +34,7 @@ pub async fn append_in_order<D: Door, K: Sink>(
         Ok(id) => Ok(id),
         Err((mut e, partial)) => {
             if guarded && partial && !super::txn::undo_statement(door, &nodes).await {
+                e.error.from_node = false;
                 e.error.message = format!(
                     "{}; the statement had run on other nodes of the transaction and could not be undone there, so the transaction was rolled back",
                     e.error.message

@@ -76,6 +76,7 @@ pub async fn write<D: Door, K: Sink>(
                 Err(mut e) => {
                     if guarded && !done.is_empty() {
                         if !super::txn::undo_statement(door, &nodes).await {
+                            e.error.from_node = false;
                             e.error.message = format!(
                                 "{} (tier node `{name}`); the statement had run on {} already and could not be undone there, so the transaction was rolled back",
                                 e.error.message,
@@ -83,6 +84,7 @@ pub async fn write<D: Door, K: Sink>(
                             );
                         }
                     } else if !done.is_empty() {
+                        e.error.from_node = false;
                         e.error.message = format!(
                             "{} (tier node `{name}`; already applied on {})",
                             e.error.message,

@@ -21,6 +21,7 @@ use crate::packet::PacketIo;
 use crate::shared::Shared;
 use crate::sql::Parsed;
 
+mod diagnostics;
 mod handshake;
 mod prepared;
 mod query;
@@ -171,8 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     fn write_err(&mut self, e: &MyError) {
-        self.last.seen.row_count = -1;
-        self.last.diagnostics = true;
+        self.last.failed(e);
         self.io.write(&codec::err(e.code, &e.state, &e.message));
     }
 

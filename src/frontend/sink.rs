@@ -26,6 +26,9 @@ pub struct Last {
     pub sets_id: bool,
     /// It left warnings or an error: `SHOW WARNINGS` asks its node connection.
     pub diagnostics: bool,
+    /// It failed with an error the proxy raised itself: `SHOW WARNINGS` and the counts are
+    /// answered from it (`seen.own_error` is set with it).
+    pub own_error: Option<crate::error::MyError>,
 }
 
 impl Last {
@@ -38,6 +41,25 @@ impl Last {
             },
             ..Last::default()
         }
+    }
+
+    /// The client is told of `e`: its diagnostics area is the node connection's when a
+    /// node raised it, else the proxy's own.
+    pub fn failed(&mut self, e: &crate::error::MyError) {
+        self.seen.row_count = -1;
+        if e.from_node {
+            self.diagnostics = true;
+            self.clear_own_error();
+        } else {
+            self.diagnostics = false;
+            self.own_error = Some(e.clone());
+            self.seen.own_error = true;
+        }
+    }
+
+    pub fn clear_own_error(&mut self) {
+        self.own_error = None;
+        self.seen.own_error = false;
     }
 }
 
@@ -102,6 +124,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool) {
+        self.last.clear_own_error();
         self.last.seen.row_count = -1;
         self.last.seen.found_rows = Some(self.rows - self.rows_before);
         self.last.diagnostics = warnings > 0;
@@ -110,6 +133,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn ok(&mut self, ok: &OkInfo, status: StatusFlags, more: bool) {
+        self.last.clear_own_error();
         self.last.seen.row_count = ok.affected as i64;
         self.last.diagnostics = ok.warnings > 0;
         if ok.last_insert_id != 0 {

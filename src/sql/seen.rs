@@ -23,6 +23,9 @@ pub struct Seen {
     /// `CONNECTION_ID()`: the session's own id, the handshake's thread id, which `KILL`
     /// takes.
     pub connection_id: u32,
+    /// The last statement failed with an error the proxy raised itself (no node's
+    /// diagnostics area holds it): `@@warning_count` and `@@error_count` are 1.
+    pub own_error: bool,
 }
 
 impl Default for Seen {
@@ -32,6 +35,7 @@ impl Default for Seen {
             row_count: -1,
             found_rows: Some(0),
             connection_id: 0,
+            own_error: false,
         }
     }
 }
@@ -43,6 +47,8 @@ enum Asked {
     RowCount,
     FoundRows,
     ConnectionId,
+    /// `@@warning_count`, `@@error_count`: answered only after an error of the proxy's own.
+    DiagnosticsCount,
     /// `@@socket`: the proxy listens on no unix socket. A node's socket path, answered by
     /// the node, sent clients that prefer sockets on a local host (mysql_async's default)
     /// to the node itself, past the proxy.
@@ -129,6 +135,10 @@ fn calls(sql: &str) -> Vec<Call> {
                     Some(Asked::InsertId)
                 } else if name.eq_ignore_ascii_case("socket") {
                     Some(Asked::Socket)
+                } else if name.eq_ignore_ascii_case("warning_count")
+                    || name.eq_ignore_ascii_case("error_count")
+                {
+                    Some(Asked::DiagnosticsCount)
                 } else {
                     None
                 };
@@ -197,7 +207,7 @@ fn calls(sql: &str) -> Vec<Call> {
 /// The statement with its calls replaced by their values; `None` when it makes none (or
 /// only of what the proxy does not know, which the node that knows answers).
 pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
-    if !may_ask(sql) {
+    if !(may_ask(sql) || seen.own_error && reads_diagnostics(sql)) {
         return None;
     }
     let calls = calls(sql);
@@ -219,6 +229,8 @@ pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
                 None => continue,
             },
             Asked::ConnectionId => seen.connection_id.to_string(),
+            Asked::DiagnosticsCount if seen.own_error => "1".to_string(),
+            Asked::DiagnosticsCount => continue,
             Asked::Socket => "NULL".to_string(),
         };
         edits.push((c.start, c.end, value));
@@ -300,6 +312,7 @@ mod tests {
             row_count: 3,
             found_rows: Some(7),
             connection_id: 9,
+            own_error: false,
         }
     }
 
@@ -335,6 +348,16 @@ mod tests {
             a("KILL QUERY CONNECTION_ID()").as_deref(),
             Some("KILL QUERY 9")
         );
+        // After an error the proxy raised itself, its counts are the proxy's; else the node's.
+        let own = Seen {
+            own_error: true,
+            ..seen()
+        };
+        assert_eq!(
+            answer("SELECT @@warning_count, @@session.error_count", &own).as_deref(),
+            Some("SELECT 1 AS `@@warning_count`, 1 AS `@@session.error_count`")
+        );
+        assert_eq!(a("SELECT @@warning_count"), None);
         // The proxy has no unix socket: a client must not learn a node's.
         assert_eq!(
             a("SELECT @@socket").as_deref(),

@@ -177,7 +177,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         };
         if crate::sql::seen::reads_diagnostics(&sql) {
             let last = self.last.clone();
-            let out = self.execute_statement(body).await;
+            let out = match self.own_diagnostics(&sql, true) {
+                Some(out) => out,
+                None => self.execute_statement(body).await,
+            };
             self.last = last;
             return out;
         }

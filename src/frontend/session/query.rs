@@ -74,7 +74,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let sql = answered.as_deref().unwrap_or(sql);
         if crate::sql::seen::reads_diagnostics(sql) {
             let last = self.last.clone();
-            let out = self.statement(sql).await;
+            let out = match self.own_diagnostics(sql, false) {
+                Some(out) => out,
+                None => self.statement(sql).await,
+            };
             self.last = last;
             return out;
         }
@@ -186,8 +189,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // MariaDB clears the diagnostics area for a statement that reads tables or warns:
         // one that names none (SET, SELECT @@x, BEGIN) leaves the last one's warnings, and
         // their connection, to SHOW WARNINGS.
-        let keeps_diagnostics =
-            self.last.diagnostics && matches!(plan, Plan::Sticky { .. } | Plan::Session(_));
+        let keeps_diagnostics = matches!(plan, Plan::Sticky { .. } | Plan::Session(_));
+        let kept = keeps_diagnostics.then(|| (self.last.diagnostics, self.last.own_error.clone()));
         if ddl {
             crate::exec::door::Door::ddl(&mut self.nodes, true).await?;
         }
@@ -207,8 +210,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if !images {
             self.dual_write = None;
         }
-        if keeps_diagnostics {
-            self.last.diagnostics = true;
+        // (Unless it left warnings of its own, which replace them.)
+        if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
+            if !self.last.diagnostics {
+                self.last.diagnostics = diagnostics;
+                self.last.seen.own_error = own.is_some();
+                self.last.own_error = own;
+            }
         }
         if ddl {
             // Whatever it did, on whichever nodes: tables' columns are read again.

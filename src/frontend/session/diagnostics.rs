@@ -1,0 +1,173 @@
+//! The diagnostics area of an error the proxy raised itself (a refusal, a node it could not
+//! reach): no node connection holds it, so `SHOW WARNINGS`, `SHOW ERRORS` and their counts
+//! are answered here, as MariaDB answers them about its own errors. (The counts in
+//! `@@warning_count` / `@@error_count` become values in the statement's text,
+//! `crate::sql::seen`.)
+
+use mysql_common::constants::{ColumnFlags, ColumnType};
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::{Outcome, Session};
+use crate::error::MyError;
+use crate::exec::door::Sink;
+
+/// What a statement that reads the diagnostics area asks of it.
+#[derive(Debug, PartialEq, Eq)]
+enum Read {
+    /// `SHOW WARNINGS` / `SHOW ERRORS`, with the rows `LIMIT [offset,] count` leaves.
+    List { skip: u64, take: u64 },
+    /// `SHOW COUNT(*) WARNINGS` / `SHOW COUNT(*) ERRORS`: the variable it reads.
+    Count(&'static str),
+    /// `GET DIAGNOSTICS`.
+    Get,
+}
+
+fn read_of(sql: &str) -> Option<Read> {
+    let w = crate::sql::leading_words(sql, 10);
+    let is = |i: usize, k: &str| w.get(i).is_some_and(|x| x.eq_ignore_ascii_case(k));
+    let end = |i: usize| w.len() == i || (w.len() == i + 1 && is(i, ";"));
+    if is(0, "GET") && (is(1, "DIAGNOSTICS") || is(2, "DIAGNOSTICS")) {
+        return Some(Read::Get);
+    }
+    if !is(0, "SHOW") {
+        return None;
+    }
+    if is(1, "COUNT") && is(2, "(") && is(3, "*") && is(4, ")") && end(6) {
+        if is(5, "WARNINGS") {
+            return Some(Read::Count("@@session.warning_count"));
+        }
+        if is(5, "ERRORS") {
+            return Some(Read::Count("@@session.error_count"));
+        }
+        return None;
+    }
+    if !(is(1, "WARNINGS") || is(1, "ERRORS")) {
+        return None;
+    }
+    if end(2) {
+        return Some(Read::List {
+            skip: 0,
+            take: u64::MAX,
+        });
+    }
+    let num = |i: usize| w.get(i).and_then(|x| x.parse::<u64>().ok());
+    if !is(2, "LIMIT") {
+        return None;
+    }
+    match (num(3), is(4, ","), num(5)) {
+        (Some(take), false, _) if end(4) => Some(Read::List { skip: 0, take }),
+        (Some(skip), true, Some(take)) if end(6) => Some(Read::List { skip, take }),
+        _ => None,
+    }
+}
+
+/// A text column of `chars` characters, as MariaDB describes SHOW WARNINGS' (utf8mb4).
+fn text_column(name: &str, chars: u32) -> Column {
+    Column::new(ColumnType::MYSQL_TYPE_VAR_STRING)
+        .with_name(name.as_bytes())
+        .with_character_set(45)
+        .with_column_length(chars * 4)
+        .with_flags(ColumnFlags::NOT_NULL_FLAG)
+}
+
+fn number_column(name: &str, length: u32, flags: ColumnFlags) -> Column {
+    Column::new(ColumnType::MYSQL_TYPE_LONG)
+        .with_name(name.as_bytes())
+        .with_character_set(63)
+        .with_column_length(length)
+        .with_flags(flags | ColumnFlags::BINARY_FLAG)
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// Answers a read of the diagnostics area after an error the proxy raised itself;
+    /// `None` when the last statement left no such error or the statement is not one of
+    /// these reads (a `SELECT @@warning_count` runs with the count as its value).
+    pub(super) fn own_diagnostics(&mut self, sql: &str, binary: bool) -> Option<Outcome> {
+        let e = self.last.own_error.clone()?;
+        let read = read_of(sql)?;
+        Some(self.write_own_diagnostics(&e, read, binary))
+    }
+
+    fn write_own_diagnostics(&mut self, e: &MyError, read: Read, binary: bool) -> Outcome {
+        let (cols, rows) = match read {
+            Read::Get => {
+                return Err(MyError::unsupported(
+                    "shardproxy: GET DIAGNOSTICS after an error the proxy raised itself (SHOW WARNINGS answers it)",
+                ))
+            }
+            Read::Count(name) => (
+                vec![number_column(name, 21, ColumnFlags::UNSIGNED_FLAG)],
+                vec![vec![Some(Value::UInt(1))]],
+            ),
+            Read::List { skip, take } => {
+                let cols = vec![
+                    text_column("Level", 7),
+                    number_column(
+                        "Code",
+                        4,
+                        ColumnFlags::UNSIGNED_FLAG | ColumnFlags::NOT_NULL_FLAG,
+                    ),
+                    text_column("Message", 512),
+                ];
+                let row = vec![
+                    Some(Value::Bytes(b"Error".to_vec())),
+                    Some(Value::UInt(u64::from(e.code))),
+                    Some(Value::Bytes(e.message.clone().into_bytes())),
+                ];
+                let rows = if skip == 0 && take > 0 {
+                    vec![row]
+                } else {
+                    Vec::new()
+                };
+                (cols, rows)
+            }
+        };
+        let status = self.status();
+        let (_, mut sink) = self.sink(binary);
+        sink.columns(&cols, status);
+        for r in &rows {
+            sink.row(r, &cols);
+        }
+        sink.end(status, 0, false);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reads_of_the_diagnostics_area() {
+        let all = Read::List {
+            skip: 0,
+            take: u64::MAX,
+        };
+        assert_eq!(read_of("SHOW WARNINGS"), Some(all));
+        assert_eq!(
+            read_of("show errors limit 0"),
+            Some(Read::List { skip: 0, take: 0 })
+        );
+        assert_eq!(
+            read_of("SHOW WARNINGS LIMIT 1, 5;"),
+            Some(Read::List { skip: 1, take: 5 })
+        );
+        assert_eq!(
+            read_of("SHOW COUNT(*) ERRORS"),
+            Some(Read::Count("@@session.error_count"))
+        );
+        assert_eq!(
+            read_of("show count ( * ) warnings"),
+            Some(Read::Count("@@session.warning_count"))
+        );
+        assert_eq!(
+            read_of("GET CURRENT DIAGNOSTICS @n = NUMBER"),
+            Some(Read::Get)
+        );
+        assert_eq!(read_of("SHOW WARNINGS LIMIT x"), None);
+        assert_eq!(read_of("SHOW TABLES"), None);
+        assert_eq!(read_of("SELECT @@warning_count"), None);
+    }
+}
