@@ -541,14 +541,12 @@ fn typed(r: Row) -> Vec<Value> {
 /// does not: the proxy reads the id back and answers for it, `crate::sql::seen`.)
 fn leaves_state(sql: &str) -> Option<&'static str> {
     let b = sql.as_bytes();
-    let user_var = b
-        .iter()
-        .enumerate()
-        .any(|(i, c)| *c == b'@' && b.get(i + 1) != Some(&b'@') && (i == 0 || b[i - 1] != b'@'));
+    let user_var = memchr::memchr_iter(b'@', b)
+        .any(|i| b.get(i + 1) != Some(&b'@') && (i == 0 || b[i - 1] != b'@'));
     if user_var {
         return Some("user_variable");
     }
-    let lead = crate::sql::leading_words(sql, 1);
+    let lead = crate::sql::first_word(sql);
     const LEADS: [(&str, &str); 9] = [
         ("CALL", "procedure"),
         ("PREPARE", "sql_prepare"),
@@ -560,7 +558,7 @@ fn leaves_state(sql: &str) -> Option<&'static str> {
         ("FLUSH", "flush"),
         ("BACKUP", "backup_lock"),
     ];
-    if let Some(w) = lead.first() {
+    if let Some(w) = lead {
         if let Some((_, why)) = LEADS.iter().find(|(k, _)| w.eq_ignore_ascii_case(k)) {
             return Some(why);
         }
@@ -572,7 +570,7 @@ fn leaves_state(sql: &str) -> Option<&'static str> {
     ];
     MARKERS
         .iter()
-        .find(|(m, _)| b.windows(m.len()).any(|w| w.eq_ignore_ascii_case(m)))
+        .find(|(m, _)| crate::sql::contains_ci(b, m))
         .map(|(_, why)| *why)
 }
 

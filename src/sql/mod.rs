@@ -425,6 +425,65 @@ impl<'s> Offsets<'s> {
     }
 }
 
+/// Does `hay` contain `needle`, ASCII case ignored? The needle's first byte is found by
+/// `memchr` (both cases), so the checks every statement gets cost a vector scan where a
+/// compare at every position cost a call each.
+pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let (lower, upper) = (first.to_ascii_lowercase(), first.to_ascii_uppercase());
+    let mut at = 0;
+    while let Some(i) = memchr::memchr2(lower, upper, &hay[at..]) {
+        let start = at + i;
+        if hay
+            .get(start + 1..start + needle.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(rest))
+        {
+            return true;
+        }
+        at = start + 1;
+    }
+    false
+}
+
+/// The statement's first word (after blanks and comments), as [`leading_words`] would give
+/// it, without allocating.
+pub fn first_word(sql: &str) -> Option<&str> {
+    let b = sql.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c == b'#' || (c == b'-' && b.get(i + 1) == Some(&b'-')) {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                i += 1;
+            }
+            i += 2;
+        } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'@' || c == b'$' || c >= 0x80 {
+            let start = i;
+            while i < b.len()
+                && (b[i].is_ascii_alphanumeric()
+                    || matches!(b[i], b'_' | b'@' | b'$' | b'.')
+                    || b[i] >= 0x80)
+            {
+                i += 1;
+            }
+            return sql.get(start..i);
+        } else {
+            // A quoted name, punctuation: not a keyword.
+            return None;
+        }
+    }
+    None
+}
+
 /// The index of the quote that closes the string or quoted name opening at `b[open]` (a
 /// backslash escapes in strings, not in backquoted names), or the text's end.
 pub fn quote_end(b: &[u8], open: usize) -> usize {
@@ -626,5 +685,44 @@ mod tests {
             vec!["SET", "@@session.autocommit", ":=", "0", ",", "x"]
         );
         assert_eq!(leading_words("USE `my db`", 2), vec!["USE", "my db"]);
+    }
+
+    #[test]
+    fn first_word_is_leading_words_first() {
+        for sql in [
+            "/* hi */ set  names utf8mb4",
+            "-- c\nSET @@session.autocommit:=0",
+            "# c\n  Show warnings",
+            "\t@@x",
+            "(SELECT 1)",
+            "`t`",
+            "",
+            "   ",
+            "/* unterminated",
+        ] {
+            let want = leading_words(sql, 1)
+                .into_iter()
+                .next()
+                .filter(|w| {
+                    w.chars()
+                        .next()
+                        .is_some_and(|c| c.is_alphanumeric() || "_@$".contains(c))
+                })
+                .filter(|_| !sql.trim_start().starts_with('`'));
+            assert_eq!(first_word(sql).map(str::to_string), want, "{sql:?}");
+        }
+    }
+
+    #[test]
+    fn contains_ci_finds_a_word_in_any_case() {
+        assert!(contains_ci(
+            b"select SQL_calc_FOUND_rows 1",
+            b"SQL_CALC_FOUND_ROWS"
+        ));
+        assert!(contains_ci(b"SELECT @@Identity", b"@@identity"));
+        assert!(contains_ci(b"sss_count", b"s_count"));
+        assert!(!contains_ci(b"SELECT row_coun", b"row_count"));
+        assert!(!contains_ci(b"", b"x"));
+        assert!(contains_ci(b"abc", b""));
     }
 }

@@ -66,9 +66,9 @@ pub fn may_ask(sql: &str) -> bool {
         b"connection_id",
     ];
     let b = sql.as_bytes();
-    WORDS
-        .iter()
-        .any(|w| b.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+    // Each has a `_` or an `@` (`socket` counts only as `@@socket`): most statements have
+    // neither, and one vector scan says so.
+    memchr::memchr2(b'_', b'@', b).is_some() && WORDS.iter().any(|w| crate::sql::contains_ci(b, w))
 }
 
 /// Does the statement set the session's `LAST_INSERT_ID` itself (`LAST_INSERT_ID(expr)`)?
@@ -269,37 +269,39 @@ pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
 /// Does the statement ask its node to count every row a LIMIT leaves out
 /// (`SQL_CALC_FOUND_ROWS`), for the `FOUND_ROWS()` after it?
 pub fn calcs_found_rows(sql: &str) -> bool {
-    const W: &[u8] = b"SQL_CALC_FOUND_ROWS";
-    sql.as_bytes()
-        .windows(W.len())
-        .any(|x| x.eq_ignore_ascii_case(W))
+    crate::sql::contains_ci(sql.as_bytes(), b"SQL_CALC_FOUND_ROWS")
 }
 
 /// Does the statement read the diagnostics area (what the last statement left: its
 /// warnings, errors, their counts)?
 pub fn reads_diagnostics(sql: &str) -> bool {
-    let w = crate::sql::leading_words(sql, 3);
-    let is = |i: usize, k: &str| w.get(i).is_some_and(|x| x.eq_ignore_ascii_case(k));
-    if is(0, "SHOW") && (is(1, "WARNINGS") || is(1, "ERRORS") || is(1, "COUNT")) {
-        return true;
+    let b = sql.as_bytes();
+    let first = crate::sql::first_word(sql);
+    let first_is = |k: &str| first.is_some_and(|w| w.eq_ignore_ascii_case(k));
+    if first_is("SHOW") || first_is("GET") {
+        let w = crate::sql::leading_words(sql, 3);
+        let is = |i: usize, k: &str| w.get(i).is_some_and(|x| x.eq_ignore_ascii_case(k));
+        if is(0, "SHOW") && (is(1, "WARNINGS") || is(1, "ERRORS") || is(1, "COUNT")) {
+            return true;
+        }
+        if is(0, "GET") && (is(1, "DIAGNOSTICS") || is(2, "DIAGNOSTICS")) {
+            return true;
+        }
     }
-    if is(0, "GET") && (is(1, "DIAGNOSTICS") || is(2, "DIAGNOSTICS")) {
-        return true;
+    if memchr::memchr(b'@', b).is_none() {
+        return false;
     }
     const VARS: [&[u8]; 2] = [b"@@warning_count", b"@@error_count"];
-    let b = sql.as_bytes();
-    VARS.iter()
-        .any(|v| b.windows(v.len()).any(|x| x.eq_ignore_ascii_case(v)))
-        || {
-            let s = b"@@session.";
-            b.windows(s.len()).enumerate().any(|(i, x)| {
-                x.eq_ignore_ascii_case(s)
-                    && ["warning_count", "error_count"].iter().any(|n| {
-                        b.get(i + s.len()..i + s.len() + n.len())
-                            .is_some_and(|y| y.eq_ignore_ascii_case(n.as_bytes()))
-                    })
-            })
-        }
+    VARS.iter().any(|v| crate::sql::contains_ci(b, v)) || {
+        let s = b"@@session.";
+        b.windows(s.len()).enumerate().any(|(i, x)| {
+            x.eq_ignore_ascii_case(s)
+                && ["warning_count", "error_count"].iter().any(|n| {
+                    b.get(i + s.len()..i + s.len() + n.len())
+                        .is_some_and(|y| y.eq_ignore_ascii_case(n.as_bytes()))
+                })
+        })
+    }
 }
 
 #[cfg(test)]
