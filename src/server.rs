@@ -158,8 +158,8 @@ impl Server {
                 continue;
             };
             let id = shared.next_conn_id();
-            // A second handle on the client's socket: the session watches it for the client
-            // hanging up while a statement runs (its own handle is busy with the statement).
+            // The session's socket, shared with its watch for the client hanging up while a
+            // statement runs (the session itself is busy with the statement then).
             let stream = crate::frontend::stream::SharedTcp::new(stream);
             let watch = Some(stream.handle());
             tokio::spawn(async move {

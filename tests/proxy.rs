@@ -2451,6 +2451,7 @@ async fn show_warnings_tells_of_an_error_the_proxy_raised_itself() {
     );
     let (want_cols, want_rows) = described(&mut d, "SHOW WARNINGS", false).await;
     assert_eq!(want_rows.len(), 1);
+    let (want_count_cols, _) = described(&mut d, "SHOW COUNT(*) ERRORS", false).await;
 
     let refused = "UPDATE t_own_err SET user_id = user_id + 1";
     for prepared in [false, true] {
@@ -2467,7 +2468,8 @@ async fn show_warnings_tells_of_an_error_the_proxy_raised_itself() {
         assert_eq!(errors.len(), 1);
         let (_, none) = described(&mut a, "SHOW WARNINGS LIMIT 0", prepared).await;
         assert!(none.is_empty());
-        let (_, count) = described(&mut a, "SHOW COUNT(*) ERRORS", prepared).await;
+        let (count_cols, count) = described(&mut a, "SHOW COUNT(*) ERRORS", prepared).await;
+        assert_eq!(count_cols, want_count_cols);
         assert_eq!(
             count
                 .into_iter()

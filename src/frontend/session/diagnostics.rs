@@ -63,21 +63,24 @@ fn read_of(sql: &str) -> Option<Read> {
     }
 }
 
-/// A text column of `chars` characters, as MariaDB describes SHOW WARNINGS' (utf8mb4).
+/// A text column of `chars` characters, as MariaDB 10.11 describes SHOW WARNINGS' (utf8mb3).
 fn text_column(name: &str, chars: u32) -> Column {
     Column::new(ColumnType::MYSQL_TYPE_VAR_STRING)
         .with_name(name.as_bytes())
-        .with_character_set(45)
-        .with_column_length(chars * 4)
+        .with_character_set(33)
+        .with_column_length(chars * 3)
         .with_flags(ColumnFlags::NOT_NULL_FLAG)
 }
 
-fn number_column(name: &str, length: u32, flags: ColumnFlags) -> Column {
-    Column::new(ColumnType::MYSQL_TYPE_LONG)
+/// An unsigned number column, as MariaDB describes it.
+fn number_column(name: &str, kind: ColumnType, length: u32, flags: ColumnFlags) -> Column {
+    Column::new(kind)
         .with_name(name.as_bytes())
         .with_character_set(63)
         .with_column_length(length)
-        .with_flags(flags | ColumnFlags::BINARY_FLAG)
+        .with_flags(
+            flags | ColumnFlags::UNSIGNED_FLAG | ColumnFlags::BINARY_FLAG | ColumnFlags::NUM_FLAG,
+        )
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -98,7 +101,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 ))
             }
             Read::Count(name) => (
-                vec![number_column(name, 21, ColumnFlags::UNSIGNED_FLAG)],
+                vec![number_column(
+                    name,
+                    ColumnType::MYSQL_TYPE_LONGLONG,
+                    21,
+                    ColumnFlags::empty(),
+                )],
                 vec![vec![Some(Value::UInt(1))]],
             ),
             Read::List { skip, take } => {
@@ -106,8 +114,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     text_column("Level", 7),
                     number_column(
                         "Code",
+                        ColumnType::MYSQL_TYPE_LONG,
                         4,
-                        ColumnFlags::UNSIGNED_FLAG | ColumnFlags::NOT_NULL_FLAG,
+                        ColumnFlags::NOT_NULL_FLAG,
                     ),
                     text_column("Message", 512),
                 ];
