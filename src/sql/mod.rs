@@ -131,21 +131,12 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
     let mut out = Vec::new();
     let b = sql.as_bytes();
     let mut i = 0;
-    while i < b.len() && out.len() < n {
-        let c = b[i];
-        if c.is_ascii_whitespace() {
-            i += 1;
-        } else if c == b'#' || (c == b'-' && b.get(i + 1) == Some(&b'-')) {
-            while i < b.len() && b[i] != b'\n' {
-                i += 1;
-            }
-        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
-            i += 2;
-            while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                i += 1;
-            }
-            i += 2;
-        } else if c == b'`' || c == b'"' || c == b'\'' {
+    while out.len() < n {
+        i = skip_blanks(b, i);
+        let Some(&c) = b.get(i) else {
+            break;
+        };
+        if c == b'`' || c == b'"' || c == b'\'' {
             let start = i + 1;
             i = start;
             while i < b.len() && b[i] != c {
@@ -451,9 +442,24 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
 /// it, without allocating.
 pub fn first_word(sql: &str) -> Option<&str> {
     let b = sql.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
+    let start = skip_blanks(b, 0);
+    let c = *b.get(start)?;
+    if !(c.is_ascii_alphanumeric() || c == b'_' || c == b'@' || c == b'$' || c >= 0x80) {
+        // A quoted name, punctuation: not a keyword.
+        return None;
+    }
+    let end = b[start..]
+        .iter()
+        .position(|&x| {
+            !(x.is_ascii_alphanumeric() || matches!(x, b'_' | b'@' | b'$' | b'.') || x >= 0x80)
+        })
+        .map_or(b.len(), |n| start + n);
+    sql.get(start..end)
+}
+
+/// Where the next token starts at or after `i`: blanks and comments skipped.
+fn skip_blanks(b: &[u8], mut i: usize) -> usize {
+    while let Some(&c) = b.get(i) {
         if c.is_ascii_whitespace() {
             i += 1;
         } else if c == b'#' || (c == b'-' && b.get(i + 1) == Some(&b'-')) {
@@ -466,22 +472,11 @@ pub fn first_word(sql: &str) -> Option<&str> {
                 i += 1;
             }
             i += 2;
-        } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'@' || c == b'$' || c >= 0x80 {
-            let start = i;
-            while i < b.len()
-                && (b[i].is_ascii_alphanumeric()
-                    || matches!(b[i], b'_' | b'@' | b'$' | b'.')
-                    || b[i] >= 0x80)
-            {
-                i += 1;
-            }
-            return sql.get(start..i);
         } else {
-            // A quoted name, punctuation: not a keyword.
-            return None;
+            break;
         }
     }
-    None
+    i
 }
 
 /// The index of the quote that closes the string or quoted name opening at `b[open]` (a
