@@ -27,7 +27,7 @@ pub struct Last {
     /// It left warnings or an error: `SHOW WARNINGS` asks its node connection.
     pub diagnostics: bool,
     /// It failed with an error the proxy raised itself: `SHOW WARNINGS` and the counts are
-    /// answered from it (`seen.own_error` is set with it).
+    /// answered from it.
     pub own_error: Option<crate::error::MyError>,
 }
 
@@ -49,17 +49,16 @@ impl Last {
         self.seen.row_count = -1;
         if e.from_node {
             self.diagnostics = true;
-            self.clear_own_error();
+            self.own_error = None;
         } else {
             self.diagnostics = false;
             self.own_error = Some(e.clone());
-            self.seen.own_error = true;
         }
     }
 
-    pub fn clear_own_error(&mut self) {
-        self.own_error = None;
-        self.seen.own_error = false;
+    /// `sql` with what the session may ask about itself answered (`crate::sql::seen`).
+    pub fn answer(&self, sql: &str) -> Option<String> {
+        crate::sql::seen::answer(sql, &self.seen, self.own_error.is_some())
     }
 }
 
@@ -124,7 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool) {
-        self.last.clear_own_error();
+        self.last.own_error = None;
         self.last.seen.row_count = -1;
         self.last.seen.found_rows = Some(self.rows - self.rows_before);
         self.last.diagnostics = warnings > 0;
@@ -133,7 +132,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn ok(&mut self, ok: &OkInfo, status: StatusFlags, more: bool) {
-        self.last.clear_own_error();
+        self.last.own_error = None;
         self.last.seen.row_count = ok.affected as i64;
         self.last.diagnostics = ok.warnings > 0;
         if ok.last_insert_id != 0 {

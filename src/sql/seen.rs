@@ -23,9 +23,6 @@ pub struct Seen {
     /// `CONNECTION_ID()`: the session's own id, the handshake's thread id, which `KILL`
     /// takes.
     pub connection_id: u32,
-    /// The last statement failed with an error the proxy raised itself (no node's
-    /// diagnostics area holds it): `@@warning_count` and `@@error_count` are 1.
-    pub own_error: bool,
 }
 
 impl Default for Seen {
@@ -35,7 +32,6 @@ impl Default for Seen {
             row_count: -1,
             found_rows: Some(0),
             connection_id: 0,
-            own_error: false,
         }
     }
 }
@@ -205,9 +201,11 @@ fn calls(sql: &str) -> Vec<Call> {
 }
 
 /// The statement with its calls replaced by their values; `None` when it makes none (or
-/// only of what the proxy does not know, which the node that knows answers).
-pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
-    if !(may_ask(sql) || seen.own_error && reads_diagnostics(sql)) {
+/// only of what the proxy does not know, which the node that knows answers). `own_error`:
+/// the last statement failed with an error the proxy raised itself, which no node's
+/// diagnostics area holds, so `@@warning_count` and `@@error_count` are 1.
+pub fn answer(sql: &str, seen: &Seen, own_error: bool) -> Option<String> {
+    if !(may_ask(sql) || own_error && reads_diagnostics(sql)) {
         return None;
     }
     let calls = calls(sql);
@@ -229,7 +227,7 @@ pub fn answer(sql: &str, seen: &Seen) -> Option<String> {
                 None => continue,
             },
             Asked::ConnectionId => seen.connection_id.to_string(),
-            Asked::DiagnosticsCount if seen.own_error => "1".to_string(),
+            Asked::DiagnosticsCount if own_error => "1".to_string(),
             Asked::DiagnosticsCount => continue,
             Asked::Socket => "NULL".to_string(),
         };
@@ -314,13 +312,12 @@ mod tests {
             row_count: 3,
             found_rows: Some(7),
             connection_id: 9,
-            own_error: false,
         }
     }
 
     #[test]
     fn calls_become_values_and_items_keep_their_names() {
-        let a = |s: &str| answer(s, &seen());
+        let a = |s: &str| answer(s, &seen(), false);
         assert_eq!(
             a("SELECT LAST_INSERT_ID()").as_deref(),
             Some("SELECT 42 AS `LAST_INSERT_ID()`")
@@ -351,12 +348,13 @@ mod tests {
             Some("KILL QUERY 9")
         );
         // After an error the proxy raised itself, its counts are the proxy's; else the node's.
-        let own = Seen {
-            own_error: true,
-            ..seen()
-        };
         assert_eq!(
-            answer("SELECT @@warning_count, @@session.error_count", &own).as_deref(),
+            answer(
+                "SELECT @@warning_count, @@session.error_count",
+                &seen(),
+                true
+            )
+            .as_deref(),
             Some("SELECT 1 AS `@@warning_count`, 1 AS `@@session.error_count`")
         );
         assert_eq!(a("SELECT @@warning_count"), None);
@@ -373,7 +371,7 @@ mod tests {
 
     #[test]
     fn literals_names_and_comments_are_left_alone() {
-        let a = |s: &str| answer(s, &seen());
+        let a = |s: &str| answer(s, &seen(), false);
         assert_eq!(a("SELECT 'LAST_INSERT_ID()'"), None);
         assert_eq!(a("SELECT `row_count()` FROM t"), None);
         assert_eq!(a("SELECT t.row_count FROM t"), None);
@@ -388,7 +386,7 @@ mod tests {
     fn what_the_proxy_does_not_know_stays_for_the_node() {
         // LAST_INSERT_ID(expr) sets the id: the statement runs as it is.
         assert_eq!(
-            answer("SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()", &seen()),
+            answer("SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()", &seen(), false),
             None
         );
         assert!(sets_insert_id("UPDATE s SET n = LAST_INSERT_ID(n + 1)"));
@@ -397,9 +395,9 @@ mod tests {
             insert_id: None,
             ..seen()
         };
-        assert_eq!(answer("SELECT LAST_INSERT_ID()", &unknown), None);
+        assert_eq!(answer("SELECT LAST_INSERT_ID()", &unknown, false), None);
         assert_eq!(
-            answer("SELECT LAST_INSERT_ID(), ROW_COUNT()", &unknown).as_deref(),
+            answer("SELECT LAST_INSERT_ID(), ROW_COUNT()", &unknown, false).as_deref(),
             Some("SELECT LAST_INSERT_ID(), 3 AS `ROW_COUNT()`")
         );
     }

@@ -216,7 +216,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // Planned at PREPARE: the key parameter's node in this command's snapshot.
         // A proxy fenced from sharded writes plans them in full (and refuses them there).
         // LAST_INSERT_ID() and the like become their values: planned for this execution.
-        if let Some(text) = crate::sql::seen::answer(&stmt.sql, &self.last.seen) {
+        if let Some(text) = self.last.answer(&stmt.sql) {
             let (read, kind) = (stmt.read, stmt.kind);
             let parsed = sql::parse(&text);
             let (plan, slots) = self

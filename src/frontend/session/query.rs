@@ -70,7 +70,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn query(&mut self, sql: &str) -> Outcome {
         // `/*!40101 SET NAMES utf8mb4 */`: MySQL runs the body.
         let sql = sql::executable_comment(sql).unwrap_or(sql);
-        let answered = crate::sql::seen::answer(sql, &self.last.seen);
+        let answered = self.last.answer(sql);
         let sql = answered.as_deref().unwrap_or(sql);
         if crate::sql::seen::reads_diagnostics(sql) {
             let last = self.last.clone();
@@ -214,7 +214,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
             if !self.last.diagnostics {
                 self.last.diagnostics = diagnostics;
-                self.last.seen.own_error = own.is_some();
                 self.last.own_error = own;
             }
         }
