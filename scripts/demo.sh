@@ -167,9 +167,7 @@ cmd_start() {
     local bin
     install_mariadb_if_missing
     build
-    local target_dir=${CARGO_TARGET_DIR:-$repo/target}
-    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
-    bin=$target_dir/$profile/shardproxy
+    bin=$(cargo_target_dir)/$profile/shardproxy
     [[ -x $bin ]] || die "$bin not found after the build"
 
     mkdir -p "$demo_dir"

@@ -83,8 +83,20 @@ bench_traps() {
     trap 'exit 143' TERM
 }
 
+# cargo_target_dir: prints where cargo puts this checkout's builds, as cargo itself says
+# (CARGO_TARGET_DIR, CARGO_BUILD_TARGET_DIR, a `target-dir` in a .cargo/config.toml, else
+# target/ in the repo). Uses the caller's `repo` and `die`.
+cargo_target_dir() {
+    local dir
+    # shellcheck disable=SC2154 # repo: the calling script's
+    dir=$(cd "$repo" && cargo metadata --format-version 1 --no-deps 2>/dev/null |
+        sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    [[ -n $dir ]] || die "cargo metadata did not say where cargo builds $repo"
+    echo "$dir"
+}
+
 # bench_proxy_binary: sets `bin` to $BIN when given, else builds this checkout (release,
-# honouring CARGO_TARGET_DIR) and sets it to the built proxy; the caller's `die` if it is not
+# wherever cargo builds) and sets it to the built proxy; the caller's `die` if it is not
 # there. Uses the caller's `repo`.
 bench_proxy_binary() {
     local target_dir
@@ -94,20 +106,18 @@ bench_proxy_binary() {
         echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
         # shellcheck disable=SC2154 # repo: the calling script's
         (cd "$repo" && cargo build --release)
-        target_dir=${CARGO_TARGET_DIR:-$repo/target}
-        [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+        target_dir=$(cargo_target_dir)
         bin=$target_dir/release/shardproxy
     fi
     [[ -x $bin ]] || die "$bin not found"
 }
 
 # bench_binaries EXAMPLE: builds this checkout's proxy (unless BIN names one) and the bench
-# client EXAMPLE (release, honouring CARGO_TARGET_DIR), and sets `bin` and `client` to them;
+# client EXAMPLE (release, wherever cargo builds), and sets `bin` and `client` to them;
 # the caller's `die` if either is not there. Uses the caller's `repo`.
 bench_binaries() {
     local example=$1 target_dir
-    target_dir=${CARGO_TARGET_DIR:-$repo/target}
-    [[ $target_dir == /* ]] || target_dir=$repo/$target_dir
+    target_dir=$(cargo_target_dir)
     echo "== building shardproxy and the bench client (release)"
     if [[ -n ${BIN:-} ]]; then
         (cd "$repo" && cargo build --release --example "$example")
@@ -120,15 +130,16 @@ bench_binaries() {
     [[ -x $client ]] || die "$client not found"
 }
 
-# bench_start_proxy BIN PORT USER PASSWORD: serves $work/rules.toml with BIN (log in
-# $work/proxy.log, pid in proxy_pid) and waits up to 30 s until USER can run a query on PORT.
+# bench_start_proxy BIN PORT USER PASSWORD [RULES LOG]: serves RULES (default
+# $work/rules.toml) with BIN (log in LOG, default $work/proxy.log; pid in proxy_pid) and waits
+# up to 30 s until USER can run a query on PORT.
 bench_start_proxy() {
-    local bin=$1 port=$2 user=$3 password=$4 deadline
+    local bin=$1 port=$2 user=$3 password=$4 rules=${5:-$work/rules.toml} log=${6:-$work/proxy.log} deadline
     echo "== starting the proxy on 127.0.0.1:$port"
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
         die "port $port is already in use by another process"
     fi
-    "$bin" serve --config "$work/rules.toml" </dev/null >"$work/proxy.log" 2>&1 &
+    "$bin" serve --config "$rules" </dev/null >"$log" 2>&1 &
     proxy_pid=$!
     deadline=$((SECONDS + 30))
     until mariadb -h127.0.0.1 -P"$port" -u"$user" -p"$password" -e 'select 1' >/dev/null 2>&1; do
