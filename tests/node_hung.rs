@@ -34,12 +34,32 @@ async fn a_hung_node_fails_only_its_statements_in_bounded_time() {
             .expect("insert");
     }
     let read = "SELECT v FROM t_hung WHERE user_id = ?";
+    // Another session, with a warm connection to the live node.
+    let mut other = proxy.conn().await;
+    let v: Option<String> = other.exec_first(read, (live,)).await.expect("live node");
+    assert_eq!(v.as_deref(), Some("x"));
     {
         let _paused = c.pause_node(HUNG);
-        // A statement already on its way to the node, on a connection open before the hang.
+        // A statement already on its way to the node, on a connection open before the hang;
+        // meanwhile the other session's point selects on the live node are served, each
+        // within a second (the hardening issue's bound), for as long as it waits.
         let started = Instant::now();
-        let r: Result<Option<String>, _> = conn.exec_first(read, (hung,)).await;
-        let took = started.elapsed();
+        let hung_read = async {
+            let r: Result<Option<String>, _> = conn.exec_first(read, (hung,)).await;
+            (r, started.elapsed())
+        };
+        let live_reads = async {
+            let (mut worst, mut reads) = (Duration::ZERO, 0);
+            while started.elapsed() < Duration::from_millis(1500) {
+                let t = Instant::now();
+                let v: Option<String> = other.exec_first(read, (live,)).await.expect("live node");
+                assert_eq!(v.as_deref(), Some("x"));
+                worst = worst.max(t.elapsed());
+                reads += 1;
+            }
+            (worst, reads)
+        };
+        let ((r, took), (worst, reads)) = tokio::join!(hung_read, live_reads);
         let (code, message) = server_error(r);
         assert_eq!(code, 1105, "{message}");
         assert!(
@@ -50,11 +70,19 @@ async fn a_hung_node_fails_only_its_statements_in_bounded_time() {
             took < Duration::from_secs(8),
             "the hung node's statement took {took:?}"
         );
-        // The same session, and another one, still reach the node that answers.
+        assert!(
+            reads > 0,
+            "no live read ran while the hung statement waited"
+        );
+        assert!(
+            worst < Duration::from_secs(1),
+            "a live node's point select took {worst:?} while ds1 hung ({reads} reads)"
+        );
+        // The same session, and a new one, still reach the node that answers.
         let v: Option<String> = conn.exec_first(read, (live,)).await.expect("live node");
         assert_eq!(v.as_deref(), Some("x"));
-        let mut other = proxy.conn().await;
-        let v: Option<String> = other.exec_first(read, (live,)).await.expect("live node");
+        let mut fresh = proxy.conn().await;
+        let v: Option<String> = fresh.exec_first(read, (live,)).await.expect("live node");
         assert_eq!(v.as_deref(), Some("x"));
     }
     // Awake again: served, on a fresh connection.
