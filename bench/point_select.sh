@@ -4,6 +4,8 @@
 #   relay   HAProxy in `mode tcp` in front of that same node: a pure byte relay, the yardstick
 #           for what one extra hop costs,
 #   proxy   shardproxy over four shard nodes,
+#   proxy1  shardproxy over the relay's own node (every slot on it): the same statements,
+#           routing and protocol work as `proxy`, with the MariaDB side of the relay,
 # each with server-side prepared statements (--db-ps-mode=auto, the binary protocol) and with
 # text queries (--db-ps-mode=disable).
 #
@@ -21,12 +23,12 @@
 # client connection to one of them in turn, so the relay pays for as many MariaDB servers as
 # the proxy; most of its point selects then find no row), CARGO_TARGET_DIR.
 # Ports: shard nodes from 3411 (3411-3414 with four), the direct node next, relay 3416, proxy
-# 3417. Everything started
+# 3417, proxy1 3418. Everything started
 # here is stopped and removed on exit. The output ends with one line per mode,
-#   mode=prepared direct_qps=N relay_qps=N proxy_qps=N proxy_vs_relay=R relay_cpu_us=U proxy_cpu_us=U
+#   mode=prepared direct_qps=N relay_qps=N proxy_qps=N proxy_vs_relay=R relay_cpu_us=U proxy_cpu_us=U proxy1_qps=N proxy1_vs_relay=R proxy1_cpu_us=U
 #   mode=text ...
 # and last a summary line
-#   prepared_vs_relay=R text_vs_relay=R
+#   prepared_vs_relay=R text_vs_relay=R same_node_prepared_vs_relay=R same_node_text_vs_relay=R
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,8 +48,9 @@ readonly relay_to=${RELAY_TO:-direct}
 readonly direct_port=$((base_port + shard_count))
 readonly relay_port=3416
 readonly proxy_port=3417
+readonly proxy1_port=3418
 readonly modes=(prepared text)
-readonly targets=(direct relay proxy)
+readonly targets=(direct relay proxy proxy1)
 
 die() {
     echo "point_select.sh: $*" >&2
@@ -84,9 +87,7 @@ fi
 
 echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
 (cd "$repo" && cargo build --release)
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
-[[ $target_dir == /* ]] || target_dir=$repo/$target_dir
-bin=$target_dir/release/shardproxy
+bin=$(cargo_target_dir)/release/shardproxy
 [[ -x $bin ]] || die "$bin not found after the build"
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ $commit != unknown && -n $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
@@ -123,6 +124,32 @@ echo "== starting $shard_count shard nodes and 1 direct node in $work"
 } >"$work/rules.toml"
 
 bench_start_proxy "$bin" "$proxy_port" sbtest sbtest
+
+# proxy1: a second proxy with the same table rule, every slot on the relay's node. It does the
+# proxy's whole work per statement (plan cache, CRC32 slot, pool, relay of the rows) in front
+# of the very MariaDB the relay uses, so proxy1 / relay is the proxy's own cost against a
+# byte relay's, and proxy / proxy1 what four MariaDB servers on the same cores cost.
+{
+    echo 'version = 1'
+    echo 'default_node = "ds0"'
+    echo
+    echo '[server]'
+    echo "listen = \"127.0.0.1:$proxy1_port\""
+    echo 'users = [{ name = "sbtest", password = "sbtest" }]'
+    echo
+    echo '[nodes]'
+    echo "ds0 = \"mysql://root:root@127.0.0.1:$direct_port/shop${node_opts:+?$node_opts}\""
+    echo
+    echo '[tables.sbtest1]'
+    echo 'rule = "hash_slot"'
+    echo 'column = "id"'
+    echo 'slots = [{ slots = "0-1023", node = "ds0" }]'
+} >"$work/rules1.toml"
+four_shards_pid=$proxy_pid
+bench_start_proxy "$bin" "$proxy1_port" sbtest sbtest "$work/rules1.toml" "$work/proxy1.log"
+proxy1_pid=$proxy_pid
+bench_pids+=("$proxy1_pid")
+proxy_pid=$four_shards_pid
 
 # The relay: HAProxy copying bytes between the client and the direct node, with its default
 # threading (one thread per CPU) and no health checks. The timeouts only have to outlast a run.
@@ -175,6 +202,7 @@ declare -A sb_conn=(
     [direct]="--mysql-port=$direct_port --mysql-user=root --mysql-password=root"
     [relay]="--mysql-port=$relay_port --mysql-user=root --mysql-password=root"
     [proxy]="--mysql-port=$proxy_port --mysql-user=sbtest --mysql-password=sbtest"
+    [proxy1]="--mysql-port=$proxy1_port --mysql-user=sbtest --mysql-password=sbtest"
 )
 declare -A ps_mode=([prepared]=auto [text]=disable)
 
@@ -184,12 +212,12 @@ for ((i = 0; i < shard_count; i++)); do
     shard_pids+="${shard_pids:+ }$(<"$work/node$i.pid")"
 done
 direct_pid=$(<"$work/node$shard_count.pid")
-declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid)
+declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid [proxy1]=$proxy1_pid)
 relay_nodes=$direct_pid
 [[ $relay_to == shards ]] && relay_nodes=$shard_pids
-declare -A node_pids=([direct]=$direct_pid [relay]=$relay_nodes [proxy]=$shard_pids)
+declare -A node_pids=([direct]=$direct_pid [relay]=$relay_nodes [proxy]=$shard_pids [proxy1]=$direct_pid)
 # Every long-running process of the bench, whichever target a run measures.
-readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid"
+readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid $proxy1_pid"
 
 # sb TARGET ARGS...: sysbench oltp_point_select against TARGET.
 sb() {
@@ -483,7 +511,11 @@ fi
 for mode in "${modes[@]}"; do
     echo "mode=$mode direct_qps=${med_qps[$mode.direct]} relay_qps=${med_qps[$mode.relay]}" \
         "proxy_qps=${med_qps[$mode.proxy]} proxy_vs_relay=$(ratio "${med_qps[$mode.proxy]}" "${med_qps[$mode.relay]}")" \
-        "relay_cpu_us=${med_mid[$mode.relay]} proxy_cpu_us=${med_mid[$mode.proxy]}"
+        "relay_cpu_us=${med_mid[$mode.relay]} proxy_cpu_us=${med_mid[$mode.proxy]}" \
+        "proxy1_qps=${med_qps[$mode.proxy1]} proxy1_vs_relay=$(ratio "${med_qps[$mode.proxy1]}" "${med_qps[$mode.relay]}")" \
+        "proxy1_cpu_us=${med_mid[$mode.proxy1]}"
 done
 echo "prepared_vs_relay=$(ratio "${med_qps[prepared.proxy]}" "${med_qps[prepared.relay]}")" \
-    "text_vs_relay=$(ratio "${med_qps[text.proxy]}" "${med_qps[text.relay]}")"
+    "text_vs_relay=$(ratio "${med_qps[text.proxy]}" "${med_qps[text.relay]}")" \
+    "same_node_prepared_vs_relay=$(ratio "${med_qps[prepared.proxy1]}" "${med_qps[prepared.relay]}")" \
+    "same_node_text_vs_relay=$(ratio "${med_qps[text.proxy1]}" "${med_qps[text.relay]}")"
