@@ -2520,3 +2520,128 @@ async fn show_warnings_tells_of_an_error_the_proxy_raised_itself() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].1, 1146, "{rows:?}");
 }
+
+/// User variables follow the session from node to node, as on one MariaDB: a `SET @v` that
+/// counts up, a value computed over a sharded table, `@v := ...` and `SELECT ... INTO @v` on
+/// one node, each read afterwards in statements that run on every other node; an assignment
+/// that would run on several nodes is refused. Named locks are one lock for every session:
+/// they live on the default node, wherever the session ran last.
+#[test]
+fn user_variables_and_named_locks_follow_the_session_across_nodes() {
+    let c = cluster();
+    let proxy = start_proxy(c, &sharded("t_uvar"));
+    block_on(async move {
+        let mut a = proxy.conn().await;
+        a.query_drop("CREATE TABLE IF NOT EXISTS t_uvar (user_id BIGINT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        let keys = spread_keys(2, 0);
+        for (i, k) in keys.iter().enumerate() {
+            a.exec_drop("INSERT INTO t_uvar VALUES (?, ?)", (k, i as i64 + 1))
+                .await
+                .expect("insert");
+        }
+        let total: i64 = (1..=keys.len() as i64).sum();
+        let on = |n: usize| keys[n];
+
+        a.query_drop("SET @c = 0").await.expect("set");
+        for _ in 0..3 {
+            a.query_drop("SET @c = @c + 1").await.expect("count up");
+        }
+        a.query_drop("SET @n = (SELECT SUM(v) FROM t_uvar), @m := @n * 2")
+            .await
+            .expect("set from a sharded table");
+        for n in 0..NODES {
+            let row: Option<(i64, i64, i64, i64)> = a
+                .exec_first(
+                    "SELECT @c, @n, @m, v FROM t_uvar WHERE user_id = ?",
+                    (on(n),),
+                )
+                .await
+                .expect("read on a node");
+            let (c, sum, twice, _) = row.expect("a row");
+            assert_eq!((c, sum, twice), (3, total, 2 * total), "on ds{n}");
+        }
+        // Assigned inside statements that one node answers, then read on the others.
+        let v0: Option<i64> = a
+            .query_first(format!(
+                "SELECT @r := v FROM t_uvar WHERE user_id = {}",
+                on(0)
+            ))
+            .await
+            .expect(":=");
+        a.query_drop(format!(
+            "SELECT v INTO @i FROM t_uvar WHERE user_id = {}",
+            on(1)
+        ))
+        .await
+        .expect("INTO");
+        let v1: Option<i64> = a
+            .exec_first("SELECT v FROM t_uvar WHERE user_id = ?", (on(1),))
+            .await
+            .expect("read");
+        for n in 0..NODES {
+            let got: Option<(Option<i64>, Option<i64>)> = a
+                .query_first(format!(
+                    "SELECT @r, @i FROM t_uvar WHERE user_id = {}",
+                    on(n)
+                ))
+                .await
+                .expect("read the assigned values");
+            assert_eq!(got, Some((v0, v1)), "on ds{n}");
+        }
+        let filtered: Vec<i64> = a
+            .query("SELECT user_id FROM t_uvar WHERE v > @c ORDER BY user_id")
+            .await
+            .expect("a fan-out reading a variable");
+        assert_eq!(filtered.len(), keys.len() - 3);
+        let e = expect_code(
+            a.query::<i64, _>("SELECT @x := v FROM t_uvar").await,
+            1235,
+            "an assignment on every node",
+        );
+        assert!(e.contains("@x"), "{e}");
+        // Another session has variables of its own.
+        let mut b = proxy.conn().await;
+        let none: Option<Option<i64>> = b.query_first("SELECT @c").await.expect("b");
+        assert_eq!(none, Some(None));
+
+        // Named locks: taken by a, seen as taken by b, released by a after a statement on
+        // another node, free again.
+        let got: Option<i64> = a
+            .query_first("SELECT GET_LOCK('t_uvar_lock', 5)")
+            .await
+            .expect("get");
+        assert_eq!(got, Some(1));
+        a.exec_drop("SELECT v FROM t_uvar WHERE user_id = ?", (on(NODES - 1),))
+            .await
+            .expect("elsewhere");
+        b.exec_drop("SELECT v FROM t_uvar WHERE user_id = ?", (on(1),))
+            .await
+            .expect("b elsewhere");
+        let free: Option<i64> = b
+            .query_first("SELECT IS_FREE_LOCK('t_uvar_lock')")
+            .await
+            .expect("is free");
+        assert_eq!(free, Some(0), "b sees a's lock");
+        let released: Option<i64> = a
+            .query_first("SELECT RELEASE_LOCK('t_uvar_lock')")
+            .await
+            .expect("release");
+        assert_eq!(released, Some(1), "released where it was taken");
+        let free: Option<i64> = b
+            .query_first("SELECT IS_FREE_LOCK('t_uvar_lock')")
+            .await
+            .expect("is free");
+        assert_eq!(free, Some(1));
+        expect_code(
+            a.query::<i64, _>(format!(
+                "SELECT GET_LOCK('x', 0) FROM t_uvar WHERE user_id = {}",
+                on(1)
+            ))
+            .await,
+            1235,
+            "a lock in a statement on a shard node",
+        );
+    });
+}

@@ -529,6 +529,27 @@ impl NodeSession {
     }
 }
 
+/// What a recorded `SET` is known by: a user variable's `SET @`name` = ` as the proxy writes
+/// it (`crate::sql::uservars::set_literal`), else the whole statement.
+fn set_key(sql: &str) -> &str {
+    let Some(rest) = sql.strip_prefix("SET @`") else {
+        return sql;
+    };
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'`' {
+            if b.get(i + 1) == Some(&b'`') {
+                i += 2;
+                continue;
+            }
+            return sql.get(..6 + i + 4).unwrap_or(sql);
+        }
+        i += 1;
+    }
+    sql
+}
+
 fn typed(r: Row) -> Vec<Value> {
     r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect()
 }
@@ -541,12 +562,16 @@ fn typed(r: Row) -> Vec<Value> {
 /// does not: the proxy reads the id back and answers for it, `crate::sql::seen`.)
 fn leaves_state(sql: &str) -> Option<&'static str> {
     let b = sql.as_bytes();
-    let user_var = memchr::memchr_iter(b'@', b)
-        .any(|i| b.get(i + 1) != Some(&b'@') && (i == 0 || b[i - 1] != b'@'));
-    if user_var {
+    let lead = crate::sql::first_word(sql);
+    // Reading user variables leaves nothing: the session's values are on every connection
+    // it borrows (`crate::sql::uservars`). Assigning them outside the text protocol's reads
+    // back (a prepared `SET @v = ?`, `@v := ?`) leaves them on this connection only.
+    if memchr::memchr(b'@', b).is_some()
+        && (lead.is_some_and(|w| w.eq_ignore_ascii_case("SET"))
+            || !crate::sql::uservars::assigned(sql).is_empty())
+    {
         return Some("user_variable");
     }
-    let lead = crate::sql::first_word(sql);
     const LEADS: [(&str, &str); 9] = [
         ("CALL", "procedure"),
         ("PREPARE", "sql_prepare"),
@@ -1178,7 +1203,9 @@ impl Door for NodeSession {
             }
             return Err(e);
         }
-        self.sets.retain(|s| s != sql);
+        // A user variable's newer value replaces the older (`crate::sql::uservars`).
+        let key = set_key(sql);
+        self.sets.retain(|s| set_key(s) != key);
         if self.sets.len() >= 256 {
             return Err(MyError::unsupported(
                 "more than 256 distinct session SET statements in one session",
@@ -1358,13 +1385,30 @@ impl Door for NodeSession {
 
 #[cfg(test)]
 mod state_tests {
-    use super::leaves_state;
+    use super::{leaves_state, set_key};
+
+    #[test]
+    fn a_user_variables_newer_value_replaces_the_older() {
+        let a = crate::sql::uservars::set_literal(
+            "a`` = b",
+            None,
+            &mysql_common::packets::Column::new(
+                mysql_common::constants::ColumnType::MYSQL_TYPE_NULL,
+            ),
+        );
+        assert_eq!(set_key(&a), "SET @`a```` = b` = ");
+        assert_eq!(set_key("SET @`v` = 1"), set_key("SET @`v` = 'x'"));
+        assert_ne!(set_key("SET @`v` = 1"), set_key("SET @`w` = 1"));
+        assert_eq!(set_key("SET NAMES utf8mb4"), "SET NAMES utf8mb4");
+        assert_eq!(set_key("SET @v = 1"), "SET @v = 1");
+    }
 
     #[test]
     fn statements_that_leave_untracked_state_are_told_apart() {
         for sql in [
             "SELECT @x := 1",
             "SELECT c INTO @v FROM t",
+            "SET @v = ?",
             "CREATE TEMPORARY TABLE tt (a INT)",
             "DO GET_LOCK('a', 1)",
             "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
@@ -1379,6 +1423,7 @@ mod state_tests {
         for sql in [
             "SELECT c FROM sbtest1 WHERE id=?",
             "SELECT @@version, @@session.sql_mode",
+            "SELECT @x, @`y` FROM t WHERE a = @z",
             "SELECT LAST_INSERT_ID()",
             "SELECT LAST_INSERT_ID( )",
             "INSERT INTO t (id) VALUES (LAST_INSERT_ID(5))",

@@ -110,6 +110,12 @@ pub async fn sticky<D: Door, K: Sink>(
     all: Vec<usize>,
     access: Access,
 ) -> Result<(), MyError> {
+    // Named locks are one lock for every session only on one server: the default node's.
+    if crate::sql::uservars::names_a_lock(sql) {
+        return single(door, sink, default, Stmt::new(sql, params), access)
+            .await
+            .map_err(MyError::from);
+    }
     let asks_insert_id = {
         let lower = sql.to_ascii_lowercase();
         lower.contains("last_insert_id") || lower.contains("@@identity")

@@ -5,6 +5,7 @@ pub mod digest;
 pub mod keys;
 pub mod ranges;
 pub mod seen;
+pub mod uservars;
 
 use std::ops::ControlFlow;
 
@@ -458,7 +459,7 @@ pub fn first_word(sql: &str) -> Option<&str> {
 }
 
 /// Where the next token starts at or after `i`: blanks and comments skipped.
-fn skip_blanks(b: &[u8], mut i: usize) -> usize {
+pub(crate) fn skip_blanks(b: &[u8], mut i: usize) -> usize {
     while let Some(&c) = b.get(i) {
         if c.is_ascii_whitespace() {
             i += 1;

@@ -15,7 +15,7 @@ use crate::exec::door::{Access, Stmt};
 use crate::plan::cache::TextPlan;
 use crate::plan::{self, OkMerge, Plan, SessionOp};
 use crate::sql::digest::{digest, Literal};
-use crate::sql::{self, Parsed};
+use crate::sql::{self, uservars, Parsed};
 
 /// How long a write to slots at the freeze step of their move waits for the next step.
 const FROZEN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -101,6 +101,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(parts) = super::super::split::set_with_autocommit(sql) {
             return self.set_parts(parts).await;
         }
+        if let Some(assignments) = uservars::set_assignments(sql) {
+            return self.set_user_variables(assignments).await;
+        }
+        let assigned = uservars::assigned(sql);
+        if !assigned.is_empty() || uservars::names_a_lock(sql) {
+            return self.one_node_statement(sql, assigned).await;
+        }
         let started = Instant::now();
         let topo = self.topo.clone();
         let digest = digest(sql);
@@ -152,6 +159,104 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             e.count(rows, out.is_err(), started.elapsed(), false);
         }
         out
+    }
+
+    /// `SET @a = e1, @b = e2`: each value read as `SELECT e` (planned like any read, so a
+    /// subquery over a sharded table is merged over its nodes), in order, and kept as a
+    /// `SET @a = <literal>` the session replays on every node connection it borrows
+    /// (`crate::sql::uservars`).
+    async fn set_user_variables(&mut self, assignments: Vec<(String, String)>) -> Outcome {
+        let topo = self.topo.clone();
+        for (name, expr) in assignments {
+            let select = format!("SELECT {expr}");
+            let parsed = sql::parse(&select);
+            let (plan, _) = self
+                .plan_with_lookups(&select, parsed.as_ref().map_err(String::as_str), &[], &topo)
+                .await;
+            if matches!(plan, Plan::InsertSelect(_) | Plan::Session(_)) {
+                return Err(MyError::internal(format!(
+                    "shardproxy: the value of @{name} did not plan as a read"
+                )));
+            }
+            let mut value = crate::exec::collect::Collect::new(1);
+            crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut value).await?;
+            let set = match (&value.cols, value.rows.first()) {
+                (Some(cols), Some(row)) if cols.len() == 1 && !value.bad => {
+                    uservars::set_literal(&name, row.first().and_then(Option::as_ref), &cols[0])
+                }
+                _ => {
+                    return Err(MyError::internal(format!(
+                        "shardproxy: the value of @{name} could not be read"
+                    )))
+                }
+            };
+            crate::exec::session_op::apply_quietly(&mut self.nodes, &SessionOp::Set(set)).await?;
+        }
+        self.write_ok();
+        Ok(())
+    }
+
+    /// A statement that must run on one node: one that assigns user variables (`@v := e`,
+    /// `INTO @v`), whose values are then read back there and kept like a `SET`'s; one that
+    /// calls a named-lock function, whose locks live on the default node for every session
+    /// (`crate::exec::route::sticky` sends it there). Elsewhere it is refused: each node
+    /// would assign, or lock, on its own.
+    async fn one_node_statement(&mut self, sql: &str, assigned: Vec<String>) -> Outcome {
+        let topo = self.topo.clone();
+        let parsed = sql::parse(sql);
+        let (plan, slots) = self
+            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
+            .await;
+        let read = is_read(parsed.as_ref().ok(), sql);
+        let kind = statement_kind(parsed.as_ref().ok(), sql);
+        self.account(&plan, kind, sql.len(), &slots);
+        let locks = uservars::names_a_lock(sql);
+        let one_node = match &plan {
+            Plan::Sticky { .. }
+            | Plan::Refuse { .. }
+            | Plan::Unroutable { .. }
+            | Plan::Session(_) => true,
+            Plan::Route(t) => !locks || t.node == topo.default_node,
+            Plan::AnyCopy { .. } => !locks,
+            _ => false,
+        };
+        if !one_node {
+            let what = if locks {
+                "calls a named-lock function (GET_LOCK, RELEASE_LOCK, ...) where it does not run on the default node, which holds every session's named locks: call it in a statement that reads no sharded table"
+                    .to_string()
+            } else {
+                format!(
+                    "assigns user variables (@{}) but does not run on one node, so each node would assign its own value: use SET @v = (SELECT ...)",
+                    assigned.join(", @")
+                )
+            };
+            return Err(MyError::unsupported(format!(
+                "shardproxy: this statement {what}"
+            )));
+        }
+        self.run_statement(&plan, false, read, kind).await?;
+        let node = crate::exec::door::Door::state(&self.nodes).last_node;
+        let (Some(node), false) = (node, assigned.is_empty()) else {
+            return Ok(());
+        };
+        let back = plan::Plan::Route(plan::Target {
+            node,
+            sql: uservars::read_back(&assigned),
+            params: Vec::new(),
+        });
+        let mut values = crate::exec::collect::Collect::new(1);
+        crate::exec::run(&back, &topo, Access::Read, &mut self.nodes, &mut values).await?;
+        let (Some(cols), Some(row)) = (&values.cols, values.rows.first()) else {
+            return Err(MyError::internal(
+                "shardproxy: the user variables the statement assigned could not be read back",
+            ));
+        };
+        for (i, name) in assigned.iter().enumerate() {
+            let Some(col) = cols.get(i) else { break };
+            let set = uservars::set_literal(name, row.get(i).and_then(Option::as_ref), col);
+            crate::exec::session_op::apply_quietly(&mut self.nodes, &SessionOp::Set(set)).await?;
+        }
+        Ok(())
     }
 
     /// Counts a statement routed by a cached plan, as [`Session::account`] does (its slot is
