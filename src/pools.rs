@@ -34,9 +34,6 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a connection beyond the pool's `pool_min` may stay idle.
 const IDLE_TTL: Duration = Duration::from_secs(60);
 
-/// How long an idle connection is trusted without looking at its socket.
-const FRESH: Duration = Duration::from_secs(1);
-
 /// A connection of a node's pool, open and counted against its `pool_max`, with the state
 /// the proxy put on it.
 struct Open {
@@ -351,10 +348,11 @@ impl NodePool {
                 .rposition(|o| o.sets == sets)
                 .or_else(|| list.len().checked_sub(1))?;
             let o = list.remove(at);
-            // A connection given back within the last second is taken as it is (a node
-            // that died since fails that statement, as a node dying under it would); one
-            // idle longer is checked without a round trip first.
-            if o.conn.idle_since.elapsed() < FRESH || o.conn.alive() {
+            // Every one is checked without a round trip (a read that would block), however
+            // briefly it idled: a node killed and started again within a second left its
+            // connections of a moment before dead, and the first statement after the
+            // restart took one of them and failed (Broken pipe) though the node was back.
+            if o.conn.alive() {
                 return Some(o);
             }
         }
