@@ -42,11 +42,16 @@ const MAX_HANDLES: usize = 256;
 /// takes it next.
 pub struct NodeConn {
     conn: Pooled,
+    /// Kept past the last command only for what its statement left to read there (its
+    /// warnings, for SHOW WARNINGS), nothing that dies with it (a transaction's branch,
+    /// locks, untracked state, an insert id not read): [`NodeSession::settle`] decides it
+    /// between commands, the next command's first use of the connection clears it.
+    spare: bool,
 }
 
 impl NodeConn {
     fn new(conn: Pooled) -> Self {
-        NodeConn { conn }
+        NodeConn { conn, spare: false }
     }
 
     /// The handle of `sql` on this connection, prepared on first use.
@@ -285,19 +290,21 @@ impl NodeSession {
             self.unregister();
         }
         for node in 0..self.conns.len() {
-            let keep = match &self.conns[node] {
+            let (needed, diagnostics) = match &self.conns[node] {
                 None => continue,
-                Some(c) => {
+                Some(c) => (
                     c.conn.is_dirty()
-                        || (self.state.diagnostics && self.state.last_node == Some(node))
                         || (!self.state.insert_id_known && self.state.insert_id_node == Some(node))
                         || self.state.tx_nodes().any(|b| b == node)
-                        || self.state.locked.contains(&node)
-                }
+                        || self.state.locked.contains(&node),
+                    self.state.diagnostics && self.state.last_node == Some(node),
+                ),
             };
-            if !keep {
+            if !needed && !diagnostics {
                 self.conns[node] = None;
                 self.held(node, -1);
+            } else if let Some(c) = self.conns[node].as_mut() {
+                c.spare = !needed;
             }
         }
     }
@@ -383,10 +390,23 @@ impl NodeSession {
         }
     }
 
+    /// At the first use of a [`NodeConn::spare`] connection in a command: dropped when the
+    /// node closed it meanwhile (killed, or restarted), so the statement opens a fresh one
+    /// instead of failing on a dead one; the warnings it was kept for went with the node.
+    fn drop_if_dead(&mut self, node: usize) {
+        let Some(c) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return;
+        };
+        if std::mem::take(&mut c.spare) && !c.conn.alive() {
+            self.drop_conn(node);
+        }
+    }
+
     /// Opens the session's connection to `node` if it holds none, brought to its state.
     async fn open(&mut self, node: usize) -> Result<(), NodeError> {
         self.reap();
         self.grow(node);
+        self.drop_if_dead(node);
         if self.conns[node].is_none() {
             let c = self
                 .shared
@@ -1008,6 +1028,9 @@ impl Door for NodeSession {
         if let Some(max) = stmts.iter().map(|(n, _)| *n).max() {
             self.grow(max);
         }
+        for (n, _) in stmts {
+            self.drop_if_dead(*n);
+        }
         // Open missing connections in parallel.
         let missing: Vec<usize> = stmts
             .iter()
@@ -1155,7 +1178,11 @@ impl Door for NodeSession {
     }
 
     fn holds(&self, node: usize) -> bool {
-        self.conns.get(node).is_some_and(Option::is_some)
+        // A spare one the node closed holds nothing to read (it is replaced on use).
+        self.conns
+            .get(node)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| !c.spare || c.conn.alive())
     }
 
     fn name(&self, node: usize) -> String {

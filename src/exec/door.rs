@@ -215,7 +215,7 @@ pub trait Door: Send + Sized {
     fn reachable(&mut self, node: usize) -> impl Future<Output = Result<(), MyError>> + Send;
 
     /// Does the session hold its own connection to `node` now (kept since its last
-    /// statement, not one the pool will lend it)?
+    /// statement, not one the pool will lend it, and not closed by the node since)?
     fn holds(&self, node: usize) -> bool;
 
     /// The node's name, for messages.
