@@ -439,6 +439,15 @@ impl Conn {
                     "the node closed the connection",
                 )))
             }
+            // Closed in the middle of a packet (a node killed while it sent rows): said as
+            // plainly, not as the reader's "early eof".
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                self.broken = true;
+                Err(WireError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the node closed the connection in the middle of a packet",
+                )))
+            }
             Err(e) => {
                 self.broken = true;
                 Err(e.into())
