@@ -147,6 +147,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_node_that_dies_while_groups_stream_fails_the_statement() {
+        let (node_sql, spec) = merge_spec_of("SELECT k, COUNT(*) FROM t GROUP BY k");
+        assert!(spec.stream_groups, "{spec:?}");
+        let mut door = FakeDoor::new(2);
+        let rows: &[&[&str]] = &[&["1", "1"], &["2", "1"], &["3", "1"]];
+        door.answer(0, "SELECT", Canned::typed(&[("k", INT), ("c", INT)], rows));
+        door.answer(
+            1,
+            "SELECT",
+            Canned::typed(&[("k", INT), ("c", INT)], rows).failing_after(2),
+        );
+        let mut sink = RecordSink::text();
+        let s: Vec<_> = (0..2).map(|n| (n, Stmt::new(&node_sql, &[]))).collect();
+        let e = merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)
+            .await
+            .unwrap_err();
+        // The node's error, after the groups merged before it died; never an end of
+        // result that would pass the groups written for all of them.
+        assert_eq!((e.node, e.broke), (1, true));
+        assert_eq!(sink.lines(), vec!["1,2"]);
+        assert!(
+            !sink
+                .events
+                .iter()
+                .any(|ev| matches!(ev, crate::exec::fake::Event::End { .. })),
+            "{:?}",
+            sink.events
+        );
+    }
+
+    #[tokio::test]
     async fn unsorted_groups_are_held_and_capped() {
         let (node_sql, spec) =
             merge_spec_of("SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY COUNT(*) DESC");

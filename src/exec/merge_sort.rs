@@ -99,6 +99,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_node_that_dies_mid_merge_fails_the_statement() {
+        let mut door = FakeDoor::new(2);
+        let int = ColumnType::MYSQL_TYPE_LONG;
+        door.answer(
+            0,
+            "SELECT",
+            Canned::typed(&[("k", int)], &[&["1"], &["3"], &["5"]]),
+        );
+        door.answer(
+            1,
+            "SELECT",
+            Canned::typed(&[("k", int)], &[&["2"], &["4"], &["6"]]).failing_after(2),
+        );
+        let spec = MergeSpec {
+            order: vec![SortKey {
+                index: 0,
+                desc: false,
+                fixed: false,
+            }],
+            ..Default::default()
+        };
+        let mut sink = RecordSink::text();
+        let s: Vec<_> = (0..2)
+            .map(|n| (n, Stmt::new("SELECT k FROM t ORDER BY k", &[])))
+            .collect();
+        let e = merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)
+            .await
+            .unwrap_err();
+        // The rows merged before the node died went out; then its error, never the end of
+        // a result that would pass them for the whole.
+        assert_eq!((e.node, e.broke), (1, true));
+        assert_eq!(sink.lines(), vec!["1", "2", "3"]);
+        assert!(
+            !sink
+                .events
+                .iter()
+                .any(|ev| matches!(ev, crate::exec::fake::Event::End { .. })),
+            "{:?}",
+            sink.events
+        );
+    }
+
+    #[tokio::test]
     async fn descending_with_a_page() {
         let mut door = FakeDoor::new(2);
         let int = ColumnType::MYSQL_TYPE_LONG;
