@@ -606,7 +606,6 @@ mod tests {
             then: Plan::Scatter {
                 targets: vec![target(0), target(1)],
                 ok: OkMerge::Sum,
-                merge: None,
             },
             sql: String::new(),
             why: "test".into(),

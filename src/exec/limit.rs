@@ -1,72 +1,106 @@
-//! Limit: OFFSET and LIMIT applied to merged rows as they are written, helper columns (sort
-//! keys, AVG's hidden SUM and COUNT) cut off. The nodes were asked for `offset + limit` rows
-//! each; the page is cut here.
+//! Limit: OFFSET and LIMIT over the rows of its input. The nodes were asked for `offset +
+//! limit` rows each; the page is cut here, and once it is full no more rows are read.
 
-use mysql_common::packets::Column;
-
-use super::door::{client_gone, NodeError, Sink};
+use super::door::{NodeError, NodeResult};
+use super::rows::Rows;
 use crate::merge::Row;
 
-pub struct Limit {
+pub struct Limit<R> {
+    pub(super) input: Rows<R>,
     skip: u64,
     left: u64,
-    /// Columns the client sees (the rest are helpers).
-    visible: usize,
 }
 
-impl Limit {
-    pub fn new(offset: u64, limit: Option<u64>, visible: usize) -> Self {
+impl<R: NodeResult> Limit<R> {
+    pub fn new(input: Rows<R>, offset: u64, limit: Option<u64>) -> Self {
         Limit {
+            input,
             skip: offset,
             left: limit.unwrap_or(u64::MAX),
-            visible,
         }
     }
 
-    /// The page holds no row at all.
-    pub fn empty(&self) -> bool {
-        self.left == 0
-    }
-
-    /// Writes the row unless it is skipped; `true` once the page is full.
-    pub async fn emit<K: Sink>(
-        &mut self,
-        sink: &mut K,
-        row: &Row,
-        cols: &[Column],
-    ) -> Result<bool, NodeError> {
-        if self.skip > 0 {
-            self.skip -= 1;
-            return Ok(false);
+    /// The next row of the page; `None` once it is full (nothing more is read) or the input
+    /// ended.
+    pub async fn next(&mut self) -> Result<Option<Row>, NodeError> {
+        while self.left > 0 {
+            let Some(row) = self.input.next().await? else {
+                return Ok(None);
+            };
+            if self.skip > 0 {
+                self.skip -= 1;
+                continue;
+            }
+            self.left -= 1;
+            return Ok(Some(row));
         }
-        sink.row(&row[..self.visible.min(row.len())], cols);
-        sink.flush_some().await.map_err(client_gone)?;
-        self.left = self.left.saturating_sub(1);
-        Ok(self.left == 0)
+        Ok(None)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use crate::exec::fake::RecordSink;
-    use mysql_common::value::Value;
+    use crate::exec::door::Access;
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::exec::merge::run;
+    use crate::plan::tests::{merge_plan_of, scatter_of};
+    use crate::plan::Plan;
 
     #[tokio::test]
-    async fn skips_then_takes_and_cuts_helper_columns() {
+    async fn skips_then_takes_and_reads_no_further() {
+        let mut door = FakeDoor::new(2);
+        door.answer(0, "SELECT", Canned::rows(&["k"], &[&["0"], &["1"], &["2"]]));
+        // Node 1 breaks after its first row: the page is full before that is read.
+        door.answer(
+            1,
+            "SELECT",
+            Canned::rows(&["k"], &[&["3"], &["4"], &["5"]]).failing_after(1),
+        );
+        let plan = Plan::Limit {
+            offset: 2,
+            limit: Some(2),
+            input: Box::new(scatter_of("SELECT k FROM t LIMIT 4", 2)),
+        };
         let mut sink = RecordSink::text();
-        let cols = vec![Column::new(mysql_common::constants::ColumnType::MYSQL_TYPE_LONG); 2];
-        let mut l = Limit::new(2, Some(2), 1);
-        let mut calls = 0;
-        for i in 0..6 {
-            let row = vec![Some(Value::Int(i)), Some(Value::Int(100 + i))];
-            calls += 1;
-            if l.emit(&mut sink, &row, &cols).await.unwrap() {
-                break;
-            }
-        }
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap();
         assert_eq!(sink.lines(), vec!["2", "3"]);
-        assert_eq!(calls, 4, "full once the page is");
-        assert!(Limit::new(0, Some(0), 1).empty());
+        // LIMIT 0 reads no row at all.
+        let plan = Plan::Limit {
+            offset: 0,
+            limit: Some(0),
+            input: Box::new(scatter_of("SELECT k FROM t", 2)),
+        };
+        let mut sink = RecordSink::text();
+        run(&mut door, &mut sink, &plan, 0, Access::Read)
+            .await
+            .unwrap();
+        assert!(sink.lines().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_page_of_an_ordered_merge_with_its_helper_column_cut() {
+        // ORDER BY a column the client did not ask for: the nodes send it as a helper column,
+        // the Project on top cuts it.
+        let plan = merge_plan_of("SELECT k FROM t ORDER BY v DESC LIMIT 1, 2", 2);
+        assert!(matches!(&plan, Plan::Project { hidden: 1, .. }), "{plan:?}");
+        let mut door = FakeDoor::new(2);
+        door.answer(
+            0,
+            "SELECT",
+            Canned::rows(&["k", "v"], &[&["a", "9"], &["b", "5"]]),
+        );
+        door.answer(
+            1,
+            "SELECT",
+            Canned::rows(&["k", "v"], &[&["c", "7"], &["d", "1"]]),
+        );
+        let mut sink = RecordSink::text();
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.rows().len(), 2);
+        assert_eq!(sink.lines(), vec!["c", "b"]);
     }
 }

@@ -1,59 +1,89 @@
-//! A scatter whose rows are merged: the source (nodes appended, or a [`MergeSort`] over
-//! them), then [`StreamGroups`] or the in-memory [`buffered`] steps, then [`Limit`]. Rows
-//! read from the nodes count against the statement's cap.
+//! A merge tree run: the leaf's statements started on their nodes (a Scatter's targets, or a
+//! tier read's or page's, worked out first), the streams of the merge nodes above it built
+//! over their results ([`super::rows`]), and the top stream's rows written to the client.
+//! Whatever ends the merge, every node result is finished and its warnings summed.
 
-use super::aggregate::{buffered, StreamGroups};
-use super::door::{Access, Door, NodeError, NodeResult, Run, Sink, Stmt};
-use super::limit::Limit;
-use super::merge_sort::MergeSort;
+use mysql_common::constants::StatusFlags;
+use mysql_common::packets::Column;
+
+use super::door::{client_gone, Access, Door, NodeError, NodeResult, Run, Sink, Stmt};
+use super::rows::{build, check, Ctx, Parts, Rows};
 use super::scatter::{not_a_node, started};
+use super::{tier_page, tier_read};
 use crate::error::MyError;
-use crate::merge::{classes, MergeSpec, Row};
+use crate::plan::{Plan, TierMode};
 
-/// Reads node rows, counting them against the cap.
-pub struct Reader {
-    pub read: u64,
-    cap: u64,
-}
-
-impl Reader {
-    pub async fn next<R: NodeResult>(&mut self, res: &mut R) -> Result<Option<Row>, NodeError> {
-        match res.next().await? {
-            Some(row) => {
-                self.read += 1;
-                if self.read > self.cap {
-                    return Err(not_a_node(MyError::unsupported(format!(
-                        "shardproxy: this statement would read more than {} rows from the nodes (max_rows_per_statement); narrow it or page with a key instead of a deep OFFSET",
-                        self.cap
-                    ))));
-                }
-                Ok(Some(row))
-            }
-            None => Ok(None),
-        }
-    }
-}
-
-/// Runs `stmts` and writes their rows merged as `spec` says; `cap`: the most rows the
-/// statement may read from the nodes.
-pub async fn merged<D: Door, K: Sink>(
+/// Runs the merge tree `plan`; `cap`: the most rows the statement may read from the nodes.
+pub async fn run<D: Door, K: Sink>(
     door: &mut D,
     sink: &mut K,
-    stmts: &[(usize, Stmt<'_>)],
-    spec: &MergeSpec,
+    plan: &Plan,
     cap: u64,
     access: Access,
 ) -> Result<(), NodeError> {
-    let run = Run {
-        access,
-        binary: sink.binary(),
+    if let Err(what) = check(plan) {
+        return Err(not_a_node(MyError::internal(format!(
+            "shardproxy: a plan with {what} reached execution"
+        ))));
+    }
+    let owned: Vec<(usize, String)>;
+    let mut before = 0;
+    let stmts: Vec<(usize, Stmt<'_>)> = match plan.source() {
+        Plan::Scatter { targets, .. } => targets
+            .iter()
+            .map(|t| (t.node, Stmt::new(&t.sql, &t.params)))
+            .collect(),
+        Plan::Tier(t) => {
+            owned = match &t.mode {
+                TierMode::Read { node_sql } => {
+                    door.count_tier("read");
+                    tier_read::statements(door, t, node_sql, cap).await?
+                }
+                _ => {
+                    door.count_tier("page");
+                    let (sqls, b) = tier_page::statements(door, t, cap).await?;
+                    before = b;
+                    sqls
+                }
+            };
+            owned.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect()
+        }
+        _ => Vec::new(),
     };
+    merged(door, sink, plan, &stmts, before, cap, access).await
+}
+
+/// Starts `stmts` and writes the rows of `plan`'s merge over their results.
+async fn merged<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    plan: &Plan,
+    stmts: &[(usize, Stmt<'_>)],
+    before: u64,
+    cap: u64,
+    access: Access,
+) -> Result<(), NodeError> {
+    let binary = sink.binary();
+    let run = Run { access, binary };
     let status = door.status();
     let first_node = stmts.first().map(|(n, _)| *n);
     let results = door.start_all(stmts, run).await?;
-    let mut ress = started(results).await?;
-    let mut reader = Reader { read: 0, cap };
-    let outcome = merge_streams(&mut ress, sink, spec, cap, status, &mut reader).await;
+    let parts = Parts::new(started(results).await?, cap);
+    let (outcome, parts) = match parts.columns() {
+        None => (
+            Err(not_a_node(MyError::unsupported(
+                "shardproxy: the nodes returned no result set to merge",
+            ))),
+            parts,
+        ),
+        Some(cols) => {
+            let cx = Ctx::new(plan, cols.clone(), binary, cap, before);
+            let mut rows = build(plan, parts, &cx);
+            let outcome = write(&mut rows, sink, &cols[..], cx.visible, status).await;
+            (outcome, rows.into_parts())
+        }
+    };
+    let (ress, read) = parts.into_results();
     let mut warnings = 0u16;
     let mut failed = None;
     for res in ress {
@@ -62,7 +92,7 @@ pub async fn merged<D: Door, K: Sink>(
             failed.get_or_insert(e);
         }
     }
-    door.count_merged(reader.read);
+    door.count_merged(read);
     if let Some(n) = first_node {
         door.ran_on(n, false);
     }
@@ -74,77 +104,19 @@ pub async fn merged<D: Door, K: Sink>(
     Ok(())
 }
 
-async fn merge_streams<R: NodeResult, K: Sink>(
-    ress: &mut [R],
+/// The client's columns, then every row of the top stream.
+async fn write<R: NodeResult, K: Sink>(
+    rows: &mut Rows<R>,
     sink: &mut K,
-    spec: &MergeSpec,
-    cap: u64,
-    status: mysql_common::constants::StatusFlags,
-    reader: &mut Reader,
+    cols: &[Column],
+    visible: usize,
+    status: StatusFlags,
 ) -> Result<(), NodeError> {
-    let Some(cols) = ress.iter().find_map(|r| r.columns()) else {
-        return Err(not_a_node(MyError::unsupported(
-            "shardproxy: the nodes returned no result set to merge",
-        )));
-    };
-    let binary = sink.binary();
-    let spec = spec.resolve(cols.len());
-    let visible = cols.len().saturating_sub(spec.hidden);
-    let cap_rows = usize::try_from(cap).unwrap_or(usize::MAX);
-    if spec.buffers() {
-        let mut rows = Vec::new();
-        for res in ress.iter_mut() {
-            while let Some(row) = reader.next(res).await? {
-                rows.push(row);
-            }
-        }
-        let rows = buffered(rows, &spec, &cols, binary, cap_rows)?;
-        sink.columns(&cols[..visible], status);
-        let mut all = Limit::new(0, None, visible);
-        for row in rows {
-            all.emit(sink, &row, &cols).await?;
-        }
-        return Ok(());
+    rows.prepare().await?;
+    sink.columns(&cols[..visible.min(cols.len())], status);
+    while let Some(row) = rows.next().await? {
+        sink.row(&row, cols);
+        sink.flush_some().await.map_err(client_gone)?;
     }
-    sink.columns(&cols[..visible], status);
-    let mut page = Limit::new(spec.offset, spec.limit, visible);
-    if page.empty() {
-        return Ok(());
-    }
-    if spec.order.is_empty() {
-        // Append, node after node.
-        for res in ress.iter_mut() {
-            while let Some(row) = reader.next(res).await? {
-                if page.emit(sink, &row, &cols).await? {
-                    return Ok(());
-                }
-            }
-        }
-        return Ok(());
-    }
-    let classes = classes(&cols);
-    let mut sorted = MergeSort::open(ress, &spec.order, reader).await?;
-    let mut groups = spec
-        .stream_groups
-        .then(|| StreamGroups::new(&spec, cap_rows));
-    loop {
-        let Some(row) = sorted.next(ress, &classes, reader).await? else {
-            if let Some(g) = groups.as_mut() {
-                if let Some(row) = g.finish(&cols, &classes, binary)? {
-                    page.emit(sink, &row, &cols).await?;
-                }
-            }
-            return Ok(());
-        };
-        let row = match groups.as_mut() {
-            Some(g) => match g.push(row, &cols, &classes, binary)? {
-                Some(done) => done,
-                None => continue,
-            },
-            None => row,
-        };
-        if page.emit(sink, &row, &cols).await? {
-            return Ok(());
-        }
-    }
+    Ok(())
 }

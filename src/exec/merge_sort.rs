@@ -1,43 +1,48 @@
 //! MergeSort: a k-way merge of node results that each arrive in ORDER BY order, holding one
-//! row per node (the heads); rows come out in the query's order.
+//! row per node (the heads); rows come out in the query's order. Its input is the leaf's
+//! node results ([`Parts`]), read one at a time where the next row comes from.
 
 use crate::merge::{cmp_rows, Class, Row, SortKey};
 
 use super::door::{NodeError, NodeResult};
-use super::merge::Reader;
+use super::rows::Parts;
 
-pub struct MergeSort<'k> {
-    heads: Vec<Option<Row>>,
-    order: &'k [SortKey],
+pub struct MergeSort<R> {
+    parts: Parts<R>,
+    /// Each node's next row; read on the first `next` (after the client's columns).
+    heads: Option<Vec<Option<Row>>>,
+    keys: Vec<SortKey>,
+    classes: Vec<Class>,
 }
 
-impl<'k> MergeSort<'k> {
-    /// Reads the first row of each node.
-    pub async fn open<R: NodeResult>(
-        ress: &mut [R],
-        order: &'k [SortKey],
-        reader: &mut Reader,
-    ) -> Result<MergeSort<'k>, NodeError> {
-        let mut heads = Vec::with_capacity(ress.len());
-        for res in ress.iter_mut() {
-            heads.push(reader.next(res).await?);
+impl<R: NodeResult> MergeSort<R> {
+    pub fn new(parts: Parts<R>, keys: Vec<SortKey>, classes: Vec<Class>) -> Self {
+        MergeSort {
+            parts,
+            heads: None,
+            keys,
+            classes,
         }
-        Ok(MergeSort { heads, order })
     }
 
     /// The next row in order over all nodes; `None` when every node is done.
-    pub async fn next<R: NodeResult>(
-        &mut self,
-        ress: &mut [R],
-        classes: &[Class],
-        reader: &mut Reader,
-    ) -> Result<Option<Row>, NodeError> {
+    pub async fn next(&mut self) -> Result<Option<Row>, NodeError> {
+        let heads = match &mut self.heads {
+            Some(h) => h,
+            None => {
+                let mut heads = Vec::with_capacity(self.parts.len());
+                for i in 0..self.parts.len() {
+                    heads.push(self.parts.next_of(i).await?);
+                }
+                self.heads.insert(heads)
+            }
+        };
         let mut best: Option<usize> = None;
-        for (i, h) in self.heads.iter().enumerate() {
+        for (i, h) in heads.iter().enumerate() {
             let Some(row) = h else { continue };
-            best = match best.and_then(|b| self.heads[b].as_ref().map(|r| (b, r))) {
+            best = match best.and_then(|b| heads[b].as_ref().map(|r| (b, r))) {
                 Some((b, brow)) => {
-                    if cmp_rows(row, brow, self.order, classes) == std::cmp::Ordering::Less {
+                    if cmp_rows(row, brow, &self.keys, &self.classes) == std::cmp::Ordering::Less {
                         Some(i)
                     } else {
                         Some(b)
@@ -47,18 +52,31 @@ impl<'k> MergeSort<'k> {
             };
         }
         let Some(i) = best else { return Ok(None) };
-        let next = reader.next(&mut ress[i]).await?;
-        Ok(std::mem::replace(&mut self.heads[i], next))
+        let next = self.parts.next_of(i).await?;
+        Ok(std::mem::replace(&mut heads[i], next))
+    }
+
+    pub fn into_parts(self) -> Parts<R> {
+        self.parts
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::exec::door::{Access, Stmt};
+    use crate::exec::door::Access;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
-    use crate::exec::merge::merged;
-    use crate::merge::{MergeSpec, SortKey};
+    use crate::exec::merge::run;
+    use crate::merge::SortKey;
+    use crate::plan::tests::scatter_of;
+    use crate::plan::Plan;
     use mysql_common::constants::ColumnType;
+
+    fn sorted(keys: Vec<SortKey>, nodes: usize, sql: &str) -> Plan {
+        Plan::MergeSort {
+            keys,
+            input: Box::new(scatter_of(sql, nodes)),
+        }
+    }
 
     #[tokio::test]
     async fn rows_come_out_in_order_over_all_nodes() {
@@ -79,19 +97,14 @@ mod tests {
             "SELECT",
             Canned::typed(&[("k", int)], &[&["NULL"], &["3"]]),
         );
-        let spec = MergeSpec {
-            order: vec![SortKey {
-                index: 0,
-                desc: false,
-                fixed: false,
-            }],
-            ..Default::default()
+        let key = SortKey {
+            index: 0,
+            desc: false,
+            fixed: false,
         };
+        let plan = sorted(vec![key], 3, "SELECT k FROM t ORDER BY k");
         let mut sink = RecordSink::text();
-        let s: Vec<_> = (0..3)
-            .map(|n| (n, Stmt::new("SELECT k FROM t ORDER BY k", &[])))
-            .collect();
-        merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
             .await
             .unwrap();
         // NULL first, numbers compared as numbers (10 after 9).
@@ -112,19 +125,14 @@ mod tests {
             "SELECT",
             Canned::typed(&[("k", int)], &[&["2"], &["4"], &["6"]]).failing_after(2),
         );
-        let spec = MergeSpec {
-            order: vec![SortKey {
-                index: 0,
-                desc: false,
-                fixed: false,
-            }],
-            ..Default::default()
+        let key = SortKey {
+            index: 0,
+            desc: false,
+            fixed: false,
         };
+        let plan = sorted(vec![key], 2, "SELECT k FROM t ORDER BY k");
         let mut sink = RecordSink::text();
-        let s: Vec<_> = (0..2)
-            .map(|n| (n, Stmt::new("SELECT k FROM t ORDER BY k", &[])))
-            .collect();
-        let e = merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)
+        let e = run(&mut door, &mut sink, &plan, 1000, Access::Read)
             .await
             .unwrap_err();
         // The rows merged before the node died went out; then its error, never the end of
@@ -155,21 +163,65 @@ mod tests {
             "SELECT",
             Canned::typed(&[("k", int)], &[&["7"], &["5"], &["1"]]),
         );
-        let spec = MergeSpec {
-            order: vec![SortKey {
-                index: 0,
-                desc: true,
-                fixed: false,
-            }],
+        let key = SortKey {
+            index: 0,
+            desc: true,
+            fixed: false,
+        };
+        let plan = Plan::Limit {
             offset: 1,
             limit: Some(3),
-            ..Default::default()
+            input: Box::new(sorted(vec![key], 2, "SELECT k")),
         };
         let mut sink = RecordSink::text();
-        let s: Vec<_> = (0..2).map(|n| (n, Stmt::new("SELECT k", &[]))).collect();
-        merged(&mut door, &mut sink, &s, &spec, 1000, Access::Read)
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
             .await
             .unwrap();
         assert_eq!(sink.lines(), vec!["7", "5", "4"]);
+    }
+
+    #[tokio::test]
+    async fn an_error_on_one_node_under_the_merge_is_the_answer_and_names_it() {
+        let mut door = FakeDoor::new(3);
+        let int = ColumnType::MYSQL_TYPE_LONG;
+        door.answer(
+            2,
+            "SELECT",
+            Canned::typed(&[("k", int)], &[&["0"], &["3"], &["4"]]).failing_after(2),
+        );
+        door.answer_any("SELECT", Canned::typed(&[("k", int)], &[&["1"], &["2"]]));
+        let key = SortKey {
+            index: 0,
+            desc: false,
+            fixed: false,
+        };
+        let plan = Plan::Limit {
+            offset: 0,
+            limit: Some(10),
+            input: Box::new(sorted(vec![key], 3, "SELECT k FROM t ORDER BY k")),
+        };
+        let mut sink = RecordSink::text();
+        let e = run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap_err();
+        assert_eq!(e.node, 2);
+        assert!(e.broke, "{e:?}");
+        assert!(
+            !matches!(
+                sink.events.last(),
+                Some(crate::exec::fake::Event::End { .. })
+            ),
+            "the answer is not ended as if complete"
+        );
+        // A node failing at the start fails the statement before anything is written.
+        let mut door = FakeDoor::new(3);
+        door.answer_any("SELECT", Canned::typed(&[("k", int)], &[&["1"]]));
+        door.fail_on(1, "SELECT", 1146, "Table 'shop.t' doesn't exist");
+        let mut sink = RecordSink::text();
+        let e = run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap_err();
+        assert_eq!((e.node, e.error.code), (1, 1146));
+        assert!(sink.events.is_empty(), "{:?}", sink.events);
     }
 }

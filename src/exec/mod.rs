@@ -1,15 +1,17 @@
 //! Execution: a plan run through the door to the nodes, its answer written to a sink.
 //!
 //! One primitive a file: [`route`] (one node, any copy, the sticky node), [`scatter`] (many
-//! nodes, rows appended, OKs combined), [`merge`] (a scatter whose rows are merged:
-//! [`merge_sort`], [`aggregate`], [`limit`]), the time-tier paths ([`tier_read`],
-//! [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup tables),
-//! [`session_op`] (BEGIN, SET, USE, ...) and [`txn`] (a transaction's branches on the
-//! nodes it touches, two-phase commit). Every primitive reaches the nodes only through
+//! nodes, rows appended, OKs combined), the merge nodes of a plan tree ([`project`],
+//! [`limit`], [`aggregate`], [`merge_sort`]: streams over [`rows`], each pulling rows from
+//! its input, run by [`merge`] over a leaf that reads the nodes), the time-tier paths
+//! ([`tier_read`], [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup
+//! tables), [`session_op`] (BEGIN, SET, USE, ...) and [`txn`] (a transaction's branches on
+//! the nodes it touches, two-phase commit). Every primitive reaches the nodes only through
 //! [`door::Door`] and writes only to [`door::Sink`]; [`fake`] drives their unit tests.
 //!
 //! A new primitive goes in a file of its own here, takes `(door, sink, ...)`, and gets its
-//! case in [`run`].
+//! case in [`run`]; a new merge step is a stream in a file of its own and a case in
+//! [`rows::build`].
 
 pub mod aggregate;
 pub mod collect;
@@ -24,7 +26,9 @@ pub mod lookup;
 pub mod merge;
 pub mod merge_sort;
 pub mod poll;
+pub mod project;
 pub mod route;
+pub mod rows;
 pub mod scatter;
 pub mod sequence;
 pub mod session_op;
@@ -90,22 +94,38 @@ pub async fn run<D: Door, K: Sink>(
         Plan::Route(t) => {
             route::single(door, sink, t.node, Stmt::new(&t.sql, &t.params), access).await
         }
-        Plan::Scatter { targets, ok, merge } => {
+        Plan::Scatter { targets, ok } => {
             let stmts: Vec<(usize, Stmt<'_>)> = targets
                 .iter()
                 .map(|t| (t.node, Stmt::new(&t.sql, &t.params)))
                 .collect();
-            match merge {
-                None => scatter::append(door, sink, &stmts, *ok, access)
+            scatter::append(door, sink, &stmts, *ok, access)
+                .await
+                .map(|_| ())
+        }
+        Plan::ValuesOrder { positions, input } => match input.as_ref() {
+            Plan::Scatter { targets, ok } => {
+                let stmts: Vec<(usize, Stmt<'_>)> = targets
+                    .iter()
+                    .map(|t| (t.node, Stmt::new(&t.sql, &t.params)))
+                    .collect();
+                scatter::append_in_order(door, sink, &stmts, *ok, access, Some(positions))
                     .await
-                    .map(|_| ()),
-                Some(spec) if !spec.row_order.is_empty() => {
-                    scatter::append_in_order(door, sink, &stmts, *ok, access, Some(&spec.row_order))
-                        .await
-                        .map(|_| ())
-                }
-                Some(spec) => merge::merged(door, sink, &stmts, spec, cap, access).await,
+                    .map(|_| ())
             }
+            _ => {
+                return Err(MyError::internal(
+                    "shardproxy: RETURNING rows to put in order over something other than a scatter"
+                        .to_string(),
+                ))
+            }
+        },
+        Plan::Project { .. }
+        | Plan::Limit { .. }
+        | Plan::Aggregate { .. }
+        | Plan::MergeSort { .. } => merge::run(door, sink, plan, cap, access).await,
+        Plan::Tier(t) if matches!(t.mode, TierMode::Page { .. }) => {
+            merge::run(door, sink, plan, cap, access).await
         }
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
@@ -132,6 +152,8 @@ pub async fn run<D: Door, K: Sink>(
     r.map_err(MyError::from)
 }
 
+/// A tier plan that is a primitive on its own: a read appended, a poll, a write (a page is
+/// the leaf of its merge tree: [`merge::run`]).
 async fn tier<D: Door, K: Sink>(
     t: &TierPlan,
     cap: u64,
@@ -147,27 +169,10 @@ async fn tier<D: Door, K: Sink>(
     };
     door.count_tier(mode);
     match &t.mode {
-        TierMode::Read { node_sql, merge } => {
-            tier_read::read(door, sink, t, node_sql, merge.as_ref(), cap, access).await
-        }
-        TierMode::Page {
-            node_sql,
-            count_tail,
-            segments,
-            merge,
-            offset,
-            limit,
-        } => {
-            let page = tier_page::Page {
-                node_sql,
-                count_tail,
-                segments,
-                merge,
-                offset: *offset,
-                limit: *limit,
-            };
-            tier_page::page(door, sink, t, page, cap, access).await
-        }
+        TierMode::Read { node_sql } => tier_read::read(door, sink, t, node_sql, cap, access).await,
+        TierMode::Page { .. } => Err(scatter::not_a_node(MyError::internal(
+            "shardproxy: a tier page outside its merge".to_string(),
+        ))),
         TierMode::PollFirst { sql, params } => {
             poll::first(door, sink, t, sql, params, access).await
         }

@@ -282,4 +282,25 @@ mod tests {
         assert_eq!(id, 90);
         assert_eq!(door.sticky(true, 0), Some(2));
     }
+
+    #[tokio::test]
+    async fn returning_rows_of_a_split_insert_come_back_in_values_order() {
+        use crate::plan::tests::scatter_of;
+        use crate::plan::Plan;
+        // VALUES rows 0 and 2 went to node 0, row 1 to node 1.
+        let plan = Plan::ValuesOrder {
+            positions: vec![vec![0, 2], vec![1]],
+            input: Box::new(scatter_of("INSERT INTO t (id) VALUES (1) RETURNING id", 2)),
+        };
+        let mut door = FakeDoor::new(2);
+        door.answer(0, "INSERT", Canned::rows(&["id"], &[&["a"], &["c"]]));
+        door.answer(1, "INSERT", Canned::rows(&["id"], &[&["b"]]));
+        let mut sink = RecordSink::text();
+        let topo = crate::plan::rules_tests::topo();
+        crate::exec::run(&plan, &topo, Access::Write, &mut door, &mut sink)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["a", "b", "c"]);
+        assert!(matches!(sink.events.last(), Some(Event::End { .. })));
+    }
 }

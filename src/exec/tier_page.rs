@@ -1,14 +1,17 @@
-//! Tier pages: `ORDER BY <tier column> ... LIMIT offset, limit` over tiers. Rows are counted
-//! per date segment, one tier at a time in page order, until the counted segments hold the
-//! page; then only the segments holding the page are read, the skip pushed into the node's
-//! own LIMIT where a single tier starts the page.
+//! Tier pages: `ORDER BY <tier column> ... LIMIT offset, limit` over tiers, the leaf of a
+//! merge tree (MergeSort and the page's Limit above it). Rows are counted per date segment,
+//! one tier at a time in page order, until the counted segments hold the page; then only the
+//! segments holding the page are read, the skip pushed into the node's own LIMIT where a
+//! single tier starts the page; the Limit above skips only what the nodes did not.
 
 use mysql_common::value::Value;
 
-use super::door::{Access, Door, NodeError, Sink, Stmt};
+use super::door::{Door, NodeError};
+use super::scatter::not_a_node;
 use super::tier_read::exclusions;
-use crate::merge::MergeSpec;
+use crate::error::MyError;
 use crate::plan::tier::{fill, TierPlan};
+use crate::plan::TierMode;
 use crate::routing::time_tier::{pick_page, Segment};
 
 fn as_u64(v: &Value) -> Option<u64> {
@@ -29,24 +32,32 @@ fn as_i64(v: &Value) -> Option<i64> {
     }
 }
 
-/// What one page needs of the plan.
-pub struct Page<'p> {
-    pub node_sql: &'p str,
-    pub count_tail: &'p str,
-    pub segments: &'p [Segment],
-    pub merge: &'p MergeSpec,
-    pub offset: u64,
-    pub limit: u64,
-}
-
-pub async fn page<D: Door, K: Sink>(
+/// Each statement that reads the page, and how many rows of the answer come before the
+/// first row they return (the Limit above skips that many fewer).
+pub async fn statements<D: Door>(
     door: &mut D,
-    sink: &mut K,
     t: &TierPlan,
-    p: Page<'_>,
     cap: u64,
-    access: Access,
-) -> Result<(), NodeError> {
+) -> Result<(Vec<(usize, String)>, u64), NodeError> {
+    let TierMode::Page {
+        node_sql,
+        count_tail,
+        segments,
+        offset,
+        limit,
+    } = &t.mode
+    else {
+        return Err(not_a_node(MyError::internal(
+            "shardproxy: a tier page without its page".to_string(),
+        )));
+    };
+    let p = Page {
+        node_sql,
+        count_tail,
+        segments,
+        offset: *offset,
+        limit: *limit,
+    };
     let segments = p.segments;
     let excl = exclusions(door, t, cap).await?;
     let preds: Vec<String> = (0..t.parts.len()).map(|i| t.part_pred(i, &excl)).collect();
@@ -105,20 +116,20 @@ pub async fn page<D: Door, K: Sink>(
         .iter()
         .map(|c| c.iter().map(|x| x.unwrap_or(0)).collect())
         .collect();
-    let mut spec = p.merge.clone();
-    spec.limit = Some(p.limit);
+    let before: u64;
     let sqls: Vec<(usize, String)> =
         match pick_page(&segments[..n_known], &known_counts, p.offset, p.limit) {
             None => {
                 // Past the last row: an empty page with the query's columns.
-                spec.offset = 0;
+                before = p.offset;
                 vec![(
                     t.parts[0].node,
                     format!("{} LIMIT 0", fill(p.node_sql, &preds[0])),
                 )]
             }
             Some(pick) => {
-                spec.offset = pick.skip;
+                // The merge skips `pick.skip` rows of what is read.
+                before = p.offset.saturating_sub(pick.skip);
                 let range: Vec<String> = segments[pick.first..=pick.last]
                     .iter()
                     .map(|s| format!("({})", s.pred(&t.col_ref)))
@@ -138,32 +149,50 @@ pub async fn page<D: Door, K: Sink>(
                     .collect()
             }
         };
-    let stmts: Vec<(usize, Stmt<'_>)> = sqls.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect();
-    super::merge::merged(door, sink, &stmts, &spec, cap, access).await
+    Ok((sqls, before))
+}
+
+/// What one page needs of the plan.
+struct Page<'p> {
+    node_sql: &'p str,
+    count_tail: &'p str,
+    segments: &'p [Segment],
+    offset: u64,
+    limit: u64,
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::exec::door::Access;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
-    use crate::plan::rules_tests::tier;
-    use crate::plan::TierMode;
+    use crate::exec::merge::run;
+    use crate::plan::rules_tests::tier_plan;
+    use crate::plan::Plan;
 
     #[tokio::test]
     async fn a_page_counts_segments_newest_first_and_reads_only_the_page() {
         // Newest first: hot, the hot/warm window, warm, cold, NULL dates.
-        let t = tier("SELECT id FROM t_txn ORDER BY txn_date DESC LIMIT 3, 2");
-        let TierMode::Page {
-            node_sql,
-            count_tail,
-            segments,
-            merge,
-            offset,
-            limit,
-        } = &t.mode
+        let plan = tier_plan("SELECT id FROM t_txn ORDER BY txn_date DESC LIMIT 3, 2");
+        // The tier page is the leaf of the merge: the nodes' rows carry the sort key as a
+        // helper column, cut before the client.
+        let Plan::Project {
+            hidden: 1, input, ..
+        } = &plan
         else {
-            panic!("{:?}", t.mode)
+            panic!("{plan:?}")
         };
+        let Plan::Limit {
+            offset: 3,
+            limit: Some(2),
+            input,
+        } = input.as_ref()
+        else {
+            panic!("{plan:?}")
+        };
+        assert!(
+            matches!(input.as_ref(), Plan::MergeSort { input, .. } if matches!(input.as_ref(), Plan::Tier(_))),
+            "{plan:?}"
+        );
         let mut door = FakeDoor::new(3);
         // Hot holds 10 rows in its own segment: the page (rows 3..5) is there, so warm and
         // cold are never counted.
@@ -172,8 +201,6 @@ mod tests {
             "__sp_seg",
             Canned::rows(&["s", "n"], &[&["0", "10"], &["1", "0"]]),
         );
-        // The nodes' rows carry the sort key as a helper column, cut before the client.
-        assert_eq!(merge.hidden, 1, "{merge:?}");
         door.answer(
             0,
             "LIMIT",
@@ -183,15 +210,7 @@ mod tests {
             ),
         );
         let mut sink = RecordSink::text();
-        let p = Page {
-            node_sql,
-            count_tail,
-            segments,
-            merge,
-            offset: *offset,
-            limit: *limit,
-        };
-        page(&mut door, &mut sink, &t, p, 1000, Access::Read)
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
             .await
             .unwrap();
         assert_eq!(sink.lines(), vec!["103", "104"]);
@@ -205,5 +224,47 @@ mod tests {
             read.ends_with("LIMIT 3, 2"),
             "the skip runs on the node: {read}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_page_starting_in_a_window_is_merged_and_skipped_above_the_tiers() {
+        let plan = tier_plan("SELECT id FROM t_txn ORDER BY txn_date DESC LIMIT 3, 2");
+        let mut door = FakeDoor::new(3);
+        // Hot holds 2 rows of its own and 1 in the hot/warm window, warm 2 in the window: the
+        // page (rows 3..5) starts at the window's second row. Both tiers read the window
+        // from its start; the merge skips its first row.
+        door.answer(
+            0,
+            "__sp_seg",
+            Canned::rows(&["s", "n"], &[&["0", "2"], &["1", "1"]]),
+        );
+        door.answer(
+            1,
+            "__sp_seg",
+            Canned::rows(&["s", "n"], &[&["1", "2"], &["2", "5"]]),
+        );
+        door.answer(
+            0,
+            "LIMIT",
+            Canned::rows(&["id", "d"], &[&["101", "2024-06-29"]]),
+        );
+        door.answer(
+            1,
+            "LIMIT",
+            Canned::rows(
+                &["id", "d"],
+                &[&["201", "2024-06-28"], &["202", "2024-06-28"]],
+            ),
+        );
+        let mut sink = RecordSink::text();
+        run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["201", "202"]);
+        for node in [0, 1] {
+            let read = door.sql_on(node).pop().unwrap();
+            assert!(read.ends_with("LIMIT 0, 3"), "{read}");
+        }
+        assert!(door.sql_on(2).is_empty(), "{:?}", door.log());
     }
 }

@@ -8,7 +8,6 @@ use mysql_common::value::Value;
 use super::door::{Access, Door, NodeError, Sink, Stmt};
 use super::scatter::not_a_node;
 use crate::error::MyError;
-use crate::merge::MergeSpec;
 use crate::plan::tier::{fill, TierPlan};
 use crate::plan::OkMerge;
 
@@ -35,27 +34,35 @@ pub async fn exclusions<D: Door>(
     Ok(out)
 }
 
-/// Every tier at once, merged as `merge` says (appended when `None`).
+/// Each tier's statement: the node SQL with the tier's range, less the keys a newer tier
+/// holds in its window (read first).
+pub async fn statements<D: Door>(
+    door: &mut D,
+    t: &TierPlan,
+    node_sql: &str,
+    cap: u64,
+) -> Result<Vec<(usize, String)>, NodeError> {
+    let excl = exclusions(door, t, cap).await?;
+    Ok((0..t.parts.len())
+        .map(|i| (t.parts[i].node, fill(node_sql, &t.part_pred(i, &excl))))
+        .collect())
+}
+
+/// Every tier at once, rows appended newest tier first (a tier read under merge nodes is
+/// their leaf: [`super::merge::run`]).
 pub async fn read<D: Door, K: Sink>(
     door: &mut D,
     sink: &mut K,
     t: &TierPlan,
     node_sql: &str,
-    merge: Option<&MergeSpec>,
     cap: u64,
     access: Access,
 ) -> Result<(), NodeError> {
-    let excl = exclusions(door, t, cap).await?;
-    let sqls: Vec<(usize, String)> = (0..t.parts.len())
-        .map(|i| (t.parts[i].node, fill(node_sql, &t.part_pred(i, &excl))))
-        .collect();
+    let sqls = statements(door, t, node_sql, cap).await?;
     let stmts: Vec<(usize, Stmt<'_>)> = sqls.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect();
-    match merge {
-        None => super::scatter::append(door, sink, &stmts, OkMerge::Sum, access)
-            .await
-            .map(|_| ()),
-        Some(spec) => super::merge::merged(door, sink, &stmts, spec, cap, access).await,
-    }
+    super::scatter::append(door, sink, &stmts, OkMerge::Sum, access)
+        .await
+        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -85,7 +92,7 @@ mod tests {
         );
         door.answer(1, "SELECT id FROM t_txn", Canned::rows(&["id"], &[&["4"]]));
         let mut sink = RecordSink::text();
-        read(&mut door, &mut sink, &t, node_sql, None, 1000, Access::Read)
+        read(&mut door, &mut sink, &t, node_sql, 1000, Access::Read)
             .await
             .unwrap();
         assert_eq!(sink.lines(), vec!["5", "6", "4"]);
@@ -112,7 +119,7 @@ mod tests {
             Canned::rows(&["id"], &[&["1"], &["2"], &["3"]]),
         );
         let mut sink = RecordSink::text();
-        let e = read(&mut door, &mut sink, &t, node_sql, None, 2, Access::Read)
+        let e = read(&mut door, &mut sink, &t, node_sql, 2, Access::Read)
             .await
             .unwrap_err();
         assert_eq!(e.error.code, 1235);

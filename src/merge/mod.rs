@@ -25,7 +25,7 @@ pub struct SortKey {
     pub index: usize,
     pub desc: bool,
     /// A column position the client wrote (`ORDER BY 2`): an index into the rows as the nodes
-    /// send them, never moved by [`MergeSpec::resolve`].
+    /// send them, never moved by [`resolve_keys`].
     pub fixed: bool,
 }
 
@@ -105,48 +105,42 @@ pub enum ArithOp {
     Div,
 }
 
-/// Everything the merge does after the nodes answered.
+/// How an aggregate merge ([`crate::plan::Plan::Aggregate`]) folds the nodes' partial
+/// results into the client's rows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Aggregate {
+    /// The input arrives sorted by the group keys (a MergeSort below): each group is folded
+    /// once the next begins, so one group is held at a time; HAVING after each.
+    Streamed {
+        grouping: Grouping,
+        having: Option<Cond>,
+    },
+    /// Every input row held (bounded by the statement's row cap), then grouped, HAVING,
+    /// DISTINCT and sorted in memory.
+    InMemory(InMemory),
+}
+
+/// The steps of an in-memory merge, in this order.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct MergeSpec {
-    /// Trailing columns added for the merge (sort keys, AVG's parts), removed before the
-    /// client sees the rows.
-    pub hidden: usize,
-    /// `SELECT *`: the number of visible columns is known only from the nodes' answer, so
-    /// column indexes count from the first hidden column.
-    pub from_end: bool,
-    pub group: Option<Grouping>,
+pub struct InMemory {
+    pub grouping: Option<Grouping>,
     pub having: Option<Cond>,
     /// SELECT DISTINCT: identical visible rows (by the columns' collations) appear once.
     pub distinct: bool,
+    /// The sort after the merge; empty: by the group keys, as MariaDB returns groups.
     pub order: Vec<SortKey>,
-    pub offset: u64,
-    pub limit: Option<u64>,
-    /// The nodes return their groups sorted by the group keys (`order`), so groups are merged
-    /// as they stream past instead of in a hash table.
-    pub stream_groups: bool,
-    /// A split INSERT ... RETURNING: for each target, the VALUES positions of its rows; the
-    /// rows are written back in VALUES order (nothing else merges).
-    pub row_order: Vec<Vec<usize>>,
 }
 
-impl MergeSpec {
-    /// Must every row be held in memory (grouping, DISTINCT), or can rows stream?
-    pub fn buffers(&self) -> bool {
-        (self.group.is_some() && !self.stream_groups) || self.distinct
-    }
-
-    /// The spec with column indexes made absolute for rows of `ncols` columns.
-    pub fn resolve(&self, ncols: usize) -> MergeSpec {
-        let mut m = self.clone();
-        if m.from_end {
-            let base = ncols.saturating_sub(m.hidden);
-            for k in m.order.iter_mut().filter(|k| !k.fixed) {
-                k.index += base;
-            }
-            m.from_end = false;
-        }
-        m
-    }
+/// `keys` made absolute for rows whose helper columns start at `base` (`SELECT *`: the
+/// number of visible columns is known only from the nodes' answer); a position the client
+/// wrote (`fixed`) stays as it is.
+pub fn resolve_keys(keys: &[SortKey], base: usize) -> Vec<SortKey> {
+    keys.iter()
+        .map(|k| SortKey {
+            index: if k.fixed { k.index } else { k.index + base },
+            ..k.clone()
+        })
+        .collect()
 }
 
 /// A merge that cannot be completed correctly.
@@ -607,32 +601,33 @@ pub fn having(c: &Cond, row: &Row, classes: &[Class]) -> bool {
     truth(&eval(c, row, classes)) == Some(true)
 }
 
-/// Everything after the rows are in memory: aggregate, HAVING, DISTINCT, sort, offset/limit.
+/// Everything after the rows are in memory: aggregate, HAVING, DISTINCT (over the first
+/// `visible` columns), sort. Rows come out in the merge's order; the page is cut above it.
 pub fn finish_buffered(
     rows: Vec<Row>,
-    spec: &MergeSpec,
+    m: &InMemory,
+    visible: usize,
     cols: &[Column],
     binary: bool,
     cap: usize,
 ) -> Result<Vec<Row>, MergeError> {
     let classes = classes(cols);
-    let visible = cols.len().saturating_sub(spec.hidden);
-    let mut rows = match &spec.group {
+    let mut rows = match &m.grouping {
         // Aggregates without GROUP BY answer one row even over no rows (COUNT 0, others NULL);
         // nodes that grouped by a DISTINCT argument may have sent none.
         Some(g) if g.keys.is_empty() && rows.is_empty() => vec![empty_aggregates(g, cols, binary)],
         Some(g) => aggregate(rows, g, cols, binary, cap)?,
         None => rows,
     };
-    if let Some(h) = &spec.having {
+    if let Some(h) = &m.having {
         rows.retain(|r| having(h, r, &classes));
     }
-    if spec.distinct {
+    if m.distinct {
         rows = distinct(rows, &(0..visible).collect::<Vec<_>>(), &classes);
     }
-    let order: Vec<SortKey> = if spec.order.is_empty() {
+    let order: Vec<SortKey> = if m.order.is_empty() {
         // MariaDB returns GROUP BY results sorted by the group keys.
-        spec.group
+        m.grouping
             .as_ref()
             .map(|g| {
                 g.keys
@@ -646,21 +641,12 @@ pub fn finish_buffered(
             })
             .unwrap_or_default()
     } else {
-        spec.order.clone()
+        m.order.clone()
     };
     if !order.is_empty() {
         rows.sort_by(|a, b| cmp_rows(a, b, &order, &classes));
     }
-    let start = usize::try_from(spec.offset)
-        .unwrap_or(usize::MAX)
-        .min(rows.len());
-    let end = match spec.limit {
-        Some(l) => start
-            .saturating_add(usize::try_from(l).unwrap_or(usize::MAX))
-            .min(rows.len()),
-        None => rows.len(),
-    };
-    Ok(rows.drain(start..end).collect())
+    Ok(rows)
 }
 
 #[cfg(test)]

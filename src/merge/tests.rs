@@ -112,10 +112,8 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         col(ColumnType::MYSQL_TYPE_VAR_STRING, 45, 0),
         col(ColumnType::MYSQL_TYPE_LONGLONG, 63, 0),
     ];
-    let spec = MergeSpec {
-        hidden: 0,
-        from_end: false,
-        group: Some(Grouping {
+    let m = InMemory {
+        grouping: Some(Grouping {
             keys: vec![0],
             columns: vec![AggFn::First, AggFn::Count],
         }),
@@ -130,10 +128,6 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
             desc: true,
             fixed: false,
         }],
-        offset: 1,
-        limit: Some(1),
-        stream_groups: false,
-        row_order: Vec::new(),
     };
     let rows = vec![
         vec![b("x"), b("1")],
@@ -142,20 +136,18 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         vec![b("X"), b("2")],
         vec![b("w"), b("1")],
     ];
-    let out = finish_buffered(rows, &spec, &cols, false, 100).unwrap();
+    // LIMIT 1, 1 (the Limit above the merge) cuts the merged, sorted rows.
+    let out: Vec<Row> = finish_buffered(rows, &m, 2, &cols, false, 100)
+        .unwrap()
+        .into_iter()
+        .skip(1)
+        .take(1)
+        .collect();
     assert_eq!(text(&out), vec![vec!["x", "3"]]);
 
-    let spec = MergeSpec {
-        hidden: 0,
-        from_end: false,
-        group: None,
-        having: None,
+    let m = InMemory {
         distinct: true,
-        order: vec![],
-        offset: 0,
-        limit: None,
-        stream_groups: false,
-        row_order: Vec::new(),
+        ..Default::default()
     };
     let rows = vec![
         vec![b("a"), b("1")],
@@ -163,7 +155,7 @@ fn having_distinct_order_and_limit_apply_after_the_merge() {
         vec![b("a"), b("2")],
     ];
     assert_eq!(
-        finish_buffered(rows, &spec, &cols, false, 100)
+        finish_buffered(rows, &m, 2, &cols, false, 100)
             .unwrap()
             .len(),
         2

@@ -295,7 +295,7 @@ impl Planner<'_> {
         if !sub.missing.borrow().is_empty() {
             return Ok(None);
         }
-        if !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) {
+        if !matches!(plan.source(), Plan::Route(_) | Plan::Scatter { .. }) {
             return Ok(None);
         }
         let copied: Vec<&(String, String, Vec<usize>)> = placed
@@ -313,7 +313,7 @@ impl Planner<'_> {
             Some(())
         };
         let mut plan = plan;
-        let ok = match &mut plan {
+        let ok = match plan.source_mut() {
             Plan::Route(t) => rename(t).is_some(),
             Plan::Scatter { targets, .. } => targets.iter_mut().all(|t| rename(t).is_some()),
             _ => unreachable!("checked above: a route or a scatter"),

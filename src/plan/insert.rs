@@ -268,14 +268,16 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     }
     // RETURNING rows come back in VALUES order, as from one MySQL (an ORM pairs them with
     // its objects by position).
-    let merge = ins.returning.is_some().then(|| crate::merge::MergeSpec {
-        row_order,
-        ..Default::default()
-    });
-    Plan::Scatter {
+    let scatter = Plan::Scatter {
         targets,
         ok: OkMerge::Sum,
-        merge,
+    };
+    if ins.returning.is_none() {
+        return scatter;
+    }
+    Plan::ValuesOrder {
+        positions: row_order,
+        input: Box::new(scatter),
     }
 }
 

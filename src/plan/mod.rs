@@ -19,7 +19,7 @@ use sqlparser::ast::{
 };
 
 use crate::config::{TableRule, Topology};
-use crate::merge::MergeSpec;
+use crate::merge::{Aggregate, SortKey};
 use crate::routing::directory::Placed;
 use crate::routing::range::RangeKey;
 use crate::routing::slot::slot_of;
@@ -95,16 +95,57 @@ pub enum SavepointKind {
     Release,
 }
 
+/// A plan is a tree: the merge primitives ([`Plan::Project`], [`Plan::Limit`],
+/// [`Plan::Aggregate`], [`Plan::MergeSort`], [`Plan::ValuesOrder`]) each own their `input`,
+/// down to a leaf that reads the nodes ([`Plan::Scatter`], or a [`Plan::Tier`] read or
+/// page); every other variant is a leaf that runs on its own. A merged scatter reads, from
+/// the top: Project -> Limit -> Aggregate -> MergeSort -> Scatter, each node present only
+/// when the statement needs it. A new primitive is a variant here, a line in
+/// [`PlanDescription`], a file in `crate::exec` and its case in `crate::exec::run` (a merge
+/// step: in `crate::exec::rows`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     /// One node; its answer is the answer.
     Route(Target),
-    /// Several nodes in parallel: OK packets combined; result rows appended, or merged as
-    /// `merge` says (ordered, aggregated, paginated).
+    /// Several nodes in parallel: OK packets combined; result rows appended node after node
+    /// (under a merge node: each node's rows are the merge's input).
     Scatter {
         targets: Vec<Target>,
         ok: OkMerge,
-        merge: Option<MergeSpec>,
+    },
+    /// The client's columns: the `hidden` helper columns the merge below needed (sort keys,
+    /// AVG's SUM and COUNT) cut from the end of every row. `from_end` (`SELECT *`): the
+    /// number of visible columns is known only from the nodes' answer, so the column indexes
+    /// of the nodes below count from the first helper column.
+    Project {
+        hidden: usize,
+        from_end: bool,
+        input: Box<Plan>,
+    },
+    /// OFFSET / LIMIT over the input's rows (the nodes were asked for `offset + limit` each);
+    /// reading stops once the page is full.
+    Limit {
+        offset: u64,
+        limit: Option<u64>,
+        input: Box<Plan>,
+    },
+    /// Partial results (each node grouped its own rows) merged into the client's rows:
+    /// grouping, HAVING, DISTINCT; streamed over sorted groups, or in memory.
+    Aggregate {
+        agg: Box<Aggregate>,
+        input: Box<Plan>,
+    },
+    /// A k-way merge of the input's node results, each sorted by `keys`: one row per node
+    /// held. Its input is a leaf.
+    MergeSort {
+        keys: Vec<SortKey>,
+        input: Box<Plan>,
+    },
+    /// A split INSERT ... RETURNING: for each target of the scatter below, the VALUES
+    /// positions of its rows; the rows are written back in VALUES order.
+    ValuesOrder {
+        positions: Vec<Vec<usize>>,
+        input: Box<Plan>,
     },
     /// Reads only tables every one of `nodes` holds a copy of (broadcast): one reachable copy
     /// answers, so a node that is down does not fail it.
@@ -241,10 +282,49 @@ fn refuse(message: impl Into<String>) -> Plan {
 }
 
 impl Plan {
+    /// The input of a merge node; `None` for a leaf.
+    pub fn input(&self) -> Option<&Plan> {
+        match self {
+            Plan::Project { input, .. }
+            | Plan::Limit { input, .. }
+            | Plan::Aggregate { input, .. }
+            | Plan::MergeSort { input, .. }
+            | Plan::ValuesOrder { input, .. } => Some(input),
+            _ => None,
+        }
+    }
+
+    /// The leaf under the merge nodes (the plan itself when it is a leaf): where the rows
+    /// come from.
+    pub fn source(&self) -> &Plan {
+        let mut p = self;
+        while let Some(i) = p.input() {
+            p = i;
+        }
+        p
+    }
+
+    /// [`Plan::source`], to change the leaf's statements.
+    pub fn source_mut(&mut self) -> &mut Plan {
+        match self {
+            Plan::Project { input, .. }
+            | Plan::Limit { input, .. }
+            | Plan::Aggregate { input, .. }
+            | Plan::MergeSort { input, .. }
+            | Plan::ValuesOrder { input, .. } => input.source_mut(),
+            leaf => leaf,
+        }
+    }
+
     /// The nodes this plan touches (empty for session operations and refusals).
     pub fn nodes(&self) -> Vec<usize> {
         match self {
             Plan::Route(t) => vec![t.node],
+            Plan::Project { .. }
+            | Plan::Limit { .. }
+            | Plan::Aggregate { .. }
+            | Plan::MergeSort { .. }
+            | Plan::ValuesOrder { .. } => self.source().nodes(),
             Plan::Tier(t) => t.parts.iter().map(|p| p.node).collect(),
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
@@ -287,29 +367,151 @@ impl fmt::Display for PlanDescription<'_> {
     /// The plan as a tree of the primitives that run it (`crate::exec`), outermost first,
     /// each node's SQL under the primitive that sends it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.node(f, self.plan, 0, false)
+    }
+}
+
+/// Sort keys as the plan prints them: columns of the node rows, from 1 (`SELECT *`,
+/// `from_end`: helper columns, counted after the columns the nodes expand `*` to).
+fn keys_text(keys: &[SortKey], from_end: bool) -> String {
+    let key = |k: &SortKey| {
+        let dir = if k.desc { " DESC" } else { "" };
+        if from_end && !k.fixed {
+            format!("helper {}{dir}", k.index + 1)
+        } else {
+            format!("column {}{dir}", k.index + 1)
+        }
+    };
+    keys.iter().map(key).collect::<Vec<_>>().join(", ")
+}
+
+impl PlanDescription<'_> {
+    /// One node: its line (under its parent, `depth` levels in), its details, then its input
+    /// one level deeper. `from_end`: a Project above counts helper columns from the end.
+    fn node(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        plan: &Plan,
+        depth: usize,
+        from_end: bool,
+    ) -> fmt::Result {
+        let mut from_end = from_end;
+        let lead = match depth {
+            0 => String::new(),
+            d => format!("{}└─ ", "   ".repeat(d - 1)),
+        };
+        let pad = "   ".repeat(depth);
+        match plan {
+            Plan::Project {
+                hidden,
+                from_end: counted_from_end,
+                ..
+            } => {
+                let end = if *counted_from_end {
+                    " (SELECT *: counted from the end of the nodes' columns)"
+                } else {
+                    ""
+                };
+                writeln!(f, "{lead}Project: {hidden} helper column(s) cut{end}")?;
+                from_end = *counted_from_end;
+            }
+            Plan::Limit {
+                offset,
+                limit,
+                input,
+            } => {
+                let take = limit.map_or_else(|| "all".to_string(), |l| l.to_string());
+                let paged = match input.source() {
+                    Plan::Tier(t) if matches!(t.mode, TierMode::Page { .. }) => {
+                        " (less the rows before the segments the tier page reads)"
+                    }
+                    _ => "",
+                };
+                writeln!(f, "{lead}Limit: skip {offset}{paged}, take {take}")?;
+            }
+            Plan::Aggregate { agg, .. } => match agg.as_ref() {
+                Aggregate::Streamed { grouping, having } => {
+                    let having = if having.is_some() {
+                        ", HAVING after the merge"
+                    } else {
+                        ""
+                    };
+                    let keys: Vec<String> = grouping
+                        .keys
+                        .iter()
+                        .map(|k| format!("column {}", k + 1))
+                        .collect();
+                    writeln!(
+                        f,
+                        "{lead}Aggregate, streamed: groups on {} merged as they arrive sorted{having}",
+                        keys.join(", ")
+                    )?;
+                }
+                Aggregate::InMemory(m) => {
+                    let mut steps = Vec::new();
+                    if let Some(g) = &m.grouping {
+                        steps.push(if g.keys.is_empty() {
+                            "aggregates merged".to_string()
+                        } else {
+                            let keys: Vec<String> =
+                                g.keys.iter().map(|k| format!("column {}", k + 1)).collect();
+                            format!("groups merged on {}", keys.join(", "))
+                        });
+                    }
+                    if m.having.is_some() {
+                        steps.push("HAVING".into());
+                    }
+                    if m.distinct {
+                        steps.push("DISTINCT".into());
+                    }
+                    if !m.order.is_empty() {
+                        steps.push(format!("sorted by {}", keys_text(&m.order, from_end)));
+                    } else if m.grouping.as_ref().is_some_and(|g| !g.keys.is_empty()) {
+                        steps.push("sorted by the group keys".into());
+                    }
+                    writeln!(
+                        f,
+                        "{lead}Aggregate, in memory (capped by max_rows_per_statement): {}",
+                        steps.join(", ")
+                    )?;
+                }
+            },
+            Plan::MergeSort { keys, .. } => writeln!(
+                f,
+                "{lead}MergeSort: k-way merge by {}, one row per node held",
+                keys_text(keys, from_end)
+            )?,
+            Plan::ValuesOrder { .. } => writeln!(
+                f,
+                "{lead}ValuesOrder: RETURNING rows put back in VALUES order"
+            )?,
+            Plan::Scatter { targets, ok } => {
+                let how = match ok {
+                    _ if depth > 0 => "rows to merge",
+                    OkMerge::Sum => "rows appended, affected rows summed",
+                    OkMerge::Copies => "the same statement on every copy, one copy's count",
+                };
+                writeln!(f, "{lead}Scatter to {} nodes ({how})", targets.len())?;
+                for t in targets {
+                    writeln!(f, "{pad}     {}: {}", self.topo.node_name(t.node), t.sql)?;
+                }
+            }
+            Plan::Tier(t) => t.describe(self.topo, f, &lead, &pad, depth > 0)?,
+            leaf => self.leaf(f, leaf)?,
+        }
+        match plan.input() {
+            Some(input) => self.node(f, input, depth + 1, from_end),
+            None => Ok(()),
+        }
+    }
+
+    /// A plan that is one primitive on its own.
+    fn leaf(&self, f: &mut fmt::Formatter<'_>, plan: &Plan) -> fmt::Result {
         let name = |n: usize| self.topo.node_name(n);
-        match self.plan {
+        match plan {
             Plan::Route(t) => {
                 writeln!(f, "Route to {}", name(t.node))?;
                 writeln!(f, "  {}", t.sql)
-            }
-            Plan::Scatter { targets, ok, merge } => {
-                let depth = match merge {
-                    Some(m) => merge_tree(f, m)?,
-                    None => 0,
-                };
-                let pad = "   ".repeat(depth);
-                let how = match (merge, ok) {
-                    (Some(_), _) => "rows to merge",
-                    (None, OkMerge::Sum) => "rows appended, affected rows summed",
-                    (None, OkMerge::Copies) => "the same statement on every copy, one copy's count",
-                };
-                let lead = if depth == 0 { "" } else { "└─ " };
-                writeln!(f, "{pad}{lead}Scatter to {} nodes ({how})", targets.len())?;
-                for t in targets {
-                    writeln!(f, "{pad}     {}: {}", name(t.node), t.sql)?;
-                }
-                Ok(())
             }
             Plan::AnyCopy { nodes, sql, .. } => {
                 let names: Vec<&str> = nodes.iter().map(|n| name(*n)).collect();
@@ -354,7 +556,6 @@ impl fmt::Display for PlanDescription<'_> {
                 }
                 Ok(())
             }
-            Plan::Tier(t) => t.describe(self.topo, f),
             Plan::DualWrite(d) => {
                 writeln!(
                     f,
@@ -419,113 +620,16 @@ impl fmt::Display for PlanDescription<'_> {
                 "Key: a write to slots of `{table}` being moved: its primary key is read from {} (then cached), and the statement planned again",
                 name(*node)
             ),
+            // Described by `node`.
+            Plan::Scatter { .. }
+            | Plan::Tier(_)
+            | Plan::Project { .. }
+            | Plan::Limit { .. }
+            | Plan::Aggregate { .. }
+            | Plan::MergeSort { .. }
+            | Plan::ValuesOrder { .. } => self.node(f, plan, 0, false),
         }
     }
-}
-
-/// Writes the primitives a merge runs through, outermost first ([`crate::exec::limit`],
-/// [`crate::exec::aggregate`], [`crate::exec::merge_sort`]); returns how deep the tree got.
-pub(crate) fn merge_tree(f: &mut fmt::Formatter<'_>, m: &MergeSpec) -> Result<usize, fmt::Error> {
-    let mut lines: Vec<String> = Vec::new();
-    if !m.row_order.is_empty() {
-        lines.push("RETURNING rows put back in VALUES order".into());
-    }
-    if m.offset > 0 || m.limit.is_some() || m.hidden > 0 {
-        let take = m
-            .limit
-            .map(|l| l.to_string())
-            .unwrap_or_else(|| "all".into());
-        let mut l = format!("Limit: skip {}, take {take}", m.offset);
-        if m.hidden > 0 {
-            l.push_str(&format!(", {} helper column(s) cut", m.hidden));
-        }
-        lines.push(l);
-    }
-    if m.buffers() {
-        let mut steps = Vec::new();
-        if let Some(g) = &m.group {
-            steps.push(if g.keys.is_empty() {
-                "aggregates merged".to_string()
-            } else {
-                format!("groups merged on {} key(s)", g.keys.len())
-            });
-        }
-        if m.having.is_some() {
-            steps.push("HAVING".into());
-        }
-        if m.distinct {
-            steps.push("DISTINCT".into());
-        }
-        if !m.order.is_empty() {
-            steps.push(format!("sorted by {} key(s)", m.order.len()));
-        }
-        lines.push(format!(
-            "Aggregate, in memory (capped by max_rows_per_statement): {}",
-            steps.join(", ")
-        ));
-    } else {
-        if m.stream_groups {
-            let mut l = "Aggregate, streamed: groups merged as they arrive sorted".to_string();
-            if m.having.is_some() {
-                l.push_str(", HAVING after the merge");
-            }
-            lines.push(l);
-        } else if m.group.is_some() {
-            lines.push("Aggregate: aggregates merged".into());
-        }
-        if !m.order.is_empty() {
-            lines.push(format!(
-                "MergeSort: k-way merge by {} key(s), one row per node held",
-                m.order.len()
-            ));
-        }
-    }
-    for (i, l) in lines.iter().enumerate() {
-        let pad = "   ".repeat(i);
-        let lead = if i == 0 { "" } else { "└─ " };
-        writeln!(f, "{pad}{lead}{l}")?;
-    }
-    Ok(lines.len())
-}
-
-pub(crate) fn describe_merge(m: &MergeSpec) -> String {
-    let mut parts = Vec::new();
-    if let Some(g) = &m.group {
-        parts.push(if g.keys.is_empty() {
-            "aggregates merged".to_string()
-        } else {
-            format!("groups merged on {} key(s)", g.keys.len())
-        });
-    }
-    if m.having.is_some() {
-        parts.push("HAVING after the merge".into());
-    }
-    if m.distinct {
-        parts.push("DISTINCT after the merge".into());
-    }
-    if !m.order.is_empty() {
-        parts.push(if m.buffers() {
-            "sorted after the merge".into()
-        } else {
-            "streaming ordered merge".into()
-        });
-    }
-    if m.offset > 0 || m.limit.is_some() {
-        parts.push(format!(
-            "then skip {} and take {}",
-            m.offset,
-            m.limit
-                .map(|l| l.to_string())
-                .unwrap_or_else(|| "all".into())
-        ));
-    }
-    if m.hidden > 0 {
-        parts.push(format!("{} helper column(s) removed", m.hidden));
-    }
-    if parts.is_empty() {
-        parts.push("rows appended".into());
-    }
-    parts.join(", ")
 }
 
 /// Plans one statement. `parsed` is the parse of `sql` (or the parser's error).
@@ -649,7 +753,6 @@ fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
                 })
                 .collect(),
             ok: OkMerge::Copies,
-            merge: None,
         };
     }
     let mut nodes: Vec<usize> = Vec::new();
@@ -912,7 +1015,6 @@ impl<'a> Planner<'a> {
             many => Plan::Scatter {
                 targets: many.iter().map(|n| self.target(*n)).collect(),
                 ok,
-                merge: None,
             },
         }
     }
@@ -1227,7 +1329,7 @@ impl<'a> Planner<'a> {
                 )
             }
         };
-        Plan::Scatter {
+        let scatter = Plan::Scatter {
             targets: nodes
                 .iter()
                 .map(|&node| Target {
@@ -1237,8 +1339,8 @@ impl<'a> Planner<'a> {
                 })
                 .collect(),
             ok: OkMerge::Sum,
-            merge: Some(rewrite.merge),
-        }
+        };
+        rewrite.merge.tree(scatter)
     }
 
     /// Nodes for a query over several sharded tables, when that is correct: all use the same

@@ -177,7 +177,7 @@ fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
 
 /// The plan made right for the moves under way (see the module documentation).
 pub(super) fn adjust(p: &Planner<'_>, plan: Plan) -> Plan {
-    if !p.moving || !matches!(plan, Plan::Route(_) | Plan::Scatter { .. }) {
+    if !p.moving || !matches!(plan.source(), Plan::Route(_) | Plan::Scatter { .. }) {
         return plan;
     }
     let uses = collect_uses(p.stmt, p);
@@ -272,7 +272,7 @@ fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
 }
 
 fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
-    let targets: Vec<&mut Target> = match &mut plan {
+    let targets: Vec<&mut Target> = match plan.source_mut() {
         Plan::Route(t) => vec![t],
         Plan::Scatter { targets, .. } => targets.iter_mut().collect(),
         _ => return plan,
@@ -979,7 +979,10 @@ mod tests {
         );
         assert_eq!(route(&p).0, 1);
         // Reads of every tenant leave the copies on ds2 out.
-        let Plan::Scatter { targets, .. } = plan_in(&t, "SELECT COUNT(*) FROM t_dir", &[]) else {
+        let Plan::Scatter { targets, .. } = plan_in(&t, "SELECT COUNT(*) FROM t_dir", &[])
+            .source()
+            .clone()
+        else {
             panic!("a scatter")
         };
         let on2 = targets.iter().find(|x| x.node == 2).map(|x| x.sql.clone());
@@ -1032,7 +1035,9 @@ mod tests {
             &t,
             "SELECT COUNT(*) FROM t_u u LEFT JOIN t_mv m ON u.id = m.id",
             &[],
-        ) else {
+        )
+        .source()
+        .clone() else {
             panic!("a scatter")
         };
         let nodes: Vec<usize> = targets.iter().map(|x| x.node).collect();

@@ -164,11 +164,23 @@ fn directory_lookups_use_the_cache_or_ask_for_the_keys() {
     ));
 }
 
+/// The tier source of `sql`'s plan (under its merge nodes, if any).
 pub(crate) fn tier(sql: &str) -> TierPlan {
-    match p(sql) {
-        Plan::Tier(t) => *t,
+    match p(sql).source() {
+        Plan::Tier(t) => (**t).clone(),
         other => panic!("expected a tier plan for {sql}, got {other:?}"),
     }
+}
+
+/// The whole plan of a read of `t_txn` over several tiers.
+pub(crate) fn tier_plan(sql: &str) -> Plan {
+    p(sql)
+}
+
+/// Whether merge nodes sit above `sql`'s tier source.
+fn tier_merged(sql: &str) -> bool {
+    let plan = p(sql);
+    matches!(plan.source(), Plan::Tier(_)) && plan.input().is_some()
 }
 
 #[test]
@@ -188,7 +200,10 @@ fn time_tier_reads_pick_tiers_and_modes() {
         vec![0, 1]
     );
     assert_eq!(t.windows.len(), 1);
-    assert!(matches!(t.mode, TierMode::Read { merge: None, .. }));
+    assert!(matches!(t.mode, TierMode::Read { .. }));
+    assert!(!tier_merged(
+        "SELECT * FROM t_txn WHERE txn_date >= '2024-06-29'"
+    ));
     // The window read asks only for the keys the query's dates allow.
     assert_eq!(
         t.window_sql(&t.windows[0]),
@@ -210,7 +225,8 @@ fn time_tier_reads_pick_tiers_and_modes() {
         other => panic!("{other:?}"),
     }
     let t = tier("SELECT COUNT(*), SUM(amount) FROM t_txn");
-    assert!(matches!(t.mode, TierMode::Read { merge: Some(_), .. }));
+    assert!(matches!(t.mode, TierMode::Read { .. }));
+    assert!(tier_merged("SELECT COUNT(*), SUM(amount) FROM t_txn"));
     let t =
         tier("SELECT * FROM t_txn WHERE account = 3 ORDER BY txn_date DESC, id DESC LIMIT 40, 20");
     match &t.mode {
@@ -240,8 +256,9 @@ fn time_tier_reads_pick_tiers_and_modes() {
     // Ordered by another column: the ordered merge.
     assert!(matches!(
         tier("SELECT * FROM t_txn ORDER BY amount LIMIT 5").mode,
-        TierMode::Read { merge: Some(_), .. }
+        TierMode::Read { .. }
     ));
+    assert!(tier_merged("SELECT * FROM t_txn ORDER BY amount LIMIT 5"));
     assert!(matches!(
         tier("SELECT * FROM t_txn WHERE serial_no = 'S1'").mode,
         TierMode::PollFirst { .. }

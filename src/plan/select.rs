@@ -1,6 +1,6 @@
 //! A SELECT whose rows come from several nodes: the SQL each node runs (with the columns the
-//! merge needs added at the end) and the [`MergeSpec`] that turns the nodes' partial results
-//! into the one answer.
+//! merge needs added at the end) and the merge nodes ([`MergeSpec::tree`]: Project, Limit,
+//! Aggregate, MergeSort) that turn the nodes' partial results into the one answer.
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
@@ -9,14 +9,94 @@ use sqlparser::ast::{
     SelectItem, SetExpr, UnaryOperator, Value as SqlValue,
 };
 
+use super::Plan;
 use crate::merge::value::{Dec, Num};
-use crate::merge::{AggFn, ArithOp, CmpOp, Cond, DistinctKind, Grouping, MergeSpec, SortKey};
+use crate::merge::{
+    AggFn, Aggregate, ArithOp, CmpOp, Cond, DistinctKind, Grouping, InMemory, SortKey,
+};
 use crate::sql::{literal, Parsed};
 
 /// The node query and the merge, or why it cannot be merged correctly.
 pub struct Rewrite {
     pub node_sql: String,
     pub merge: MergeSpec,
+}
+
+/// What the merge does after the nodes answered, as the rewrite finds it; [`MergeSpec::tree`]
+/// makes the plan nodes of it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct MergeSpec {
+    /// Trailing columns added for the merge (sort keys, AVG's parts), removed before the
+    /// client sees the rows.
+    pub hidden: usize,
+    /// `SELECT *`: column indexes count from the first hidden column.
+    pub from_end: bool,
+    pub group: Option<Grouping>,
+    pub having: Option<Cond>,
+    pub distinct: bool,
+    pub order: Vec<SortKey>,
+    pub offset: u64,
+    pub limit: Option<u64>,
+    /// The nodes return their groups sorted by the group keys (`order`), so groups are merged
+    /// as they stream past instead of in a hash table.
+    pub stream_groups: bool,
+}
+
+impl MergeSpec {
+    /// Must every row be held in memory (grouping, DISTINCT), or can rows stream?
+    pub fn buffers(&self) -> bool {
+        (self.group.is_some() && !self.stream_groups) || self.distinct
+    }
+
+    /// The merge nodes over `source` (the leaf reading the nodes), outermost first: Project
+    /// (helper columns cut), Limit, Aggregate (streamed or in memory), MergeSort (when the
+    /// rows stream in order). A merge with none of these still reads through a Limit that
+    /// takes all, so its rows count against the statement's cap.
+    pub fn tree(self, source: Plan) -> Plan {
+        let mut plan = source;
+        if self.buffers() {
+            plan = Plan::Aggregate {
+                agg: Box::new(Aggregate::InMemory(InMemory {
+                    grouping: self.group,
+                    having: self.having,
+                    distinct: self.distinct,
+                    order: self.order,
+                })),
+                input: Box::new(plan),
+            };
+        } else {
+            if !self.order.is_empty() {
+                plan = Plan::MergeSort {
+                    keys: self.order,
+                    input: Box::new(plan),
+                };
+            }
+            if let Some(grouping) = self.group {
+                plan = Plan::Aggregate {
+                    agg: Box::new(Aggregate::Streamed {
+                        grouping,
+                        having: self.having,
+                    }),
+                    input: Box::new(plan),
+                };
+            }
+        }
+        if self.offset > 0 || self.limit.is_some() || plan.input().is_none() {
+            plan = Plan::Limit {
+                offset: self.offset,
+                limit: self.limit,
+                input: Box::new(plan),
+            };
+        }
+        if self.hidden > 0 {
+            plan = Plan::Project {
+                hidden: self.hidden,
+                from_end: self.from_end,
+                input: Box::new(plan),
+            };
+        }
+        plan
+    }
 }
 
 const AGGS: &[&str] = &["COUNT", "SUM", "MIN", "MAX", "AVG"];
@@ -560,7 +640,6 @@ pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Resul
         order,
         offset,
         limit,
-        row_order: Vec::new(),
     };
     let node_sql = node_query(q, sql, s, &b, &merge)?;
     Ok(Rewrite { node_sql, merge })

@@ -173,10 +173,7 @@ fn scans_fan_out_and_what_cannot_merge_is_gathered() {
         "SELECT status FROM t_order GROUP BY status",
         "SELECT DISTINCT status FROM t_order",
     ] {
-        assert!(
-            matches!(plan_of(sql), Plan::Scatter { merge: Some(_), .. }),
-            "{sql}"
-        );
+        assert!(is_merged(&plan_of(sql)), "{sql}");
     }
     for (sql, why) in [
         (
@@ -647,14 +644,68 @@ fn deeply_nested_conditions_do_not_overflow_the_stack() {
     assert!(matches!(p, Plan::Unroutable { .. }), "not unroutable");
 }
 
-fn merged(sql: &str) -> (String, crate::merge::MergeSpec) {
-    match plan_of(sql) {
-        Plan::Scatter {
-            targets,
-            merge: Some(m),
-            ..
-        } => (targets[0].sql.clone(), m),
-        other => panic!("{sql}: {other:?}"),
+/// The merge nodes of a plan tree, flattened for the checks below.
+#[derive(Debug, Default)]
+pub(crate) struct Merge {
+    pub hidden: usize,
+    pub from_end: bool,
+    pub offset: u64,
+    pub limit: Option<u64>,
+    /// The MergeSort's keys, or the in-memory sort's.
+    pub order: Vec<crate::merge::SortKey>,
+    pub group: Option<crate::merge::Grouping>,
+    pub having: Option<crate::merge::Cond>,
+    pub distinct: bool,
+    /// Groups merged as they stream past, sorted.
+    pub streamed: bool,
+    /// Every row held and merged in memory.
+    pub in_memory: bool,
+}
+
+pub(crate) fn merge_of(plan: &Plan) -> Merge {
+    use crate::merge::Aggregate;
+    let mut m = Merge::default();
+    let mut p = plan;
+    while let Some(input) = p.input() {
+        match p {
+            Plan::Project {
+                hidden, from_end, ..
+            } => (m.hidden, m.from_end) = (*hidden, *from_end),
+            Plan::Limit { offset, limit, .. } => (m.offset, m.limit) = (*offset, *limit),
+            Plan::MergeSort { keys, .. } => m.order = keys.clone(),
+            Plan::Aggregate { agg, .. } => match agg.as_ref() {
+                Aggregate::Streamed { grouping, having } => {
+                    m.streamed = true;
+                    m.group = Some(grouping.clone());
+                    m.having = having.clone();
+                }
+                Aggregate::InMemory(a) => {
+                    m.in_memory = true;
+                    m.group = a.grouping.clone();
+                    m.having = a.having.clone();
+                    m.distinct = a.distinct;
+                    m.order = a.order.clone();
+                }
+            },
+            _ => {}
+        }
+        p = input;
+    }
+    m
+}
+
+/// Is `plan` a scatter with merge nodes above it?
+fn is_merged(plan: &Plan) -> bool {
+    plan.input().is_some() && matches!(plan.source(), Plan::Scatter { .. })
+}
+
+fn merged(sql: &str) -> (String, Merge) {
+    let plan = plan_of(sql);
+    match plan.source() {
+        Plan::Scatter { targets, .. } if is_merged(&plan) => {
+            (targets[0].sql.clone(), merge_of(&plan))
+        }
+        _ => panic!("{sql}: {plan:?}"),
     }
 }
 
@@ -693,7 +744,7 @@ fn ordered_merges_push_offset_plus_count_to_the_nodes() {
         "SELECT order_id FROM t_order WHERE status = ? ORDER BY order_id LIMIT ?, ?",
         &[Value::Bytes(b"a\\b".to_vec()), Value::Int(1), Value::Int(2)],
     );
-    match p {
+    match p.source() {
         Plan::Scatter { targets, .. } => assert_eq!(
             targets[0].sql,
             "SELECT order_id FROM t_order WHERE status = 'a\\\\b' ORDER BY order_id LIMIT 3"
@@ -733,7 +784,7 @@ fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
     let (a, _) = keys_on_both();
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.user_id AND o.order_id = i.order_id");
     assert!(
-        matches!(&p, Plan::Scatter { targets, merge: None, .. } if targets.len() == 2),
+        matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2),
         "{p:?}"
     );
     let p = plan_of("SELECT * FROM t_order JOIN t_item USING (user_id)");
@@ -750,7 +801,7 @@ fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
     let p = plan_of(
         "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.user_id) ORDER BY o.order_id LIMIT 3",
     );
-    assert!(matches!(&p, Plan::Scatter { merge: Some(_), .. }), "{p:?}");
+    assert!(is_merged(&p), "{p:?}");
     // Not on the shard keys: gathered.
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
     assert!(gathered(&p).contains("different nodes"));
@@ -765,17 +816,17 @@ fn groups_stream_when_the_nodes_can_sort_them() {
         sql,
         "SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 1 ASC"
     );
-    assert!(m.stream_groups && !m.buffers());
+    assert!(m.streamed && !m.in_memory);
     // Ordered by something else: the groups are hashed and sorted after the merge.
     let (_, m) = merged("SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 2");
-    assert!(!m.stream_groups && m.buffers());
+    assert!(!m.streamed && m.in_memory);
     // DISTINCT aggregates make the nodes group by their argument too.
     let (sql, m) = merged("SELECT status, COUNT(DISTINCT user_id) FROM t_order GROUP BY status");
     assert_eq!(
         sql,
         "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
     );
-    assert!(m.buffers());
+    assert!(m.in_memory);
     // COUNT(DISTINCT a, b): the nodes group by both; the merge counts distinct pairs.
     let (sql, m) = merged("SELECT COUNT(DISTINCT status, user_id) FROM t_order");
     assert_eq!(
@@ -809,15 +860,42 @@ fn wildcard_positions_are_columns_of_the_nodes_rows() {
         }
     );
     // With 5 columns from the nodes: the hidden key is column 5, position 2 stays column 1.
-    let r = m.resolve(6);
-    assert_eq!((r.order[0].index, r.order[1].index), (5, 1));
+    let r = crate::merge::resolve_keys(&m.order, 6 - m.hidden);
+    assert_eq!((r[0].index, r[1].index), (5, 1));
     let (_, m) = merged("SELECT DISTINCT * FROM t_order ORDER BY order_id");
     assert!(m.distinct && m.from_end);
 }
 
-/// The node SQL and merge of a scatter over `t_order` (for the merge primitives' tests).
-pub(crate) fn merge_spec_of(sql: &str) -> (String, crate::merge::MergeSpec) {
-    merged(&sql.replace(" FROM t", " FROM t_order"))
+/// The plan of a merged scatter over `t_order` (for the merge primitives' tests), with its
+/// Scatter leaf sent to nodes `0..nodes`.
+pub(crate) fn merge_plan_of(sql: &str, nodes: usize) -> Plan {
+    let mut plan = plan_of(&sql.replace(" FROM t", " FROM t_order"));
+    assert!(is_merged(&plan), "{sql}: {plan:?}");
+    if let Plan::Scatter { targets, .. } = plan.source_mut() {
+        let sql = targets[0].sql.clone();
+        *targets = (0..nodes)
+            .map(|node| Target {
+                node,
+                sql: sql.clone(),
+                params: Vec::new(),
+            })
+            .collect();
+    }
+    plan
+}
+
+/// A Scatter of `sql` to nodes `0..nodes` (the leaf of a merge tree in the primitives' tests).
+pub(crate) fn scatter_of(sql: &str, nodes: usize) -> Plan {
+    Plan::Scatter {
+        targets: (0..nodes)
+            .map(|node| Target {
+                node,
+                sql: sql.to_string(),
+                params: Vec::new(),
+            })
+            .collect(),
+        ok: OkMerge::Sum,
+    }
 }
 
 /// A small deterministic generator (xorshift64*), so a failing input can be replayed.
@@ -1000,9 +1078,8 @@ fn an_item_over_aggregates_alone_still_groups_the_nodes_rows() {
     let p = plan_of(
         "SELECT 100.00 * SUM(CASE WHEN status = 'x' THEN a ELSE 0 END) / SUM(a) FROM t_order",
     );
-    let Plan::Scatter { merge: Some(m), .. } = &p else {
-        panic!("expected a merged scatter, got {p:?}")
-    };
+    assert!(is_merged(&p), "expected a merged scatter, got {p:?}");
+    let m = merge_of(&p);
     assert!(m.group.is_some(), "{m:?}");
 }
 

@@ -13,7 +13,6 @@ use sqlparser::ast::{BinaryOperator, Expr, Ident, OrderByKind, Query, SetExpr};
 
 use super::{needs_merge, refuse, select, Plan, Planner};
 use crate::config::Topology;
-use crate::merge::MergeSpec;
 use crate::routing::range::{key_sql, RangeKey};
 use crate::routing::time_tier::{Part, Segment, TierRule, Window};
 use crate::sql::keys::where_keys;
@@ -43,18 +42,16 @@ pub struct TierPlan {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum TierMode {
-    /// Every part at once, merged as `merge` says (rows appended when `None`).
-    Read {
-        node_sql: String,
-        merge: Option<MergeSpec>,
-    },
+    /// Every part at once: rows appended, newest tier first, or (under merge nodes) the
+    /// merge's input.
+    Read { node_sql: String },
     /// `ORDER BY <tier column> ... LIMIT offset, limit`: count rows per segment (`count_tail`
-    /// is ` FROM ... WHERE ...` with the mark), then read the page's segments only.
+    /// is ` FROM ... WHERE ...` with the mark), then read the page's segments only; the merge
+    /// nodes above (MergeSort, the Limit of the same page) order and cut them.
     Page {
         node_sql: String,
         count_tail: String,
         segments: Vec<Segment>,
-        merge: MergeSpec,
         offset: u64,
         limit: u64,
     },
@@ -145,15 +142,24 @@ impl TierPlan {
         )
     }
 
-    pub fn describe(&self, topo: &Topology, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The plan node's line (`lead` before it) and its details (`pad` before them);
+    /// `merged`: merge nodes sit above it.
+    pub fn describe(
+        &self,
+        topo: &Topology,
+        f: &mut fmt::Formatter<'_>,
+        lead: &str,
+        pad: &str,
+        merged: bool,
+    ) -> fmt::Result {
         let tiers: Vec<String> = self
             .parts
             .iter()
             .map(|p| topo.node_name(p.node).to_string())
             .collect();
         let how = match &self.mode {
-            TierMode::Read { merge: None, .. } => "rows appended, newest tier first".to_string(),
-            TierMode::Read { merge: Some(m), .. } => super::describe_merge(m),
+            TierMode::Read { .. } if merged => "rows to merge".to_string(),
+            TierMode::Read { .. } => "rows appended, newest tier first".to_string(),
             TierMode::Page { offset, limit, .. } => format!(
                 "page by the tier column: rows counted per date segment, then only the segments holding rows {offset}..{} read",
                 offset.saturating_add(*limit)
@@ -173,7 +179,7 @@ impl TierPlan {
         };
         writeln!(
             f,
-            "{primitive}: time_tier `{}` over {} ({how})",
+            "{lead}{primitive}: time_tier `{}` over {} ({how})",
             self.table,
             tiers.join(", ")
         )?;
@@ -181,7 +187,7 @@ impl TierPlan {
         for (i, p) in self.parts.iter().enumerate() {
             if !filtered {
                 // Polls and writes send the statement as it is to each tier, in this order.
-                writeln!(f, "  {}", topo.node_name(p.node))?;
+                writeln!(f, "{pad}  {}", topo.node_name(p.node))?;
                 continue;
             }
             let excl = match p.exclude.and_then(|w| self.windows.get(w)) {
@@ -195,17 +201,17 @@ impl TierPlan {
             };
             writeln!(
                 f,
-                "  {}: {}{excl}",
+                "{pad}  {}: {}{excl}",
                 topo.node_name(p.node),
                 self.parts[i].pred
             )?;
         }
         match &self.mode {
             TierMode::Read { node_sql, .. } | TierMode::Page { node_sql, .. } => {
-                writeln!(f, "  sql: {node_sql}")
+                writeln!(f, "{pad}  sql: {node_sql}")
             }
             TierMode::PollFirst { sql, .. } | TierMode::Write { sql, .. } => {
-                writeln!(f, "  sql: {sql}")
+                writeln!(f, "{pad}  sql: {sql}")
             }
         }
     }
@@ -280,7 +286,7 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
     if p.sql.contains(MARK) {
         return refuse(format!("a statement containing `{MARK}`"));
     }
-    let tier_plan = |mode: TierMode| {
+    let tier_plan = |mode: TierMode| -> Plan {
         Plan::Tier(Box::new(TierPlan {
             table: u.table.clone(),
             col_ref: col_ref.clone(),
@@ -341,44 +347,39 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
     let key = p.qualified(&u.table, u.alias.as_deref(), &rule.column);
     if let Some(page) = page_mode(p, q, &marked, &key, &layout.segments) {
         return match page {
-            Ok(mode) => tier_plan(mode),
+            Ok((mode, merge)) => merge.tree(tier_plan(mode)),
             Err(reason) => refuse(format!("{reason} over several tiers of `{}`", u.table)),
         };
     }
-    let mode = if needs_merge(q).is_none() {
+    if needs_merge(q).is_none() {
         let mut nq = marked;
         crate::sql::inline_params(&mut nq, p.parsed, p.params);
         crate::sql::sanitize_literals(&mut nq);
-        TierMode::Read {
+        return tier_plan(TierMode::Read {
             node_sql: nq.to_string(),
-            merge: None,
-        }
-    } else {
-        match select::rewrite(&marked, p.sql, p.parsed, p.params) {
-            Ok(rw) => TierMode::Read {
-                node_sql: rw.node_sql,
-                merge: Some(rw.merge),
-            },
-            Err(reason) => {
-                return refuse(format!(
-                    "{reason} over several tiers of `{}` needs a merge that shardproxy cannot do correctly",
-                    u.table
-                ))
-            }
-        }
-    };
-    tier_plan(mode)
+        });
+    }
+    match select::rewrite(&marked, p.sql, p.parsed, p.params) {
+        Ok(rw) => rw.merge.tree(tier_plan(TierMode::Read {
+            node_sql: rw.node_sql,
+        })),
+        Err(reason) => refuse(format!(
+            "{reason} over several tiers of `{}` needs a merge that shardproxy cannot do correctly",
+            u.table
+        )),
+    }
 }
 
 /// A page by the tier column: no grouping, ORDER BY starting with the column, a constant
-/// LIMIT. `None` when the query is not one.
+/// LIMIT; the tier source and the merge above it (the page's own offset and limit). `None`
+/// when the query is not one.
 fn page_mode(
     p: &Planner<'_>,
     q: &Query,
     marked: &Query,
     key: &crate::sql::keys::KeyColumn,
     newest_first: &[Segment],
-) -> Option<Result<TierMode, String>> {
+) -> Option<Result<(TierMode, select::MergeSpec), String>> {
     let SetExpr::Select(sel) = marked.body.as_ref() else {
         return None;
     };
@@ -423,14 +424,22 @@ fn page_mode(
     if !desc {
         segments.reverse();
     }
-    Some(Ok(TierMode::Page {
-        node_sql: rw.node_sql,
-        count_tail,
-        segments,
-        merge: rw.merge,
-        offset: with_limit.merge.offset,
-        limit,
-    }))
+    let offset = with_limit.merge.offset;
+    let merge = select::MergeSpec {
+        offset,
+        limit: Some(limit),
+        ..rw.merge
+    };
+    Some(Ok((
+        TierMode::Page {
+            node_sql: rw.node_sql,
+            count_tail,
+            segments,
+            offset,
+            limit,
+        },
+        merge,
+    )))
 }
 
 /// Grouping, aggregates, DISTINCT or HAVING: not a plain page of rows.

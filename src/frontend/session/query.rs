@@ -479,7 +479,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let sharded = write
                 && (!slots.is_empty()
                     || matches!(
-                        plan,
+                        plan.source(),
                         Plan::Scatter {
                             ok: OkMerge::Sum,
                             ..
@@ -611,6 +611,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             } => "broadcast",
             Plan::Scatter { .. } => "scatter",
             Plan::Tier(_) => "tiers",
+            Plan::Project { .. }
+            | Plan::Limit { .. }
+            | Plan::Aggregate { .. }
+            | Plan::MergeSort { .. }
+            | Plan::ValuesOrder { .. } => match plan.source() {
+                Plan::Tier(_) => "tiers",
+                _ => "scatter",
+            },
             Plan::NeedLookup(_) => "lookup",
             Plan::NeedColumns { .. } | Plan::NeedIds { .. } | Plan::NeedKey { .. } => "lookup",
             Plan::Session(_) => "session",
