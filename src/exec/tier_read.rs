@@ -129,4 +129,32 @@ mod tests {
             e.error.message
         );
     }
+
+    #[tokio::test]
+    async fn a_tier_read_under_an_aggregate_counts_each_row_once() {
+        let plan = crate::plan::rules_tests::tier_plan(
+            "SELECT COUNT(*) FROM t_txn WHERE txn_date >= '2024-06-29'",
+        );
+        assert!(
+            matches!(&plan, crate::plan::Plan::Aggregate { input, .. } if matches!(input.as_ref(), crate::plan::Plan::Tier(_))),
+            "{plan:?}"
+        );
+        let mut door = FakeDoor::new(3);
+        // Hot holds key 5 in the window; warm's count leaves it out.
+        door.answer(
+            0,
+            "SELECT `id` FROM `t_txn` WHERE",
+            Canned::rows(&["id"], &[&["5"]]),
+        );
+        let int = mysql_common::constants::ColumnType::MYSQL_TYPE_LONGLONG;
+        door.answer(0, "COUNT(*)", Canned::typed(&[("c", int)], &[&["2"]]));
+        door.answer(1, "COUNT(*)", Canned::typed(&[("c", int)], &[&["3"]]));
+        let mut sink = RecordSink::text();
+        crate::exec::merge::run(&mut door, &mut sink, &plan, 1000, Access::Read)
+            .await
+            .unwrap();
+        assert_eq!(sink.lines(), vec!["5"]);
+        let warm = door.sql_on(1);
+        assert!(warm[0].contains("`t_txn`.`id` IN ('5')"), "{}", warm[0]);
+    }
 }
