@@ -2601,6 +2601,27 @@ fn user_variables_and_named_locks_follow_the_session_across_nodes() {
             "an assignment on every node",
         );
         assert!(e.contains("@x"), "{e}");
+        // The same through prepared statements (the binary protocol).
+        a.exec_drop("SET @p = ?, @q = CONCAT(?, @p)", (3, "x"))
+            .await
+            .expect("prepared SET");
+        let v2: Option<i64> = a
+            .exec_first("SELECT @s := v FROM t_uvar WHERE user_id = ?", (on(2),))
+            .await
+            .expect("prepared :=");
+        for n in 0..NODES {
+            let got: Option<(i64, String, Option<i64>)> = a
+                .exec_first("SELECT @p, @q, @s FROM t_uvar WHERE user_id = ?", (on(n),))
+                .await
+                .expect("read the prepared values");
+            assert_eq!(got, Some((3, "x3".to_string(), v2)), "on ds{n}");
+        }
+        expect_code(
+            a.exec::<i64, _, _>("SELECT @x := v FROM t_uvar WHERE v > ?", (0,))
+                .await,
+            1235,
+            "a prepared assignment on every node",
+        );
         // Another session has variables of its own.
         let mut b = proxy.conn().await;
         let none: Option<Option<i64>> = b.query_first("SELECT @c").await.expect("b");
@@ -2643,5 +2664,54 @@ fn user_variables_and_named_locks_follow_the_session_across_nodes() {
             1235,
             "a lock in a statement on a shard node",
         );
+    });
+}
+
+/// A connection whose session assigned user variables goes to the next session without them,
+/// while the first session, elsewhere by then, keeps its values: one connection per node.
+#[test]
+fn a_sessions_user_variables_stay_its_own_on_a_lent_connection() {
+    let c = cluster();
+    let rules =
+        rules_toml(c, &sharded("t_uvar2")).replace("/shop\"", "/shop?pool_min=1&pool_max=1\"");
+    let proxy = start_proxy_with_rules(rules);
+    block_on(async move {
+        let mut a = proxy.conn().await;
+        a.query_drop("CREATE TABLE IF NOT EXISTS t_uvar2 (user_id BIGINT PRIMARY KEY, v INT)")
+            .await
+            .expect("create");
+        let (k0, k1) = (key_on_node(&L, 0), key_on_node(&L, 1));
+        a.exec_drop("REPLACE INTO t_uvar2 VALUES (?, 7), (?, 8)", (k0, k1))
+            .await
+            .expect("rows");
+        let id_a: Option<u64> = a
+            .exec_first(
+                "SELECT @@pseudo_thread_id FROM t_uvar2 WHERE user_id = ? AND (@r := v) > 0",
+                (k0,),
+            )
+            .await
+            .expect("a assigns on ds0");
+        a.query_drop("SET @s = 'mine'").await.expect("a sets");
+        // a moves on to ds1: ds0's only connection goes back to the pool, to b.
+        a.exec_drop("SELECT v FROM t_uvar2 WHERE user_id = ?", (k1,))
+            .await
+            .expect("a on ds1");
+        let mut b = proxy.conn().await;
+        let got: Option<(u64, Option<i64>, Option<String>)> = b
+            .exec_first(
+                "SELECT @@pseudo_thread_id, @r, @s FROM t_uvar2 WHERE user_id = ?",
+                (k0,),
+            )
+            .await
+            .expect("b on ds0");
+        let (id_b, r, s) = got.expect("a row");
+        assert_eq!(Some(id_b), id_a, "ds0's one connection went from a to b");
+        assert_eq!((r, s), (None, None), "a's user variables reached b");
+        drop(b);
+        let got: Option<(i64, String)> = a
+            .exec_first("SELECT @r, @s FROM t_uvar2 WHERE user_id = ?", (k0,))
+            .await
+            .expect("a back on ds0");
+        assert_eq!(got, Some((7, "mine".to_string())));
     });
 }

@@ -575,7 +575,7 @@ fn typed(r: Row) -> Vec<Value> {
 }
 
 /// Does the statement leave state on its node connection that the proxy does not track
-/// (user variables assigned outside SET, temporary tables, named locks, SQL-level prepared
+/// (temporary tables, named locks, SQL-level prepared
 /// statements, a procedure's doings, FOUND_ROWS of SQL_CALC_FOUND_ROWS, XA)? Then the
 /// connection stays with the session and is reset when given back: the reason, for the
 /// pins metric. Conservative: an `@` in a string literal counts too. (`LAST_INSERT_ID(expr)`
@@ -583,15 +583,10 @@ fn typed(r: Row) -> Vec<Value> {
 fn leaves_state(sql: &str) -> Option<&'static str> {
     let b = sql.as_bytes();
     let lead = crate::sql::first_word(sql);
-    // Reading user variables leaves nothing: the session's values are on every connection
-    // it borrows (`crate::sql::uservars`). Assigning them outside the text protocol's reads
-    // back (a prepared `SET @v = ?`, `@v := ?`) leaves them on this connection only.
-    if memchr::memchr(b'@', b).is_some()
-        && (lead.is_some_and(|w| w.eq_ignore_ascii_case("SET"))
-            || !crate::sql::uservars::assigned(sql).is_empty())
-    {
-        return Some("user_variable");
-    }
+    // User variables are not among them: the session reads back every value assigned and
+    // keeps it as a `SET` of its own, on every connection it borrows, and the record of
+    // each connection's SETs gets it reset before another session takes it
+    // (`crate::sql::uservars`).
     const LEADS: [(&str, &str); 9] = [
         ("CALL", "procedure"),
         ("PREPARE", "sql_prepare"),
@@ -1433,9 +1428,6 @@ mod state_tests {
     #[test]
     fn statements_that_leave_untracked_state_are_told_apart() {
         for sql in [
-            "SELECT @x := 1",
-            "SELECT c INTO @v FROM t",
-            "SET @v = ?",
             "CREATE TEMPORARY TABLE tt (a INT)",
             "DO GET_LOCK('a', 1)",
             "SELECT SQL_CALC_FOUND_ROWS * FROM t LIMIT 1",
@@ -1451,6 +1443,8 @@ mod state_tests {
             "SELECT c FROM sbtest1 WHERE id=?",
             "SELECT @@version, @@session.sql_mode",
             "SELECT @x, @`y` FROM t WHERE a = @z",
+            "SELECT @x := 1",
+            "SELECT c INTO @v FROM t",
             "SELECT LAST_INSERT_ID()",
             "SELECT LAST_INSERT_ID( )",
             "INSERT INTO t (id) VALUES (LAST_INSERT_ID(5))",

@@ -19,6 +19,8 @@ pub struct Collect {
     /// More rows came than `cap`, or a row that could not be read: the result is not whole.
     pub over: bool,
     pub bad: bool,
+    /// Asks for rows in the binary protocol (a statement with parameters runs prepared).
+    binary: bool,
 }
 
 impl Collect {
@@ -29,7 +31,14 @@ impl Collect {
             cap,
             over: false,
             bad: false,
+            binary: false,
         }
+    }
+
+    /// The same, asking for rows in the binary protocol when `on`.
+    pub fn binary(mut self, on: bool) -> Self {
+        self.binary = on;
+        self
     }
 
     fn keep(&mut self, row: Row) {
@@ -43,7 +52,7 @@ impl Collect {
 
 impl Sink for Collect {
     fn binary(&self) -> bool {
-        false
+        self.binary
     }
 
     fn multi_results(&self) -> bool {
@@ -65,7 +74,7 @@ impl Sink for Collect {
             self.bad = true;
             return;
         };
-        match crate::node::conn::decode(payload, &cols, false) {
+        match crate::node::conn::decode(payload, &cols, self.binary) {
             Ok(row) => self.keep(row),
             Err(_) => self.bad = true,
         }

@@ -61,6 +61,9 @@ struct Prepared {
     entry: Option<Arc<crate::plan::cache::Entry>>,
     /// The slot counters of its cached plan's table.
     slots: Option<Arc<crate::metrics::SlotCounters>>,
+    /// It assigns user variables or calls a named-lock function
+    /// (`crate::sql::uservars::special`): it takes the one-node path at every execute.
+    special: bool,
 }
 
 pub struct Session<S> {

@@ -113,6 +113,31 @@ pub fn names_a_lock(sql: &str) -> bool {
     super::contains_ci(b, b"_LOCK") && FUNCTIONS.iter().any(|f| super::contains_ci(b, f))
 }
 
+/// Does a statement take the one-node path for user variables or named locks: a `SET` of
+/// user variables, an assignment inside a statement, a named-lock function?
+pub fn special(sql: &str) -> bool {
+    set_assignments(sql).is_some() || !assigned(sql).is_empty() || names_a_lock(sql)
+}
+
+/// How many `?` placeholders an expression holds (outside strings, quoted names and
+/// comments).
+pub fn placeholders(expr: &str) -> usize {
+    let b = expr.as_bytes();
+    let (mut i, mut n) = (0, 0);
+    while i < b.len() {
+        match b[i] {
+            b'\'' | b'"' | b'`' => i = quote_end(b, i) + 1,
+            b'#' | b'-' | b'/' if skip_blanks(b, i) > i => i = skip_blanks(b, i),
+            b'?' => {
+                n += 1;
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    n
+}
+
 /// `SELECT @a, @b`: the variables' values, where they were assigned.
 pub fn read_back(names: &[String]) -> String {
     let items: Vec<String> = names.iter().map(|n| format!("@{}", quoted(n))).collect();
@@ -277,6 +302,18 @@ mod tests {
         assert!(assigned("INSERT INTO t VALUES (@x)").is_empty());
         assert!(assigned("SELECT 1 -- @y := 2\n").is_empty());
         assert!(assigned("SELECT `a@b` FROM t").is_empty());
+    }
+
+    #[test]
+    fn placeholders_outside_strings() {
+        assert_eq!(placeholders("? + ?"), 2);
+        assert_eq!(placeholders("CONCAT('?', ?) /* ? */"), 1);
+        assert_eq!(placeholders("1"), 0);
+        assert!(special("SET @v = ?"));
+        assert!(special("SELECT @r := ? FROM t"));
+        assert!(special("SELECT GET_LOCK(?, 1)"));
+        assert!(!special("SELECT c FROM sbtest1 WHERE id=?"));
+        assert!(!special("SET NAMES utf8mb4"));
     }
 
     #[test]

@@ -86,6 +86,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             self.io.write(&codec::eof(status, 0));
         }
+        let special = crate::sql::uservars::special(&sql);
         self.stmts.insert(
             id,
             Prepared {
@@ -100,6 +101,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 kind,
                 entry,
                 slots: None,
+                special,
             },
         );
         Ok(())
@@ -210,6 +212,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             )
         })?;
         stmt.long_data.clear();
+        if stmt.special {
+            let sql = stmt.sql.clone();
+            if let Some(out) = self.user_variables_or_locks(&sql, &params, true).await {
+                return out;
+            }
+            return Err(MyError::internal(
+                "shardproxy: a statement prepared as setting user variables no longer does",
+            ));
+        }
         let started = Instant::now();
         let topo = self.topo.clone();
         let bytes = stmt.sql.len() + body.len();

@@ -101,12 +101,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(parts) = super::super::split::set_with_autocommit(sql) {
             return self.set_parts(parts).await;
         }
-        if let Some(assignments) = uservars::set_assignments(sql) {
-            return self.set_user_variables(assignments).await;
-        }
-        let assigned = uservars::assigned(sql);
-        if !assigned.is_empty() || uservars::names_a_lock(sql) {
-            return self.one_node_statement(sql, assigned).await;
+        if let Some(out) = self.user_variables_or_locks(sql, &[], false).await {
+            return out;
         }
         let started = Instant::now();
         let topo = self.topo.clone();
@@ -161,24 +157,56 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         out
     }
 
+    /// A statement (text, or prepared with `params`) that sets user variables or calls a
+    /// named-lock function, run as [`Session::set_user_variables`] or
+    /// [`Session::one_node_statement`] say; `None` for any other.
+    pub(super) async fn user_variables_or_locks(
+        &mut self,
+        sql: &str,
+        params: &[Value],
+        binary: bool,
+    ) -> Option<Outcome> {
+        if let Some(assignments) = uservars::set_assignments(sql) {
+            return Some(self.set_user_variables(assignments, params).await);
+        }
+        let assigned = uservars::assigned(sql);
+        if !assigned.is_empty() || uservars::names_a_lock(sql) {
+            return Some(self.one_node_statement(sql, assigned, params, binary).await);
+        }
+        None
+    }
+
     /// `SET @a = e1, @b = e2`: each value read as `SELECT e` (planned like any read, so a
-    /// subquery over a sharded table is merged over its nodes), in order, and kept as a
-    /// `SET @a = <literal>` the session replays on every node connection it borrows
-    /// (`crate::sql::uservars`).
-    async fn set_user_variables(&mut self, assignments: Vec<(String, String)>) -> Outcome {
+    /// subquery over a sharded table is merged over its nodes; a prepared SET's parameters
+    /// bound to their expressions), in order, and kept as a `SET @a = <literal>` the
+    /// session replays on every node connection it borrows (`crate::sql::uservars`).
+    async fn set_user_variables(
+        &mut self,
+        assignments: Vec<(String, String)>,
+        params: &[Value],
+    ) -> Outcome {
         let topo = self.topo.clone();
+        let mut rest = params;
         for (name, expr) in assignments {
+            let n = uservars::placeholders(&expr).min(rest.len());
+            let (mine, after) = rest.split_at(n);
+            rest = after;
             let select = format!("SELECT {expr}");
             let parsed = sql::parse(&select);
             let (plan, _) = self
-                .plan_with_lookups(&select, parsed.as_ref().map_err(String::as_str), &[], &topo)
+                .plan_with_lookups(
+                    &select,
+                    parsed.as_ref().map_err(String::as_str),
+                    mine,
+                    &topo,
+                )
                 .await;
             if matches!(plan, Plan::InsertSelect(_) | Plan::Session(_)) {
                 return Err(MyError::internal(format!(
                     "shardproxy: the value of @{name} did not plan as a read"
                 )));
             }
-            let mut value = crate::exec::collect::Collect::new(1);
+            let mut value = crate::exec::collect::Collect::new(1).binary(!mine.is_empty());
             crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut value).await?;
             let set = match (&value.cols, value.rows.first()) {
                 (Some(cols), Some(row)) if cols.len() == 1 && !value.bad => {
@@ -201,11 +229,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// calls a named-lock function, whose locks live on the default node for every session
     /// (`crate::exec::route::sticky` sends it there). Elsewhere it is refused: each node
     /// would assign, or lock, on its own.
-    async fn one_node_statement(&mut self, sql: &str, assigned: Vec<String>) -> Outcome {
+    async fn one_node_statement(
+        &mut self,
+        sql: &str,
+        assigned: Vec<String>,
+        params: &[Value],
+        binary: bool,
+    ) -> Outcome {
         let topo = self.topo.clone();
         let parsed = sql::parse(sql);
         let (plan, slots) = self
-            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
+            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), params, &topo)
             .await;
         let read = is_read(parsed.as_ref().ok(), sql);
         let kind = statement_kind(parsed.as_ref().ok(), sql);
@@ -234,7 +268,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 "shardproxy: this statement {what}"
             )));
         }
-        self.run_statement(&plan, false, read, kind).await?;
+        self.run_statement(&plan, binary, read, kind).await?;
         let node = crate::exec::door::Door::state(&self.nodes).last_node;
         let (Some(node), false) = (node, assigned.is_empty()) else {
             return Ok(());
