@@ -368,6 +368,21 @@ async fn autocommit_off(conn: &mut Conn) {
         .expect("autocommit off");
 }
 
+/// A session with autocommit off that has written a row of each key, in order, in its
+/// transaction.
+async fn writing(proxy: &Proxy, keys: &[i64]) -> Conn {
+    let mut conn = proxy.conn().await;
+    autocommit_off(&mut conn).await;
+    for k in keys {
+        conn.query_drop(format!(
+            "INSERT INTO t_kill (user_id, g, v) VALUES ({k}, 0, 'tx')"
+        ))
+        .await
+        .unwrap_or_else(|e| panic!("a write of key {k} in the transaction: {e}"));
+    }
+    conn
+}
+
 /// Transactions with autocommit off (as PyMySQL and mysqlclient start) that wrote the node
 /// when it dies: two between their writes and COMMIT (the first branch on the killed node,
 /// or an XA branch there), one in an UPDATE there, one in a multi-row INSERT split over a
@@ -381,33 +396,12 @@ async fn transactions(c: &'static Cluster, proxy: &Proxy) {
     let insert = |k: i64| format!("INSERT INTO t_kill (user_id, g, v) VALUES ({k}, 0, 'tx')");
 
     // Written on every node (the killed one first), then COMMIT after the kill.
-    let mut before_commit = proxy.conn().await;
-    autocommit_off(&mut before_commit).await;
-    for k in [k2[0], k0[0], k1[0]] {
-        before_commit
-            .query_drop(insert(k))
-            .await
-            .unwrap_or_else(|e| panic!("a write of key {k} in the transaction: {e}"));
-    }
+    let mut before_commit = writing(proxy, &[k2[0], k0[0], k1[0]]).await;
     // Written on ds0 first, then on the killed node (an XA branch there), then COMMIT
     // after the kill.
-    let mut before_commit_xa = proxy.conn().await;
-    autocommit_off(&mut before_commit_xa).await;
-    for k in [k0[3], k2[3]] {
-        before_commit_xa
-            .query_drop(insert(k))
-            .await
-            .unwrap_or_else(|e| panic!("a write of key {k} in the transaction: {e}"));
-    }
+    let mut before_commit_xa = writing(proxy, &[k0[3], k2[3]]).await;
     // Written on ds0 and ds1, then an UPDATE on the killed node that sleeps there.
-    let mut in_update = proxy.conn().await;
-    autocommit_off(&mut in_update).await;
-    for k in [k0[1], k1[1]] {
-        in_update
-            .query_drop(insert(k))
-            .await
-            .unwrap_or_else(|e| panic!("a write of key {k} in the transaction: {e}"));
-    }
+    let mut in_update = writing(proxy, &[k0[1], k1[1]]).await;
     let update = tokio::spawn(async move {
         let r = in_update
             .query_drop(format!(

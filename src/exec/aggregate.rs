@@ -47,11 +47,7 @@ impl<R: NodeResult> Streamed<R> {
         let keys = grouping
             .keys
             .iter()
-            .map(|&index| SortKey {
-                index,
-                desc: false,
-                fixed: false,
-            })
+            .map(|&i| SortKey::ascending(i))
             .collect();
         Streamed {
             input,

@@ -29,6 +29,17 @@ pub struct SortKey {
     pub fixed: bool,
 }
 
+impl SortKey {
+    /// Column `index`, ascending: how groups come sorted by their keys.
+    pub fn ascending(index: usize) -> SortKey {
+        SortKey {
+            index,
+            desc: false,
+            fixed: false,
+        }
+    }
+}
+
 /// How one column of the node rows is re-aggregated.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AggFn {

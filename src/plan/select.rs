@@ -618,14 +618,7 @@ pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Resul
         && !distinct
         && (order.is_empty() || order.iter().map(|k| k.index).eq(keys.iter().copied()));
     if stream_groups && order.is_empty() {
-        order = keys
-            .iter()
-            .map(|&index| SortKey {
-                index,
-                desc: false,
-                fixed: false,
-            })
-            .collect();
+        order = keys.iter().map(|&i| SortKey::ascending(i)).collect();
     }
     let merge = MergeSpec {
         hidden: b.hidden.len(),

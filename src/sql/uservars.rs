@@ -99,8 +99,8 @@ pub fn assigned(sql: &str) -> Vec<String> {
 }
 
 /// Does the statement call a named-lock function (`GET_LOCK`, `RELEASE_LOCK`,
-/// `RELEASE_ALL_LOCKS`, `IS_FREE_LOCK`, `IS_USED_LOCK`)? Conservative: a name in a string
-/// counts too.
+/// `RELEASE_ALL_LOCKS`, `IS_FREE_LOCK`, `IS_USED_LOCK`: the name standing alone, then `(`)?
+/// Conservative: a call written inside a string counts too.
 pub fn names_a_lock(sql: &str) -> bool {
     const FUNCTIONS: [&[u8]; 5] = [
         b"GET_LOCK",
@@ -110,7 +110,20 @@ pub fn names_a_lock(sql: &str) -> bool {
         b"IS_USED_LOCK",
     ];
     let b = sql.as_bytes();
-    super::contains_ci(b, b"_LOCK") && FUNCTIONS.iter().any(|f| super::contains_ci(b, f))
+    if !super::contains_ci(b, b"_LOCK") {
+        return false;
+    }
+    let upper = sql.to_ascii_uppercase();
+    let u = upper.as_bytes();
+    FUNCTIONS.iter().any(|f| {
+        memchr::memmem::find_iter(u, f).any(|at| {
+            let before = at.checked_sub(1).map(|i| u[i]);
+            let call = u.get(skip_blanks(u, at + f.len())) == Some(&b'(');
+            call && !before.is_some_and(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$' | b'.' | b'`')
+            })
+        })
+    })
 }
 
 /// Does a statement take the one-node path for user variables or named locks: a `SET` of
@@ -323,6 +336,12 @@ mod tests {
         assert!(names_a_lock("SELECT IS_FREE_LOCK('x'), is_used_lock('x')"));
         assert!(!names_a_lock("SELECT * FROM t FOR UPDATE"));
         assert!(!names_a_lock("LOCK TABLES t WRITE"));
+        assert!(names_a_lock("DO get_lock ('x', 0)"));
+        assert!(!names_a_lock(
+            "SELECT * FROM audit_get_lock WHERE user_id = 7"
+        ));
+        assert!(!names_a_lock("SELECT get_lock_count FROM t"));
+        assert!(!names_a_lock("SELECT t.get_lock(1) FROM t"));
     }
 
     #[test]
