@@ -2562,6 +2562,20 @@ fn user_variables_and_named_locks_follow_the_session_across_nodes() {
             let (c, sum, twice, _) = row.expect("a row");
             assert_eq!((c, sum, twice), (3, total, 2 * total), "on ds{n}");
         }
+        // Mixed with other variables: each assignment in its turn.
+        a.query_drop("SET @m2 = @c + 1, time_zone = '+03:00', autocommit = 1, @m3 = @m2 * 10")
+            .await
+            .expect("a mixed SET");
+        for n in 0..NODES {
+            let got: Option<(i64, String, i64)> = a
+                .exec_first(
+                    "SELECT @m2, @@time_zone, @m3 FROM t_uvar WHERE user_id = ?",
+                    (on(n),),
+                )
+                .await
+                .expect("read on a node");
+            assert_eq!(got, Some((4, "+03:00".to_string(), 40)), "on ds{n}");
+        }
         // Assigned inside statements that one node answers, then read on the others.
         let v0: Option<i64> = a
             .query_first(format!(

@@ -18,9 +18,19 @@ use mysql_common::value::Value;
 
 use super::{quote_end, skip_blanks};
 
-/// A `SET` that assigns only user variables, as `(name, expression text)` in order; `None`
-/// for any other statement (system variables among them, an expression that assigns again).
-pub fn set_assignments(sql: &str) -> Option<Vec<(String, String)>> {
+/// One assignment of a `SET` that assigns user variables.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetPart {
+    /// `@name = expression`.
+    User { name: String, expr: String },
+    /// Any other assignment (`sql_mode = ''`, `NAMES utf8mb4`), as written: it runs as
+    /// `SET <text>`.
+    Other(String),
+}
+
+/// The assignments of a `SET` that assigns at least one user variable, in order; `None`
+/// for any other statement (and for an expression that assigns again, `@a = @b := 1`).
+pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
     let b = sql.as_bytes();
     let mut i = skip_blanks(b, 0);
     if !b.get(i..i + 3)?.eq_ignore_ascii_case(b"SET") {
@@ -28,31 +38,48 @@ pub fn set_assignments(sql: &str) -> Option<Vec<(String, String)>> {
     }
     i += 3;
     let after = skip_blanks(b, i);
-    if after == i {
+    if after == i || memchr::memchr(b'@', b).is_none() {
         return None;
     }
     i = after;
     let mut out = Vec::new();
     loop {
-        let (name, at) = var_name(b, i)?;
-        i = skip_blanks(b, at);
-        i += match b.get(i..i + 2) {
-            Some(b":=") => 2,
-            _ if b.get(i) == Some(&b'=') => 1,
-            _ => return None,
-        };
         let (end, last) = expression_end(b, i);
-        let expr = sql.get(i..end)?.trim();
-        let expr = expr.strip_suffix(';').unwrap_or(expr).trim_end();
-        if expr.is_empty() || assigns_in(expr.as_bytes()) {
-            return None;
-        }
-        out.push((name, expr.to_string()));
+        let whole = sql.get(i..end)?.trim();
+        let whole = whole.strip_suffix(';').unwrap_or(whole).trim_end();
+        let user = var_name(b, i).and_then(|(name, at)| {
+            let j = skip_blanks(b, at);
+            let op = match b.get(j..j + 2) {
+                Some(b":=") => 2,
+                _ if b.get(j) == Some(&b'=') => 1,
+                _ => return None,
+            };
+            Some((name, j + op))
+        });
+        let part = match user {
+            Some((name, from)) => {
+                let expr = sql.get(from..end)?.trim();
+                let expr = expr.strip_suffix(';').unwrap_or(expr).trim_end();
+                if expr.is_empty() || assigns_in(expr.as_bytes()) {
+                    return None;
+                }
+                SetPart::User {
+                    name,
+                    expr: expr.to_string(),
+                }
+            }
+            None if whole.is_empty() || assigns_in(whole.as_bytes()) => return None,
+            None => SetPart::Other(whole.to_string()),
+        };
+        out.push(part);
         if last {
-            return Some(out);
+            break;
         }
         i = skip_blanks(b, end + 1);
     }
+    out.iter()
+        .any(|p| matches!(p, SetPart::User { .. }))
+        .then_some(out)
 }
 
 /// The user variables a statement assigns other than by a leading `SET`: `@v := e`, and the
@@ -129,7 +156,7 @@ pub fn names_a_lock(sql: &str) -> bool {
 /// Does a statement take the one-node path for user variables or named locks: a `SET` of
 /// user variables, an assignment inside a statement, a named-lock function?
 pub fn special(sql: &str) -> bool {
-    set_assignments(sql).is_some() || !assigned(sql).is_empty() || names_a_lock(sql)
+    set_parts(sql).is_some() || !assigned(sql).is_empty() || names_a_lock(sql)
 }
 
 /// How many `?` placeholders an expression holds (outside strings, quoted names and
@@ -266,32 +293,45 @@ fn assigns_in(b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn pairs(v: &[(&str, &str)]) -> Option<Vec<(String, String)>> {
+    fn users(v: &[(&str, &str)]) -> Option<Vec<SetPart>> {
         Some(
             v.iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .map(|(a, b)| SetPart::User {
+                    name: a.to_string(),
+                    expr: b.to_string(),
+                })
                 .collect(),
         )
     }
 
     #[test]
-    fn sets_of_user_variables_only() {
-        assert_eq!(set_assignments("SET @a = 1"), pairs(&[("a", "1")]));
+    fn sets_of_user_variables() {
+        assert_eq!(set_parts("SET @a = 1"), users(&[("a", "1")]));
         assert_eq!(
-            set_assignments("set @a := @a + 1, @`b c` = (SELECT COUNT(*) FROM t WHERE x IN (1, 2)), @'d''e' = 'x,y';"),
-            pairs(&[
+            set_parts("set @a := @a + 1, @`b c` = (SELECT COUNT(*) FROM t WHERE x IN (1, 2)), @'d''e' = 'x,y';"),
+            users(&[
                 ("a", "@a + 1"),
                 ("b c", "(SELECT COUNT(*) FROM t WHERE x IN (1, 2))"),
                 ("d'e", "'x,y'"),
             ])
         );
         assert_eq!(
-            set_assignments("SET /* c */ @v=CONCAT('a', \"b\")"),
-            pairs(&[("v", "CONCAT('a', \"b\")")])
+            set_parts("SET /* c */ @v=CONCAT('a', \"b\")"),
+            users(&[("v", "CONCAT('a', \"b\")")])
+        );
+        assert_eq!(
+            set_parts("SET @a = 1, sql_mode = CONCAT(@@sql_mode, ',ANSI'), NAMES utf8mb4"),
+            Some(vec![
+                SetPart::User {
+                    name: "a".into(),
+                    expr: "1".into()
+                },
+                SetPart::Other("sql_mode = CONCAT(@@sql_mode, ',ANSI')".into()),
+                SetPart::Other("NAMES utf8mb4".into()),
+            ])
         );
         for other in [
             "SET sql_mode = ''",
-            "SET @a = 1, sql_mode = ''",
             "SET @@session.time_zone = '+00:00'",
             "SET NAMES utf8mb4",
             "SET @a = @b := 2",
@@ -299,7 +339,7 @@ mod tests {
             "SELECT @a := 1",
             "SETTLE @a = 1",
         ] {
-            assert_eq!(set_assignments(other), None, "{other}");
+            assert_eq!(set_parts(other), None, "{other}");
         }
     }
 

@@ -98,11 +98,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn statement(&mut self, sql: &str) -> Outcome {
-        if let Some(parts) = super::super::split::set_with_autocommit(sql) {
-            return self.set_parts(parts).await;
-        }
+        // (A SET of user variables and autocommit is the first's: each part in its turn.)
         if let Some(out) = self.user_variables_or_locks(sql, &[], false).await {
             return out;
+        }
+        if let Some(parts) = super::super::split::set_with_autocommit(sql) {
+            return self.set_parts(parts).await;
         }
         let started = Instant::now();
         let topo = self.topo.clone();
@@ -166,8 +167,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         params: &[Value],
         binary: bool,
     ) -> Option<Outcome> {
-        if let Some(assignments) = uservars::set_assignments(sql) {
-            return Some(self.set_user_variables(assignments, params).await);
+        if let Some(parts) = uservars::set_parts(sql) {
+            return Some(self.set_user_variables(parts, params).await);
         }
         let assigned = uservars::assigned(sql);
         if !assigned.is_empty() || uservars::names_a_lock(sql) {
@@ -179,15 +180,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// `SET @a = e1, @b = e2`: each value read as `SELECT e` (planned like any read, so a
     /// subquery over a sharded table is merged over its nodes; a prepared SET's parameters
     /// bound to their expressions), in order, and kept as a `SET @a = <literal>` the
-    /// session replays on every node connection it borrows (`crate::sql::uservars`).
+    /// session replays on every node connection it borrows (`crate::sql::uservars`). The
+    /// SET's other assignments (`sql_mode = ...`) run in their turn as SETs of their own.
     async fn set_user_variables(
         &mut self,
-        assignments: Vec<(String, String)>,
+        parts: Vec<uservars::SetPart>,
         params: &[Value],
     ) -> Outcome {
         let topo = self.topo.clone();
         let mut rest = params;
-        for (name, expr) in assignments {
+        for part in parts {
+            let (name, expr) = match part {
+                uservars::SetPart::User { name, expr } => (name, expr),
+                uservars::SetPart::Other(text) => {
+                    if uservars::placeholders(&text) > 0 {
+                        return Err(MyError::unsupported(format!(
+                            "shardproxy: a parameter in `{text}` of a prepared SET: set it in a statement of its own"
+                        )));
+                    }
+                    self.set_part(&format!("SET {text}"), &topo).await?;
+                    continue;
+                }
+            };
             let n = uservars::placeholders(&expr).min(rest.len());
             let (mine, after) = rest.split_at(n);
             rest = after;
@@ -458,33 +472,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn set_parts(&mut self, parts: Vec<String>) -> Outcome {
         let topo = self.topo.clone();
         for part in parts {
-            let parsed = sql::parse(&part);
-            let (plan, _) = self.shared.with_plan_ctx(&topo, None, |ctx| {
-                plan::plan_traced(
-                    &part,
-                    parsed.as_ref().map_err(String::as_str),
-                    &[],
-                    &topo,
-                    ctx,
-                )
-            });
-            match plan {
-                Plan::Session(SessionOp::Use(_)) => {
-                    return Err(MyError::new(ER_PARSE_ERROR, "USE inside SET"));
-                }
-                Plan::Session(op) => {
-                    crate::exec::session_op::apply_quietly(&mut self.nodes, &op).await?
-                }
-                Plan::Refuse { code, message } => return Err(MyError::new(code, message)),
-                _ => {
-                    return Err(MyError::unsupported(format!(
-                        "shardproxy: `{part}` is not a session SET"
-                    )))
-                }
-            }
+            self.set_part(&part, &topo).await?;
         }
         self.write_ok();
         Ok(())
+    }
+
+    /// One assignment of a SET, as its own `SET` statement `part`: a session SET (autocommit,
+    /// a variable, NAMES), refused as the planner refuses it (GLOBAL).
+    async fn set_part(&mut self, part: &str, topo: &Arc<Topology>) -> Outcome {
+        let parsed = sql::parse(part);
+        let (plan, _) = self.shared.with_plan_ctx(topo, None, |ctx| {
+            plan::plan_traced(
+                part,
+                parsed.as_ref().map_err(String::as_str),
+                &[],
+                topo,
+                ctx,
+            )
+        });
+        match plan {
+            Plan::Session(SessionOp::Use(_)) => Err(MyError::new(ER_PARSE_ERROR, "USE inside SET")),
+            Plan::Session(op) => crate::exec::session_op::apply_quietly(&mut self.nodes, &op).await,
+            Plan::Refuse { code, message } => Err(MyError::new(code, message)),
+            _ => Err(MyError::unsupported(format!(
+                "shardproxy: `{part}` is not a session SET"
+            ))),
+        }
     }
 
     /// Plans a statement; directory keys the lookup caches lack are read from their lookup
