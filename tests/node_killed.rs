@@ -368,6 +368,17 @@ async fn autocommit_off(conn: &mut Conn) {
         .expect("autocommit off");
 }
 
+/// Which of `keys` a node holds, read on it directly.
+async fn rows_of(node: &mut Conn, keys: &[i64]) -> Vec<i64> {
+    let list: Vec<String> = keys.iter().map(i64::to_string).collect();
+    node.query(format!(
+        "SELECT user_id FROM t_kill WHERE user_id IN ({})",
+        list.join(",")
+    ))
+    .await
+    .expect("read a node directly")
+}
+
 /// A session with autocommit off that has written a row of each key, in order, in its
 /// transaction.
 async fn writing(proxy: &Proxy, keys: &[i64]) -> Conn {
@@ -455,14 +466,7 @@ async fn transactions(c: &'static Cluster, proxy: &Proxy) {
     // Nothing of theirs on the live nodes.
     for (n, keys) in [(0, &k0), (1, &k1)] {
         let mut d = direct(c, n).await;
-        let list: Vec<String> = keys.iter().map(i64::to_string).collect();
-        let left: Vec<i64> = d
-            .query(format!(
-                "SELECT user_id FROM t_kill WHERE user_id IN ({})",
-                list.join(",")
-            ))
-            .await
-            .expect("read a live node directly");
+        let left = rows_of(&mut d, keys).await;
         assert!(
             left.is_empty(),
             "rows of transactions that failed are on ds{n}: {left:?}"
@@ -492,14 +496,7 @@ async fn transactions(c: &'static Cluster, proxy: &Proxy) {
     // Nor on the node that died (its recovery rolled them back), and the UPDATE's row is
     // as it was.
     let mut d = direct(c, KILLED).await;
-    let list: Vec<String> = k2.iter().map(i64::to_string).collect();
-    let left: Vec<i64> = d
-        .query(format!(
-            "SELECT user_id FROM t_kill WHERE user_id IN ({})",
-            list.join(",")
-        ))
-        .await
-        .expect("read the restarted node directly");
+    let left = rows_of(&mut d, &k2).await;
     assert!(
         left.is_empty(),
         "rows of transactions that failed are on ds{KILLED}: {left:?}"

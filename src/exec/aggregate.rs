@@ -260,14 +260,7 @@ mod tests {
         // result that would pass the groups written for all of them.
         assert_eq!((e.node, e.broke), (1, true));
         assert_eq!(sink.lines(), vec!["1,2"]);
-        assert!(
-            !sink
-                .events
-                .iter()
-                .any(|ev| matches!(ev, crate::exec::fake::Event::End { .. })),
-            "{:?}",
-            sink.events
-        );
+        assert!(!sink.ended(), "{:?}", sink.events);
     }
 
     #[tokio::test]

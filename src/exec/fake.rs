@@ -557,6 +557,11 @@ impl RecordSink {
             .collect()
     }
 
+    /// Was a result set ended (an EOF written), as if complete?
+    pub fn ended(&self) -> bool {
+        self.events.iter().any(|e| matches!(e, Event::End { .. }))
+    }
+
     /// The rows written, each as `a,b,c` (NULL for NULL).
     pub fn lines(&self) -> Vec<String> {
         self.rows()

@@ -139,14 +139,7 @@ mod tests {
         // a result that would pass them for the whole.
         assert_eq!((e.node, e.broke), (1, true));
         assert_eq!(sink.lines(), vec!["1", "2", "3"]);
-        assert!(
-            !sink
-                .events
-                .iter()
-                .any(|ev| matches!(ev, crate::exec::fake::Event::End { .. })),
-            "{:?}",
-            sink.events
-        );
+        assert!(!sink.ended(), "{:?}", sink.events);
     }
 
     #[tokio::test]
