@@ -682,7 +682,42 @@ pub fn plan_traced(
     slots.sort_unstable();
     slots.dedup();
     let plan = moving::adjust(&planner, plan);
-    (plan, slots)
+    (one_node_only(sql, plan, topo), slots)
+}
+
+/// A statement that assigns user variables (`@v := e`, `INTO @v`) runs on one node, whose
+/// values the session then reads back; one that calls a named-lock function runs on the
+/// default node, which holds every session's named locks (`crate::sql::uservars`).
+/// Anywhere else it is refused: each node would assign, or lock, on its own.
+fn one_node_only(sql: &str, plan: Plan, topo: &Topology) -> Plan {
+    let locks = sql::uservars::names_a_lock(sql);
+    let assigned = sql::uservars::assigned(sql);
+    if !locks && assigned.is_empty() {
+        return plan;
+    }
+    let one_node = match &plan {
+        Plan::Route(t) => !locks || t.node == topo.default_node,
+        Plan::AnyCopy { .. } => !locks,
+        Plan::Sticky { .. }
+        | Plan::Refuse { .. }
+        | Plan::Unroutable { .. }
+        | Plan::Session(_)
+        | Plan::NeedLookup(_)
+        | Plan::NeedColumns { .. }
+        | Plan::NeedIds { .. }
+        | Plan::NeedKey { .. } => true,
+        _ => false,
+    };
+    if one_node {
+        plan
+    } else if locks {
+        refuse("shardproxy: this statement calls a named-lock function (GET_LOCK, RELEASE_LOCK, ...) where it does not run on the default node, which holds every session's named locks: call it in a statement that reads no sharded table")
+    } else {
+        refuse(format!(
+            "shardproxy: this statement assigns user variables (@{}) but does not run on one node, so each node would assign its own value: use SET @v = (SELECT ...)",
+            assigned.join(", @")
+        ))
+    }
 }
 
 /// `LOCK TABLES t1 READ, t2 AS a WRITE, ...`: the nodes holding any of the tables (a table in

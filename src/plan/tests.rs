@@ -1201,3 +1201,34 @@ fn gathered_reads_copy_what_is_not_on_the_node() {
         assert!(refused(&plan_of(sql)).contains(why), "{sql}");
     }
 }
+
+#[test]
+fn user_variable_assignments_and_named_locks_run_on_one_node_or_are_refused() {
+    let (a, b) = keys_on_both();
+    let refused = |sql: &str| matches!(plan_of(sql), Plan::Refuse { code: 1235, .. });
+    // Assignments: on one node (read back there by the session), else refused.
+    assert_eq!(
+        plan_of(&format!(
+            "SELECT @r := amount FROM t_order WHERE user_id = {b}"
+        ))
+        .nodes(),
+        vec![1]
+    );
+    assert!(!refused("SELECT @r := 1"));
+    assert!(!refused("SELECT @r := c FROM t_country"));
+    assert!(refused("SELECT @r := amount FROM t_order"));
+    assert!(refused("SELECT amount INTO @r FROM t_order LIMIT 1"));
+    // Named locks: on the default node only.
+    assert!(!refused("SELECT GET_LOCK('x', 1)"));
+    assert!(!refused(&format!(
+        "SELECT GET_LOCK('x', 1) FROM t_order WHERE user_id = {a}"
+    )));
+    assert!(refused(&format!(
+        "SELECT GET_LOCK('x', 1) FROM t_order WHERE user_id = {b}"
+    )));
+    assert!(refused("SELECT RELEASE_LOCK('x') FROM t_country"));
+    // Neither: as before.
+    assert!(!refused(
+        "SELECT amount FROM t_order WHERE note = '@r := 1'"
+    ));
+}

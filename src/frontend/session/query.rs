@@ -238,11 +238,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    /// A statement that must run on one node: one that assigns user variables (`@v := e`,
-    /// `INTO @v`), whose values are then read back there and kept like a `SET`'s; one that
-    /// calls a named-lock function, whose locks live on the default node for every session
-    /// (`crate::exec::route::sticky` sends it there). Elsewhere it is refused: each node
-    /// would assign, or lock, on its own.
+    /// A statement that must run on one node (the planner refuses it elsewhere:
+    /// `crate::plan::plan_traced`): one that assigns user variables (`@v := e`, `INTO @v`),
+    /// whose values are then read back there and kept like a `SET`'s; one that calls a
+    /// named-lock function, whose locks live on the default node for every session
+    /// (`crate::exec::route::sticky` sends it there). Never served by a cached plan.
     async fn one_node_statement(
         &mut self,
         sql: &str,
@@ -258,30 +258,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         self.account(&plan, kind, sql.len(), &slots);
-        let locks = uservars::names_a_lock(sql);
-        let one_node = match &plan {
-            Plan::Sticky { .. }
-            | Plan::Refuse { .. }
-            | Plan::Unroutable { .. }
-            | Plan::Session(_) => true,
-            Plan::Route(t) => !locks || t.node == topo.default_node,
-            Plan::AnyCopy { .. } => !locks,
-            _ => false,
-        };
-        if !one_node {
-            let what = if locks {
-                "calls a named-lock function (GET_LOCK, RELEASE_LOCK, ...) where it does not run on the default node, which holds every session's named locks: call it in a statement that reads no sharded table"
-                    .to_string()
-            } else {
-                format!(
-                    "assigns user variables (@{}) but does not run on one node, so each node would assign its own value: use SET @v = (SELECT ...)",
-                    assigned.join(", @")
-                )
-            };
-            return Err(MyError::unsupported(format!(
-                "shardproxy: this statement {what}"
-            )));
-        }
         self.run_statement(&plan, binary, read, kind).await?;
         let node = crate::exec::door::Door::state(&self.nodes).last_node;
         let (Some(node), false) = (node, assigned.is_empty()) else {
