@@ -2727,5 +2727,34 @@ fn a_sessions_user_variables_stay_its_own_on_a_lent_connection() {
             .await
             .expect("a back on ds0");
         assert_eq!(got, Some((7, "mine".to_string())));
+        drop(a);
+        // A session with no SETs of its own whose statement fails after it assigned (the
+        // select list runs left to right; the correlated subquery fails at the row): what
+        // it assigned is read back all the same, so the next session, with no SETs either,
+        // does not get it with the connection.
+        let mut f = proxy.conn().await;
+        expect_code(
+            f.query_drop(format!(
+                "SELECT @e := v, (SELECT x.a FROM (SELECT 1 AS a UNION ALL SELECT 2) x WHERE t.v > 0) FROM t_uvar2 t WHERE user_id = {k0}"
+            ))
+            .await,
+            1242,
+            "a subquery of two rows",
+        );
+        let e: Option<(Option<i64>,)> = f
+            .exec_first("SELECT @e FROM t_uvar2 WHERE user_id = ?", (k1,))
+            .await
+            .expect("f on ds1");
+        assert_eq!(
+            e,
+            Some((Some(7),)),
+            "the value MariaDB assigned before the error"
+        );
+        let mut g = proxy.conn().await;
+        let e: Option<(Option<i64>,)> = g
+            .exec_first("SELECT @e FROM t_uvar2 WHERE user_id = ?", (k0,))
+            .await
+            .expect("g on ds0");
+        assert_eq!(e, Some((None,)), "f's user variable reached g");
     });
 }

@@ -258,24 +258,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         self.account(&plan, kind, sql.len(), &slots);
-        self.run_statement(&plan, binary, read, kind).await?;
-        let node = crate::exec::door::Door::state(&self.nodes).last_node;
-        let (Some(node), false) = (node, assigned.is_empty()) else {
-            return Ok(());
-        };
+        let ran = self.run_statement(&plan, binary, read, kind).await;
+        if assigned.is_empty() {
+            return ran;
+        }
+        if let Err(e) = ran {
+            // It may have assigned some before it failed: whatever each connection the
+            // session holds has now is read back, so none goes back to the pool holding a
+            // value its record of SETs does not tell (a broken one is closed anyway).
+            // (Where the session ran last stays the failed statement's: SHOW WARNINGS.)
+            let last = crate::exec::door::Door::state(&self.nodes).last_node;
+            for node in topo.all_nodes() {
+                if crate::exec::door::Door::holds(&self.nodes, node) {
+                    let _ = self.read_back(node, &assigned, &topo).await;
+                }
+            }
+            crate::exec::door::Door::state_mut(&mut self.nodes).last_node = last;
+            return Err(e);
+        }
+        match crate::exec::door::Door::state(&self.nodes).last_node {
+            Some(node) => self.read_back(node, &assigned, &topo).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The values of `names` on the session's connection to `node`, kept as its `SET`s.
+    async fn read_back(&mut self, node: usize, names: &[String], topo: &Arc<Topology>) -> Outcome {
         let back = plan::Plan::Route(plan::Target {
             node,
-            sql: uservars::read_back(&assigned),
+            sql: uservars::read_back(names),
             params: Vec::new(),
         });
         let mut values = crate::exec::collect::Collect::new(1);
-        crate::exec::run(&back, &topo, Access::Read, &mut self.nodes, &mut values).await?;
+        crate::exec::run(&back, topo, Access::Read, &mut self.nodes, &mut values).await?;
         let (Some(cols), Some(row)) = (&values.cols, values.rows.first()) else {
             return Err(MyError::internal(
                 "shardproxy: the user variables the statement assigned could not be read back",
             ));
         };
-        for (i, name) in assigned.iter().enumerate() {
+        for (i, name) in names.iter().enumerate() {
             let Some(col) = cols.get(i) else { break };
             let set = uservars::set_literal(name, row.get(i).and_then(Option::as_ref), col);
             crate::exec::session_op::apply_quietly(&mut self.nodes, &SessionOp::Set(set)).await?;
