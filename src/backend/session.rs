@@ -549,27 +549,6 @@ impl NodeSession {
     }
 }
 
-/// What a recorded `SET` is known by: a user variable's `SET @`name` = ` as the proxy writes
-/// it (`crate::sql::uservars::set_literal`), else the whole statement.
-fn set_key(sql: &str) -> &str {
-    let Some(rest) = sql.strip_prefix("SET @`") else {
-        return sql;
-    };
-    let b = rest.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'`' {
-            if b.get(i + 1) == Some(&b'`') {
-                i += 2;
-                continue;
-            }
-            return sql.get(..6 + i + 4).unwrap_or(sql);
-        }
-        i += 1;
-    }
-    sql
-}
-
 fn typed(r: Row) -> Vec<Value> {
     r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect()
 }
@@ -1226,8 +1205,9 @@ impl Door for NodeSession {
             return Err(e);
         }
         // A user variable's newer value replaces the older (`crate::sql::uservars`).
-        let key = set_key(sql);
-        self.sets.retain(|s| set_key(s) != key);
+        let key = crate::sql::uservars::record_key(sql);
+        self.sets
+            .retain(|s| crate::sql::uservars::record_key(s) != key);
         if self.sets.len() >= 256 {
             return Err(MyError::unsupported(
                 "more than 256 distinct session SET statements in one session",
@@ -1407,23 +1387,7 @@ impl Door for NodeSession {
 
 #[cfg(test)]
 mod state_tests {
-    use super::{leaves_state, set_key};
-
-    #[test]
-    fn a_user_variables_newer_value_replaces_the_older() {
-        let a = crate::sql::uservars::set_literal(
-            "a`` = b",
-            None,
-            &mysql_common::packets::Column::new(
-                mysql_common::constants::ColumnType::MYSQL_TYPE_NULL,
-            ),
-        );
-        assert_eq!(set_key(&a), "SET @`a```` = b` = ");
-        assert_eq!(set_key("SET @`v` = 1"), set_key("SET @`v` = 'x'"));
-        assert_ne!(set_key("SET @`v` = 1"), set_key("SET @`w` = 1"));
-        assert_eq!(set_key("SET NAMES utf8mb4"), "SET NAMES utf8mb4");
-        assert_eq!(set_key("SET @v = 1"), "SET @v = 1");
-    }
+    use super::leaves_state;
 
     #[test]
     fn statements_that_leave_untracked_state_are_told_apart() {

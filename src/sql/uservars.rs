@@ -60,7 +60,7 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
             Some((name, from)) => {
                 let expr = sql.get(from..end)?.trim();
                 let expr = expr.strip_suffix(';').unwrap_or(expr).trim_end();
-                if expr.is_empty() || assigns_in(expr.as_bytes()) {
+                if expr.is_empty() || assigns_in(expr) {
                     return None;
                 }
                 SetPart::User {
@@ -68,7 +68,7 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
                     expr: expr.to_string(),
                 }
             }
-            None if whole.is_empty() || assigns_in(whole.as_bytes()) => return None,
+            None if whole.is_empty() || assigns_in(whole) => return None,
             None => SetPart::Other(whole.to_string()),
         };
         out.push(part);
@@ -210,6 +210,20 @@ pub fn set_prefix(name: &str) -> String {
     format!("SET @{} = ", quoted(name))
 }
 
+/// What a recorded `SET` is known by in the session's list of SETs: a user variable's
+/// `SET @`name` = ` as [`set_literal`] writes it (a newer value replaces the older), else
+/// the whole statement.
+pub fn record_key(sql: &str) -> &str {
+    let b = sql.as_bytes();
+    if !sql.starts_with("SET @`") {
+        return sql;
+    }
+    match var_name(b, 4) {
+        Some((_, end)) if b.get(end..end + 3) == Some(b" = ") => &sql[..end + 3],
+        _ => sql,
+    }
+}
+
 fn quoted(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))
 }
@@ -285,8 +299,8 @@ fn expression_end(b: &[u8], mut i: usize) -> (usize, bool) {
 }
 
 /// Does an expression assign a user variable itself (`@v := ...`, `INTO`)?
-fn assigns_in(b: &[u8]) -> bool {
-    std::str::from_utf8(b).is_ok_and(|s| !assigned(s).is_empty())
+fn assigns_in(expr: &str) -> bool {
+    !assigned(expr).is_empty()
 }
 
 #[cfg(test)]
@@ -429,5 +443,21 @@ mod tests {
             "SELECT @`a`, @`b``c`"
         );
         assert!(set_literal("a", None, &col(MYSQL_TYPE_NULL)).starts_with(&set_prefix("a")));
+    }
+
+    #[test]
+    fn a_user_variables_newer_value_replaces_the_older() {
+        let a = set_literal(
+            "a`` = b",
+            None,
+            &mysql_common::packets::Column::new(
+                mysql_common::constants::ColumnType::MYSQL_TYPE_NULL,
+            ),
+        );
+        assert_eq!(record_key(&a), "SET @`a```` = b` = ");
+        assert_eq!(record_key("SET @`v` = 1"), record_key("SET @`v` = 'x'"));
+        assert_ne!(record_key("SET @`v` = 1"), record_key("SET @`w` = 1"));
+        assert_eq!(record_key("SET NAMES utf8mb4"), "SET NAMES utf8mb4");
+        assert_eq!(record_key("SET @v = 1"), "SET @v = 1");
     }
 }
