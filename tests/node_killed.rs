@@ -142,6 +142,21 @@ async fn restart(c: &'static Cluster) -> Instant {
     Instant::now()
 }
 
+/// Starts the killed node again, then checks that a fresh session and each of `sessions`
+/// are served `key` on it within 2 s, with no retry ([`served_again`]).
+async fn restarted_serves(
+    c: &'static Cluster,
+    proxy: &Proxy,
+    sessions: Vec<(&str, &mut Conn)>,
+    key: i64,
+) {
+    let back = restart(c).await;
+    let mut fresh = proxy.conn().await;
+    let mut all: Vec<(&str, &mut Conn)> = vec![("fresh session", &mut fresh)];
+    all.extend(sessions);
+    served_again(back, &mut all, key).await;
+}
+
 /// Reads a result row by row, counting the rows in `progress`: `Ok` only when the result
 /// ended as complete (its EOF / OK), else the error that ended it.
 async fn count_rows<P: Protocol>(
@@ -311,11 +326,8 @@ async fn scatters(c: &'static Cluster, proxy: &Proxy, k: i64) {
         sessions.push((what, conn));
     }
 
-    let back = restart(c).await;
-    let mut fresh = proxy.conn().await;
-    let mut all: Vec<(&str, &mut Conn)> = vec![("fresh session", &mut fresh)];
-    all.extend(sessions.iter_mut().map(|(w, c)| (*w, c)));
-    served_again(back, &mut all, key_on_node(&L3, KILLED)).await;
+    let sessions = sessions.iter_mut().map(|(w, c)| (*w, c)).collect();
+    restarted_serves(c, proxy, sessions, key_on_node(&L3, KILLED)).await;
 }
 
 /// A point statement running on the node when it dies, in the text and the binary protocol.
@@ -355,11 +367,8 @@ async fn point_statements(c: &'static Cluster, proxy: &Proxy) {
         usable(what, &mut conn, live).await;
         sessions.push((what, conn));
     }
-    let back = restart(c).await;
-    let mut fresh = proxy.conn().await;
-    let mut all: Vec<(&str, &mut Conn)> = vec![("fresh session", &mut fresh)];
-    all.extend(sessions.iter_mut().map(|(w, c)| (*w, c)));
-    served_again(back, &mut all, key).await;
+    let sessions = sessions.iter_mut().map(|(w, c)| (*w, c)).collect();
+    restarted_serves(c, proxy, sessions, key).await;
 }
 
 async fn autocommit_off(conn: &mut Conn) {
@@ -479,12 +488,10 @@ async fn transactions(c: &'static Cluster, proxy: &Proxy) {
         d.disconnect().await.ok();
     }
 
-    let back = restart(c).await;
-    let mut fresh = proxy.conn().await;
-    served_again(
-        back,
-        &mut [
-            ("fresh session", &mut fresh),
+    restarted_serves(
+        c,
+        proxy,
+        vec![
             ("transaction killed before COMMIT", &mut before_commit),
             ("XA branch killed before COMMIT", &mut before_commit_xa),
             ("transaction killed in an UPDATE", &mut in_update),
