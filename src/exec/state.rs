@@ -73,6 +73,12 @@ pub struct SessionState {
     /// Row images of a migration are being written to this node (`super::dual_write`): the
     /// branch there opens, or stays, as a [`Branch::shadow`].
     pub shadowing: Option<usize>,
+    /// How the session's `sql_mode` reads text (`NO_BACKSLASH_ESCAPES`, `ANSI_QUOTES`), as
+    /// the nodes last reported it: statements are read, split and digested in it.
+    pub mode: crate::sql::lex::Mode,
+    /// The session's `character_set_client`, as the nodes last reported it: the charset a
+    /// bound string parameter is written in when the proxy writes it into SQL.
+    pub charset: String,
 }
 
 impl Default for SessionState {
@@ -87,6 +93,8 @@ impl Default for SessionState {
             diagnostics: false,
             locked: Vec::new(),
             shadowing: None,
+            mode: crate::sql::lex::Mode::default(),
+            charset: "utf8mb4".into(),
         }
     }
 }

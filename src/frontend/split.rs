@@ -1,116 +1,107 @@
-//! Splitting a multi-statement COM_QUERY (CLIENT_MULTI_STATEMENTS) into its statements, each
-//! keeping its original text: sqlparser's MySQL tokenizer finds the top-level semicolons, so
-//! semicolons inside strings, quoted names and comments do not split.
+//! A COM_QUERY's statements: split where MariaDB splits them (`crate::sql::lex`, under the
+//! session's `sql_mode`), each keeping its original bytes, and MariaDB's answer to a client
+//! that did not allow several.
 
-use sqlparser::dialect::MySqlDialect;
-use sqlparser::keywords::Keyword;
-use sqlparser::tokenizer::{Token, Tokenizer};
+use crate::error::{MyError, ER_PARSE_ERROR};
+use crate::sql::lex::{self, Kind, Mode};
 
-/// The statements of `sql` in order, without their terminating semicolons; empty statements
-/// are dropped. Text the tokenizer cannot read, and compound statements (a `BEGIN ... END`
-/// body holds semicolons of its own), stay one statement.
-pub fn split_statements(sql: &str) -> Vec<String> {
-    let whole = || vec![sql.to_string()];
-    let Ok(tokens) = Tokenizer::new(&MySqlDialect {}, sql).tokenize_with_location() else {
-        return whole();
-    };
-    // Byte offset of each line start (tokenizer locations are 1-based line and char column).
-    let mut line_starts = vec![0usize];
-    for (i, b) in sql.bytes().enumerate() {
-        if b == b'\n' {
-            line_starts.push(i + 1);
-        }
+/// What a COM_QUERY holds.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Batch<'s> {
+    /// One statement (the text as it came, a trailing `;` and comments included).
+    One,
+    /// Several, in order, without their `;`.
+    Many(Vec<&'s str>),
+}
+
+/// The statements of `sql`. `multi`: the client allows several (CLIENT_MULTI_STATEMENTS);
+/// without it, a second statement is MariaDB's 1064 (stacked statements are an injection
+/// risk its code may rely on the server to refuse) — except where a compound statement's
+/// body made the proxy count blocks to find its end: that text goes to a node whole, whose
+/// connection takes one statement only, so MariaDB's own parser gives the verdict.
+pub fn batch(sql: &str, mode: Mode, multi: bool) -> Result<Batch<'_>, MyError> {
+    // Most queries hold no semicolon at all: they are not read twice.
+    if !sql.contains(';') {
+        return Ok(Batch::One);
     }
-    let offset = |line: u64, column: u64| -> Option<usize> {
-        let start = *line_starts.get(usize::try_from(line).ok()?.checked_sub(1)?)?;
-        let col = usize::try_from(column).ok()?.checked_sub(1)?;
-        let rest = sql.get(start..)?;
-        Some(match rest.char_indices().nth(col) {
-            Some((i, _)) => start + i,
-            None => sql.len(),
-        })
-    };
-    let mut parts = Vec::new();
-    let mut from = 0usize;
-    let mut first_word = true;
-    for t in &tokens {
-        match &t.token {
-            Token::SemiColon => {
-                let Some(at) = offset(t.span.start.line, t.span.start.column) else {
-                    return whole();
-                };
-                if at < from || sql.as_bytes().get(at) != Some(&b';') {
-                    return whole();
-                }
-                parts.push(&sql[from..at]);
-                from = at + 1;
-                first_word = true;
-            }
-            Token::Whitespace(_) => {}
-            Token::Word(w) => {
-                if w.keyword == Keyword::BEGIN && !first_word && w.quote_style.is_none() {
-                    return whole();
-                }
-                first_word = false;
-            }
-            _ => first_word = false,
-        }
+    let split = lex::statements(sql, mode);
+    if split.parts.len() < 2 {
+        return Ok(Batch::One);
     }
-    parts.push(&sql[from..]);
-    let parts: Vec<String> = parts
-        .into_iter()
-        .filter(|p| !is_blank(p))
-        .map(str::to_string)
-        .collect();
-    if parts.is_empty() {
-        whole()
+    if multi {
+        return Ok(Batch::Many(
+            split.parts.iter().map(|(a, b)| &sql[*a..*b]).collect(),
+        ));
+    }
+    if split.compound {
+        return Ok(Batch::One);
+    }
+    Err(syntax_error_near(sql, split.parts[1].0))
+}
+
+/// MariaDB's 1064 for the text from byte `at` on: `near '...'` holds at most 80 bytes (77
+/// and `...` when longer, never a character cut), and the line is `at`'s.
+pub fn syntax_error_near(sql: &str, at: usize) -> MyError {
+    let rest = sql.get(at..).unwrap_or("");
+    let near = if rest.len() <= 80 {
+        rest.to_string()
     } else {
-        parts
-    }
+        let mut cut = 77;
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}...", &rest[..cut])
+    };
+    let line = 1 + sql.as_bytes()[..at.min(sql.len())]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count();
+    MyError::new(
+        ER_PARSE_ERROR,
+        format!(
+            "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '{near}' at line {line}"
+        ),
+    )
 }
 
 /// A `SET` of several assignments one of which is `autocommit` (Connector/J sends
 /// `set autocommit=1, sql_mode = concat(@@sql_mode, ...)` on connect), as one `SET` per
-/// assignment: autocommit is the session's own state, the rest go to the nodes. `None` for
-/// anything else.
-pub fn set_with_autocommit(sql: &str) -> Option<Vec<String>> {
+/// assignment, each cut from the client's text: autocommit is the session's own state, the
+/// rest go to the nodes. `None` for anything else.
+pub fn set_with_autocommit(sql: &str, mode: Mode) -> Option<Vec<String>> {
     let head = sql.trim_start().get(..3)?;
     if !head.eq_ignore_ascii_case("set") || !sql.contains(',') {
         return None;
     }
-    let tokens = Tokenizer::new(&MySqlDialect {}, sql).tokenize().ok()?;
-    let mut words = tokens.iter().filter(|t| !matches!(t, Token::Whitespace(_)));
-    match words.next() {
-        Some(Token::Word(w)) if w.keyword == Keyword::SET && w.quote_style.is_none() => {}
-        _ => return None,
+    let lexed = lex::lex(sql, mode);
+    if lexed.error.is_some() {
+        return None;
     }
-    let mut parts: Vec<String> = Vec::new();
-    let mut current = String::new();
+    let toks = &lexed.toks;
+    if !toks.first()?.is(sql, "SET") {
+        return None;
+    }
+    // Assignments: the spans between top-level commas after SET.
+    let mut parts: Vec<(usize, usize)> = Vec::new();
     let mut depth = 0i32;
-    let mut started = false;
-    for t in &tokens {
-        if !started {
-            // Skip up to and including the SET keyword.
-            if let Token::Word(w) = t {
-                if w.keyword == Keyword::SET {
-                    started = true;
-                }
-            }
-            continue;
-        }
-        match t {
-            Token::LParen => depth += 1,
-            Token::RParen => depth -= 1,
-            Token::Comma if depth == 0 => {
-                parts.push(std::mem::take(&mut current));
+    let mut from: Option<usize> = None;
+    let mut last_end = 0;
+    for t in &toks[1..] {
+        match t.kind {
+            Kind::LParen => depth += 1,
+            Kind::RParen => depth -= 1,
+            Kind::Comma if depth == 0 => {
+                parts.push((from?, last_end));
+                from = None;
                 continue;
             }
-            Token::SemiColon | Token::EOF => continue,
+            Kind::Semi => break,
             _ => {}
         }
-        current.push_str(&t.to_string());
+        from.get_or_insert(t.start);
+        last_end = t.end;
     }
-    parts.push(current);
+    parts.push((from?, last_end));
     if parts.len() < 2 {
         return None;
     }
@@ -127,57 +118,102 @@ pub fn set_with_autocommit(sql: &str) -> Option<Vec<String>> {
             "autocommit" | "@@autocommit" | "@@session.autocommit" | "session autocommit"
         ) || name.ends_with(".autocommit")
     };
-    if !parts.iter().any(|p| names_autocommit(p)) {
+    let texts: Vec<&str> = parts.iter().map(|(a, b)| &sql[*a..*b]).collect();
+    if !texts.iter().any(|p| names_autocommit(p)) {
         return None;
     }
-    Some(
-        parts
-            .into_iter()
-            .map(|p| format!("SET {}", p.trim()))
-            .collect(),
-    )
-}
-
-/// Only whitespace and comments.
-fn is_blank(s: &str) -> bool {
-    match Tokenizer::new(&MySqlDialect {}, s).tokenize() {
-        Ok(tokens) => tokens
-            .iter()
-            .all(|t| matches!(t, Token::Whitespace(_) | Token::EOF)),
-        Err(_) => s.trim().is_empty(),
-    }
+    Some(texts.into_iter().map(|p| format!("SET {p}")).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn many(sql: &str) -> Vec<&str> {
+        match batch(sql, Mode::default(), true) {
+            Ok(Batch::Many(p)) => p,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn splits_on_top_level_semicolons_only() {
         let sql = "SELECT 'a;b', `c;d` FROM t; /* ; */ INSERT INTO t VALUES (\"x;\") ;\n-- end;\n";
         assert_eq!(
-            split_statements(sql),
+            many(sql),
             vec![
-                "SELECT 'a;b', `c;d` FROM t".to_string(),
-                " /* ; */ INSERT INTO t VALUES (\"x;\") ".to_string(),
+                "SELECT 'a;b', `c;d` FROM t",
+                "INSERT INTO t VALUES (\"x;\") "
             ]
+        );
+        assert_eq!(
+            many("SELECT 'é;ü'\n  ;SELECT 'ß'"),
+            vec!["SELECT 'é;ü'\n  ", "SELECT 'ß'"]
+        );
+        assert_eq!(
+            batch("SELECT 1;", Mode::default(), true).ok(),
+            Some(Batch::One)
         );
     }
 
     #[test]
-    fn multibyte_text_and_lines_keep_their_bytes() {
-        let sql = "SELECT 'é;ü'\n  ;SELECT 'ß'";
+    fn a_client_without_multi_statements_gets_mariadbs_syntax_error() {
+        fn no(sql: &str) -> Result<Batch<'_>, String> {
+            batch(sql, Mode::default(), false).map_err(|e| e.message)
+        }
         assert_eq!(
-            split_statements(sql),
-            vec!["SELECT 'é;ü'\n  ", "SELECT 'ß'"]
+            no("SELECT 1; CREATE TABLE t_stacked (x INT); SELECT 1 begin"),
+            Err("You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near 'CREATE TABLE t_stacked (x INT); SELECT 1 begin' at line 1".into())
         );
+        assert!(no("SELECT 1;\n\n  SELECT 2")
+            .unwrap_err()
+            .ends_with("near 'SELECT 2' at line 3"));
+        assert!(no("SELECT 1; SELECT 'open")
+            .unwrap_err()
+            .ends_with("near 'SELECT 'open' at line 1"));
+        assert!(no("SELECT 1 /*!50000 ; SELECT 2 */")
+            .unwrap_err()
+            .ends_with("near 'SELECT 2 */' at line 1"));
+        let long = format!("SELECT 1; SELECT {}", "x".repeat(100));
+        let e = no(&long).unwrap_err();
+        assert!(
+            e.contains(&format!("near 'SELECT {}...' at", "x".repeat(70))),
+            "{e}"
+        );
+        let wide = format!("SELECT 1; SELECT '{}'", "é".repeat(100));
+        let e = no(&wide).unwrap_err();
+        assert!(
+            e.contains(&format!("near 'SELECT '{}...' at", "é".repeat(34))),
+            "{e}"
+        );
+        for fine in [
+            "SELECT 1;;",
+            "SELECT 1; -- c",
+            "SELECT 1;  ",
+            "SELECT 'a;b'",
+        ] {
+            assert_eq!(no(fine), Ok(Batch::One), "{fine}");
+        }
+        // Without backslash escapes `\'` ends the string.
+        let nbe = Mode {
+            no_backslash_escapes: true,
+            ansi_quotes: false,
+        };
+        assert!(batch(r"SELECT 'a\'; DROP TABLE t; -- '", nbe, false).is_err());
+        assert_eq!(no(r"SELECT 'a\'; DROP TABLE t; -- '"), Ok(Batch::One));
+        // A compound statement goes whole: the node judges it.
+        let p = "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END";
+        assert_eq!(no(p), Ok(Batch::One));
+        assert_eq!(many(&format!("{p}; SELECT 3")), vec![p, "SELECT 3"]);
     }
 
     #[test]
     fn a_set_naming_autocommit_among_others_is_split_per_assignment() {
+        let d = Mode::default();
         assert_eq!(
             set_with_autocommit(
-                "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')"
+                "set autocommit=1, sql_mode = concat(@@sql_mode,',STRICT_TRANS_TABLES')",
+                d
             ),
             Some(vec![
                 "SET autocommit=1".to_string(),
@@ -185,26 +221,14 @@ mod tests {
             ])
         );
         assert_eq!(
-            set_with_autocommit("SET @@session.autocommit = OFF, @a = 'x,y'").map(|v| v.len()),
-            Some(2)
+            set_with_autocommit(r"SET @@session.autocommit = OFF, @a = 'x,\'y'", d),
+            Some(vec![
+                "SET @@session.autocommit = OFF".to_string(),
+                r"SET @a = 'x,\'y'".to_string()
+            ])
         );
-        assert_eq!(set_with_autocommit("SET autocommit = 1"), None);
-        assert_eq!(set_with_autocommit("SET a = 1, b = 2"), None);
-        assert_eq!(set_with_autocommit("SELECT autocommit, 1"), None);
-    }
-
-    #[test]
-    fn single_statements_and_compound_bodies_stay_whole() {
-        assert_eq!(split_statements("SELECT 1"), vec!["SELECT 1"]);
-        assert_eq!(split_statements("SELECT 1;"), vec!["SELECT 1"]);
-        let proc = "CREATE PROCEDURE p() BEGIN SELECT 1; SELECT 2; END";
-        assert_eq!(split_statements(proc), vec![proc]);
-        assert_eq!(
-            split_statements("BEGIN; SELECT 1"),
-            vec!["BEGIN", " SELECT 1"]
-        );
-        let bad = "SELECT 'unterminated; SELECT 2";
-        assert_eq!(split_statements(bad), vec![bad]);
-        assert_eq!(split_statements(" ; "), vec![" ; "]);
+        assert_eq!(set_with_autocommit("SET autocommit = 1", d), None);
+        assert_eq!(set_with_autocommit("SET a = 1, b = 2", d), None);
+        assert_eq!(set_with_autocommit("SELECT autocommit, 1", d), None);
     }
 }

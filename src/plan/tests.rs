@@ -1017,7 +1017,16 @@ fn planning_random_statements_never_panics() {
         let _ = plan_in(&t, &sql, &params);
         let _ = crate::sql::digest::digest(&sql);
         let _ = crate::sql::executable_comment(&sql);
-        let _ = crate::frontend::split::split_statements(&sql);
+        for mode in [
+            crate::sql::lex::Mode::default(),
+            crate::sql::lex::Mode {
+                no_backslash_escapes: true,
+                ansi_quotes: true,
+            },
+        ] {
+            let _ = crate::frontend::split::batch(&sql, mode, true);
+            let _ = crate::frontend::split::batch(&sql, mode, false);
+        }
     }
 }
 
@@ -1038,7 +1047,16 @@ fn planning_random_bytes_never_panics() {
         let _ = plan_in(&t, &sql, &[]);
         let _ = crate::sql::digest::digest(&sql);
         let _ = crate::sql::leading_words(&sql, 8);
-        let _ = crate::frontend::split::split_statements(&sql);
+        for mode in [
+            crate::sql::lex::Mode::default(),
+            crate::sql::lex::Mode {
+                no_backslash_escapes: true,
+                ansi_quotes: true,
+            },
+        ] {
+            let _ = crate::frontend::split::batch(&sql, mode, true);
+            let _ = crate::frontend::split::batch(&sql, mode, false);
+        }
     }
 }
 

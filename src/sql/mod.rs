@@ -3,6 +3,7 @@
 
 pub mod digest;
 pub mod keys;
+pub mod lex;
 pub mod ranges;
 pub mod seen;
 pub mod uservars;

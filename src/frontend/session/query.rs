@@ -25,33 +25,29 @@ const FROZEN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const TEST_PANIC: &str = "/* shardproxy: test panic */";
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// How the session's `sql_mode` reads text.
+    pub(super) fn mode(&self) -> crate::sql::lex::Mode {
+        crate::exec::door::Door::state(&self.nodes).mode
+    }
+
     /// One COM_QUERY: a statement, or several when the client allows them.
     pub(super) async fn com_query(&mut self, sql: &str) -> Outcome {
         if sql == TEST_PANIC && std::env::var_os("SHARDPROXY_TEST_PANIC").is_some() {
             panic!("the test statement asked for a panic");
         }
-        match split_batch(sql) {
-            Some(parts) if self.multi_statements => {
+        let mode = self.mode();
+        match super::super::split::batch(sql, mode, self.multi_statements)? {
+            super::super::split::Batch::Many(parts) => {
                 self.batch(parts).await;
                 Ok(())
             }
-            // Node connections accept several statements; a client that did not allow them
-            // gets MySQL's syntax error instead (stacked statements are an injection risk
-            // its code may rely on the server to refuse).
-            Some(parts) => Err(MyError::new(
-                ER_PARSE_ERROR,
-                format!(
-                    "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near ';{}' at line 1",
-                    parts[1..].join(";").chars().take(80).collect::<String>()
-                ),
-            )),
-            None => self.query(sql).await,
+            super::super::split::Batch::One => self.query(sql).await,
         }
     }
 
     /// A COM_QUERY of several statements: one result each, all but the last flagged
     /// SERVER_MORE_RESULTS_EXISTS; the first error ends the batch (and is written here).
-    async fn batch(&mut self, parts: Vec<String>) {
+    async fn batch(&mut self, parts: Vec<&str>) {
         let last = parts.len().saturating_sub(1);
         for (i, part) in parts.iter().enumerate() {
             self.more_results = i < last;
@@ -102,7 +98,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(out) = self.user_variables_or_locks(sql, &[], false).await {
             return out;
         }
-        if let Some(parts) = super::super::split::set_with_autocommit(sql) {
+        if let Some(parts) = super::super::split::set_with_autocommit(sql, self.mode()) {
             return self.set_parts(parts).await;
         }
         let started = Instant::now();
@@ -690,15 +686,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 }
 
 /// The statements of a COM_QUERY that holds several.
-fn split_batch(sql: &str) -> Option<Vec<String>> {
-    // Most queries hold no semicolon at all: they are not tokenized twice.
-    if !sql.contains(';') {
-        return None;
-    }
-    let parts = super::super::split::split_statements(sql);
-    (parts.len() > 1).then_some(parts)
-}
-
 /// The statement's type, for the metrics.
 pub(super) fn statement_kind(parsed: Option<&Parsed>, sql: &str) -> &'static str {
     use sqlparser::ast::Statement as S;
