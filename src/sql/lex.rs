@@ -352,13 +352,13 @@ pub fn statements(sql: &str, mode: Mode) -> Split {
                             .iter()
                             .any(|k| toks[i - 1].is(sql, k));
                     let w = t.text(sql);
-                    if w.eq_ignore_ascii_case("BEGIN") || w.eq_ignore_ascii_case("CASE") {
-                        blocks += 1;
-                    } else if at_start
-                        && ["IF", "LOOP", "WHILE", "REPEAT", "FOR"]
-                            .iter()
-                            .any(|k| w.eq_ignore_ascii_case(k))
-                    {
+                    let opens = w.eq_ignore_ascii_case("BEGIN")
+                        || w.eq_ignore_ascii_case("CASE")
+                        || (at_start
+                            && ["IF", "LOOP", "WHILE", "REPEAT", "FOR"]
+                                .iter()
+                                .any(|k| w.eq_ignore_ascii_case(k)));
+                    if opens {
                         blocks += 1;
                     } else if w.eq_ignore_ascii_case("END") {
                         blocks -= 1;
