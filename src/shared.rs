@@ -230,6 +230,7 @@ impl Shared {
         &self,
         topo: &Topology,
         db: Option<&str>,
+        charset: &str,
         f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
     ) -> R {
         let lookup = |t: &str, k: &[u8]| self.lookup_cached(t, k);
@@ -244,6 +245,7 @@ impl Shared {
             next_id: &next_id,
             columns: &columns,
             primary_key: &primary_key,
+            charset,
         };
         f(&ctx)
     }

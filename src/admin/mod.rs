@@ -439,7 +439,7 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             return Err(unsupported("PREVIEW needs a statement"));
         }
         let parsed = sql::parse(stmt);
-        let p = shared.with_plan_ctx(&t, None, |ctx| {
+        let p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
             crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
         });
         let text = format!(

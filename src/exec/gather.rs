@@ -7,8 +7,6 @@
 //! `_charset X'..'` in the character set the node sent it in, so no escaping and no SQL mode
 //! can change a value on the way. Inside a transaction the reads join it like any read.
 
-use mysql_common::collations::{Collation, CollationId};
-use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
@@ -16,7 +14,8 @@ use super::door::{Access, Door, NodeError, NodeResult, Prepared, Run, Sink, Stmt
 use super::route;
 use crate::error::MyError;
 use crate::merge::Row;
-use crate::plan::gather::{quoted, Gather, Ship, Shipped};
+use crate::plan::gather::{Gather, Ship, Shipped};
+use crate::sql::write::quoted;
 
 /// An INSERT of copied rows is sent once it holds this many bytes.
 const BATCH_BYTES: usize = 512 * 1024;
@@ -282,86 +281,11 @@ pub fn tuple(row: &Row, cols: &[Column], out: &mut String) {
             out.push(',');
         }
         match cols.get(i) {
-            Some(c) => literal(v.as_ref(), c, out),
+            Some(c) => crate::sql::write::typed(out, v.as_ref(), c),
             None => out.push_str("NULL"),
         }
     }
     out.push(')');
-}
-
-/// A value of `col` as a literal that stores the same value into a column of its type.
-pub fn literal(v: Option<&Value>, col: &Column, out: &mut String) {
-    let bytes: Vec<u8> = match v {
-        None | Some(Value::NULL) => {
-            out.push_str("NULL");
-            return;
-        }
-        Some(Value::Bytes(b)) => b.clone(),
-        Some(other) => crate::value::text_form(other).unwrap_or_default(),
-    };
-    use ColumnType::*;
-    let plain = |ok: &dyn Fn(u8) -> bool| !bytes.is_empty() && bytes.iter().all(|b| ok(*b));
-    match col.column_type() {
-        MYSQL_TYPE_DECIMAL
-        | MYSQL_TYPE_NEWDECIMAL
-        | MYSQL_TYPE_TINY
-        | MYSQL_TYPE_SHORT
-        | MYSQL_TYPE_LONG
-        | MYSQL_TYPE_FLOAT
-        | MYSQL_TYPE_DOUBLE
-        | MYSQL_TYPE_LONGLONG
-        | MYSQL_TYPE_INT24
-        | MYSQL_TYPE_YEAR
-            if plain(&|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) =>
-        {
-            out.push_str(&String::from_utf8_lossy(&bytes));
-        }
-        MYSQL_TYPE_DATE
-        | MYSQL_TYPE_NEWDATE
-        | MYSQL_TYPE_TIME
-        | MYSQL_TYPE_TIME2
-        | MYSQL_TYPE_DATETIME
-        | MYSQL_TYPE_DATETIME2
-        | MYSQL_TYPE_TIMESTAMP
-        | MYSQL_TYPE_TIMESTAMP2
-            if plain(&|b| b.is_ascii_digit() || b"-: .".contains(&b)) =>
-        {
-            out.push('\'');
-            out.push_str(&String::from_utf8_lossy(&bytes));
-            out.push('\'');
-        }
-        MYSQL_TYPE_BIT => hex(&bytes, out),
-        _ => {
-            let id = col.character_set();
-            if id != 63 {
-                let collation = Collation::resolve(CollationId::from(id));
-                let cs = collation.charset();
-                out.push('_');
-                out.push_str(
-                    if cs.is_empty()
-                        || cs == "unknown"
-                        || !cs.bytes().all(|b| b.is_ascii_alphanumeric())
-                    {
-                        "utf8mb4"
-                    } else {
-                        cs
-                    },
-                );
-                out.push(' ');
-            }
-            hex(&bytes, out);
-        }
-    }
-}
-
-fn hex(bytes: &[u8], out: &mut String) {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
-    out.push_str("X'");
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out.push('\'');
 }
 
 /// `SHOW CREATE TABLE`'s text as a temporary table named `temp`: no foreign keys and no
@@ -424,6 +348,7 @@ mod tests {
     use super::*;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
     use crate::plan::gather::Ship;
+    use mysql_common::constants::ColumnType;
 
     const CREATE_USER: &str = "CREATE TABLE `t_user` (\n  `user_id` int(11) NOT NULL,\n  `name` varchar(20) DEFAULT NULL,\n  `org` int(11) DEFAULT NULL,\n  PRIMARY KEY (`user_id`),\n  KEY `org` (`org`),\n  CONSTRAINT `fk_org` FOREIGN KEY (`org`) REFERENCES `t_org` (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=17 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci\n PARTITION BY HASH (`user_id`)\nPARTITIONS 4";
 
@@ -491,35 +416,6 @@ mod tests {
         );
         let hidden = "CREATE TABLE `h` (\n  `a` int(11) DEFAULT NULL,\n  `c` int(11) DEFAULT NULL INVISIBLE\n) ENGINE=InnoDB";
         assert!(temporary_definition(hidden, "x").is_err());
-    }
-
-    #[test]
-    fn literals_keep_values_whatever_the_sql_mode() {
-        let mut s = String::new();
-        let text = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING).with_character_set(45);
-        literal(Some(&Value::Bytes(b"a'\\".to_vec())), &text, &mut s);
-        s.push(' ');
-        let bin = Column::new(ColumnType::MYSQL_TYPE_BLOB).with_character_set(63);
-        literal(Some(&Value::Bytes(vec![0, 255])), &bin, &mut s);
-        s.push(' ');
-        let num = Column::new(ColumnType::MYSQL_TYPE_NEWDECIMAL).with_character_set(63);
-        literal(Some(&Value::Bytes(b"-12.50".to_vec())), &num, &mut s);
-        s.push(' ');
-        let date = Column::new(ColumnType::MYSQL_TYPE_DATETIME).with_character_set(63);
-        literal(
-            Some(&Value::Bytes(b"2026-12-01 10:00:00".to_vec())),
-            &date,
-            &mut s,
-        );
-        s.push(' ');
-        literal(None, &num, &mut s);
-        s.push(' ');
-        let latin = Column::new(ColumnType::MYSQL_TYPE_STRING).with_character_set(8);
-        literal(Some(&Value::Bytes(vec![0xe9])), &latin, &mut s);
-        assert_eq!(
-            s,
-            "_utf8mb4 X'61275C' X'00FF' -12.50 '2026-12-01 10:00:00' NULL _latin1 X'E9'"
-        );
     }
 
     #[tokio::test]

@@ -18,6 +18,7 @@ pub async fn exclusions<D: Door>(
     cap: u64,
 ) -> Result<Vec<Option<String>>, NodeError> {
     let mut out = Vec::with_capacity(t.windows.len());
+    let charset = door.state().charset.clone();
     for w in &t.windows {
         let rows: Vec<Vec<Value>> = door.fetch(w.node, &t.window_sql(w)).await?;
         if rows.len() as u64 > cap {
@@ -29,7 +30,7 @@ pub async fn exclusions<D: Door>(
                 rows.len()
             ))));
         }
-        out.push(t.exclusion(w, &rows));
+        out.push(t.exclusion(w, &rows, &charset));
     }
     Ok(out)
 }
@@ -98,7 +99,11 @@ mod tests {
         assert_eq!(sink.lines(), vec!["5", "6", "4"]);
         let warm = door.sql_on(1);
         assert_eq!(warm.len(), 1);
-        assert!(warm[0].contains("`t_txn`.`id` IN ('5')"), "{}", warm[0]);
+        assert!(
+            warm[0].contains("`t_txn`.`id` IN (_utf8mb4 X'35')"),
+            "{}",
+            warm[0]
+        );
         assert!(
             warm[0].starts_with("SELECT id FROM t_txn WHERE"),
             "{}",
@@ -155,6 +160,10 @@ mod tests {
             .unwrap();
         assert_eq!(sink.lines(), vec!["5"]);
         let warm = door.sql_on(1);
-        assert!(warm[0].contains("`t_txn`.`id` IN ('5')"), "{}", warm[0]);
+        assert!(
+            warm[0].contains("`t_txn`.`id` IN (_utf8mb4 X'35')"),
+            "{}",
+            warm[0]
+        );
     }
 }

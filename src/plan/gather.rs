@@ -24,6 +24,7 @@ use super::uses::{Placement, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::routing::TableRule;
 use crate::sql::table_name;
+use crate::sql::text::Text;
 
 /// A statement run on one node after copying tables there.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,10 +58,7 @@ pub fn temp_name(i: usize) -> String {
     format!("__sp_ship_{i}")
 }
 
-/// `name` quoted as a MySQL identifier.
-pub fn quoted(name: &str) -> String {
-    format!("`{}`", name.replace('`', "``"))
-}
+pub use crate::sql::write::quoted;
 
 impl Planner<'_> {
     /// The statement gathered on one node, or refused with `why` when it cannot be.
@@ -187,9 +185,12 @@ impl Planner<'_> {
     /// with the filter its use allows; `Err`: the plan that must come first (a column list).
     fn ships(&self, copied: &[&(String, String, Vec<usize>)]) -> Result<Vec<Ship>, Box<Plan>> {
         let mut ships = Vec::new();
+        // The filters are the client's own text of its conjuncts; a text that cannot be read
+        // gives none (each copy then holds every row).
+        let text = crate::sql::text::Text::new(self.sql, self.parsed.mode).ok();
         for (t, written, nodes) in copied.iter().map(|c| (&c.0, &c.1, &c.2)) {
             let columns = (self.ctx.columns)(None, t);
-            let filter = match pushdown(self.stmt, t, columns.as_deref()) {
+            let filter = match pushdown(self.stmt, t, columns.as_deref(), text.as_ref()) {
                 Pushdown::Filter(alias, cond) => Some((alias, cond)),
                 Pushdown::None => None,
                 Pushdown::NeedColumns => {
@@ -547,7 +548,15 @@ enum Pushdown {
     NeedColumns,
 }
 
-fn pushdown(stmt: &Statement, table: &str, columns: Option<&[String]>) -> Pushdown {
+fn pushdown(
+    stmt: &Statement,
+    table: &str,
+    columns: Option<&[String]>,
+    text: Option<&Text<'_>>,
+) -> Pushdown {
+    let Some(text) = text else {
+        return Pushdown::None;
+    };
     let mut count = 0;
     let _ = visit_relations(stmt, |n: &ObjectName| {
         if table_name(n) == table {
@@ -558,15 +567,16 @@ fn pushdown(stmt: &Statement, table: &str, columns: Option<&[String]>) -> Pushdo
     if count != 1 {
         return Pushdown::None;
     }
-    struct Find<'t> {
+    struct Find<'t, 's> {
         table: &'t str,
         columns: Option<&'t [String]>,
+        text: &'t Text<'s>,
         found: Option<Option<(String, Vec<String>)>>,
     }
-    impl Visitor for Find<'_> {
+    impl Visitor for Find<'_, '_> {
         type Break = ();
         fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
-            if let Some(f) = select_filter(s, self.table, self.columns) {
+            if let Some(f) = select_filter(s, self.table, self.columns, self.text) {
                 self.found = Some(f);
                 return ControlFlow::Break(());
             }
@@ -576,6 +586,7 @@ fn pushdown(stmt: &Statement, table: &str, columns: Option<&[String]>) -> Pushdo
     let mut find = Find {
         table,
         columns,
+        text,
         found: None,
     };
     let _ = stmt.visit(&mut find);
@@ -595,6 +606,7 @@ fn select_filter(
     s: &Select,
     table: &str,
     columns: Option<&[String]>,
+    text: &Text<'_>,
 ) -> Option<Option<(String, Vec<String>)>> {
     for twj in &s.from {
         let factors = std::iter::once((&twj.relation, None)).chain(
@@ -662,7 +674,7 @@ fn select_filter(
             );
             if !nullable_later && !outer_right {
                 if let Some(w) = &s.selection {
-                    conjuncts_of(w, &qualifier, own, &mut conds);
+                    conjuncts_of(text, w, &qualifier, own, &mut conds);
                 }
             }
             if !matches!(
@@ -674,7 +686,7 @@ fn select_filter(
                 )
             ) {
                 if let Some(on) = own_on(op) {
-                    conjuncts_of(&on, &qualifier, &[], &mut conds);
+                    conjuncts_of(text, &on, &qualifier, &[], &mut conds);
                 }
             }
             return Some(Some((qualifier, conds)));
@@ -683,16 +695,17 @@ fn select_filter(
     None
 }
 
-/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals.
-fn conjuncts_of(e: &Expr, qualifier: &str, own: &[String], out: &mut Vec<String>) {
+/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals:
+/// each as the client wrote it (a conjunct whose text cannot be placed is left out).
+fn conjuncts_of(text: &Text<'_>, e: &Expr, qualifier: &str, own: &[String], out: &mut Vec<String>) {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            conjuncts_of(left, qualifier, own, out);
-            conjuncts_of(right, qualifier, own, out);
+            conjuncts_of(text, left, qualifier, own, out);
+            conjuncts_of(text, right, qualifier, own, out);
         }
         Expr::Nested(x)
             if matches!(
@@ -703,9 +716,13 @@ fn conjuncts_of(e: &Expr, qualifier: &str, own: &[String], out: &mut Vec<String>
                 }
             ) =>
         {
-            conjuncts_of(x, qualifier, own, out)
+            conjuncts_of(text, x, qualifier, own, out)
         }
-        e if alone(e, &Scope { qualifier, own }) && names_a_column(e) => out.push(format!("({e})")),
+        e if alone(e, &Scope { qualifier, own }) && names_a_column(e) => {
+            if let Some((a, b)) = text.extent(e) {
+                out.push(format!("({})", &text.sql[a..b]));
+            }
+        }
         _ => {}
     }
 }

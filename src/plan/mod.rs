@@ -232,6 +232,8 @@ pub struct PlanCtx<'a> {
     pub columns: &'a ColumnsFn<'a>,
     /// The same for a table's primary-key columns (quoted), if known.
     pub primary_key: &'a ColumnsFn<'a>,
+    /// The session's `character_set_client`: bound strings are written in it.
+    pub charset: &'a str,
 }
 
 /// Why no id was generated.
@@ -271,6 +273,7 @@ pub fn with_offline_ctx<R>(
         next_id: &next_id,
         columns: &columns,
         primary_key: &columns,
+        charset: "utf8mb4",
     })
 }
 
@@ -958,6 +961,14 @@ struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
+    /// The statement's bound values, for the proxy's literal writer.
+    fn bound(&self) -> crate::sql::text::Params<'a> {
+        crate::sql::text::Params {
+            values: self.params,
+            charset: self.ctx.charset,
+        }
+    }
+
     fn plan(&self) -> Plan {
         match self.stmt {
             Statement::Query(q) => self.select(q),
@@ -1350,7 +1361,7 @@ impl<'a> Planner<'a> {
         if needs_merge(q).is_none() {
             return self.on_nodes(&nodes, OkMerge::Sum);
         }
-        let rewrite = match select::rewrite(q, self.sql, self.parsed, self.params) {
+        let rewrite = match select::rewrite_text(q, self.sql, self.parsed, self.bound()) {
             Ok(r) => r,
             Err(reason) => {
                 return self.gather(

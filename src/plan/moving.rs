@@ -17,14 +17,15 @@ use std::sync::Arc;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr, Statement, TableFactor,
-    TableObject, VisitMut, VisitorMut,
+    Expr, JoinConstraint, JoinOperator, Query, Select, SetExpr, Statement, TableFactor,
+    TableObject, Visit, Visitor,
 };
 
 use super::uses::{collect_uses, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::config::TableRule;
 use crate::routing::slot::{slot_of, MoveStep, SLOTS};
+use crate::sql::text::{Edits, Text};
 use crate::sql::{self, literal, table_name};
 
 /// A write to slots being moved, as `crate::exec::dual_write` runs it.
@@ -139,7 +140,14 @@ impl Moving {
     pub fn predicate(&self, column: &str) -> String {
         match &self.which {
             Which::Slots(a, b) => format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}"),
-            Which::Key(k) => format!("{column} = {}", Value::Bytes(k.clone()).as_sql(false)),
+            Which::Key(k) => {
+                let mut lit = String::new();
+                match std::str::from_utf8(k) {
+                    Ok(text) => crate::sql::write::text(&mut lit, text),
+                    Err(_) => crate::sql::write::string(&mut lit, k, "binary"),
+                }
+                format!("{column} = {lit}")
+            }
         }
     }
 }
@@ -299,7 +307,7 @@ fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
         if hide.is_empty() {
             continue;
         }
-        match hidden(&t.sql, &hide) {
+        match hidden(&t.sql, &hide, p.parsed.mode) {
             Ok(sql) => t.sql = sql,
             Err(what) => {
                 let table = hide.keys().next().cloned().unwrap_or_default();
@@ -311,12 +319,21 @@ fn reads(p: &Planner<'_>, mut plan: Plan, uses: &[Use]) -> Plan {
 }
 
 /// `sql` with every reference to the tables of `hide` restricted to rows outside their
-/// ranges: `NOT (CRC32(alias.key) % 1024 BETWEEN a AND b)` in the WHERE of the SELECT that
-/// reads it (in the ON of a LEFT JOIN that reads it). `Err` says what could not be.
-pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Moving>)>) -> Result<String, String> {
-    let mut parsed = sql::parse(sql).map_err(|e| format!("the statement does not parse ({e})"))?;
+/// ranges: `NOT (CRC32(alias.key) % 1024 BETWEEN a AND b)` joined to the WHERE of the SELECT
+/// that reads it (to the ON of a LEFT JOIN that reads it), by edits of the text (read in
+/// `mode`); every other byte, its `?` included, stays. `Err` says what could not be.
+pub fn hidden(
+    sql: &str,
+    hide: &HashMap<String, (String, Vec<Moving>)>,
+    mode: crate::sql::lex::Mode,
+) -> Result<String, String> {
+    let parsed =
+        sql::parse_in(sql, mode).map_err(|e| format!("the statement does not parse ({e})"))?;
+    let text = Text::new(sql, mode)?;
     let mut v = Hide {
         hide,
+        text: &text,
+        edits: Edits::new(),
         done: 0,
         failed: None,
     };
@@ -334,18 +351,20 @@ pub fn hidden(sql: &str, hide: &HashMap<String, (String, Vec<Moving>)>) -> Resul
     if seen != v.done {
         return Err("a query that reads the table other than in a FROM or JOIN".into());
     }
-    Ok(parsed.stmt.to_string())
+    v.edits.apply_keeping_params(&text)
 }
 
-struct Hide<'h> {
+struct Hide<'h, 't> {
     hide: &'h HashMap<String, (String, Vec<Moving>)>,
+    text: &'t Text<'t>,
+    edits: Edits,
     done: usize,
     failed: Option<String>,
 }
 
-impl Hide<'_> {
+impl Hide<'_, '_> {
     /// The predicate for a table factor, if it is one of the hidden tables.
-    fn predicate(&self, f: &TableFactor) -> Option<Expr> {
+    fn predicate(&self, f: &TableFactor) -> Option<String> {
         let TableFactor::Table { name, alias, .. } = f else {
             return None;
         };
@@ -364,21 +383,18 @@ impl Hide<'_> {
         let col = format!("{qualifier}.{}", quote(column));
         let parts: Vec<String> = moves
             .iter()
-            .map(|m| format!("NOT ({})", m.predicate(&col)))
+            .map(|m| format!("(NOT ({}))", m.predicate(&col)))
             .collect();
-        let text = format!("SELECT 1 FROM x WHERE {}", parts.join(" AND "));
-        match sql::parse(&text).ok().map(|p| p.stmt.clone()) {
-            Some(Statement::Query(q)) => match *q.body {
-                SetExpr::Select(s) => s.selection,
-                _ => None,
-            },
-            _ => None,
-        }
+        Some(parts.join(" AND "))
     }
 
-    fn select(&mut self, s: &mut sqlparser::ast::Select) {
+    fn fail(&mut self, why: &str) {
+        self.failed.get_or_insert_with(|| why.to_string());
+    }
+
+    fn select(&mut self, s: &Select) {
         let mut wheres = Vec::new();
-        for twj in &mut s.from {
+        for twj in &s.from {
             let outer = twj.joins.iter().any(|j| {
                 matches!(
                     j.join_operator,
@@ -392,38 +408,61 @@ impl Hide<'_> {
                 found += 1;
                 wheres.push(e);
             }
-            for j in &mut twj.joins {
+            for j in &twj.joins {
                 let Some(e) = self.predicate(&j.relation) else {
                     continue;
                 };
                 found += 1;
-                match &mut j.join_operator {
+                match &j.join_operator {
                     JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => match c {
-                        JoinConstraint::On(on) => {
-                            *on = and(on.clone(), e);
-                            self.done += 1;
-                        }
-                        _ => {
-                            self.failed = Some("a LEFT JOIN of it without ON".into());
-                        }
+                        JoinConstraint::On(on) => match self.text.extent(on) {
+                            Some((a, b)) => {
+                                self.edits.insert(a, "(");
+                                self.edits.insert(b, format!(") AND {e}"));
+                                self.done += 1;
+                            }
+                            None => self.fail("a LEFT JOIN of it whose ON shardproxy cannot place"),
+                        },
+                        _ => self.fail("a LEFT JOIN of it without ON"),
                     },
                     _ => wheres.push(e),
                 }
             }
             if found > 0 && outer {
-                self.failed = Some("a RIGHT or FULL JOIN with it".into());
+                self.fail("a RIGHT or FULL JOIN with it");
             }
         }
+        if wheres.is_empty() {
+            return;
+        }
         self.done += wheres.len();
-        for e in wheres {
-            s.selection = Some(match s.selection.take() {
-                Some(w) => and(w, e),
-                None => e,
-            });
+        let at = crate::sql::Offsets::new(self.text.sql).at(s.select_token.0.span.start);
+        let clauses = match at.map(|at| self.text.clauses(at)) {
+            Some(Ok(c)) => c,
+            _ => return self.fail("a SELECT whose clauses shardproxy cannot place"),
+        };
+        if clauses.where_.is_some() != s.selection.is_some() {
+            return self.fail("a SELECT whose clauses shardproxy cannot place");
+        }
+        let pred = wheres.join(" AND ");
+        match clauses.where_ {
+            Some(w) => {
+                self.edits.insert(w.body.0, "(");
+                self.edits.insert(w.body.1, format!(") AND {pred}"));
+            }
+            None => {
+                let at = clauses.where_at();
+                let text = if at >= clauses.end {
+                    format!(" WHERE {pred}")
+                } else {
+                    format!("WHERE {pred} ")
+                };
+                self.edits.insert(at, text);
+            }
         }
     }
 
-    fn set_expr(&mut self, body: &mut SetExpr) {
+    fn set_expr(&mut self, body: &SetExpr) {
         match body {
             SetExpr::Select(s) => self.select(s),
             SetExpr::SetOperation { left, right, .. } => {
@@ -436,19 +475,11 @@ impl Hide<'_> {
     }
 }
 
-fn and(a: Expr, b: Expr) -> Expr {
-    Expr::BinaryOp {
-        left: Box::new(Expr::Nested(Box::new(a))),
-        op: BinaryOperator::And,
-        right: Box::new(Expr::Nested(Box::new(b))),
-    }
-}
-
-impl VisitorMut for Hide<'_> {
+impl Visitor for Hide<'_, '_> {
     type Break = ();
 
-    fn pre_visit_query(&mut self, q: &mut Query) -> ControlFlow<()> {
-        self.set_expr(&mut q.body);
+    fn pre_visit_query(&mut self, q: &Query) -> ControlFlow<()> {
+        self.set_expr(&q.body);
         ControlFlow::Continue(())
     }
 }
@@ -597,9 +628,13 @@ fn dual_write(
     let parsed = if t.sql == p.sql {
         None
     } else {
-        Some(sql::parse(&t.sql).map_err(|e| format!("the statement does not parse ({e})"))?)
+        Some(
+            sql::parse_in(&t.sql, p.parsed.mode)
+                .map_err(|e| format!("the statement does not parse ({e})"))?,
+        )
     };
     let parsed = parsed.as_ref().unwrap_or(p.parsed);
+    let text = Text::new(&t.sql, parsed.mode)?;
     let bare: Vec<String> = key
         .iter()
         .map(|k| k.trim_matches('`').replace("``", "`").to_ascii_lowercase())
@@ -668,13 +703,14 @@ fn dual_write(
                 }
             }
             let select = rows_read(
+                &text,
                 name,
                 alias.as_ref(),
                 key,
                 u.selection.as_ref(),
                 &u.order_by,
                 u.limit.as_ref(),
-            );
+            )?;
             (
                 table_sql(name),
                 select_params(
@@ -697,13 +733,14 @@ fn dual_write(
                 return Err("a DELETE from something other than a table".into());
             };
             let select = rows_read(
+                &text,
                 name,
                 alias.as_ref(),
                 key,
                 d.selection.as_ref(),
                 &d.order_by,
                 d.limit.as_ref(),
-            );
+            )?;
             (
                 table_sql(name),
                 select_params(
@@ -744,15 +781,22 @@ fn generated(e: &Expr) -> &Expr {
     e
 }
 
-/// `SELECT key FROM t [alias] WHERE ... [ORDER BY ...] [LIMIT n] FOR UPDATE`.
+/// `SELECT key FROM t [alias] WHERE ... [ORDER BY ...] [LIMIT n] FOR UPDATE`, the WHERE,
+/// ORDER BY and LIMIT as the statement's text has them (its `?` kept).
 fn rows_read(
+    text: &Text<'_>,
     name: &sqlparser::ast::ObjectName,
     alias: Option<&sqlparser::ast::TableAlias>,
     key: &[String],
     selection: Option<&Expr>,
     order_by: &[sqlparser::ast::OrderByExpr],
     limit: Option<&Expr>,
-) -> String {
+) -> Result<String, String> {
+    let own = |e: &Expr| -> Result<&str, String> {
+        text.extent(e)
+            .map(|(a, b)| &text.sql[a..b])
+            .ok_or_else(|| "a WHERE, ORDER BY or LIMIT whose text shardproxy cannot place".into())
+    };
     let q = match alias {
         Some(a) => quote(&a.name.value),
         None => table_sql(name),
@@ -760,20 +804,35 @@ fn rows_read(
     let cols: Vec<String> = key.iter().map(|k| format!("{q}.{k}")).collect();
     let mut s = format!("SELECT {} FROM {}", cols.join(", "), table_sql(name));
     if let Some(a) = alias {
-        s.push_str(&format!(" AS {}", quote(&a.name.value)));
+        s.push_str(" AS ");
+        s.push_str(&quote(&a.name.value));
     }
     if let Some(w) = selection {
-        s.push_str(&format!(" WHERE {w}"));
+        s.push_str(" WHERE ");
+        s.push_str(own(w)?);
     }
     if !order_by.is_empty() {
-        let o: Vec<String> = order_by.iter().map(ToString::to_string).collect();
-        s.push_str(&format!(" ORDER BY {}", o.join(", ")));
+        let mut o = Vec::with_capacity(order_by.len());
+        for x in order_by {
+            if x.options.nulls_first.is_some() {
+                return Err("ORDER BY ... NULLS FIRST / LAST".into());
+            }
+            let dir = match x.options.sort {
+                Some(sqlparser::ast::OrderBySort::Desc) => " DESC",
+                Some(sqlparser::ast::OrderBySort::Asc) => " ASC",
+                _ => "",
+            };
+            o.push(format!("{}{dir}", own(&x.expr)?));
+        }
+        s.push_str(" ORDER BY ");
+        s.push_str(&o.join(", "));
     }
     if let Some(l) = limit {
-        s.push_str(&format!(" LIMIT {l}"));
+        s.push_str(" LIMIT ");
+        s.push_str(own(l)?);
     }
     s.push_str(" FOR UPDATE");
-    s
+    Ok(s)
 }
 
 /// The locking read with the parameters of the statement's WHERE, ORDER BY and LIMIT: its
@@ -988,7 +1047,7 @@ mod tests {
         let on2 = targets.iter().find(|x| x.node == 2).map(|x| x.sql.clone());
         assert_eq!(
             on2.as_deref(),
-            Some("SELECT COUNT(*) FROM t_dir WHERE NOT (`t_dir`.`tenant_id` = '42')")
+            Some("SELECT COUNT(*) FROM t_dir WHERE (NOT (`t_dir`.`tenant_id` = '42'))")
         );
         let m = refused(plan_in(
             &t,
@@ -1074,16 +1133,27 @@ mod tests {
             step: MoveStep::DualWrite,
         };
         hide.insert("t_mv".to_string(), ("id".to_string(), vec![m]));
-        let out = hidden("SELECT * FROM a LEFT JOIN t_mv ON t_mv.id = a.id", &hide).unwrap();
+        let out = hidden(
+            "SELECT * FROM a LEFT JOIN t_mv ON t_mv.id = a.id",
+            &hide,
+            Default::default(),
+        )
+        .unwrap();
         assert_eq!(
             out,
             "SELECT * FROM a LEFT JOIN t_mv ON (t_mv.id = a.id) AND (NOT (CRC32(`t_mv`.`id`) % 1024 BETWEEN 0 AND 9))"
         );
-        let e = hidden("SELECT * FROM t_mv RIGHT JOIN a ON t_mv.id = a.id", &hide).unwrap_err();
+        let e = hidden(
+            "SELECT * FROM t_mv RIGHT JOIN a ON t_mv.id = a.id",
+            &hide,
+            Default::default(),
+        )
+        .unwrap_err();
         assert!(e.contains("RIGHT"), "{e}");
         let out = hidden(
             "SELECT * FROM a WHERE a.x IN (SELECT id FROM t_mv WHERE v = 1)",
             &hide,
+            Default::default(),
         )
         .unwrap();
         assert!(

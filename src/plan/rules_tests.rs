@@ -211,7 +211,7 @@ fn time_tier_reads_pick_tiers_and_modes() {
          AND ((`txn_date` >= '2024-06-29 00:00:00.000000'))"
     );
     assert_eq!(
-        t.exclusion(&t.windows[0], &[vec![Value::Int(5)], vec![Value::Int(9)]])
+        t.exclusion(&t.windows[0], &[vec![Value::Int(5)], vec![Value::Int(9)]], "utf8mb4")
             .as_deref(),
         Some("NOT (`t_txn`.`txn_date` >= '2024-06-28' AND `t_txn`.`txn_date` < '2024-06-30' AND `t_txn`.`id` IN (5, 9))")
     );

@@ -14,6 +14,7 @@ use crate::merge::value::{Dec, Num};
 use crate::merge::{
     AggFn, Aggregate, ArithOp, CmpOp, Cond, DistinctKind, Grouping, InMemory, SortKey,
 };
+use crate::sql::text::{Clause, Clauses, Edits, Params, Text};
 use crate::sql::{literal, Parsed};
 
 /// The node query and the merge, or why it cannot be merged correctly.
@@ -230,12 +231,22 @@ pub(super) fn contains_agg(e: &Expr) -> bool {
     found
 }
 
+/// How a hidden column's text is written: the client's own expression, copied from its
+/// text, or a call of an aggregate over such an expression (AVG's SUM and COUNT).
+#[derive(Debug, Clone)]
+enum Written {
+    Own,
+    Call(&'static str, Box<Expr>),
+}
+
 struct Builder<'a> {
     parsed: &'a Parsed,
     params: &'a [Value],
     /// Projection items: expression (None for a wildcard) and alias.
     items: Vec<(Option<Expr>, Option<String>)>,
-    hidden: Vec<Expr>,
+    /// Columns added for the merge: the expression (to find "the same expression" again)
+    /// and how its text is written.
+    hidden: Vec<(Expr, Written)>,
     columns: Vec<AggFn>,
     grouping: bool,
     wildcard: bool,
@@ -278,7 +289,7 @@ impl Builder<'_> {
         {
             return Ok(i);
         }
-        if let Some(i) = self.hidden.iter().position(|x| norm(x) == n) {
+        if let Some(i) = self.hidden.iter().position(|(x, _)| norm(x) == n) {
             return Ok(self.visible() + i);
         }
         let f = match agg_call(e)? {
@@ -288,11 +299,11 @@ impl Builder<'_> {
             }
             None => AggFn::First,
         };
-        Ok(self.add_hidden(e.clone(), f))
+        Ok(self.add_hidden(e.clone(), Written::Own, f))
     }
 
-    fn add_hidden(&mut self, e: Expr, f: AggFn) -> usize {
-        self.hidden.push(e);
+    fn add_hidden(&mut self, e: Expr, written: Written, f: AggFn) -> usize {
+        self.hidden.push((e, written));
         self.columns.push(f);
         self.visible() + self.hidden.len() - 1
     }
@@ -317,9 +328,9 @@ impl Builder<'_> {
                 let mut cols = Vec::with_capacity(parts.len());
                 for part in parts {
                     let n = norm(&part);
-                    let at = match self.hidden.iter().position(|x| norm(x) == n) {
+                    let at = match self.hidden.iter().position(|(x, _)| norm(x) == n) {
                         Some(i) => self.visible() + i,
-                        None => self.add_hidden(part.clone(), AggFn::First),
+                        None => self.add_hidden(part.clone(), Written::Own, AggFn::First),
                     };
                     if !self.distinct_args.iter().any(|x| norm(x) == n) {
                         self.distinct_args.push(part);
@@ -335,8 +346,16 @@ impl Builder<'_> {
             }
             "AVG" => {
                 let arg = arg.ok_or("AVG(*)")?;
-                let sum = self.add_hidden(call("SUM", arg.clone()), AggFn::Sum);
-                let count = self.add_hidden(call("COUNT", arg), AggFn::Count);
+                let sum = self.add_hidden(
+                    call("SUM", arg.clone()),
+                    Written::Call("SUM", Box::new(arg.clone())),
+                    AggFn::Sum,
+                );
+                let count = self.add_hidden(
+                    call("COUNT", arg.clone()),
+                    Written::Call("COUNT", Box::new(arg)),
+                    AggFn::Count,
+                );
                 AggFn::Avg { sum, count }
             }
             other => return Err(format!("{other}() over several nodes")),
@@ -447,8 +466,24 @@ fn count_value(e: &Expr, parsed: &Parsed, params: &[Value]) -> Result<u64, Strin
     }
 }
 
+/// [`rewrite`] of the client's own statement text `sql`, as its tree `q` reads it.
+pub fn rewrite_text(
+    q: &Query,
+    sql: &str,
+    parsed: &Parsed,
+    params: Params<'_>,
+) -> Result<Rewrite, String> {
+    let SetExpr::Select(s) = q.body.as_ref() else {
+        return Err("this query form over several nodes".into());
+    };
+    let text = Text::new(sql, parsed.mode)?;
+    let base = Base::new(&text, s, parsed, params)?;
+    rewrite(q, &base)
+}
+
 /// Plans the merge of a SELECT over several nodes; `Err` says why it cannot be merged.
-pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Result<Rewrite, String> {
+pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
+    let (parsed, params) = (base.parsed, base.params.values);
     let SetExpr::Select(s) = q.body.as_ref() else {
         return Err(match q.body.as_ref() {
             SetExpr::SetOperation { .. } => "UNION / INTERSECT / EXCEPT over several nodes".into(),
@@ -634,85 +669,162 @@ pub fn rewrite(q: &Query, sql: &str, parsed: &Parsed, params: &[Value]) -> Resul
         offset,
         limit,
     };
-    let node_sql = node_query(q, sql, s, &b, &merge)?;
+    base.agrees(s)?;
+    let node_sql = node_query(base, &b, &merge)?;
     Ok(Rewrite { node_sql, merge })
 }
 
-/// The SQL each node runs: the client's SELECT with the hidden columns appended, HAVING
-/// removed when groups are merged, and LIMIT covering offset + count (no offset).
-fn node_query(
-    q: &Query,
-    sql: &str,
-    s: &Select,
-    b: &Builder<'_>,
-    m: &MergeSpec,
-) -> Result<String, String> {
-    let mut sel = s.clone();
-    // The client's column names: an unaliased item is named by its text, which the tree
-    // does not print back as written.
-    for item in &mut sel.projection {
-        if let SelectItem::UnnamedExpr(e) = item {
-            if let Some(name) = crate::sql::item_name(sql, e) {
-                *item = SelectItem::ExprWithAlias {
-                    expr: e.clone(),
-                    alias: Ident::with_quote('`', name),
-                };
+/// The client's text of a SELECT over several nodes, where its clauses are, and the edits
+/// made to it before the merge's (a time tier's predicate in its WHERE).
+pub struct Base<'a> {
+    pub text: &'a Text<'a>,
+    pub clauses: Clauses,
+    pub edits: Edits,
+    pub parsed: &'a Parsed,
+    pub params: Params<'a>,
+}
+
+impl<'a> Base<'a> {
+    /// The text of the SELECT `s` of the statement `text` holds.
+    pub fn new(
+        text: &'a Text<'a>,
+        s: &Select,
+        parsed: &'a Parsed,
+        params: Params<'a>,
+    ) -> Result<Self, String> {
+        let at = crate::sql::Offsets::new(text.sql)
+            .at(s.select_token.0.span.start)
+            .ok_or("the SELECT's place in the text")?;
+        let clauses = text.clauses(at)?;
+        if clauses.set_operation {
+            return Err("UNION / INTERSECT / EXCEPT over several nodes".into());
+        }
+        Ok(Base {
+            text,
+            clauses,
+            edits: Edits::new(),
+            parsed,
+            params,
+        })
+    }
+
+    /// Do the clauses found in the text match the tree's? A text read otherwise than the
+    /// tree was would be edited in the wrong places.
+    fn agrees(&self, s: &Select) -> Result<(), String> {
+        let c = &self.clauses;
+        let groups = matches!(&s.group_by, GroupByExpr::Expressions(e, _) if !e.is_empty());
+        if c.where_.is_some() != s.selection.is_some()
+            || c.group_by.is_some() != groups
+            || c.having.is_some() != s.having.is_some()
+            || c.from.is_some() == s.from.is_empty()
+        {
+            return Err("a statement whose clauses shardproxy cannot place in its text".into());
+        }
+        Ok(())
+    }
+
+    /// The client's text of `e`, its `?` written as their values: its extent in the text,
+    /// or the GROUP BY / ORDER BY item it is.
+    fn own(&self, e: &Expr) -> Result<String, String> {
+        let t = self.text;
+        let range = t.extent(e).or_else(|| {
+            [self.clauses.group_by, self.clauses.order_by]
+                .into_iter()
+                .flatten()
+                .flat_map(|c| t.list_items(c.body))
+                .map(|(a, b)| t.without_direction(a, b))
+                .find(|(a, b)| t.parses_as(&t.sql[*a..*b], e))
+        });
+        let (a, b) = range.ok_or_else(|| format!("`{e}`, whose text shardproxy cannot place"))?;
+        t.render(a, b, self.params)
+    }
+}
+
+/// `text` as a clause inserted at `at`: spaced from what follows, or from what precedes at
+/// the end.
+fn spaced(at: usize, end: usize, text: &str) -> String {
+    if at >= end {
+        format!(" {text}")
+    } else {
+        format!("{text} ")
+    }
+}
+
+/// The SQL each node runs: the client's SELECT text with the hidden columns appended,
+/// HAVING removed when groups are merged, the DISTINCT aggregates' arguments grouped, and
+/// ORDER BY / LIMIT as the merge needs them (LIMIT covering offset + count, no offset);
+/// every other byte as the client sent it, the `?` written as their values.
+fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String, String> {
+    let c = &base.clauses;
+    let mut e = base.edits.clone();
+    let mut add = String::new();
+    for (i, (expr, written)) in b.hidden.iter().enumerate() {
+        add.push_str(", ");
+        match written {
+            Written::Own => add.push_str(&base.own(expr)?),
+            Written::Call(f, arg) => {
+                add.push_str(f);
+                add.push('(');
+                add.push_str(&base.own(arg)?);
+                add.push(')');
             }
         }
+        add.push_str(&format!(" AS __sp_h{i}"));
     }
-    for (i, e) in b.hidden.iter().enumerate() {
-        sel.projection.push(SelectItem::ExprWithAlias {
-            expr: e.clone(),
-            alias: Ident::new(format!("__sp_h{i}")),
-        });
+    if !add.is_empty() {
+        e.insert(c.projection.1, add);
     }
     if m.group.is_some() {
-        sel.having = None;
-    }
-    if !b.distinct_args.is_empty() {
-        if let GroupByExpr::Expressions(exprs, _) = &mut sel.group_by {
-            exprs.extend(b.distinct_args.iter().cloned());
+        if let Some(h) = c.having {
+            let (a, z) = c.removal(h);
+            e.replace(a, z, "");
         }
     }
-    let mut nq = q.clone();
-    *nq.body = SetExpr::Select(Box::new(sel));
+    if !b.distinct_args.is_empty() {
+        let mut parts = Vec::with_capacity(b.distinct_args.len());
+        for d in &b.distinct_args {
+            parts.push(base.own(d)?);
+        }
+        let list = parts.join(", ");
+        match c.group_by {
+            Some(g) => e.insert(g.body.1, format!(", {list}")),
+            None => e.insert(
+                c.group_at(),
+                spaced(c.group_at(), c.end, &format!("GROUP BY {list}")),
+            ),
+        }
+    }
+    let remove = |e: &mut Edits, clause: Option<Clause>| {
+        if let Some(x) = clause {
+            let (a, z) = c.removal(x);
+            e.replace(a, z, "");
+        }
+    };
     if m.buffers() {
-        nq.order_by = None;
-        nq.limit_clause = None;
+        remove(&mut e, c.order_by);
+        remove(&mut e, c.limit);
     } else if m.stream_groups {
         // Every node sorts its groups by the keys, by position in its select list.
-        nq.order_by = Some(sqlparser::ast::OrderBy {
-            kind: OrderByKind::Expressions(
-                m.order
-                    .iter()
-                    .map(|k| sqlparser::ast::OrderByExpr {
-                        expr: Expr::value(SqlValue::Number((k.index + 1).to_string(), false)),
-                        options: sqlparser::ast::OrderByOptions {
-                            sort: Some(if k.desc {
-                                OrderBySort::Desc
-                            } else {
-                                OrderBySort::Asc
-                            }),
-                            nulls_first: None,
-                        },
-                        with_fill: None,
-                    })
-                    .collect(),
-            ),
-            interpolate: None,
-        });
-        nq.limit_clause = None;
+        let keys: Vec<String> = m
+            .order
+            .iter()
+            .map(|k| format!("{} {}", k.index + 1, if k.desc { "DESC" } else { "ASC" }))
+            .collect();
+        let order = format!("ORDER BY {}", keys.join(", "));
+        match c.order_by {
+            Some(o) => e.replace(o.kw, o.body.1, order),
+            None => e.insert(c.order_at(), spaced(c.order_at(), c.end, &order)),
+        }
+        remove(&mut e, c.limit);
     } else if let Some(l) = m.limit {
         let n = m.offset.checked_add(l).ok_or("LIMIT overflows")?;
-        nq.limit_clause = Some(LimitClause::LimitOffset {
-            limit: Some(Expr::value(SqlValue::Number(n.to_string(), false))),
-            offset: None,
-            limit_by: vec![],
-        });
-    } else if m.offset > 0 {
-        nq.limit_clause = None;
+        let limit = format!("LIMIT {n}");
+        match c.limit {
+            Some(x) => e.replace(x.kw, x.body.1, limit),
+            None => e.insert(c.limit_at(), spaced(c.limit_at(), c.end, &limit)),
+        }
+    } else {
+        remove(&mut e, c.limit);
     }
-    crate::sql::inline_params(&mut nq, b.parsed, b.params);
-    crate::sql::sanitize_literals(&mut nq);
-    Ok(nq.to_string())
+    e.apply(base.text, base.params)
 }

@@ -104,6 +104,7 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         next_id: &next_id,
         columns: &columns,
         primary_key: &primary_key,
+        charset: "utf8mb4",
     };
     plan(
         sql,
@@ -747,7 +748,7 @@ fn ordered_merges_push_offset_plus_count_to_the_nodes() {
     match p.source() {
         Plan::Scatter { targets, .. } => assert_eq!(
             targets[0].sql,
-            "SELECT order_id FROM t_order WHERE status = 'a\\\\b' ORDER BY order_id LIMIT 3"
+            "SELECT order_id FROM t_order WHERE status = _utf8mb4 X'615C62' ORDER BY order_id LIMIT 3"
         ),
         other => panic!("{other:?}"),
     }

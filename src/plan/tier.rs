@@ -9,7 +9,7 @@
 use std::fmt;
 
 use mysql_common::value::Value;
-use sqlparser::ast::{BinaryOperator, Expr, Ident, OrderByKind, Query, SetExpr};
+use sqlparser::ast::{OrderByKind, Query, SetExpr};
 
 use super::{needs_merge, refuse, select, Plan, Planner};
 use crate::config::Topology;
@@ -67,9 +67,7 @@ pub enum TierMode {
     },
 }
 
-fn quote(id: &str) -> String {
-    format!("`{}`", id.replace('`', "``"))
-}
+use crate::sql::write::quoted as quote;
 
 impl TierPlan {
     /// Reads the newer tier's primary keys in window `w`.
@@ -89,12 +87,16 @@ impl TierPlan {
     }
 
     /// What the older tier of window `w` must leave out, given the newer tier's keys there.
-    pub fn exclusion(&self, w: &Window, keys: &[Vec<Value>]) -> Option<String> {
+    /// `charset`: what the keys were read in (the session's connection charset).
+    pub fn exclusion(&self, w: &Window, keys: &[Vec<Value>], charset: &str) -> Option<String> {
         if keys.is_empty() {
             return None;
         }
         let tuple = |row: &Vec<Value>| -> String {
-            let vals: Vec<String> = row.iter().map(|v| v.as_sql(false)).collect();
+            let vals: Vec<String> = row
+                .iter()
+                .map(|v| crate::sql::write::literal(v, charset))
+                .collect();
             if vals.len() == 1 {
                 vals[0].clone()
             } else {
@@ -256,15 +258,24 @@ pub fn fill(sql: &str, pred: &str) -> String {
     sql.replacen(MARK, pred, 1)
 }
 
-fn with_mark(selection: Option<Expr>) -> Expr {
-    let mark = Expr::Identifier(Ident::new(MARK));
-    match selection {
-        None => mark,
-        Some(e) => Expr::BinaryOp {
-            left: Box::new(Expr::Nested(Box::new(e))),
-            op: BinaryOperator::And,
-            right: Box::new(mark),
-        },
+/// The tier's predicate joined to the WHERE in the text: `(where) AND mark`, or `WHERE
+/// mark` where it has none.
+fn with_mark(base: &mut select::Base<'_>) {
+    let c = &base.clauses;
+    match c.where_ {
+        Some(w) => {
+            base.edits.insert(w.body.0, "(");
+            base.edits.insert(w.body.1, format!(") AND {MARK}"));
+        }
+        None => {
+            let at = c.where_at();
+            let text = if at >= c.end {
+                format!(" WHERE {MARK}")
+            } else {
+                format!("WHERE {MARK} ")
+            };
+            base.edits.insert(at, text);
+        }
     }
 }
 
@@ -340,26 +351,29 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
             u.table
         ));
     }
-    let mut marked = q.clone();
-    if let SetExpr::Select(s) = marked.body.as_mut() {
-        s.selection = Some(with_mark(s.selection.take()));
-    }
+    let text = match crate::sql::text::Text::new(p.sql, p.parsed.mode) {
+        Ok(t) => t,
+        Err(e) => return refuse(format!("{e} over several tiers of `{}`", u.table)),
+    };
+    let mut base = match select::Base::new(&text, sel, p.parsed, p.bound()) {
+        Ok(b) => b,
+        Err(e) => return refuse(format!("{e} over several tiers of `{}`", u.table)),
+    };
+    with_mark(&mut base);
     let key = p.qualified(&u.table, u.alias.as_deref(), &rule.column);
-    if let Some(page) = page_mode(p, q, &marked, &key, &layout.segments) {
+    if let Some(page) = page_mode(q, &base, &key, &layout.segments) {
         return match page {
             Ok((mode, merge)) => merge.tree(tier_plan(mode)),
             Err(reason) => refuse(format!("{reason} over several tiers of `{}`", u.table)),
         };
     }
     if needs_merge(q).is_none() {
-        let mut nq = marked;
-        crate::sql::inline_params(&mut nq, p.parsed, p.params);
-        crate::sql::sanitize_literals(&mut nq);
-        return tier_plan(TierMode::Read {
-            node_sql: nq.to_string(),
-        });
+        return match base.edits.apply(&text, base.params) {
+            Ok(node_sql) => tier_plan(TierMode::Read { node_sql }),
+            Err(e) => refuse(format!("{e} over several tiers of `{}`", u.table)),
+        };
     }
-    match select::rewrite(&marked, p.sql, p.parsed, p.params) {
+    match select::rewrite(q, &base) {
         Ok(rw) => rw.merge.tree(tier_plan(TierMode::Read {
             node_sql: rw.node_sql,
         })),
@@ -374,15 +388,11 @@ pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) 
 /// LIMIT; the tier source and the merge above it (the page's own offset and limit). `None`
 /// when the query is not one.
 fn page_mode(
-    p: &Planner<'_>,
     q: &Query,
-    marked: &Query,
+    base: &select::Base<'_>,
     key: &crate::sql::keys::KeyColumn,
     newest_first: &[Segment],
 ) -> Option<Result<(TierMode, select::MergeSpec), String>> {
-    let SetExpr::Select(sel) = marked.body.as_ref() else {
-        return None;
-    };
     let first = match &q.order_by {
         Some(ob) => match &ob.kind {
             OrderByKind::Expressions(e) => e.first()?,
@@ -398,26 +408,30 @@ fn page_mode(
     {
         return None;
     }
-    let with_limit = match select::rewrite(marked, p.sql, p.parsed, p.params) {
+    let with_limit = match select::rewrite(q, base) {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
-    let mut unlimited = marked.clone();
+    let mut unlimited = q.clone();
     unlimited.limit_clause = None;
-    let rw = match select::rewrite(&unlimited, p.sql, p.parsed, p.params) {
+    let rw = match select::rewrite(&unlimited, base) {
         Ok(r) => r,
         Err(e) => return Some(Err(e)),
     };
     let limit = with_limit.merge.limit?;
     let desc = rw.merge.order.first().is_some_and(|k| k.desc);
-    let mut s = sel.as_ref().clone();
-    crate::sql::inline_params(&mut s, p.parsed, p.params);
-    crate::sql::sanitize_literals(&mut s);
-    let from: Vec<String> = s.from.iter().map(|t| t.to_string()).collect();
-    let Some(selection) = &s.selection else {
-        return None;
+    // ` FROM ... WHERE ... AND mark`, as the client wrote its FROM and WHERE.
+    let c = &base.clauses;
+    let from = c.from?;
+    let end = c.where_.map_or_else(|| c.where_at(), |w| w.body.1);
+    let tail = match base
+        .edits
+        .apply_within(base.text, from.kw, end, base.params)
+    {
+        Ok(t) => t,
+        Err(e) => return Some(Err(e)),
     };
-    let count_tail = format!(" FROM {} WHERE {selection}", from.join(", "));
+    let count_tail = format!(" {}", tail.trim_end());
     // Descending dates read the newest segment first; ascending ones the oldest (NULL dates,
     // which MySQL sorts first ascending and last descending, sit at the oldest end).
     let mut segments = newest_first.to_vec();

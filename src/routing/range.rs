@@ -257,24 +257,15 @@ fn toml_date_key(dt: &toml::value::Datetime) -> Option<String> {
     date_key(date.year, date.month, date.day, h, mi, s, 0)
 }
 
-/// Print a key as a SQL literal (42, '2024-01-01 00:00:00.000000', 'abc' escaped) for
-/// predicates the proxy adds. Text is escaped as MySQL reads it with backslash escapes on:
-/// `'` doubled, `\` doubled, NUL as `\0`.
+/// Print a key as a SQL literal (42, '2024-01-01 00:00:00.000000', 'abc') for predicates
+/// the proxy adds, through the one literal writer (`crate::sql::write::text`: other text in
+/// hex, which no `sql_mode` reads otherwise).
 pub fn key_sql(k: &RangeKey) -> String {
     match k {
         RangeKey::Int(i) => i.to_string(),
         RangeKey::Text(s) => {
             let mut out = String::with_capacity(s.len() + 2);
-            out.push('\'');
-            for c in s.chars() {
-                match c {
-                    '\'' => out.push_str("''"),
-                    '\\' => out.push_str("\\\\"),
-                    '\0' => out.push_str("\\0"),
-                    c => out.push(c),
-                }
-            }
-            out.push('\'');
+            crate::sql::write::text(&mut out, s);
             out
         }
     }
@@ -683,8 +674,8 @@ mod tests {
             key_sql(&text("2024-01-01 00:00:00.000000")),
             "'2024-01-01 00:00:00.000000'"
         );
-        assert_eq!(key_sql(&text(r"O'B\X")), r"'O''B\\X'");
-        assert_eq!(key_sql(&text("A\0B")), r"'A\0B'");
+        assert_eq!(key_sql(&text(r"O'B\X")), "_utf8mb4 X'4F27425C58'");
+        assert_eq!(key_sql(&text("A\0B")), "_utf8mb4 X'410042'");
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! SQL understanding: parse with sqlparser's MySQL dialect, read literals and placeholders,
 //! extract shard-key values from a WHERE clause.
 
+pub mod dialect;
 pub mod digest;
 pub mod keys;
 pub mod lex;
 pub mod ranges;
 pub mod seen;
+pub mod text;
 pub mod uservars;
+pub mod write;
 
 use std::ops::ControlFlow;
 
@@ -26,6 +29,8 @@ pub struct Parsed {
     placeholders: Vec<(u64, u64)>,
     /// Long enough to nest expressions deeper than drop glue can safely recurse.
     deep: bool,
+    /// How the text was read (the session's `sql_mode`): its edits are read the same way.
+    pub mode: lex::Mode,
 }
 
 /// Statements up to this many bytes cannot nest expressions deep enough to exhaust a stack.
@@ -96,9 +101,16 @@ impl Parsed {
     }
 }
 
-/// Parses exactly one statement (a trailing `;` is allowed).
+/// Parses exactly one statement (a trailing `;` is allowed), read as MariaDB's default
+/// `sql_mode` reads it.
 pub fn parse(sql: &str) -> Result<Parsed, String> {
-    let mut stmts = Parser::parse_sql(&MySqlDialect {}, sql).map_err(|e| e.to_string())?;
+    parse_in(sql, lex::Mode::default())
+}
+
+/// Parses exactly one statement as `mode` reads it.
+pub fn parse_in(sql: &str, mode: lex::Mode) -> Result<Parsed, String> {
+    let mut stmts =
+        Parser::parse_sql(&dialect::ModeDialect(mode), sql).map_err(|e| e.to_string())?;
     if stmts.len() != 1 {
         return Err(format!(
             "expected one statement, found {} (multiple statements in one query are not supported)",
@@ -123,6 +135,7 @@ pub fn parse(sql: &str) -> Result<Parsed, String> {
         stmt,
         placeholders,
         deep: sql.len() > SHALLOW_LEN,
+        mode,
     })
 }
 
@@ -656,6 +669,7 @@ mod tests {
             stmt: p.stmt.clone(),
             placeholders: p.placeholders.clone(),
             deep: false,
+            mode: lex::Mode::default(),
         };
         inline_params(&mut p.stmt, &placeholders, &params);
         sanitize_literals(&mut p.stmt);

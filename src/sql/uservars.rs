@@ -188,7 +188,7 @@ pub fn read_back(names: &[String]) -> String {
 /// (integer, decimal, floating point, string in its character set, NULL).
 pub fn set_literal(name: &str, v: Option<&Value>, col: &Column) -> String {
     let mut lit = String::new();
-    crate::exec::gather::literal(v, col, &mut lit);
+    crate::sql::write::typed(&mut lit, v, col);
     let approximate = matches!(
         col.column_type(),
         ColumnType::MYSQL_TYPE_FLOAT | ColumnType::MYSQL_TYPE_DOUBLE

@@ -117,10 +117,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> Option<crate::plan::gather::Gather> {
         let nulls = vec![Value::NULL; parsed.param_count()];
         let db = self.nodes.db().map(str::to_string);
+        let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
         for _ in 0..12 {
-            let plan = self.shared.with_plan_ctx(topo, db.as_deref(), |ctx| {
-                crate::plan::plan(sql, Ok(parsed), &nulls, topo, ctx)
-            });
+            let plan = self
+                .shared
+                .with_plan_ctx(topo, db.as_deref(), &charset, |ctx| {
+                    crate::plan::plan(sql, Ok(parsed), &nulls, topo, ctx)
+                });
             match plan {
                 crate::plan::Plan::Gather(g) => return Some(*g),
                 // Prepared on one of its nodes against empty copies, for the metadata.

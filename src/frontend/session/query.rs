@@ -474,8 +474,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// One assignment of a SET, as its own `SET` statement `part`: a session SET (autocommit,
     /// a variable, NAMES), refused as the planner refuses it (GLOBAL).
     async fn set_part(&mut self, part: &str, topo: &Arc<Topology>) -> Outcome {
-        let parsed = sql::parse(part);
-        let (plan, _) = self.shared.with_plan_ctx(topo, None, |ctx| {
+        let parsed = sql::parse_in(part, self.mode());
+        let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
+        let (plan, _) = self.shared.with_plan_ctx(topo, None, &charset, |ctx| {
             plan::plan_traced(
                 part,
                 parsed.as_ref().map_err(String::as_str),
@@ -512,9 +513,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let frozen_until = Instant::now() + FROZEN_WAIT;
         loop {
             let db = self.nodes.db().map(str::to_string);
-            let (plan, slots) = self.shared.with_plan_ctx(&topo, db.as_deref(), |ctx| {
-                plan::plan_traced(sql, parsed, params, &topo, ctx)
-            });
+            let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
+            let (plan, slots) = self
+                .shared
+                .with_plan_ctx(&topo, db.as_deref(), &charset, |ctx| {
+                    plan::plan_traced(sql, parsed, params, &topo, ctx)
+                });
             let topo = &mut topo;
             let write = !is_read(parsed.ok(), sql);
             let sharded = write
