@@ -82,9 +82,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
                     ),
                 ));
             }
+            // Memory follows the bytes that arrive, not the length a header claims: a peer
+            // that announces 16 MiB and sends nothing holds no 16 MiB buffer.
             let start = payload.len();
-            payload.resize(start + len, 0);
-            self.stream.read_exact(&mut payload[start..]).await?;
+            payload.reserve(len.min(16 * 1024));
+            let got = (&mut self.stream)
+                .take(len as u64)
+                .read_to_end(payload)
+                .await?;
+            if got < len {
+                payload.truncate(start);
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
             if len < MAX_PAYLOAD {
                 return Ok(true);
             }
@@ -189,6 +198,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
     /// The largest request accepted (what a replacing `PacketIo` keeps, after a TLS upgrade).
     pub fn max_request(&self) -> usize {
         self.max_request
+    }
+
+    /// Changes the largest request accepted (a client's limit grows once it has logged in).
+    pub fn set_max_request(&mut self, max: usize) {
+        self.max_request = max;
     }
 }
 

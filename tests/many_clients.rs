@@ -247,3 +247,84 @@ fn clients_past_a_low_open_file_limit_are_accepted_one_descriptor_each() {
         }
     });
 }
+
+/// Sockets that have not logged in cannot make the proxy hold memory they do not send: 700
+/// of them each announce a 16 MiB packet as their handshake response (and send 1 KiB of
+/// it), 700 more announce 60 KiB (under the pre-login cap) and send a few bytes. Before,
+/// the proxy reserved every announced length at once (700 x 16 MiB, 11 GiB zeroed); now a
+/// handshake packet over 64 KiB is refused, and memory follows the bytes that arrive. The
+/// proxy's resident memory stays under 256 MiB, and a real client is served meanwhile.
+#[test]
+fn sockets_before_login_cannot_reserve_what_they_announce() {
+    use std::io::{Read, Write};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    const EACH: usize = 700;
+    const BOUND_KIB: u64 = 256 * 1024;
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_many_preauth", "user_id", &L2))
+        .replace("[server]\n", "[server]\nmax_connections = 1500\n");
+    let proxy = ProxyProcess::start(&rules, &[]);
+    let before = proxy.rss_kib();
+    let open = |announce: usize, send: usize| -> Vec<std::net::TcpStream> {
+        (0..EACH)
+            .filter_map(|_| {
+                let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port)).ok()?;
+                s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+                // The server's greeting, then a header claiming `announce` bytes (seq 1).
+                let mut greeting = [0u8; 4];
+                s.read_exact(&mut greeting).ok()?;
+                let len = usize::from(greeting[0])
+                    | usize::from(greeting[1]) << 8
+                    | usize::from(greeting[2]) << 16;
+                let mut rest = vec![0u8; len];
+                s.read_exact(&mut rest).ok()?;
+                let mut packet = vec![
+                    (announce & 0xff) as u8,
+                    (announce >> 8 & 0xff) as u8,
+                    (announce >> 16 & 0xff) as u8,
+                    1,
+                ];
+                packet.extend(std::iter::repeat_n(0x41u8, send));
+                // A refused socket may be closed before all of it is written.
+                let _ = s.write_all(&packet);
+                Some(s)
+            })
+            .collect()
+    };
+    let big = open(0xFF_FFFF, 1024);
+    let small = open(60 * 1024, 16);
+    assert!(
+        big.len() + small.len() >= EACH,
+        "only {} + {} sockets got the greeting",
+        big.len(),
+        small.len()
+    );
+    // The proxy has read what they sent (or refused them): a fresh client is served.
+    let pool = proxy.pool();
+    block_on(async move {
+        let mut conn = pool.get_conn().await.expect("a client after the sockets");
+        let one: Option<i64> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+        assert_eq!(one, Some(1));
+        conn.disconnect().await.ok();
+    });
+    // The greatest over a second: the proxy's tasks read the sockets concurrently.
+    let after = (0..10)
+        .map(|_| {
+            std::thread::sleep(Duration::from_millis(100));
+            proxy.rss_kib()
+        })
+        .max()
+        .unwrap_or(0);
+    eprintln!(
+        "pre-login sockets: {} announcing 16 MiB, {} announcing 60 KiB; RSS {before} KiB -> {after} KiB",
+        big.len(),
+        small.len()
+    );
+    assert!(
+        after < BOUND_KIB,
+        "the proxy holds {after} KiB with {} sockets not logged in (bound {BOUND_KIB} KiB)",
+        big.len() + small.len()
+    );
+    drop(big);
+    drop(small);
+}

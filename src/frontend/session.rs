@@ -41,6 +41,13 @@ const COM_STMT_RESET: u8 = 0x1A;
 const COM_SET_OPTION: u8 = 0x1B;
 const COM_RESET_CONNECTION: u8 = 0x1F;
 
+/// The largest packet a client may send before it has logged in: a handshake response
+/// (user, scramble, database, plugin, connection attributes) or an auth-switch answer.
+/// MariaDB's own limit there is far below max_allowed_packet too; 4,096 sockets that
+/// claim 16 MiB each then reserve nothing (memory follows the bytes read, `PacketIo`)
+/// and may send at most this much each.
+pub const PRE_AUTH_MAX_PACKET: usize = 64 * 1024;
+
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A client's prepared statement.
@@ -134,9 +141,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub fn new(stream: S, shared: Arc<Shared>, conn_id: u32, peer: String) -> Self {
         let topo = shared.topology();
         Session {
+            // Until the client has logged in, its packets are a handshake's: small.
             io: PacketIo::with_read_buffer(
                 ClientStream::Plain(stream),
-                shared.max_packet,
+                PRE_AUTH_MAX_PACKET.min(shared.max_packet),
                 crate::packet::CLIENT_READ_BUF,
             ),
             topo,
@@ -205,7 +213,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub async fn run(mut self) -> io::Result<()> {
         // A client that never finishes the handshake does not hold a task forever.
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.authenticate()).await {
-            Ok(Ok(true)) => {}
+            Ok(Ok(true)) => self.io.set_max_request(self.shared.max_packet),
             Ok(Ok(false)) => return Ok(()),
             Ok(Err(e)) => return Err(e),
             Err(_) => return Ok(()),

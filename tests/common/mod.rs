@@ -875,6 +875,17 @@ impl ProxyProcess {
         )
     }
 
+    /// The process's resident memory, in KiB (`VmRSS` of /proc).
+    pub fn rss_kib(&self) -> u64 {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the proxy's /proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("VmRSS in /proc status")
+    }
+
     pub fn kill(&mut self) {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
