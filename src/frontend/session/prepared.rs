@@ -24,7 +24,7 @@ use crate::sql::{self, Parsed};
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn prepare(&mut self, sql: String) -> Outcome {
         let topo = self.topo.clone();
-        let parsed = sql::parse(&sql);
+        let parsed = sql::parse_in(&sql, self.mode());
         let sticky = self.sticky_node();
         let node = match &parsed {
             Ok(p) => prepare_node(p, &topo).unwrap_or(sticky),
@@ -232,7 +232,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // LAST_INSERT_ID() and the like become their values: planned for this execution.
         if let Some(text) = self.last.answer(&stmt.sql) {
             let (read, kind) = (stmt.read, stmt.kind);
-            let parsed = sql::parse(&text);
+            let parsed = sql::parse_in(&text, self.mode());
             let (plan, slots) = self
                 .plan_with_lookups(
                     &text,
@@ -317,7 +317,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let table = String::from_utf8_lossy(&body[..end]).into_owned();
         let topo = self.topo.clone();
         let sql = format!("SELECT * FROM `{}` LIMIT 0", table.replace('`', "``"));
-        let parsed = sql::parse(&sql).map_err(|e| MyError::new(ER_PARSE_ERROR, e))?;
+        let parsed = sql::parse_in(&sql, self.mode()).map_err(|e| MyError::new(ER_PARSE_ERROR, e))?;
         let node = prepare_node(&parsed, &topo).unwrap_or_else(|| self.sticky_node());
         let run = Run {
             access: Access::Read,

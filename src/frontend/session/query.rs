@@ -103,7 +103,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let started = Instant::now();
         let topo = self.topo.clone();
-        let digest = digest(sql);
+        // The cache's shapes are read in MariaDB's default mode: another session mode plans
+        // every statement in full.
+        let digest = if self.mode().is_default() {
+            digest(sql)
+        } else {
+            None
+        };
         let entry = digest
             .as_ref()
             .and_then(|d| self.shared.plans.entry(&d.text));
@@ -129,7 +135,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
             }
         }
-        let parsed = sql::parse(sql);
+        let parsed = sql::parse_in(sql, self.mode());
         let (plan, slots) = self
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
@@ -202,7 +208,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let (mine, after) = rest.split_at(n);
             rest = after;
             let select = format!("SELECT {expr}");
-            let parsed = sql::parse(&select);
+            let parsed = sql::parse_in(&select, self.mode());
             let (plan, _) = self
                 .plan_with_lookups(
                     &select,
@@ -247,7 +253,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
     ) -> Outcome {
         let topo = self.topo.clone();
-        let parsed = sql::parse(sql);
+        let parsed = sql::parse_in(sql, self.mode());
         let (plan, slots) = self
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), params, &topo)
             .await;
@@ -383,7 +389,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
     ) -> Outcome {
         let topo = self.topo.clone();
-        let parsed = sql::parse(&is.select);
+        let parsed = sql::parse_in(&is.select, self.mode());
         let (plan, _) = self
             .plan_with_lookups(
                 &is.select,
@@ -429,7 +435,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         sql.push_str(&is.tail);
         drop(read);
-        let parsed = sql::parse(&sql);
+        let parsed = sql::parse_in(&sql, self.mode());
         let (plan, _) = self
             .plan_with_lookups(&sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
