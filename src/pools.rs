@@ -8,8 +8,10 @@
 //! in order, the prepared-statement handles. A connection given back with nothing else on it
 //! goes back to the pool as it is (a session holds a node connection only while it needs
 //! it, `crate::backend::session`, so connections change hands often); one marked dirty
-//! (state the proxy does not track: user variables, temporary tables, locks, an open
-//! transaction) is reset on the node first (COM_RESET_CONNECTION: transaction rolled back,
+//! (state the proxy does not track: temporary tables, locks, an open transaction, or any
+//! change of the session's state the node flagged in its answers,
+//! SERVER_SESSION_STATE_CHANGED under `session_track_state_change`, that was not the
+//! proxy's own doing) is reset on the node first (COM_RESET_CONNECTION: transaction rolled back,
 //! handles, variables and temporary tables gone); one with an answer left unread, or broken,
 //! is closed. An idle connection the node closed meanwhile is noticed without a round trip
 //! when it is taken again, and a fresh one is opened instead.
@@ -253,6 +255,10 @@ impl Drop for Pooled {
                 .status()
                 .contains(mysql_common::constants::StatusFlags::SERVER_STATUS_IN_TRANS)
         };
+        // A change of the session's state the node flagged and nobody answered for.
+        if open.conn.state_changed() {
+            open.dirty = true;
+        }
         if open.conn.is_clean() && !open.dirty && !in_tx(&open) {
             pool.give_back(flavour, open);
             return;
@@ -269,7 +275,7 @@ impl Drop for Pooled {
                 let url_db = pool.opts.db_name();
                 let tidy = tokio::time::timeout(CONNECT_TIMEOUT, async {
                     open.conn.drain().await?;
-                    if open.dirty || in_tx(&open) {
+                    if open.dirty || in_tx(&open) || open.conn.take_state_changed() {
                         open.reset(url_db).await?;
                     }
                     Ok::<_, crate::node::WireError>(())

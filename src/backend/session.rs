@@ -63,7 +63,13 @@ impl NodeConn {
                     conn.close(h.id).await?;
                 }
             }
+            // Preparing is the proxy's doing, tracked by its handles: not a change of the
+            // session's state to answer for.
+            let before = conn.state_changed();
             let h = conn.prepare(sql).await?;
+            if !before {
+                conn.take_state_changed();
+            }
             handles.insert(sql.to_string(), h);
         }
         handles
@@ -290,6 +296,22 @@ impl NodeSession {
             self.unregister();
         }
         for node in 0..self.conns.len() {
+            // A statement of the client's changed the session's state on the node in a way
+            // the proxy did not read (a SET inside an executable comment, a procedure's
+            // USE, a temporary table): the connection is the session's from now on, and
+            // reset before another takes it.
+            if let Some(c) = self.conns[node].as_mut() {
+                if c.conn.take_state_changed() {
+                    if !c.conn.is_dirty() {
+                        self.shared
+                            .metrics
+                            .pins
+                            .with_label_values(&["session_state"])
+                            .inc();
+                    }
+                    c.conn.mark_dirty();
+                }
+            }
             let (needed, diagnostics) = match &self.conns[node] {
                 None => continue,
                 Some(c) => (
@@ -448,6 +470,9 @@ impl NodeSession {
             c.query_drop(s.as_str()).await.map_err(err)?;
         }
         c.set_sets(&self.sets);
+        // All of that is the session's known state: what the node flags from here on is
+        // the client's doing.
+        c.take_state_changed();
         Ok(())
     }
 
@@ -457,7 +482,14 @@ impl NodeSession {
         let Some(nc) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        match nc.conn.query_drop(sql).await {
+        // The proxy's own statements (a session SET it records, USE) change the state it
+        // tracks: what the node flags for them is not the client's doing.
+        let before = nc.conn.state_changed();
+        let r = nc.conn.query_drop(sql).await;
+        if !before {
+            nc.conn.take_state_changed();
+        }
+        match r {
             Ok(()) => Ok(()),
             Err(e) => {
                 let err = self.node_error(node, &e);

@@ -169,6 +169,13 @@ pub struct Conn {
     timeout_ms: Arc<std::sync::atomic::AtomicU64>,
     /// An answer did not come in time: the node may still be running the query.
     timed_out: bool,
+    /// The node tracks changes of the session's state for this connection
+    /// (`session_track_state_change`), so [`Conn::state_changed`] is its word.
+    tracks_state: bool,
+    /// An answer since [`Conn::take_state_changed`] said the session's state changed
+    /// (SERVER_SESSION_STATE_CHANGED: a variable, the database, a temporary table, a
+    /// prepared statement, a user variable).
+    state_changed: bool,
 }
 
 fn protocol(what: impl Into<String>) -> WireError {
@@ -223,9 +230,57 @@ impl Conn {
             idle_since: Instant::now(),
             timeout_ms: opts.timeout_ms.clone(),
             timed_out: false,
+            tracks_state: false,
+            state_changed: false,
         };
         conn.handshake(opts).await?;
+        conn.track_state().await?;
         Ok(conn)
+    }
+
+    /// Asks the node to flag every change of the session's state in its answers, where it
+    /// can (MariaDB 10.2 and MySQL 5.7 on): the pools then tell a connection left as it was
+    /// from one a statement changed, whatever its words. A COM_RESET_CONNECTION turns it
+    /// off again, so it is asked after each.
+    async fn track_state(&mut self) -> Result<(), WireError> {
+        self.tracks_state = false;
+        if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
+            return Ok(());
+        }
+        match self
+            .query_drop("SET SESSION session_track_state_change = ON")
+            .await
+        {
+            Ok(()) => self.tracks_state = true,
+            // A node without the variable: the proxy's own reading of statements is all.
+            Err(WireError::Server { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        self.state_changed = false;
+        Ok(())
+    }
+
+    /// Notes the status flags of an answer.
+    fn note(&mut self, status: StatusFlags) {
+        self.status = status;
+        if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
+            self.state_changed = true;
+        }
+    }
+
+    /// Did an answer since the last call say the session's state changed? Clears it.
+    pub fn take_state_changed(&mut self) -> bool {
+        std::mem::take(&mut self.state_changed)
+    }
+
+    /// Did an answer since [`Conn::take_state_changed`] say the session's state changed?
+    pub fn state_changed(&self) -> bool {
+        self.state_changed
+    }
+
+    /// Does the node flag changes of the session's state on this connection?
+    pub fn tracks_state(&self) -> bool {
+        self.tracks_state
     }
 
     async fn handshake(&mut self, opts: &ConnectOpts) -> Result<(), WireError> {
@@ -252,6 +307,7 @@ impl Conn {
             | CapabilityFlags::CLIENT_MULTI_RESULTS
             | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
             | CapabilityFlags::CLIENT_DEPRECATE_EOF
+            | CapabilityFlags::CLIENT_SESSION_TRACK
             | CapabilityFlags::CLIENT_PLUGIN_AUTH;
         if opts.db.is_some() {
             wanted |= CapabilityFlags::CLIENT_CONNECT_WITH_DB;
@@ -610,7 +666,8 @@ impl Conn {
     /// COM_RESET_CONNECTION: the session's state on the node as it was after the handshake
     /// (transaction rolled back, prepared statements and variables gone).
     pub async fn reset(&mut self) -> Result<(), WireError> {
-        self.simple(0x1F).await
+        self.simple(0x1F).await?;
+        self.track_state().await
     }
 
     /// COM_PING.
@@ -682,7 +739,7 @@ impl Conn {
                     Ok(s) => s,
                     Err(e) => return Err(self.broke(protocol(format!("a malformed OK: {e}")))),
                 };
-                self.status = s.status;
+                self.note(s.status);
                 if s.more() {
                     self.pending = Pending::Head { binary };
                 }
@@ -737,7 +794,7 @@ impl Conn {
                         .map(|ok| Summary::of(&ok.into_inner()))
                 };
                 let s = s.map_err(|e| self.broke(protocol(format!("a malformed EOF: {e}"))))?;
-                self.status = s.status;
+                self.note(s.status);
                 self.pending = if s.more() {
                     Pending::Head { binary }
                 } else {
