@@ -217,7 +217,7 @@ async fn cleanup(shared: &Shared, prepared: &HashMap<(usize, String), Instant>) 
     let topo = shared.topology();
     let keep: Vec<String> = prepared
         .keys()
-        .map(|(_, g)| format!("'{}'", g.replace('\'', "''")))
+        .map(|(_, g)| crate::sql::write::token_literal(g))
         .collect();
     for (node, n) in topo.nodes.iter().enumerate() {
         if n.retired || !shared.decision_table_ready(node) {

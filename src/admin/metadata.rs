@@ -80,6 +80,10 @@ pub struct SlotRow {
     pub target: Option<String>,
 }
 
+/// Versions stay below this (BIGINT's largest), so the next one can always be written and
+/// compared: a row claiming more is refused, never wrapped.
+pub const MAX_VERSION: u64 = i64::MAX as u64;
+
 pub async fn version(pool: &Pool) -> mysql_async::Result<u64> {
     let mut c = pool.get_conn().await?;
     let v: Option<Option<u64>> = c.query_first(VERSION_SQL).await?;
@@ -251,6 +255,11 @@ pub async fn poll_once(
     if v <= shared.topology().version {
         return Ok(None);
     }
+    if v >= MAX_VERSION {
+        return Err(format!(
+            "metadata {origin}: version {v} is out of range (versions stay below {MAX_VERSION}); not loaded"
+        ));
+    }
     let rows = read(pool)
         .await
         .map_err(|e| format!("metadata {origin}: {e}"))?;
@@ -418,9 +427,9 @@ pub async fn write_slots(
             .iter()
             .map(|(slot, node)| {
                 format!(
-                    "('{}', {slot}, '{}', 'stable', NULL, {version})",
-                    table.replace('\'', "''"),
-                    node.replace('\'', "''")
+                    "({}, {slot}, {}, 'stable', NULL, {version})",
+                    crate::sql::write::text_literal(table),
+                    crate::sql::write::text_literal(node)
                 )
             })
             .collect();

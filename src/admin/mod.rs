@@ -510,7 +510,17 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 return Err(unsupported(format!("`{table}` is not a hash_slot table")));
             };
             let owners = metadata::owners_with(&t, rule, a, b, target);
-            let version = t.version + 1;
+            let version = t
+                .version
+                .checked_add(1)
+                .filter(|v| *v < metadata::MAX_VERSION)
+                .ok_or_else(|| {
+                    unsupported(format!(
+                        "the rules' version {} has no successor below {}",
+                        t.version,
+                        metadata::MAX_VERSION
+                    ))
+                })?;
             metadata::write_slots(&meta.url, &table, column, &owners, version)
                 .await
                 .map_err(|e| MyError::new(1105, format!("metadata write failed: {e}")))?;

@@ -28,7 +28,7 @@ pub fn columns_sql(schema: Option<&str>, table: &str) -> String {
 
 /// A string literal.
 fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+    crate::sql::write::text_literal(s)
 }
 
 /// Reads `table`'s columns from each node of its rule (the default node for a table in no
@@ -55,7 +55,10 @@ pub async fn read<D: Door>(
             .filter_map(|r| r.into_iter().next())
             .map(|v| match v {
                 Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
-                other => other.as_sql(true),
+                other => {
+                    String::from_utf8_lossy(&crate::value::text_form(&other).unwrap_or_default())
+                        .into_owned()
+                }
             })
             .collect();
         if cols.is_empty() {
@@ -111,7 +114,10 @@ pub async fn read_key<D: Door>(
         .map(|v| {
             let name = match v {
                 Value::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
-                other => other.as_sql(true),
+                other => {
+                    String::from_utf8_lossy(&crate::value::text_form(&other).unwrap_or_default())
+                        .into_owned()
+                }
             };
             format!("`{}`", name.replace('`', "``"))
         })
@@ -154,7 +160,7 @@ mod tests {
         let mut door = FakeDoor::new(3);
         door.answer_any("information_schema.COLUMNS", cols(&["id"]));
         read(&mut door, &t, Some("sh'op"), "t").await.unwrap();
-        assert!(door.log()[0].1.contains("TABLE_SCHEMA = 'sh''op'"));
+        assert!(door.log()[0].1.contains("TABLE_SCHEMA = _utf8mb4 X'7368276F70'"));
 
         // ds2 has another column order: refused, naming both.
         let mut door = FakeDoor::new(3);

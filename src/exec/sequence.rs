@@ -17,13 +17,7 @@ use crate::error::MyError;
 /// The table holding the sequences, on each generator's node.
 pub const TABLE: &str = "shardproxy_sequences";
 
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
-fn ident(s: &str) -> String {
-    format!("`{}`", s.replace('`', "``"))
-}
+use crate::sql::write::{quoted as ident, text_literal as quote};
 
 fn number(rows: &[Vec<Value>]) -> Option<u64> {
     crate::value::integer(rows.first()?.first()?)

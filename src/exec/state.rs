@@ -118,7 +118,10 @@ pub fn xid_sql(gtrid: &str, decision_node: &str) -> String {
         .take(64)
         .map(|b| format!("{b:02X}"))
         .collect();
-    format!("'{gtrid}',X'{hex}',{XA_FORMAT}")
+    format!(
+        "{},X'{hex}',{XA_FORMAT}",
+        crate::sql::write::token_literal(gtrid)
+    )
 }
 
 /// Is this BEGIN text a read-only transaction? (No XA there: nothing to commit atomically.)

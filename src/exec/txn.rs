@@ -484,7 +484,10 @@ async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyErro
     // Phase 1.
     let mut stmts = vec![(
         first,
-        format!("INSERT INTO {table} (gtrid, outcome) VALUES ('{gtrid}', 'commit')"),
+        format!(
+            "INSERT INTO {table} (gtrid, outcome) VALUES ({}, 'commit')",
+            crate::sql::write::token_literal(&gtrid)
+        ),
     )];
     stmts.extend(
         writers
@@ -627,8 +630,14 @@ pub async fn decided<D: Door>(
 pub fn decide_sql(table: &str, gtrid: &str) -> [String; 3] {
     [
         "SET SESSION innodb_lock_wait_timeout = 5".to_string(),
-        format!("INSERT IGNORE INTO {table} (gtrid, outcome) VALUES ('{gtrid}', 'rollback')"),
-        format!("SELECT outcome FROM {table} WHERE gtrid = '{gtrid}'"),
+        format!(
+            "INSERT IGNORE INTO {table} (gtrid, outcome) VALUES ({}, 'rollback')",
+            crate::sql::write::token_literal(gtrid)
+        ),
+        format!(
+            "SELECT outcome FROM {table} WHERE gtrid = {}",
+            crate::sql::write::token_literal(gtrid)
+        ),
     ]
 }
 

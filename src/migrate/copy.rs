@@ -39,8 +39,8 @@ pub const CHUNK: usize = 1000;
 fn columns_sql(table: &str) -> String {
     format!(
         "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
-         AND TABLE_NAME = '{}' ORDER BY ORDINAL_POSITION",
-        table.replace('\'', "''")
+         AND TABLE_NAME = {} ORDER BY ORDINAL_POSITION",
+        crate::sql::write::text_literal(table)
     )
 }
 
@@ -98,8 +98,8 @@ pub async fn prepare(
         s,
         &format!(
             "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = DATABASE() \
-             AND TABLE_NAME = '{}' AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
-            table.replace('\'', "''")
+             AND TABLE_NAME = {} AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY ORDINAL_POSITION",
+            crate::sql::write::text_literal(table)
         ),
     )
     .await
@@ -142,18 +142,22 @@ impl Shape {
         }
     }
 
-    /// The key of a row as a SQL tuple literal (the stored cursor).
-    fn cursor_of(&self, row: &[Value]) -> String {
-        let parts: Vec<String> = self
-            .key_pos
-            .iter()
-            .map(|i| {
-                row.get(*i)
-                    .map(|v| v.as_sql(false))
-                    .unwrap_or_else(|| "NULL".into())
-            })
-            .collect();
-        format!("({})", parts.join(", "))
+    /// The key of a row as a SQL tuple literal (the stored cursor), each value through
+    /// the literal writer by its column's type and character set.
+    fn cursor_of(&self, row: &mysql_async::Row) -> String {
+        let cols = row.columns_ref();
+        let mut out = String::from("(");
+        for (n, i) in self.key_pos.iter().enumerate() {
+            if n > 0 {
+                out.push_str(", ");
+            }
+            match cols.get(*i) {
+                Some(col) => crate::sql::write::typed(&mut out, row.as_ref(*i), col),
+                None => out.push_str("NULL"),
+            }
+        }
+        out.push(')');
+        out
     }
 }
 
@@ -209,7 +213,7 @@ pub async fn last_key(c: &mut Conn, shape: &Shape) -> mysql_async::Result<Option
             desc.join(", ")
         ))
         .await?;
-    Ok(row.map(|r| shape.cursor_of(&r.unwrap())))
+    Ok(row.map(|r| shape.cursor_of(&r)))
 }
 
 /// Copies the next batch after `cursor`, up to the key `last`: the rows read and locked on the source, written to
@@ -234,6 +238,7 @@ pub async fn batch(
     );
     let r = async {
         let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
+        let last = rows.last().map(|r| shape.cursor_of(r));
         let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
         if rows.is_empty() {
             return Ok((0, None));
@@ -245,7 +250,6 @@ pub async fn batch(
             return Err(e);
         }
         t.query_drop("COMMIT").await?;
-        let last = rows.last().map(|r| shape.cursor_of(r));
         Ok((rows.len(), last))
     }
     .await;
@@ -275,7 +279,7 @@ pub async fn verify_chunk(
             CHUNK - 1
         ))
         .await?;
-    let hi = hi.map(|r| shape.cursor_of(&r.unwrap()));
+    let hi = hi.map(|r| shape.cursor_of(&r));
     // The last chunk ends at `last`.
     let range = format!(
         "{}{}{}",

@@ -148,13 +148,22 @@ async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
     Ok(Ends { s, t, shapes })
 }
 
-/// A cursor over the migration's tables: `i:key` (the `i`-th table, after `key`).
+/// A cursor over the migration's tables: `i:key` (the `i`-th table, after `key`). The
+/// key is spliced into the nodes' SQL, so one read back from the metadata store is taken
+/// only as a tuple of literals the proxy's writer makes; anything else starts the pass
+/// over (copies and checks are idempotent), logged.
 fn split_cursor(c: Option<&str>) -> (usize, Option<String>) {
     match c.and_then(|c| c.split_once(':')) {
-        Some((i, k)) => (
+        Some((i, k)) if k.is_empty() || crate::sql::write::is_literal_tuple(k) => (
             i.parse().unwrap_or(0),
             (!k.is_empty()).then(|| k.to_string()),
         ),
+        Some(_) => {
+            tracing::warn!(
+                "a migration's stored cursor is not a tuple of literals: starting its pass over"
+            );
+            (0, None)
+        }
         None => (0, None),
     }
 }

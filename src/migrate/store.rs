@@ -219,7 +219,10 @@ pub async fn transition(
     from: &[&str],
     to: &str,
 ) -> mysql_async::Result<bool> {
-    let list: Vec<String> = from.iter().map(|s| format!("'{s}'")).collect();
+    let list: Vec<String> = from
+        .iter()
+        .map(|s| crate::sql::write::text_literal(s))
+        .collect();
     c.exec_drop(
         format!(
             "UPDATE shard_migrations SET step = ? WHERE id = ? AND step IN ({})",

@@ -25,7 +25,14 @@ impl Lookup {
     pub fn query(&self, keys: &[Vec<u8>]) -> String {
         let list: Vec<String> = keys
             .iter()
-            .map(|k| Value::Bytes(k.clone()).as_sql(false))
+            .map(|k| match std::str::from_utf8(k) {
+                Ok(text) => crate::sql::write::text_literal(text),
+                Err(_) => {
+                    let mut lit = String::new();
+                    crate::sql::write::string(&mut lit, k, "binary");
+                    lit
+                }
+            })
             .collect();
         format!(
             "SELECT `{k}`, `{n}` FROM `{t}` WHERE `{k}` IN ({})",
@@ -192,7 +199,7 @@ mod tests {
             .query(&[b"7".to_vec(), b"o'k".to_vec()]);
         assert_eq!(
             q,
-            "SELECT `tenant_id`, `node` FROM `tenant_dir` WHERE `tenant_id` IN ('7', 'o\\'k')"
+            "SELECT `tenant_id`, `node` FROM `tenant_dir` WHERE `tenant_id` IN ('7', _utf8mb4 X'6F276B')"
         );
     }
 }

@@ -97,13 +97,18 @@ pub struct TierRule {
     pub poll_retry_ms: u64,
 }
 
+/// A date as a literal (`'2024-06-28'`).
+fn date(d: NaiveDate) -> String {
+    crate::sql::write::text_literal(&d.to_string())
+}
+
 /// The predicate text of `col >= lo AND col < hi` (either side open); `col` is the column
 /// reference as SQL (quoted, qualified).
 fn range_sql(col: &str, lo: Option<NaiveDate>, hi: Option<NaiveDate>) -> String {
     match (lo, hi) {
-        (Some(l), Some(h)) => format!("{col} >= '{l}' AND {col} < '{h}'"),
-        (Some(l), None) => format!("{col} >= '{l}'"),
-        (None, Some(h)) => format!("({col} < '{h}' OR {col} IS NULL)"),
+        (Some(l), Some(h)) => format!("{col} >= {} AND {col} < {}", date(l), date(h)),
+        (Some(l), None) => format!("{col} >= {}", date(l)),
+        (None, Some(h)) => format!("({col} < {} OR {col} IS NULL)", date(h)),
         (None, None) => "1 = 1".to_string(),
     }
 }
@@ -169,7 +174,7 @@ impl Segment {
             format!("{col} IS NULL")
         } else {
             match (self.lo, self.hi) {
-                (None, Some(h)) => format!("{col} < '{h}'"),
+                (None, Some(h)) => format!("{col} < {}", date(h)),
                 (lo, hi) => range_sql(col, lo, hi),
             }
         }

@@ -334,60 +334,6 @@ fn sql_value(v: &SqlValue) -> Option<Value> {
     }
 }
 
-/// Makes a statement print as MySQL reads it: sqlparser keeps string literals unescaped
-/// (`'a\\b'` is stored as `a\b`) and prints them back with only quotes doubled, which MySQL
-/// would read as an escape sequence. Backslashes are doubled and NUL written as `\0`.
-pub fn sanitize_literals<V: VisitMut>(v: &mut V) {
-    let _ = sqlparser::ast::visit_expressions_mut(v, |e| {
-        if let Expr::Value(ValueWithSpan {
-            value: SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s),
-            ..
-        }) = e
-        {
-            if s.contains('\\') || s.contains('\0') {
-                *s = s.replace('\\', "\\\\").replace('\0', "\\0");
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
-}
-
-/// Replaces every `?` by the literal of its bound value (for SQL the proxy rewrote).
-pub fn inline_params<V: VisitMut>(v: &mut V, parsed: &Parsed, params: &[Value]) {
-    let _ = sqlparser::ast::visit_expressions_mut(v, |e| {
-        if let Expr::Value(ValueWithSpan {
-            value: SqlValue::Placeholder(_),
-            span,
-        }) = e
-        {
-            if let Some(value) = parsed.param_index(span.start).and_then(|i| params.get(i)) {
-                *e = value_expr(value);
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
-}
-
-/// A MySQL value as an SQL literal (strings are escaped by [`sanitize_literals`] when printed).
-pub fn value_expr(v: &Value) -> Expr {
-    let value = match v {
-        Value::NULL => SqlValue::Null,
-        Value::Int(i) => SqlValue::Number(i.to_string(), false),
-        Value::UInt(u) => SqlValue::Number(u.to_string(), false),
-        Value::Float(f) => SqlValue::Number(format!("{:e}", f64::from(*f)), false),
-        Value::Double(d) => SqlValue::Number(format!("{d:e}"), false),
-        Value::Bytes(b) => match std::str::from_utf8(b) {
-            Ok(s) => SqlValue::SingleQuotedString(s.to_string()),
-            Err(_) => SqlValue::HexStringLiteral(b.iter().map(|x| format!("{x:02X}")).collect()),
-        },
-        Value::Date(..) | Value::Time(..) => {
-            let text = crate::value::text_form(v).unwrap_or_default();
-            SqlValue::SingleQuotedString(String::from_utf8_lossy(&text).into_owned())
-        }
-    };
-    Expr::value(value)
-}
-
 /// Byte offset of a tokenizer location (1-based line and character column). For many
 /// locations in one text (each row of a large INSERT), build one [`Offsets`].
 pub fn byte_offset(sql: &str, loc: Location) -> Option<usize> {
@@ -659,24 +605,6 @@ mod tests {
         assert_eq!(lit("18446744073709551615"), Some(Value::UInt(u64::MAX)));
         assert_eq!(lit("NULL"), Some(Value::NULL));
         assert_eq!(lit("a + 1"), None);
-    }
-
-    #[test]
-    fn printed_literals_read_back_the_same_in_mysql() {
-        let mut p = parse(r"SELECT 'a\\b', 'x\_y', 'q\'s' FROM t WHERE c = ?").unwrap();
-        let params = [Value::Bytes(b"back\\slash".to_vec())];
-        let placeholders = Parsed {
-            stmt: p.stmt.clone(),
-            placeholders: p.placeholders.clone(),
-            deep: false,
-            mode: lex::Mode::default(),
-        };
-        inline_params(&mut p.stmt, &placeholders, &params);
-        sanitize_literals(&mut p.stmt);
-        assert_eq!(
-            p.stmt.to_string(),
-            r"SELECT 'a\\b', 'x\\_y', 'q''s' FROM t WHERE c = 'back\\slash'"
-        );
     }
 
     #[test]

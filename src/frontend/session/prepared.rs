@@ -317,7 +317,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let table = String::from_utf8_lossy(&body[..end]).into_owned();
         let topo = self.topo.clone();
         let sql = format!("SELECT * FROM `{}` LIMIT 0", table.replace('`', "``"));
-        let parsed = sql::parse_in(&sql, self.mode()).map_err(|e| MyError::new(ER_PARSE_ERROR, e))?;
+        let parsed =
+            sql::parse_in(&sql, self.mode()).map_err(|e| MyError::new(ER_PARSE_ERROR, e))?;
         let node = prepare_node(&parsed, &topo).unwrap_or_else(|| self.sticky_node());
         let run = Run {
             access: Access::Read,
