@@ -60,6 +60,16 @@ fn charset_name(cs: &str) -> Option<&str> {
 /// (`_binary X'..'` for binary ones: a bare `X'..'` is a number where a number is wanted);
 /// a name that is no charset's is taken for `utf8mb4`.
 pub fn string(out: &mut String, bytes: &[u8], charset: &str) {
+    // MariaDB checks an introduced string strictly (1300, invalid character string) where
+    // a bound value or a quoted literal of the same bytes passes: bytes that are no text of
+    // a UTF-8 charset (a client's binary data bound as a string) go as the bytes they are.
+    let utf8 = charset.len() >= 4 && charset[..4].eq_ignore_ascii_case("utf8");
+    let four = charset.eq_ignore_ascii_case("utf8mb4");
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(s) => four || !utf8 || s.chars().all(|c| c.len_utf8() < 4),
+        Err(_) => !utf8,
+    };
+    let charset = if valid { charset } else { "binary" };
     match charset_name(charset) {
         Some(cs) => {
             out.push('_');
