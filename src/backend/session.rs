@@ -985,18 +985,22 @@ impl Door for NodeSession {
                     },
                 },
             },
-            Some((begin, xa)) => {
-                let sql = format!("{begin}; {}", stmt.sql);
-                match conn.conn.query(&sql).await {
-                    Ok(Head::Ok(s)) if s.more() => {
-                        self.state
-                            .began(node, *xa, run.access == crate::exec::door::Access::Write);
-                        conn.conn.next_head(None).await.map(|h| (h, None))
+            // A read goes in the same write as its BEGIN, each its own command (were the
+            // BEGIN refused, the read ran outside the transaction and its answer is
+            // dropped); a write could not be taken back, so its BEGIN goes first. Never one
+            // text: node connections read no client text as several statements.
+            Some((begin, xa)) if run.access != crate::exec::door::Access::Write => {
+                match conn.conn.query_then_query(begin, stmt.sql).await {
+                    Ok(Ahead::Ran(head)) => {
+                        self.state.began(node, *xa, false);
+                        head.map(|h| (h, None))
                     }
-                    Ok(_) => Err(WireError::Protocol(
-                        "a BEGIN sent with a statement answered without the statement's result"
-                            .into(),
-                    )),
+                    Ok(Ahead::FirstFailed(e)) => {
+                        let _ = conn.conn.drain().await;
+                        conn.conn.discard();
+                        begin_failed = true;
+                        Err(e)
+                    }
                     Err(e) => {
                         conn.conn.discard();
                         begin_failed = true;
@@ -1004,6 +1008,17 @@ impl Door for NodeSession {
                     }
                 }
             }
+            Some((begin, xa)) => match conn.conn.query_drop(begin).await {
+                Ok(()) => {
+                    self.state.began(node, *xa, true);
+                    conn.conn.query(stmt.sql).await.map(|h| (h, None))
+                }
+                Err(e) => {
+                    conn.conn.discard();
+                    begin_failed = true;
+                    Err(e)
+                }
+            },
         };
         match r {
             Ok((head, known)) => Ok(NodeRes::new(
@@ -1317,6 +1332,10 @@ impl Door for NodeSession {
                     .zip(stmts)
                     .map(|(c, (_, sql))| async move {
                         match c {
+                            // The proxy's own XA steps come two to a text.
+                            Some(c) if sql.contains(';') => {
+                                c.conn.query_batch(sql).await.map_err(Some)
+                            }
                             Some(c) => c.conn.query_drop(sql).await.map_err(Some),
                             None => Err(None),
                         }

@@ -160,7 +160,9 @@ mod tests {
         let mut door = FakeDoor::new(3);
         door.answer_any("information_schema.COLUMNS", cols(&["id"]));
         read(&mut door, &t, Some("sh'op"), "t").await.unwrap();
-        assert!(door.log()[0].1.contains("TABLE_SCHEMA = _utf8mb4 X'7368276F70'"));
+        assert!(door.log()[0]
+            .1
+            .contains("TABLE_SCHEMA = _utf8mb4 X'7368276F70'"));
 
         // ds2 has another column order: refused, naming both.
         let mut door = FakeDoor::new(3);

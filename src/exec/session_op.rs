@@ -36,7 +36,7 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
             Ok(())
         }
         SessionOp::Unlock => unlock(door).await,
-        SessionOp::Savepoint { sql, name, kind } => savepoint(door, sql, name, *kind).await,
+        SessionOp::Savepoint { name, kind, .. } => savepoint(door, name, *kind).await,
         SessionOp::Kill { id, query_only } => door.kill(*id, *query_only).await,
     }
 }
@@ -44,12 +44,7 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
 /// A savepoint statement on every branch of the transaction; the list of savepoints follows
 /// MySQL's rules (a name set again moves; ROLLBACK TO drops the later ones; RELEASE drops
 /// it and the later ones).
-async fn savepoint<D: Door>(
-    door: &mut D,
-    sql: &str,
-    name: &str,
-    kind: SavepointKind,
-) -> Result<(), MyError> {
+async fn savepoint<D: Door>(door: &mut D, name: &str, kind: SavepointKind) -> Result<(), MyError> {
     if door.state().tx.is_none() && !door.state().autocommit {
         door.state_mut().begin("BEGIN");
     }
@@ -64,6 +59,14 @@ async fn savepoint<D: Door>(
     if kind != SavepointKind::Set && at.is_none() {
         return Err(no_savepoint(name));
     }
+    // Written by the proxy from the name: the client's text never goes in a batch.
+    let quoted = crate::sql::write::quoted(name);
+    let sql = match kind {
+        SavepointKind::Set => format!("SAVEPOINT {quoted}"),
+        SavepointKind::RollbackTo => format!("ROLLBACK TO SAVEPOINT {quoted}"),
+        SavepointKind::Release => format!("RELEASE SAVEPOINT {quoted}"),
+    };
+    let sql = sql.as_str();
     let stmts: Vec<(usize, String)> = tx
         .branches
         .iter()
@@ -275,16 +278,20 @@ mod tests {
         .unwrap();
         assert_eq!(
             door.sql_on(1)[0],
-            "XA START 'sp:test:1',X'647330',21328; SAVEPOINT a",
+            "XA START 'sp:test:1',X'647330',21328; SAVEPOINT `a`",
             "the branch opened later has the savepoint too"
         );
         assert_eq!(
             door.sql_on(0)[2..],
-            ["SAVEPOINT a", "SAVEPOINT b", "ROLLBACK TO SAVEPOINT a"]
+            [
+                "SAVEPOINT `a`",
+                "SAVEPOINT `b`",
+                "ROLLBACK TO SAVEPOINT `a`"
+            ]
         );
         assert_eq!(
             door.sql_on(1)[2..],
-            ["SAVEPOINT b", "ROLLBACK TO SAVEPOINT a"]
+            ["SAVEPOINT `b`", "ROLLBACK TO SAVEPOINT `a`"]
         );
         let e = apply(
             &mut door,

@@ -303,7 +303,9 @@ impl Conn {
             | CapabilityFlags::CLIENT_LONG_PASSWORD
             | CapabilityFlags::CLIENT_LONG_FLAG
             | CapabilityFlags::CLIENT_TRANSACTIONS
-            | CapabilityFlags::CLIENT_MULTI_STATEMENTS
+            // No CLIENT_MULTI_STATEMENTS: a text the proxy forwards is one statement to the
+            // node whatever its bytes; only the proxy's own batches turn them on, for one
+            // command ([`Conn::query_batch`]).
             | CapabilityFlags::CLIENT_MULTI_RESULTS
             | CapabilityFlags::CLIENT_PS_MULTI_RESULTS
             | CapabilityFlags::CLIENT_DEPRECATE_EOF
@@ -681,6 +683,101 @@ impl Conn {
             Head::Ok(_) => Ok(()),
             Head::Rows(_) => Err(self.broke(protocol("rows where an OK was due"))),
         }
+    }
+
+    /// Runs the proxy's own batch of statements `sql` (`XA END ...; XA PREPARE ...`) and
+    /// reads its whole answer: multi-statements are turned on for this one command and off
+    /// again, in the same write (COM_SET_OPTION, COM_QUERY, COM_SET_OPTION: one round
+    /// trip). Never for a client's text.
+    pub async fn query_batch(&mut self, sql: &str) -> Result<(), WireError> {
+        self.ready().await?;
+        const COM_SET_OPTION: u8 = 0x1B;
+        let mut query = Vec::with_capacity(sql.len() + 1);
+        query.push(0x03);
+        query.extend_from_slice(sql.as_bytes());
+        for payload in [
+            &[COM_SET_OPTION, 0, 0][..],
+            &query[..],
+            &[COM_SET_OPTION, 1, 0][..],
+        ] {
+            self.io.set_seq(0);
+            self.io.write(payload);
+        }
+        if let Err(e) = self.io.flush().await {
+            self.broken = true;
+            return Err(e.into());
+        }
+        let on = self.option_reply().await;
+        // The batch ran only if the option was set; its answer is read either way.
+        let ran = match on {
+            Ok(()) => match self.read_head(false, None).await {
+                Ok(_) => self.drain().await,
+                Err(e) if e.breaks() => return Err(e),
+                Err(e) => {
+                    // The first statement failed: MariaDB stops there.
+                    self.pending = Pending::Nothing;
+                    Err(e)
+                }
+            },
+            Err(e) if e.breaks() => return Err(e),
+            Err(e) => {
+                // Without the option the batch is one statement to the node: a syntax
+                // error at its first `;`, read here.
+                let _ = self.read_head(false, None).await;
+                let _ = self.drain().await;
+                Err(e)
+            }
+        };
+        // Off again, or the connection cannot be trusted with a client's text.
+        if let Err(e) = self.option_reply().await {
+            return Err(self.broke(protocol(format!(
+                "multi-statements could not be turned off again: {e}"
+            ))));
+        }
+        ran
+    }
+
+    /// The answer to COM_SET_OPTION: an EOF (0xFE) or OK, or an error.
+    async fn option_reply(&mut self) -> Result<(), WireError> {
+        self.read().await?;
+        match self.buf.first() {
+            Some(0x00) | Some(0xFE) => Ok(()),
+            Some(0xFF) => Err(server_error(&self.buf, self.caps)),
+            _ => Err(self.broke(protocol("a malformed answer to COM_SET_OPTION"))),
+        }
+    }
+
+    /// COM_QUERY of `first` (a statement answered by one OK or an error: a BEGIN) and of
+    /// `sql` in one write, one round trip, each its own command. `Err`: `first`'s answer
+    /// never came. [`Ahead::FirstFailed`]: `sql` ran without it, its answer is still to
+    /// drain (only for a statement that changes nothing: a read).
+    pub async fn query_then_query(&mut self, first: &str, sql: &str) -> Result<Ahead, WireError> {
+        self.ready().await?;
+        for text in [first, sql] {
+            let mut payload = Vec::with_capacity(text.len() + 1);
+            payload.push(0x03);
+            payload.extend_from_slice(text.as_bytes());
+            self.io.set_seq(0);
+            self.io.write(&payload);
+        }
+        if let Err(e) = self.io.flush().await {
+            self.broken = true;
+            return Err(e.into());
+        }
+        match self.read_head(false, None).await {
+            Ok(Head::Ok(s)) if !s.more() => {}
+            Ok(_) => {
+                return Err(self.broke(protocol(
+                    "a statement sent ahead of another answered more than one OK",
+                )))
+            }
+            Err(e) if e.breaks() => return Err(e),
+            Err(e) => {
+                self.pending = Pending::Head { binary: false };
+                return Ok(Ahead::FirstFailed(e));
+            }
+        }
+        Ok(Ahead::Ran(self.read_head(false, None).await))
     }
 
     /// Runs `sql` and reads its whole answer (every result); the first failure.

@@ -830,6 +830,68 @@ fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
     }
 }
 
+/// `BEGIN [WORK]` or `START TRANSACTION [READ ONLY | READ WRITE | WITH CONSISTENT
+/// SNAPSHOT, ...]` as the proxy writes it itself: the transaction's first statement on
+/// each node is the proxy's text, never the client's (it may go in one batch with the
+/// savepoints to replay). `None` for anything else in it.
+fn begin_text(sql: &str) -> Option<String> {
+    let lexed = sql::lex::lex(sql, Default::default());
+    if lexed.error.is_some() {
+        return None;
+    }
+    let mut toks = lexed
+        .toks
+        .iter()
+        .filter(|t| t.kind != sql::lex::Kind::Semi)
+        .map(|t| (t.kind, t.text(sql).to_ascii_uppercase()));
+    let mut next = || toks.next();
+    let word = |t: Option<(sql::lex::Kind, String)>| match t {
+        Some((sql::lex::Kind::Word, w)) => Some(w),
+        _ => None,
+    };
+    match word(next())?.as_str() {
+        "BEGIN" => match next() {
+            None => Some("BEGIN".into()),
+            Some((sql::lex::Kind::Word, w)) if w == "WORK" && next().is_none() => {
+                Some("BEGIN".into())
+            }
+            _ => None,
+        },
+        "START" if word(next())? == "TRANSACTION" => {
+            let mut parts: Vec<&str> = Vec::new();
+            loop {
+                let part = match word(next()) {
+                    None if parts.is_empty() => break,
+                    Some(w) if w == "READ" => match word(next())?.as_str() {
+                        "ONLY" => "READ ONLY",
+                        "WRITE" => "READ WRITE",
+                        _ => return None,
+                    },
+                    Some(w) if w == "WITH" => {
+                        if word(next())? != "CONSISTENT" || word(next())? != "SNAPSHOT" {
+                            return None;
+                        }
+                        "WITH CONSISTENT SNAPSHOT"
+                    }
+                    _ => return None,
+                };
+                parts.push(part);
+                match next() {
+                    None => break,
+                    Some((sql::lex::Kind::Comma, _)) => {}
+                    _ => return None,
+                }
+            }
+            Some(if parts.is_empty() {
+                "START TRANSACTION".into()
+            } else {
+                format!("START TRANSACTION {}", parts.join(", "))
+            })
+        }
+        _ => None,
+    }
+}
+
 fn strip_quotes(s: &str) -> String {
     s.trim_matches('`').to_string()
 }
@@ -849,7 +911,16 @@ fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
         || is(0, "BEGIN") && is(1, "WORK")
         || is(0, "START") && is(1, "TRANSACTION")
     {
-        return Some(Plan::Session(SessionOp::Begin(sql.trim().to_string())));
+        return Some(match begin_text(sql) {
+            Some(text) => Plan::Session(SessionOp::Begin(text)),
+            None => Plan::Refuse {
+                code: 1064,
+                message: format!(
+                    "You have an error in your SQL syntax; check the manual that corresponds to your MariaDB server version for the right syntax to use near '{}'",
+                    sql.trim().chars().take(80).collect::<String>()
+                ),
+            },
+        });
     }
     if is(0, "COMMIT") {
         return Some(Plan::Session(SessionOp::Commit));

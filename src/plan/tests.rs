@@ -540,10 +540,31 @@ fn session_statements() {
         plan_of("BEGIN"),
         Plan::Session(SessionOp::Begin("BEGIN".into()))
     );
-    assert_eq!(
-        plan_of("start transaction"),
-        Plan::Session(SessionOp::Begin("start transaction".into()))
-    );
+    // Written again by the proxy, never sent as the client's text.
+    for (sql, begin) in [
+        ("start transaction", "START TRANSACTION"),
+        ("BEGIN WORK;", "BEGIN"),
+        (
+            "START TRANSACTION read only, WITH consistent SNAPSHOT",
+            "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT",
+        ),
+    ] {
+        assert_eq!(
+            plan_of(sql),
+            Plan::Session(SessionOp::Begin(begin.into())),
+            "{sql}"
+        );
+    }
+    for bad in [
+        "START TRANSACTION foo",
+        "START TRANSACTION READ ONLY READ WRITE",
+        "BEGIN WORK 1",
+    ] {
+        assert!(
+            matches!(plan_of(bad), Plan::Refuse { code: 1064, .. }),
+            "{bad}"
+        );
+    }
     assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
     assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
     for (sql, id, query_only) in [
