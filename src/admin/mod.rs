@@ -162,19 +162,7 @@ fn unsupported(m: impl Into<String>) -> MyError {
     MyError::new(1235, m.into())
 }
 
-/// A node URL with its password hidden.
-fn masked(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
-}
+use crate::config::masked_url as masked;
 
 fn rule_summary(t: &Topology, rule: &TableRule) -> (String, String, String) {
     match rule {
@@ -569,6 +557,13 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             .clone();
         if t.node_index(&name).is_some_and(|i| !t.nodes[i].retired) {
             return Err(unsupported(format!("node `{name}` exists already")));
+        }
+        // `${NAME}` is the rules file's own: from the admin interface it would send the
+        // proxy's environment to whatever host the URL names.
+        if url.contains("${") {
+            return Err(unsupported(
+                "ADD NODE takes a URL as it is: `${NAME}` (an environment variable) is read only where ops write it in the rules file",
+            ));
         }
         return edit(shared, path()?, |doc| {
             doc["nodes"][name.as_str()] = toml_edit::value(url.clone());

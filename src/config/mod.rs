@@ -219,6 +219,9 @@ impl TryFrom<UserSection> for User {
     fn try_from(u: UserSection) -> Result<User, String> {
         let name = u.name;
         match (u.password, u.password_hash, u.password_env) {
+            (Some(p), None, None) if p.is_empty() => Err(format!(
+                "user `{name}`: an empty password would let anyone log in as `{name}`; give it a password"
+            )),
             (Some(p), None, None) => Ok(User::plain(&name, &p)),
             (None, Some(h), None) => {
                 let hex = h.strip_prefix('*').unwrap_or("");
@@ -241,6 +244,9 @@ impl TryFrom<UserSection> for User {
                 }
             }
             (None, None, Some(var)) => match std::env::var(&var) {
+                Ok(p) if p.is_empty() => Err(format!(
+                    "user `{name}`: password_env names `{var}`, which is empty: an empty password would let anyone log in as `{name}`"
+                )),
                 Ok(p) => Ok(User::plain(&name, &p)),
                 Err(_) => Err(format!(
                     "user `{name}`: password_env names `{var}`, which is not set in the proxy's environment"
@@ -250,6 +256,21 @@ impl TryFrom<UserSection> for User {
                 "user `{name}`: give exactly one of password, password_hash, password_env"
             )),
         }
+    }
+}
+
+/// A MySQL URL with its password hidden (`mysql://user:***@host/db`), for what the proxy
+/// prints.
+pub fn masked_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -585,8 +606,13 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
     for (name, url) in &file.nodes {
         // The URL kept (shown masked, compared on reload) is the file's, `${VAR}` and all.
         let expanded = expand_env(url).map_err(|e| err(format!("node `{name}`: {e}")))?;
-        let opts = mysql_async::Opts::from_url(&expanded)
-            .map_err(|e| err(format!("node `{name}`: invalid MySQL URL `{url}`: {e}")))?;
+        let opts = mysql_async::Opts::from_url(&expanded).map_err(|e| {
+            err(format!(
+                "node `{name}`: invalid MySQL URL `{}`: {}",
+                masked_url(url),
+                masked_url(&e.to_string())
+            ))
+        })?;
         nodes.push(Node {
             name: name.clone(),
             url: url.clone(),
@@ -662,8 +688,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
     if let Some(m) = &file.metadata {
         mysql_async::Opts::from_url(&m.url).map_err(|e| {
             err(format!(
-                "[metadata] url `{}` is not a MySQL URL: {e}",
-                m.url
+                "[metadata] url `{}` is not a MySQL URL: {}",
+                masked_url(&m.url),
+                masked_url(&e.to_string())
             ))
         })?;
         if m.poll_ms == 0 {
@@ -1318,7 +1345,14 @@ node = "ds1"
                 r#"{ name = "x", password_env = "SHARDPROXY_TEST_UNSET" }"#,
                 "not set",
             ),
+            // An empty password would let anyone in as that user.
+            (r#"{ name = "x", password = "" }"#, "empty password"),
+            (
+                r#"{ name = "x", password_env = "SHARDPROXY_TEST_EMPTY_PW" }"#,
+                "which is empty",
+            ),
         ] {
+            std::env::set_var("SHARDPROXY_TEST_EMPTY_PW", "");
             let text = BASE.replace(r#"{ name = "app", password = "app" }"#, bad);
             let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
             assert!(e.contains(says), "{bad}: {e}");
@@ -1332,6 +1366,13 @@ node = "ds1"
             e.contains("SHARDPROXY_TEST_UNSET") && e.contains("ds1"),
             "{e}"
         );
+        // A URL printed in an error has its password masked.
+        let text = BASE.replace(
+            "root:root@127.0.0.1:3312",
+            "root:t0psecret@127.0.0.1:3312?no_such_option=1",
+        );
+        let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+        assert!(e.contains("ds1") && !e.contains("t0psecret"), "{e}");
     }
 
     #[test]

@@ -120,7 +120,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             {
                 let key = d.literals.get(route.param).and_then(Literal::value);
                 if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
-                    debug!(conn = self.conn_id, %sql, node = r.node, "query (cached plan)");
+                    debug!(
+                        conn = self.conn_id,
+                        sql = %sql::redacted(sql),
+                        node = r.node,
+                        "query (cached plan)"
+                    );
                     self.count_single(kind);
                     if let Some(slot) = r.slot {
                         e.slots
@@ -140,7 +145,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
         let read = is_read(parsed.as_ref().ok(), sql);
-        debug!(conn = self.conn_id, %sql, ?plan, "query");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let shown = sql::redacted(sql);
+            if matches!(shown, std::borrow::Cow::Borrowed(_)) {
+                debug!(conn = self.conn_id, %sql, ?plan, "query");
+            } else {
+                debug!(conn = self.conn_id, sql = %shown, "query");
+            }
+        }
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         let route = self.account(&plan, kind, sql.len(), &slots);
         if let (Some(d), Some(e)) = (&digest, &entry) {
