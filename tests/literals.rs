@@ -68,7 +68,10 @@ fn value(rng: &mut impl Rng) -> Value {
         } else {
             rng.gen()
         }),
-        3 => Value::Double(rng.gen::<f64>() * 10f64.powi(rng.gen_range(-30..30)) * -1f64),
+        3 => {
+            let sign = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+            Value::Double(sign * rng.gen::<f64>() * 10f64.powi(rng.gen_range(-30..30)))
+        }
         4 => Value::Date(
             rng.gen_range(1000..9999),
             rng.gen_range(1..13),

@@ -655,15 +655,33 @@ async fn insert_select_moves_rows_between_nodes() {
             "ds{n} after ROLLBACK"
         );
     }
-    // Placeholders cannot be split between the read and the insert: refused clearly.
+    // Prepared: the bound values are the SELECT's, written into its text by the literal
+    // writer; the row lands on its key's node.
+    conn.exec_drop("DELETE FROM t_ins WHERE user_id = ?", (keys[0],))
+        .await
+        .expect("DELETE");
+    conn.exec_drop(
+        "INSERT INTO t_ins SELECT user_id, CONCAT(v, ?) FROM t_ins_src WHERE user_id = ?",
+        ("\\' OR 1=1 -- ", keys[0]),
+    )
+    .await
+    .expect("prepared INSERT ... SELECT across nodes");
+    assert_eq!(conn.affected_rows(), 1);
+    let n = node_of_key(&L, keys[0]);
+    let on_node = direct_rows(c, n, "t_ins").await;
+    assert!(
+        on_node.contains(&(keys[0], format!("v{}!\\' OR 1=1 -- ", keys[0]))),
+        "the prepared INSERT ... SELECT's row on ds{n}: {on_node:?}"
+    );
+    // A placeholder outside the SELECT has no statement to go to: refused clearly.
     expect_code(
         conn.exec_drop(
-            "INSERT INTO t_ins SELECT * FROM t_ins_src WHERE user_id = ?",
-            (keys[0],),
+            "INSERT INTO t_ins SELECT * FROM t_ins_src ON DUPLICATE KEY UPDATE v = ?",
+            ("x",),
         )
         .await,
         1235,
-        "prepared INSERT ... SELECT across nodes",
+        "a placeholder in ON DUPLICATE KEY UPDATE of an INSERT ... SELECT across nodes",
     );
     conn.disconnect().await.ok();
 }

@@ -196,9 +196,50 @@ impl NodeSession {
             self.drop_conn(n);
         }
         self.db = db;
-        self.sets = sets;
         self.state = SessionState::default();
+        // The handshake's character set (`SET NAMES x [COLLATE y]`, the proxy's own text).
+        for s in &sets {
+            if let Some(cs) = s
+                .strip_prefix("SET NAMES ")
+                .and_then(|r| r.split_whitespace().next())
+            {
+                self.state.charset = cs.to_string();
+            }
+        }
+        self.sets = sets;
         self.found_rows = found_rows;
+    }
+
+    /// After a SET that may change how text is read (`sql_mode`) or what charset bound
+    /// strings are in (`NAMES`, `character_set_client`), the node's word on both: the
+    /// session reads, splits and rewrites its statements the way the node will.
+    async fn read_text_state(&mut self, node: usize, sql: &str) -> Result<(), NodeError> {
+        let b = sql.as_bytes();
+        let touches = [&b"sql_mode"[..], b"names", b"character_set", b"charset"]
+            .iter()
+            .any(|w| crate::sql::contains_ci(b, w));
+        if !touches {
+            return Ok(());
+        }
+        let rows = self
+            .rows_of(
+                node,
+                "SELECT @@SESSION.sql_mode, @@SESSION.character_set_client",
+            )
+            .await?;
+        let text = |i: usize| -> Option<String> {
+            match rows.first()?.get(i)? {
+                Value::Bytes(v) => Some(String::from_utf8_lossy(v).into_owned()),
+                _ => None,
+            }
+        };
+        if let Some(mode) = text(0) {
+            self.state.mode = crate::sql::lex::Mode::of_sql_mode(&mode);
+        }
+        if let Some(cs) = text(1) {
+            self.state.charset = cs;
+        }
+        Ok(())
     }
 
     /// The connections of an open transaction's branches are reset when given back (the
@@ -1264,6 +1305,9 @@ impl Door for NodeSession {
         for c in self.conns.iter_mut().flatten() {
             c.conn.set_sets(&self.sets);
         }
+        self.read_text_state(first, sql)
+            .await
+            .map_err(|e| e.error)?;
         Ok(())
     }
 

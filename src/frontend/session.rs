@@ -329,10 +329,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
         self.topo = self.shared.topology();
         let result = match cmd {
-            COM_QUERY => {
-                let sql = String::from_utf8_lossy(body).into_owned();
-                self.com_query(&sql).await
-            }
+            COM_QUERY => match crate::sql::raw::decode(body) {
+                Ok(sql) => self.com_query(&sql).await,
+                Err(why) => Err(MyError::unsupported(why)),
+            },
             COM_INIT_DB => {
                 let db = String::from_utf8_lossy(body).into_owned();
                 self.use_db(&db).await
@@ -356,10 +356,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     "COM_PROCESS_KILL without an id",
                 )),
             },
-            COM_STMT_PREPARE => {
-                let sql = String::from_utf8_lossy(body).into_owned();
-                self.prepare(sql).await
-            }
+            COM_STMT_PREPARE => match crate::sql::raw::decode(body) {
+                Ok(sql) => self.prepare(sql.into_owned()).await,
+                Err(why) => Err(MyError::unsupported(why)),
+            },
             COM_STMT_EXECUTE => self.execute(body).await,
             COM_STMT_SEND_LONG_DATA => {
                 self.long_data(body);

@@ -332,24 +332,33 @@ pub fn num_of(v: &Value, class: Class) -> Option<Num> {
     }
 }
 
-/// Accent- and case-folded form of a string under a `_ci` collation (utf8mb4_general_ci's
-/// weights for Latin letters: `a` = `A` = `á` = `Ä`).
+/// Accent- and case-folded form of a string under a `_ci` collation, as
+/// utf8mb4_general_ci weighs it: letters by their upper case (`a` = `A` = `á` = `Ä`, so
+/// `\` and `_` sort after every letter, as on the node), one character for one, and every
+/// character beyond the BMP the same weight (U+FFFD).
 pub fn fold(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         let base = match c {
-            'À'..='Å' | 'à'..='å' => 'a',
-            'Ç' | 'ç' => 'c',
-            'È'..='Ë' | 'è'..='ë' => 'e',
-            'Ì'..='Ï' | 'ì'..='ï' => 'i',
-            'Ñ' | 'ñ' => 'n',
-            'Ò'..='Ö' | 'ò'..='ö' | 'Ø' | 'ø' => 'o',
-            'Ù'..='Ü' | 'ù'..='ü' => 'u',
-            'Ý' | 'ý' | 'ÿ' => 'y',
-            'ß' => 's',
-            other => other,
+            'À'..='Å' | 'à'..='å' => 'A',
+            'Ç' | 'ç' => 'C',
+            'È'..='Ë' | 'è'..='ë' => 'E',
+            'Ì'..='Ï' | 'ì'..='ï' => 'I',
+            'Ñ' | 'ñ' => 'N',
+            'Ò'..='Ö' | 'ò'..='ö' | 'Ø' | 'ø' => 'O',
+            'Ù'..='Ü' | 'ù'..='ü' => 'U',
+            'Ý' | 'ý' | 'ÿ' => 'Y',
+            'ß' => 'S',
+            c if u32::from(c) > 0xFFFF => '\u{FFFD}',
+            other => {
+                let mut up = other.to_uppercase();
+                match (up.next(), up.next()) {
+                    (Some(u), None) => u,
+                    _ => other,
+                }
+            }
         };
-        out.extend(base.to_lowercase());
+        out.push(base);
     }
     out
 }

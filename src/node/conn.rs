@@ -178,6 +178,15 @@ pub struct Conn {
     state_changed: bool,
 }
 
+/// Is `host` this machine (a loopback address or `localhost`)?
+fn loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 fn protocol(what: impl Into<String>) -> WireError {
     WireError::Protocol(what.into())
 }
@@ -423,8 +432,17 @@ impl Conn {
                     let stream = self.io.get_mut();
                     if stream.is_tls() || stream.is_unix() {
                         self.io.write(&secret);
+                    } else if !loopback(&opts.host) {
+                        // The key would come over the same network: whoever sits on it
+                        // could send its own and read the password.
+                        return Err(protocol(
+                            "the node asks for the password itself (caching_sha2_password full \
+                             authentication) over plain TCP: shardproxy sends it only over TLS \
+                             (`?require_ssl=true` in the node's URL), a socket or loopback; or give the \
+                             proxy's node user mysql_native_password",
+                        ));
                     } else {
-                        // Plain TCP: encrypted with the node's RSA public key.
+                        // Plain TCP on loopback: encrypted with the node's RSA public key.
                         self.io.write(&[0x02]);
                         self.io.flush().await?;
                         self.read().await?;
@@ -547,7 +565,7 @@ impl Conn {
     pub async fn query(&mut self, sql: &str) -> Result<Head, WireError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(0x03);
-        payload.extend_from_slice(sql.as_bytes());
+        payload.extend_from_slice(&crate::sql::raw::encode(sql));
         self.command(&payload).await?;
         self.read_head(false, None).await
     }
@@ -556,7 +574,7 @@ impl Conn {
     pub async fn prepare(&mut self, sql: &str) -> Result<Statement, WireError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(0x16);
-        payload.extend_from_slice(sql.as_bytes());
+        payload.extend_from_slice(&crate::sql::raw::encode(sql));
         self.command(&payload).await?;
         self.read().await?;
         if self.buf.first() == Some(&0xFF) {
@@ -625,7 +643,7 @@ impl Conn {
         }
         let mut query = Vec::with_capacity(first.len() + 1);
         query.push(0x03);
-        query.extend_from_slice(first.as_bytes());
+        query.extend_from_slice(&crate::sql::raw::encode(first));
         let mut exec = Vec::with_capacity(64);
         req.serialize(&mut exec);
         self.io.set_seq(0);
@@ -694,7 +712,7 @@ impl Conn {
         const COM_SET_OPTION: u8 = 0x1B;
         let mut query = Vec::with_capacity(sql.len() + 1);
         query.push(0x03);
-        query.extend_from_slice(sql.as_bytes());
+        query.extend_from_slice(&crate::sql::raw::encode(sql));
         for payload in [
             &[COM_SET_OPTION, 0, 0][..],
             &query[..],
@@ -756,7 +774,7 @@ impl Conn {
         for text in [first, sql] {
             let mut payload = Vec::with_capacity(text.len() + 1);
             payload.push(0x03);
-            payload.extend_from_slice(text.as_bytes());
+            payload.extend_from_slice(&crate::sql::raw::encode(text));
             self.io.set_seq(0);
             self.io.write(&payload);
         }

@@ -165,10 +165,10 @@ impl Planner<'_> {
             Err(wait) => return *wait,
         };
         let renames = renames(&ships);
-        let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes) else {
+        let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes, self.parsed.mode) else {
             return no("where the table names cannot be located in the statement's text");
         };
-        match crate::sql::parse(&sql) {
+        match crate::sql::parse_in(&sql, self.parsed.mode) {
             Ok(p) if p.param_count() == self.parsed.param_count() => {}
             _ => return no("where renaming its tables changed the statement"),
         }
@@ -306,9 +306,9 @@ impl Planner<'_> {
         let ships = self.ships(&copied)?;
         let renames = renames(&ships);
         let rename = |t: &mut Target| -> Option<()> {
-            let parsed = crate::sql::parse(&t.sql).ok()?;
-            let sql = renamed(&t.sql, &parsed.stmt, &renames, ctes)?;
-            let again = crate::sql::parse(&sql).ok()?;
+            let parsed = crate::sql::parse_in(&t.sql, self.parsed.mode).ok()?;
+            let sql = renamed(&t.sql, &parsed.stmt, &renames, ctes, self.parsed.mode)?;
+            let again = crate::sql::parse_in(&sql, self.parsed.mode).ok()?;
             (again.param_count() == parsed.param_count()).then_some(())?;
             t.sql = sql;
             Some(())
@@ -319,7 +319,7 @@ impl Planner<'_> {
             Plan::Scatter { targets, .. } => targets.iter_mut().all(|t| rename(t).is_some()),
             _ => unreachable!("checked above: a route or a scatter"),
         };
-        let Some(sql) = renamed(self.sql, self.stmt, &renames, ctes) else {
+        let Some(sql) = renamed(self.sql, self.stmt, &renames, ctes, self.parsed.mode) else {
             return Ok(None);
         };
         if !ok {
@@ -435,6 +435,7 @@ fn renamed(
     stmt: &Statement,
     renames: &[(String, String)],
     ctes: &[String],
+    mode: crate::sql::lex::Mode,
 ) -> Option<String> {
     struct Refs<'r> {
         renames: &'r [(String, String)],
@@ -501,7 +502,7 @@ fn renamed(
                 if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
                     continue;
                 }
-                let (a, b) = crate::sql::item_range(sql, e)?;
+                let (a, b) = crate::sql::item_range(sql, e, mode)?;
                 if a >= b || !edits.iter().any(|(x, y, _)| a <= *x && *y <= b) {
                     continue;
                 }
@@ -796,6 +797,7 @@ mod tests {
             &p.stmt,
             &[("t_order".into(), "__sp_ship_0".into())],
             &[],
+            Default::default(),
         )
     }
 
@@ -812,7 +814,7 @@ mod tests {
             let SelectItem::UnnamedExpr(e) = &s.projection[i] else {
                 panic!()
             };
-            crate::sql::item_name(sql, e)
+            crate::sql::item_name(sql, e, Default::default())
         };
         assert_eq!(name("SELECT COUNT(*), a FROM t", 0), None);
         assert_eq!(

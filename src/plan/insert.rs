@@ -331,7 +331,7 @@ fn with_column_list(
         .collect::<Vec<_>>()
         .join(", ");
     let sql = format!("{} ({list}){}", &p.sql[..end], &p.sql[end..]);
-    let parsed = match crate::sql::parse(&sql) {
+    let parsed = match crate::sql::parse_in(&sql, p.parsed.mode) {
         Ok(parsed) => parsed,
         Err(e) => return refuse(format!("naming the columns of this INSERT failed: {e}")),
     };
@@ -440,9 +440,6 @@ fn insert_select(p: &Planner<'_>, ins: &Insert, table: &str) -> Plan {
             "INSERT ... SELECT into `{table}` reading rows placed elsewhere: shardproxy reads the rows and inserts them, but not {why}"
         ))
     };
-    if p.parsed.param_count() > 0 {
-        return no("with placeholders (send it as text, or insert the rows with VALUES)");
-    }
     let Some(source) = &ins.source else {
         return no("without a SELECT");
     };
@@ -456,14 +453,36 @@ fn insert_select(p: &Planner<'_>, ins: &Insert, table: &str) -> Plan {
         return no("where its SELECT cannot be located in the text");
     };
     let same = matches!(
-        crate::sql::parse(select).map(|q| q.stmt.clone()),
+        crate::sql::parse_in(select, p.parsed.mode).map(|q| q.stmt.clone()),
         Ok(sqlparser::ast::Statement::Query(q)) if q == *source
     );
     if !same || head.trim_end().ends_with('(') {
         return no("where its SELECT cannot be located in the text");
     }
+    // Bound values are the SELECT's: written into its text by the literal writer (it runs
+    // as a read of its own); one before or after it has no statement to go to.
+    let select = if p.parsed.param_count() > 0 {
+        let text = match crate::sql::text::Text::new(p.sql, p.parsed.mode) {
+            Ok(t) => t,
+            Err(e) => return no(&format!("where its text cannot be read ({e})")),
+        };
+        let inside = text
+            .toks
+            .iter()
+            .filter(|t| t.kind == crate::sql::lex::Kind::Param)
+            .all(|t| t.start >= a && t.end <= b);
+        if !inside {
+            return no("with placeholders outside its SELECT (send it as text)");
+        }
+        match text.render(a, b, p.bound()) {
+            Ok(s) => s,
+            Err(e) => return no(&e),
+        }
+    } else {
+        select.to_string()
+    };
     Plan::InsertSelect(Box::new(InsertSelect {
-        select: select.to_string(),
+        select,
         head: head.to_string(),
         tail: tail.to_string(),
         table: table.to_string(),

@@ -425,8 +425,19 @@ fn inserts_need_a_constant_shard_key() {
         }
         other => panic!("expected an InsertSelect, got {other:?}"),
     }
+    // Bound values are the SELECT's, written into its text; one outside it is refused.
+    match plan_with(
+        "INSERT INTO t_order (order_id, user_id) SELECT id, ? FROM t_merchant WHERE n = ?",
+        &[Value::Int(1), Value::Bytes(b"\\' OR 1=1 -- ".to_vec())],
+    ) {
+        Plan::InsertSelect(i) => assert_eq!(
+            i.select,
+            "SELECT id, 1 FROM t_merchant WHERE n = _utf8mb4 X'5C27204F5220313D31202D2D20'"
+        ),
+        other => panic!("expected an InsertSelect, got {other:?}"),
+    }
     assert!(refused(&plan_with(
-        "INSERT INTO t_order (order_id, user_id) SELECT id, ? FROM t_merchant",
+        "INSERT INTO t_order (order_id, user_id) SELECT id, 2 FROM t_merchant ON DUPLICATE KEY UPDATE status = ?",
         &[Value::Int(1)]
     ))
     .contains("placeholders"));

@@ -24,7 +24,7 @@ impl Literal {
     pub fn value(&self) -> Option<Value> {
         match self {
             Literal::Number(n) => super::number_value(n),
-            Literal::Str(Some(s)) => Some(Value::Bytes(s.as_bytes().to_vec())),
+            Literal::Str(Some(s)) => Some(Value::Bytes(super::raw::bytes(s))),
             Literal::Str(None) => None,
         }
     }

@@ -6,6 +6,7 @@ pub mod digest;
 pub mod keys;
 pub mod lex;
 pub mod ranges;
+pub mod raw;
 pub mod seen;
 pub mod text;
 pub mod uservars;
@@ -326,7 +327,7 @@ fn sql_value(v: &SqlValue) -> Option<Value> {
     match v {
         SqlValue::Number(n, _) => number_value(n),
         SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => {
-            Some(Value::Bytes(s.as_bytes().to_vec()))
+            Some(Value::Bytes(raw::bytes(s)))
         }
         SqlValue::Null => Some(Value::NULL),
         SqlValue::Boolean(b) => Some(Value::Int(i64::from(*b))),
@@ -399,6 +400,23 @@ pub fn contains_ci(hay: &[u8], needle: &[u8]) -> bool {
     false
 }
 
+/// A statement as the proxy's logs may print it: one that may hold a password
+/// (`IDENTIFIED BY`, `SET PASSWORD`, `PASSWORD(...)`, a `CHANGE MASTER` / replication
+/// source's) is shown by its first words only.
+pub fn redacted(sql: &str) -> std::borrow::Cow<'_, str> {
+    let b = sql.as_bytes();
+    let secret = [&b"IDENTIFIED"[..], b"PASSWORD", b"MASTER_", b"SOURCE_"]
+        .iter()
+        .any(|w| contains_ci(b, w));
+    if !secret {
+        return std::borrow::Cow::Borrowed(sql);
+    }
+    std::borrow::Cow::Owned(format!(
+        "{} ... (not logged: it may hold a password)",
+        leading_words(sql, 2).join(" ")
+    ))
+}
+
 /// The statement's first word (after blanks and comments), as [`leading_words`] would give
 /// it, without allocating.
 pub fn first_word(sql: &str) -> Option<&str> {
@@ -454,12 +472,12 @@ pub fn quote_end(b: &[u8], open: usize) -> usize {
     i.min(b.len())
 }
 
-/// Where an unaliased select item is in the statement's text (byte range): from its start
-/// (parentheses before it included: a subquery's span starts inside them) to the comma or
-/// clause keyword that ends it at its own nesting depth. MariaDB names an unaliased column
-/// by that text. `None` where the text holds a comment or does not nest as expected.
-pub fn item_range(sql: &str, e: &Expr) -> Option<(usize, usize)> {
-    let bytes = sql.as_bytes();
+/// Where an unaliased select item is in the statement's text (byte range), read as `mode`
+/// reads it: from its start (parentheses before it included: a subquery's span starts
+/// inside them) to the comma or clause keyword that ends it at its own nesting depth.
+/// MariaDB names an unaliased column by that text. `None` where the text holds a comment
+/// or does not nest as expected.
+pub fn item_range(sql: &str, e: &Expr, mode: lex::Mode) -> Option<(usize, usize)> {
     let mut a = byte_offset(sql, sqlparser::ast::Spanned::span(e).start)?;
     loop {
         let before = sql[..a].trim_end();
@@ -485,38 +503,31 @@ pub fn item_range(sql: &str, e: &Expr) -> Option<(usize, usize)> {
         "LOCK",
         "AS",
     ];
-    let (mut depth, mut i) = (0usize, a);
-    while i < bytes.len() {
-        let c = bytes[i];
-        match c {
-            b'\'' | b'"' | b'`' => i = quote_end(bytes, i),
-            b'#' => return None,
-            b'-' if bytes.get(i + 1) == Some(&b'-') => return None,
-            b'/' if bytes.get(i + 1) == Some(&b'*') => return None,
-            b'(' => depth += 1,
-            b')' if depth == 0 => break,
-            b')' => depth -= 1,
-            b',' | b';' if depth == 0 => break,
-            c if depth == 0
-                && c.is_ascii_alphabetic()
-                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) =>
-            {
-                let word_end = bytes[i..]
-                    .iter()
-                    .position(|b| !(b.is_ascii_alphanumeric() || *b == b'_'))
-                    .map_or(bytes.len(), |n| i + n);
-                let word = &sql[i..word_end];
-                if i > a && ENDS.iter().any(|k| k.eq_ignore_ascii_case(word)) {
-                    break;
-                }
-                i = word_end;
-                continue;
-            }
+    let lexed = lex::lex(sql, mode);
+    let first = lexed.toks.partition_point(|t| t.start < a);
+    let mut depth = 0usize;
+    let mut end = None;
+    let mut prev_end = a;
+    for (n, t) in lexed.toks[first..].iter().enumerate() {
+        // Only blanks between the item's tokens: a comment makes its name uncertain.
+        if !sql.get(prev_end..t.start)?.trim().is_empty() {
+            return None;
+        }
+        match t.kind {
+            lex::Kind::LParen => depth += 1,
+            lex::Kind::RParen if depth == 0 => break,
+            lex::Kind::RParen => depth -= 1,
+            lex::Kind::Comma | lex::Kind::Semi if depth == 0 => break,
+            lex::Kind::Word if depth == 0 && n > 0 && ENDS.iter().any(|k| t.is(sql, k)) => break,
             _ => {}
         }
-        i += 1;
+        end = Some(t.end);
+        prev_end = t.end;
     }
-    let b = a + sql.get(a..i.min(bytes.len()))?.trim_end().len();
+    if lexed.error.is_some() && end.is_none() {
+        return None;
+    }
+    let b = end?;
     (a < b).then_some((a, b))
 }
 
@@ -525,14 +536,14 @@ pub fn item_range(sql: &str, e: &Expr) -> Option<(usize, usize)> {
 /// a query rebuilt from the tree aliases the item with it to keep the client's column name.
 /// `None` for columns and literals (named by their column or value) and where the text is
 /// not found or too long for an alias.
-pub fn item_name(sql: &str, e: &Expr) -> Option<String> {
+pub fn item_name(sql: &str, e: &Expr, mode: lex::Mode) -> Option<String> {
     if matches!(
         e,
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) | Expr::Value(_)
     ) {
         return None;
     }
-    let (a, b) = item_range(sql, e)?;
+    let (a, b) = item_range(sql, e, mode)?;
     let text = sql.get(a..b)?;
     (text.len() <= 250 && text != e.to_string()).then(|| text.to_string())
 }
@@ -605,6 +616,20 @@ mod tests {
         assert_eq!(lit("18446744073709551615"), Some(Value::UInt(u64::MAX)));
         assert_eq!(lit("NULL"), Some(Value::NULL));
         assert_eq!(lit("a + 1"), None);
+    }
+
+    #[test]
+    fn statements_that_may_hold_a_password_are_not_logged() {
+        for sql in [
+            "CREATE USER u IDENTIFIED BY 'pw'",
+            "SET PASSWORD FOR u = PASSWORD('pw')",
+            "alter user u identified via mysql_native_password using 'x'",
+            "CHANGE MASTER TO MASTER_PASSWORD = 'pw'",
+        ] {
+            let shown = redacted(sql);
+            assert!(!shown.contains("pw") && !shown.contains("'x'"), "{shown}");
+        }
+        assert_eq!(redacted("SELECT 1"), "SELECT 1");
     }
 
     #[test]

@@ -243,7 +243,7 @@ pub fn answer(sql: &str, seen: &Seen, own_error: bool) -> Option<String> {
                 let SelectItem::UnnamedExpr(e) = item else {
                     continue;
                 };
-                let Some((a, b)) = crate::sql::item_range(sql, e) else {
+                let Some((a, b)) = crate::sql::item_range(sql, e, Default::default()) else {
                     continue;
                 };
                 if b - a <= 250 && edits.iter().any(|(x, y, _)| a <= *x && *y <= b) {
