@@ -265,3 +265,94 @@ async fn an_idle_client_and_an_oversized_packet_are_disconnected_with_mysqls_err
         "the idle client was kept"
     );
 }
+
+/// What a client makes the proxy hold after login is bounded: long data past
+/// max_allowed_packet fails the execute with MariaDB's 1153 (the data is dropped as it
+/// arrives, the connection stays usable), and session SETs replayed on every node
+/// connection stop at 4 MiB with 1235 before anything of the refused one runs.
+#[tokio::test]
+async fn long_data_and_session_sets_are_bounded() {
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_garbage4", "id", &L2)).replace(
+        "users = [{ name = \"app\", password = \"app\" }]",
+        "users = [{ name = \"app\", password = \"app\" }]\nmax_allowed_packet = 65536",
+    );
+    let proxy = start_proxy_with_rules(rules);
+    let port = proxy.port;
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut raw = login(port);
+        let mut q = vec![0x16];
+        q.extend_from_slice(b"SELECT LENGTH(?)");
+        raw.command(&q);
+        let ok = raw.read();
+        assert_eq!(ok.first(), Some(&0x00), "prepared: {ok:?}");
+        let id = [ok[1], ok[2], ok[3], ok[4]];
+        // The rest of the PREPARE answer: one parameter and one column, each with an EOF.
+        for _ in 0..4 {
+            raw.read();
+        }
+        // 40 KiB of long data twice: 80 KiB past the 64 KiB bound, each packet under it.
+        for _ in 0..2 {
+            let mut p = vec![0x18];
+            p.extend_from_slice(&id);
+            p.extend_from_slice(&0u16.to_le_bytes());
+            p.extend(std::iter::repeat_n(b'x', 40 * 1024));
+            raw.command(&p);
+        }
+        let execute = |raw: &mut Raw, value: &[u8]| {
+            let mut p = vec![0x17];
+            p.extend_from_slice(&id);
+            p.push(0);
+            p.extend_from_slice(&1u32.to_le_bytes());
+            // Null bitmap, new-params-bound, the parameter's type (VAR_STRING), its value
+            // (none where long data stands for it).
+            p.extend_from_slice(&[0, 1, 0xFD, 0]);
+            p.extend_from_slice(value);
+            raw.command(&p);
+            raw.read()
+        };
+        let first = execute(&mut raw, &[]);
+        // The next execute, its value inline, runs: its first packet says what it is.
+        let second = execute(&mut raw, &[3, b'a', b'b', b'c']);
+        (first, second)
+    })
+    .await
+    .expect("raw client");
+    assert_eq!(first.first(), Some(&0xFF), "an error packet: {first:?}");
+    assert_eq!(u16::from_le_bytes([first[1], first[2]]), 1153);
+    assert_ne!(
+        second.first(),
+        Some(&0xFF),
+        "the next execute (no long data now) runs"
+    );
+
+    let mut conn = proxy.conn().await;
+    let big = "x".repeat(60_000);
+    let mut refused = None;
+    for i in 0..100 {
+        if let Err(e) = conn
+            .exec_drop(format!("SET @v{i} = ?"), (big.as_str(),))
+            .await
+        {
+            refused = Some((i, e));
+            break;
+        }
+    }
+    let (at, e) = refused.expect("SETs over 4 MiB were all kept");
+    // Each is kept as `SET @v = _utf8mb4 X'..'`, 120 KB: some 34 fit.
+    assert!(at > 30, "refused after {at} SETs of 60 KB: {e}");
+    assert!(
+        matches!(&e, mysql_async::Error::Server(s) if s.code == 1235),
+        "{e}"
+    );
+    let v: Option<Option<String>> = conn
+        .query_first(format!("SELECT @v{at}"))
+        .await
+        .expect("the session goes on");
+    assert_eq!(v, Some(None), "the refused SET did not run");
+    let n: Option<i64> = conn
+        .query_first("SELECT LENGTH(@v0)")
+        .await
+        .expect("earlier SETs kept");
+    assert_eq!(n, Some(60_000));
+}

@@ -1281,6 +1281,27 @@ impl Door for NodeSession {
     }
 
     async fn set(&mut self, sql: &str) -> Result<(), MyError> {
+        // The record it would make, bounded before anything runs: a SET refused after it ran
+        // would leave connections unlike the record. A user variable's newer value replaces
+        // the older (`crate::sql::uservars`).
+        let key = crate::sql::uservars::record_key(sql);
+        let kept = self
+            .sets
+            .iter()
+            .filter(|s| crate::sql::uservars::record_key(s) != key);
+        if kept.clone().count() >= 256 {
+            return Err(MyError::unsupported(
+                "more than 256 distinct session SET statements in one session",
+            ));
+        }
+        // Every SET is replayed on each connection the session borrows: their text is
+        // bounded as their number is (a user variable holding a large value included).
+        const SETS_BYTES: usize = 4 << 20;
+        if kept.map(String::len).sum::<usize>() + sql.len() > SETS_BYTES {
+            return Err(MyError::unsupported(
+                "session SET statements (user variables' values included) over 4 MiB in one session: shardproxy replays them on every node connection it lends the session",
+            ));
+        }
         // Checked where the session runs, then on every other open connection.
         let default = self.shared.topology().default_node;
         let first = self.sticky(false, default).unwrap_or(default);
@@ -1292,15 +1313,8 @@ impl Door for NodeSession {
             }
             return Err(e);
         }
-        // A user variable's newer value replaces the older (`crate::sql::uservars`).
-        let key = crate::sql::uservars::record_key(sql);
         self.sets
             .retain(|s| crate::sql::uservars::record_key(s) != key);
-        if self.sets.len() >= 256 {
-            return Err(MyError::unsupported(
-                "more than 256 distinct session SET statements in one session",
-            ));
-        }
         self.sets.push(sql.to_string());
         for c in self.conns.iter_mut().flatten() {
             c.conn.set_sets(&self.sets);

@@ -58,6 +58,8 @@ struct Prepared {
     /// Parameter types from the last execute that sent them.
     types: Vec<(ColumnType, ColumnFlags)>,
     long_data: HashMap<usize, Vec<u8>>,
+    /// Long data past max_allowed_packet was sent: the next execute fails.
+    long_data_over: bool,
     /// Its plan when it is a point statement, made at PREPARE; used once `trusted` (the first
     /// execution's full plan agreed with it).
     route: Option<crate::plan::cached::KeyRoute>,
@@ -379,6 +381,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .get_mut(&u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
                     {
                         s.long_data.clear();
+                        s.long_data_over = false;
                     }
                 }
                 self.write_ok();

@@ -21,8 +21,22 @@ use crate::exec::door::{Access, Door, NodeResult, Run, Stmt};
 use crate::frontend::codec;
 use crate::sql::{self, Parsed};
 
+/// Prepared statements a client may hold at once (MariaDB's default
+/// max_prepared_stmt_count).
+const MAX_PREPARED: usize = 16_382;
+
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn prepare(&mut self, sql: String) -> Outcome {
+        // A client's prepared statements are held for it: as many as MariaDB's default
+        // max_prepared_stmt_count, with its error past that.
+        if self.stmts.len() >= MAX_PREPARED {
+            return Err(MyError::new(
+                1461,
+                format!(
+                    "Can't create more than max_prepared_stmt_count statements (current value: {MAX_PREPARED})"
+                ),
+            ));
+        }
         let topo = self.topo.clone();
         let parsed = sql::parse_in(&sql, self.mode());
         let sticky = self.sticky_node();
@@ -95,6 +109,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 num_params,
                 types: Vec::new(),
                 long_data: HashMap::new(),
+                long_data_over: false,
                 route,
                 trusted: false,
                 read,
@@ -157,8 +172,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
         let param = usize::from(u16::from_le_bytes([body[4], body[5]]));
+        let max = self.shared.max_packet;
         if let Some(s) = self.stmts.get_mut(&id) {
             if param < s.num_params {
+                // Held until the execute: at most max_allowed_packet in all, as MariaDB
+                // bounds a parameter's long data; past it the execute fails.
+                let held: usize = s.long_data.values().map(Vec::len).sum();
+                if held + body.len() - 6 > max {
+                    s.long_data.clear();
+                    s.long_data_over = true;
+                    return;
+                }
                 s.long_data
                     .entry(param)
                     .or_default()
@@ -208,6 +232,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 format!("Unknown prepared statement handler ({id}) given to mysqld_stmt_execute"),
             ));
         };
+        if std::mem::take(&mut stmt.long_data_over) {
+            stmt.long_data.clear();
+            return Err(MyError::new(
+                1153,
+                "Got a packet bigger than 'max_allowed_packet' bytes (the long data of a parameter)",
+            ));
+        }
         let params = decode_params(stmt, &body[9..]).map_err(|m| {
             MyError::new(
                 ER_WRONG_ARGUMENTS,
