@@ -62,6 +62,7 @@ default_node = "ds0"
 listen = "127.0.0.1:$proxy_port"
 users = [{ name = "app", password = "app" }]
 max_connections = $((idle_clients + clients + 100))
+max_handshakes_per_ip = 0
 
 [nodes]
 RULES

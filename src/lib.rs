@@ -12,6 +12,7 @@ pub mod deadlock;
 pub mod error;
 pub mod exec;
 pub mod frontend;
+pub mod logins;
 pub mod merge;
 pub mod metrics;
 pub mod migrate;

@@ -157,6 +157,24 @@ impl Server {
                 warn!(%peer, "refused a client: [server] max_connections reached");
                 continue;
             };
+            // Clients of one address still in their handshake are bounded: sockets that never
+            // log in cannot fill max_connections for everyone.
+            let limit = shared.topology().max_handshakes_per_ip;
+            let Some(handshaking) = shared.logins.begin(&peer.ip().to_string(), limit) else {
+                tokio::spawn(async move {
+                    let mut io = crate::packet::PacketIo::new(stream, 1024);
+                    io.set_seq(0);
+                    io.write(&crate::frontend::codec::err(
+                        1040,
+                        "08004",
+                        "Too many connections (from this host, not logged in yet)",
+                    ));
+                    let _ = io.flush().await;
+                });
+                warn!(%peer, limit, "refused a client: [server] max_handshakes_per_ip reached");
+                drop(slot);
+                continue;
+            };
             let id = shared.next_conn_id();
             // The session's socket, shared with its watch for the client hanging up while a
             // statement runs (the session itself is busy with the statement then).
@@ -166,6 +184,7 @@ impl Server {
                 let _slot = slot;
                 if let Err(e) = Session::new(stream, shared, id, peer.ip().to_string())
                     .watching(watch)
+                    .handshaking(handshaking)
                     .run()
                     .await
                 {

@@ -54,6 +54,8 @@ pub struct Shared {
     xa_next: AtomicU64,
     /// Client sessions by connection id (KILL).
     pub sessions: crate::sessions::Sessions,
+    /// Clients in their handshake and failed logins, by address.
+    pub logins: crate::logins::Logins,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
     pub deadlocks: crate::deadlock::Registry,
     /// Nodes where this process made sure the XA decision table exists.
@@ -288,6 +290,7 @@ impl Shared {
             decision_tables: Default::default(),
             deadlocks: Default::default(),
             sessions: Default::default(),
+            logins: Default::default(),
         }
     }
 

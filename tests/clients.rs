@@ -659,3 +659,97 @@ async fn field_list_stmt_reset_set_option_and_caching_sha2_on_the_wire() {
     );
     raw.command(0x01, b"").await;
 }
+
+/// TLS can be required: with `tls = { ..., require = true }` a plain client gets MySQL's
+/// 3159 before it logs in, on the admin listener too, while TLS clients are served; a user
+/// with `require_tls = true` logs in only over TLS (1045 in plain), on a proxy where TLS is
+/// optional for others.
+#[tokio::test]
+async fn tls_can_be_required_of_a_listener_or_of_a_user() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (cert, key) = write_cert(dir.path());
+    let users = "users = [{ name = \"app\", password = \"app\" }]\n";
+    let tls = |require: bool| {
+        format!(
+            "tls = {{ cert = {:?}, key = {:?}, require = {require} }}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        )
+    };
+    let ssl = || {
+        SslOpts::default()
+            .with_danger_accept_invalid_certs(true)
+            .with_danger_skip_domain_validation(true)
+    };
+    let rules = rules_toml_on(cluster(), &SHARDS, "").replacen(
+        users,
+        &format!(
+            "{users}{}\n[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n",
+            tls(true)
+        ),
+        1,
+    );
+    let strict = start_proxy_with_rules(rules.replacen("\n\n[admin]", "\n[admin]", 1));
+    let e = Conn::new(Opts::from(proxy_opts(&strict)))
+        .await
+        .expect_err("a plain client where TLS is required");
+    assert!(e.to_string().contains("3159"), "{e}");
+    let mut t = Conn::new(proxy_opts(&strict).ssl_opts(Some(ssl())))
+        .await
+        .expect("a TLS client where TLS is required");
+    let one: Option<i64> = t.query_first("SELECT 1").await.expect("served");
+    assert_eq!(one, Some(1));
+    t.disconnect().await.ok();
+    let admin_port = strict.admin_port.expect("the admin listener");
+    let admin = |ssl: Option<SslOpts>| {
+        OptsBuilder::default()
+            .ip_or_hostname("127.0.0.1")
+            .tcp_port(admin_port)
+            .user(Some("ops"))
+            .pass(Some("ops"))
+            .ssl_opts(ssl)
+    };
+    let e = Conn::new(admin(None))
+        .await
+        .expect_err("a plain operator where TLS is required");
+    assert!(e.to_string().contains("3159"), "{e}");
+    Conn::new(admin(Some(ssl())))
+        .await
+        .expect("an operator over TLS")
+        .disconnect()
+        .await
+        .ok();
+
+    // TLS required of one user only.
+    let rules = rules_toml_on(cluster(), &SHARDS, "").replacen(
+        users,
+        &format!(
+            "users = [{{ name = \"app\", password = \"app\" }}, {{ name = \"sec\", password = \"sec\", require_tls = true }}]\n{}",
+            tls(false)
+        ),
+        1,
+    );
+    let lax = start_proxy_with_rules(rules);
+    let sec = |ssl: Option<SslOpts>| {
+        proxy_opts(&lax)
+            .user(Some("sec"))
+            .pass(Some("sec"))
+            .ssl_opts(ssl)
+    };
+    let e = Conn::new(sec(None))
+        .await
+        .expect_err("a TLS-only user in plain");
+    assert!(e.to_string().contains("1045"), "{e}");
+    Conn::new(sec(Some(ssl())))
+        .await
+        .expect("the TLS-only user over TLS")
+        .disconnect()
+        .await
+        .ok();
+    Conn::new(Opts::from(proxy_opts(&lax)))
+        .await
+        .expect("another user in plain")
+        .disconnect()
+        .await
+        .ok();
+}

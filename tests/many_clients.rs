@@ -24,8 +24,10 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn a_thousand_clients_are_served_over_twenty_connections_per_node() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared(2);
+    // A thousand clients log in at once from one address: no bound on handshakes here.
     let rules = rules_toml(c, &hash_slot_table("t_many", "user_id", &L2))
-        .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""));
+        .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""))
+        .replace("[server]\n", "[server]\nmax_handshakes_per_ip = 0\n");
     assert!(rules.contains("pool_max=20"));
     let proxy = Arc::new(start_proxy_with_rules(rules));
     let p = proxy.clone();
@@ -199,7 +201,10 @@ fn clients_past_a_low_open_file_limit_are_accepted_one_descriptor_each() {
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table("t_many_fds", "user_id", &L2))
         .replace("/shop\"", &format!("/shop?pool_max={POOL_MAX}\""))
-        .replace("[server]\n", "[server]\nmax_connections = 800\n");
+        .replace(
+            "[server]\n",
+            "[server]\nmax_connections = 800\nmax_handshakes_per_ip = 0\n",
+        );
     // 700 clients + 40 node connections + the proxy's own fit 1,000 only at one descriptor
     // a client; the soft limit of 256 fits them only once raised.
     let proxy = ProxyProcess::start_limited(&rules, &[], Some((256, 1000)));
@@ -261,8 +266,10 @@ fn sockets_before_login_cannot_reserve_what_they_announce() {
     const EACH: usize = 700;
     const BOUND_KIB: u64 = 256 * 1024;
     let c = Cluster::shared(2);
-    let rules = rules_toml(c, &hash_slot_table("t_many_preauth", "user_id", &L2))
-        .replace("[server]\n", "[server]\nmax_connections = 1500\n");
+    let rules = rules_toml(c, &hash_slot_table("t_many_preauth", "user_id", &L2)).replace(
+        "[server]\n",
+        "[server]\nmax_connections = 1500\nmax_handshakes_per_ip = 0\n",
+    );
     let proxy = ProxyProcess::start(&rules, &[]);
     let before = proxy.rss_kib();
     let open = |announce: usize, send: usize| -> Vec<std::net::TcpStream> {
@@ -327,4 +334,69 @@ fn sockets_before_login_cannot_reserve_what_they_announce() {
     );
     drop(big);
     drop(small);
+}
+
+/// One address holds at most `max_handshakes_per_ip` clients that have not logged in: past
+/// it a new one gets 1040 before its greeting, while clients from there that log in are
+/// served and free their place; a failed login is answered later each time, and logged.
+#[test]
+fn one_address_cannot_hold_every_place_with_handshakes() {
+    use std::io::Read;
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared(2);
+    let rules = rules_toml(c, &hash_slot_table("t_many_hs", "user_id", &L2))
+        .replace("[server]\n", "[server]\nmax_handshakes_per_ip = 20\n");
+    let proxy = ProxyProcess::start(&rules, &[]);
+    // 20 sockets that never log in hold the address's places.
+    let held: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+            let mut head = [0u8; 5];
+            s.read_exact(&mut head).expect("a greeting");
+            assert_eq!(head[4], 10, "protocol 10 greeting");
+            s
+        })
+        .collect();
+    let mut extra = std::net::TcpStream::connect(("127.0.0.1", proxy.port)).expect("connect");
+    let mut head = [0u8; 7];
+    extra.read_exact(&mut head).expect("an answer");
+    assert_eq!(head[4], 0xFF, "an error where the greeting would be");
+    assert_eq!(u16::from_le_bytes([head[5], head[6]]), 1040);
+    drop(held);
+    let pool = proxy.pool();
+    let url = format!("mysql://app:wrong@127.0.0.1:{}/shop", proxy.port);
+    block_on(async move {
+        // Their places free once they hang up: a client logs in again (within a bound).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut conn = loop {
+            match pool.get_conn().await {
+                Ok(c) => break c,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "no login after the sockets left: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        };
+        let one: Option<i64> = conn.query_first("SELECT 1").await.expect("SELECT 1");
+        assert_eq!(one, Some(1));
+        // Failed logins: each answered later than the one before.
+        let mut took = Vec::new();
+        for _ in 0..4 {
+            let started = Instant::now();
+            let opts = mysql_async::Opts::from_url(&url).expect("url");
+            let e = mysql_async::Conn::new(opts)
+                .await
+                .expect_err("a wrong password");
+            assert!(e.to_string().contains("1045"), "{e}");
+            took.push(started.elapsed());
+        }
+        assert!(
+            took[3] >= Duration::from_millis(800),
+            "the fourth failed login in a row was answered in {:?} ({took:?})",
+            took[3]
+        );
+    });
 }

@@ -74,7 +74,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     let greeting = Greeting {
         server_version: &shared.server_version,
         conn_id: 0,
-        tls: None,
+        tls: shared.tls.as_ref(),
     };
     let Some(hello) = handshake::greet(&mut io, &greeting, &salt).await? else {
         return Ok(());
@@ -86,6 +86,9 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
             users: topo.admin.as_ref().map_or(&[], |a| a.users.as_slice()),
             peer: &peer,
             denied_to: " to the shardproxy admin interface",
+            secure: io.get_ref().is_tls(),
+            require_tls: topo.tls.as_ref().is_some_and(|t| t.require),
+            logins: Some(&shared.logins),
         };
         let (plugin, response) = (hello.plugin, hello.response);
         if !handshake::check_password(&mut io, &gate, &mut salt, &hello.user, plugin, response)

@@ -108,6 +108,10 @@ struct ServerSection {
     /// Client connections served at once; past it a client gets MySQL's 1040.
     #[serde(default = "default_max_connections")]
     max_connections: usize,
+    /// Clients from one address in their handshake at once (not logged in yet); 0: no
+    /// limit. Past it a new one gets 1040 before its greeting.
+    #[serde(default = "default_max_handshakes_per_ip")]
+    max_handshakes_per_ip: usize,
     /// How long a client may send nothing between commands before it is disconnected (MySQL's
     /// `wait_timeout`); 0: never.
     #[serde(default = "default_idle_timeout")]
@@ -141,6 +145,10 @@ fn default_xa_prefix() -> String {
     "shardproxy".into()
 }
 
+fn default_max_handshakes_per_ip() -> usize {
+    128
+}
+
 fn default_max_allowed_packet() -> usize {
     64 << 20
 }
@@ -167,6 +175,10 @@ fn default_node_wait() -> u64 {
 pub struct TlsSection {
     pub cert: std::path::PathBuf,
     pub key: std::path::PathBuf,
+    /// `require = true`: a client that connects without TLS is refused before it logs in
+    /// (MySQL's `require_secure_transport`), on the admin listener too.
+    #[serde(default)]
+    pub require: bool,
 }
 
 fn default_max_rows() -> u64 {
@@ -185,12 +197,15 @@ pub struct User {
     /// it. Such a user logs in with mysql_native_password (a client asking for
     /// caching_sha2_password is switched to it).
     pub hash: Option<[u8; 20]>,
+    /// `require_tls = true`: this user logs in only over TLS (MySQL's `REQUIRE SSL`).
+    pub require_tls: bool,
 }
 
 impl User {
     /// A user with this password in plain text.
     pub fn plain(name: &str, password: &str) -> User {
         User {
+            require_tls: false,
             name: name.to_string(),
             password: password.to_string(),
             hash: None,
@@ -211,12 +226,23 @@ struct UserSection {
     password: Option<String>,
     password_hash: Option<String>,
     password_env: Option<String>,
+    #[serde(default)]
+    require_tls: bool,
 }
 
 impl TryFrom<UserSection> for User {
     type Error = String;
 
     fn try_from(u: UserSection) -> Result<User, String> {
+        let require_tls = u.require_tls;
+        let mut user = User::try_from_section(u)?;
+        user.require_tls = require_tls;
+        Ok(user)
+    }
+}
+
+impl User {
+    fn try_from_section(u: UserSection) -> Result<User, String> {
         let name = u.name;
         match (u.password, u.password_hash, u.password_env) {
             (Some(p), None, None) if p.is_empty() => Err(format!(
@@ -237,6 +263,7 @@ impl TryFrom<UserSection> for User {
                         name,
                         password: String::new(),
                         hash: Some(hash),
+                        require_tls: false,
                     }),
                     None => Err(format!(
                         "user `{name}`: password_hash must be `*` and 40 hex digits, as SELECT PASSWORD('...') prints it"
@@ -498,6 +525,8 @@ pub struct Topology {
     pub node_wait: std::time::Duration,
     /// `[server] max_connections`.
     pub max_connections: usize,
+    /// `[server] max_handshakes_per_ip` (0: no limit).
+    pub max_handshakes_per_ip: usize,
     /// `[server] idle_timeout_secs` (None: no bound).
     pub idle_timeout: Option<std::time::Duration>,
     /// `[server] max_allowed_packet` (read when the proxy starts).
@@ -775,6 +804,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             .then(|| std::time::Duration::from_secs(file.server.node_timeout_secs)),
         node_wait: std::time::Duration::from_secs(file.server.node_wait_secs),
         max_connections: file.server.max_connections,
+        max_handshakes_per_ip: file.server.max_handshakes_per_ip,
         max_allowed_packet: file.server.max_allowed_packet,
         idle_timeout: (file.server.idle_timeout_secs > 0)
             .then(|| std::time::Duration::from_secs(file.server.idle_timeout_secs)),

@@ -328,6 +328,7 @@ mod tests {
             name: "app".into(),
             password: String::new(),
             hash: Some(hash),
+            require_tls: false,
         }];
         let n = Plugin::Native;
         let good = scramble_native(&salt, b"secret").unwrap();

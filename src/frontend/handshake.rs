@@ -1,7 +1,8 @@
 //! The connection phase both listeners run, the proxy's (`session::handshake`) and the admin
-//! interface's: the greeting, the TLS upgrade (the admin listener offers no TLS), the
-//! handshake response, then the password check with its auth switch and caching_sha2 fast-auth
-//! OK. `crate::frontend::auth` builds and parses the packets and checks the scrambles.
+//! interface's: the greeting, the TLS upgrade (both offer it with `[server] tls`), the
+//! handshake response, then the password check (TLS required where the listener or the user
+//! says so; a failure logged and answered later each time, `crate::logins`) with its auth
+//! switch and caching_sha2 fast-auth OK. `crate::frontend::auth` builds and parses the packets and checks the scrambles.
 //!
 //! Two steps, so each listener takes its users once the client has answered: [`greet`], then
 //! [`check_password`] (which COM_CHANGE_USER runs again). The caller writes the final OK.
@@ -35,6 +36,12 @@ pub struct Gate<'a> {
     /// Follows "Access denied for user 'u'@'host'": empty for the proxy,
     /// `" to the shardproxy admin interface"` for the admin listener.
     pub denied_to: &'a str,
+    /// The client's connection is encrypted.
+    pub secure: bool,
+    /// The listener takes no client without TLS (`[server] tls` with `require = true`).
+    pub require_tls: bool,
+    /// Failed logins by address: each answered later than the last (none in unit tests).
+    pub logins: Option<&'a crate::logins::Logins>,
 }
 
 /// Greets the client with `salt`, upgrades to TLS when it sends an SSLRequest and TLS is
@@ -120,6 +127,17 @@ pub async fn check_password<S: AsyncRead + AsyncWrite + Unpin>(
     plugin: auth::Plugin,
     mut response: Vec<u8>,
 ) -> io::Result<bool> {
+    if gate.require_tls && !gate.secure {
+        const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+        io.write(&codec::err(
+            ER_SECURE_TRANSPORT_REQUIRED,
+            "HY000",
+            "Connections using insecure transport are prohibited while --require_secure_transport=ON.",
+        ));
+        io.flush().await?;
+        tracing::warn!(peer = gate.peer, %user, "refused a login without TLS (tls.require)");
+        return Ok(false);
+    }
     let mut plugin = plugin;
     if let Some(to) = auth::needs_switch(gate.users, user, &plugin, &response) {
         *salt = auth::new_salt();
@@ -131,7 +149,18 @@ pub async fn check_password<S: AsyncRead + AsyncWrite + Unpin>(
         };
         plugin = to;
     }
-    if auth::verify(gate.users, user, &plugin, salt, &response).is_none() {
+    let tls_lacking = !gate.secure && gate.users.iter().any(|u| u.name == user && u.require_tls);
+    if tls_lacking || auth::verify(gate.users, user, &plugin, salt, &response).is_none() {
+        tracing::warn!(
+            peer = gate.peer,
+            %user,
+            listener = if gate.denied_to.is_empty() { "clients" } else { "admin" },
+            "failed login{}",
+            if tls_lacking { " (the user requires TLS)" } else { "" }
+        );
+        if let Some(l) = gate.logins {
+            tokio::time::sleep(l.failed(gate.peer)).await;
+        }
         io.write(&codec::err(
             ER_ACCESS_DENIED,
             crate::error::sqlstate_of(ER_ACCESS_DENIED),
@@ -147,6 +176,9 @@ pub async fn check_password<S: AsyncRead + AsyncWrite + Unpin>(
     }
     if plugin == auth::Plugin::CachingSha2 && !response.is_empty() {
         io.write(&auth::FAST_AUTH_OK);
+    }
+    if let Some(l) = gate.logins {
+        l.succeeded(gate.peer);
     }
     Ok(true)
 }
@@ -189,6 +221,9 @@ mod tests {
                 users: &users,
                 peer: "10.0.0.1",
                 denied_to: &denied_to,
+                secure: false,
+                require_tls: false,
+                logins: None,
             };
             let (user, plugin, response) = (hello.user, hello.plugin, hello.response);
             let ok = check_password(&mut io, &gate, &mut salt, &user, plugin, response)

@@ -109,6 +109,8 @@ pub struct Session<S> {
     last: super::sink::Last,
     /// A second handle on the client's socket, to notice it hang up mid-statement.
     watch: Option<Arc<tokio::net::TcpStream>>,
+    /// Counted against the client's address until it has logged in.
+    handshaking: Option<crate::logins::Handshaking>,
 }
 
 type Outcome = Result<(), MyError>;
@@ -166,7 +168,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             dual_write: None,
             last: super::sink::Last::new(conn_id),
             watch: None,
+            handshaking: None,
         }
+    }
+
+    /// Counts the client against its address until it has logged in (or failed to).
+    pub fn handshaking(mut self, h: crate::logins::Handshaking) -> Self {
+        self.handshaking = Some(h);
+        self
     }
 
     /// Watches `watch` (the client's socket) while statements run: a client that hangs up
@@ -214,7 +223,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// The whole life of the connection.
     pub async fn run(mut self) -> io::Result<()> {
         // A client that never finishes the handshake does not hold a task forever.
-        match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.authenticate()).await {
+        let outcome = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.authenticate()).await;
+        self.handshaking = None;
+        match outcome {
             Ok(Ok(true)) => self.io.set_max_request(self.shared.max_packet),
             Ok(Ok(false)) => return Ok(()),
             Ok(Err(e)) => return Err(e),

@@ -154,6 +154,13 @@ pub enum ClientStream<S> {
     Gone,
 }
 
+impl<S> ClientStream<S> {
+    /// Is the client's connection encrypted?
+    pub fn is_tls(&self) -> bool {
+        matches!(self, ClientStream::Tls(_))
+    }
+}
+
 fn gone() -> io::Error {
     io::Error::new(
         io::ErrorKind::NotConnected,

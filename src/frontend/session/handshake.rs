@@ -57,6 +57,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             users: &topo.users,
             peer: &self.peer,
             denied_to: "",
+            secure: self.io.get_ref().is_tls(),
+            require_tls: topo.tls.as_ref().is_some_and(|t| t.require),
+            logins: Some(&self.shared.logins),
         };
         handshake::check_password(&mut self.io, &gate, &mut self.salt, user, plugin, response).await
     }
