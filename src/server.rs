@@ -116,6 +116,10 @@ impl Server {
                 self.rules.clone(),
             ));
         }
+        {
+            let shared = self.shared.clone();
+            tokio::spawn(async move { shared.learn_base_mode().await });
+        }
         tokio::spawn(crate::recovery::run(self.shared.clone()));
         tokio::spawn(crate::deadlock::run(self.shared.clone()));
         tokio::spawn(crate::migrate::driver::run(self.shared.clone()));

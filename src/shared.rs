@@ -56,6 +56,9 @@ pub struct Shared {
     pub sessions: crate::sessions::Sessions,
     /// Clients in their handshake and failed logins, by address.
     pub logins: crate::logins::Logins,
+    /// How the nodes' global `sql_mode` reads text (bit 1: NO_BACKSLASH_ESCAPES, bit 2:
+    /// ANSI_QUOTES): the mode a session starts in, read from the default node at start.
+    base_mode: std::sync::atomic::AtomicU8,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
     pub deadlocks: crate::deadlock::Registry,
     /// Nodes where this process made sure the XA decision table exists.
@@ -291,6 +294,7 @@ impl Shared {
             deadlocks: Default::default(),
             sessions: Default::default(),
             logins: Default::default(),
+            base_mode: Default::default(),
         }
     }
 
@@ -301,6 +305,40 @@ impl Shared {
 
     /// A new XA transaction id: `prefix:instance:n`, at most 64 bytes (the prefix is at most
     /// 24), unique across the proxies of a family (their instance parts differ).
+    /// The mode a session's text is read in before it sets its own `sql_mode`.
+    pub fn base_mode(&self) -> crate::sql::lex::Mode {
+        let bits = self.base_mode.load(Ordering::Relaxed);
+        crate::sql::lex::Mode {
+            no_backslash_escapes: bits & 1 != 0,
+            ansi_quotes: bits & 2 != 0,
+        }
+    }
+
+    /// Reads the default node's global `sql_mode`: what sessions start in.
+    pub async fn learn_base_mode(&self) {
+        let node = self.topology().default_node;
+        let Ok(mut c) = self.backends.connect(node).await else {
+            return;
+        };
+        let Ok(rows) = c.query_rows("SELECT @@GLOBAL.sql_mode").await else {
+            return;
+        };
+        let text = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| match v {
+                mysql_common::value::Value::Bytes(b) => String::from_utf8(b).ok(),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let m = crate::sql::lex::Mode::of_sql_mode(&text);
+        let bits = u8::from(m.no_backslash_escapes) | (u8::from(m.ansi_quotes) << 1);
+        self.base_mode.store(bits, Ordering::Relaxed);
+        if !m.is_default() {
+            info!(sql_mode = %text, "the nodes' sql_mode changes how text is read: sessions start in it");
+        }
+    }
+
     pub fn new_xid(&self) -> String {
         let n = self.xa_next.fetch_add(1, Ordering::Relaxed);
         format!("{}:{}:{n:x}", self.topology().xa_prefix, self.xa_instance)

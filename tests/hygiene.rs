@@ -133,8 +133,12 @@ async fn seen(proxy: &Proxy, keys: &[i64]) -> Vec<String> {
     out
 }
 
+/// The tests here share a cluster; one changes its nodes' global sql_mode.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn connections_go_back_as_clean_as_they_came() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table("t_hyg", "user_id", &L2))
         .replace("/shop\"", "/shop?pool_min=1&pool_max=1\"")
@@ -234,4 +238,92 @@ fn connections_go_back_as_clean_as_they_came() {
             );
         }
     });
+}
+
+/// Nodes whose global sql_mode reads backslashes as plain characters: a session that never
+/// set its own mode is read the same way, from its first statement (the proxy reads the
+/// default node's mode when it starts). `'\'` is then a whole string; read with escapes it
+/// would run on past the quote.
+#[test]
+fn sessions_start_in_the_nodes_sql_mode() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let c = Cluster::shared(2);
+    /// Puts the nodes' global sql_mode back, also when the test fails.
+    struct Restore(Vec<(mysql_async::Pool, String)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let modes = std::mem::take(&mut self.0);
+            block_on(async move {
+                for (pool, mode) in modes {
+                    if let Ok(mut conn) = pool.get_conn().await {
+                        let _ = conn.exec_drop("SET GLOBAL sql_mode = ?", (mode,)).await;
+                    }
+                }
+            });
+        }
+    }
+    let mut restore = Restore(Vec::new());
+    for i in 0..2 {
+        let pool = c.direct(i);
+        let p = pool.clone();
+        let mode = block_on(async move {
+            let mut conn = p.get_conn().await.expect("a node");
+            let mode: Option<String> = conn
+                .query_first("SELECT @@GLOBAL.sql_mode")
+                .await
+                .expect("sql_mode");
+            conn.query_drop(
+                "SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')",
+            )
+            .await
+            .expect("SET GLOBAL");
+            mode.unwrap_or_default()
+        });
+        restore.0.push((pool, mode));
+    }
+    let proxy = start_proxy(c, &hash_slot_table("t_hyg_mode", "user_id", &L2));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !proxy.shared.base_mode().no_backslash_escapes {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy did not read the nodes' sql_mode"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let keys = [key_on_node(&L2, 0), key_on_node(&L2, 1)];
+    block_on(async move {
+        let mut conn = proxy.conn().await;
+        for sql in [
+            "DROP TABLE IF EXISTS t_hyg_mode",
+            "CREATE TABLE t_hyg_mode (user_id BIGINT PRIMARY KEY, v VARCHAR(20))",
+        ] {
+            conn.query_drop(sql).await.expect(sql);
+        }
+        conn.query_drop(format!(
+            "INSERT INTO t_hyg_mode VALUES ({}, '\\'), ({}, 'x')",
+            keys[0], keys[1]
+        ))
+        .await
+        .expect("rows, one a backslash");
+        // A key read after the string: with escapes it would be inside it, and the
+        // statement scattered or refused.
+        let n: Option<i64> = conn
+            .query_first(format!(
+                "SELECT COUNT(*) FROM t_hyg_mode WHERE v = '\\' OR user_id = {}",
+                keys[1]
+            ))
+            .await
+            .expect("read in the nodes' mode");
+        assert_eq!(n, Some(2));
+        let v: Option<String> = conn
+            .query_first(format!(
+                "SELECT v FROM t_hyg_mode WHERE v = '\\' AND user_id = {}",
+                keys[0]
+            ))
+            .await
+            .expect("a point read by a key after the string");
+        assert_eq!(v.as_deref(), Some("\\"));
+        conn.disconnect().await.ok();
+    });
+    drop(restore);
 }

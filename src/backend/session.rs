@@ -167,6 +167,7 @@ impl NodeSession {
     pub fn new(shared: Arc<Shared>, conn_id: u32) -> Self {
         let nodes = shared.topology().nodes.len();
         let ctl = shared.sessions.register(conn_id);
+        let mode = shared.base_mode();
         NodeSession {
             shared,
             conn_id,
@@ -175,7 +176,10 @@ impl NodeSession {
             casualties: Mutex::new(Vec::new()),
             db: None,
             sets: Vec::new(),
-            state: SessionState::default(),
+            state: SessionState {
+                mode,
+                ..SessionState::default()
+            },
             found_rows: false,
             registered: 0,
             ctl,
@@ -197,6 +201,7 @@ impl NodeSession {
         }
         self.db = db;
         self.state = SessionState::default();
+        self.state.mode = self.shared.base_mode();
         // The handshake's character set (`SET NAMES x [COLLATE y]`, the proxy's own text).
         for s in &sets {
             if let Some(cs) = s
