@@ -139,7 +139,14 @@ impl<R: NodeResult> InMemory<R> {
             return Ok(());
         }
         let mut rows = Vec::new();
+        let mut bytes = 0usize;
         while let Some(row) = self.input.next().await? {
+            bytes += super::row_bytes(&row);
+            if bytes > super::HELD_BYTES {
+                return Err(not_a_node(super::too_many_bytes(
+                    "this merge must read every row before it answers, and would hold",
+                )));
+            }
             rows.push(row);
         }
         let merged = finish_buffered(

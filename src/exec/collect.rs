@@ -16,7 +16,11 @@ pub struct Collect {
     pub cols: Option<Arc<[Column]>>,
     pub rows: Vec<Row>,
     cap: u64,
-    /// More rows came than `cap`, or a row that could not be read: the result is not whole.
+    /// The rows' size so far, and its bound ([`super::HELD_BYTES`]).
+    bytes: usize,
+    max_bytes: usize,
+    /// More rows came than `cap` (or more bytes than HELD_BYTES), or a row that could not be
+    /// read: the result is not whole.
     pub over: bool,
     pub bad: bool,
     /// Asks for rows in the binary protocol (a statement with parameters runs prepared).
@@ -28,6 +32,8 @@ impl Collect {
         Collect {
             cols: None,
             rows: Vec::new(),
+            bytes: 0,
+            max_bytes: super::HELD_BYTES,
             cap,
             over: false,
             bad: false,
@@ -42,7 +48,8 @@ impl Collect {
     }
 
     fn keep(&mut self, row: Row) {
-        if self.rows.len() as u64 >= self.cap {
+        self.bytes += super::row_bytes(&row);
+        if self.rows.len() as u64 >= self.cap || self.bytes > self.max_bytes {
             self.over = true;
         } else {
             self.rows.push(row);
@@ -90,5 +97,30 @@ impl Sink for Collect {
 
     fn written(&self) -> u64 {
         self.rows.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_are_kept_up_to_a_count_and_a_size() {
+        let row = |n: usize| vec![Some(Value::Bytes(vec![b'x'; n])), None];
+        let mut c = Collect::new(3);
+        for _ in 0..3 {
+            c.keep(row(10));
+        }
+        assert!(!c.over);
+        c.keep(row(10));
+        assert!(c.over, "a fourth row past a cap of 3");
+        let mut c = Collect::new(1000);
+        c.max_bytes = 1000;
+        c.keep(row(900));
+        assert!(!c.over);
+        c.keep(row(200));
+        assert!(c.over, "past the bytes bound");
+        assert_eq!(c.rows.len(), 1);
+        assert_eq!(crate::exec::row_bytes(&row(900)), 900 + 48);
     }
 }

@@ -244,8 +244,9 @@ async fn read_rows<D: Door>(
         return Ok(Vec::new());
     };
     let head = format!("INSERT INTO {} VALUES ", quoted(temp));
-    let mut out = Vec::new();
+    let mut out: Vec<String> = Vec::new();
     let mut sql = String::new();
+    let mut held = 0usize;
     while let Some(row) = res.next().await? {
         *copied += 1;
         if *copied > cap {
@@ -263,7 +264,17 @@ async fn read_rows<D: Door>(
         sql.push_str(if sql.is_empty() { head.as_str() } else { "," });
         tuple(&row, &cols, &mut sql);
         if sql.len() >= BATCH_BYTES {
+            held += sql.len();
             out.push(std::mem::take(&mut sql));
+            // The batches wait for the read to end (the door serves one statement at a
+            // time): bounded in bytes as the copy is in rows.
+            if held > super::HELD_BYTES {
+                return Err(NodeError {
+                    node,
+                    error: super::too_many_bytes("this query's copies to one node would hold"),
+                    broke: false,
+                });
+            }
         }
     }
     res.finish().await?;

@@ -422,8 +422,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return Err(MyError::new(
                 crate::error::ER_NOT_SUPPORTED_YET,
                 format!(
-                    "shardproxy: the SELECT of this INSERT ... SELECT into `{}` returns more than {cap} rows (max_rows_per_statement); copy the rows in parts",
-                    is.table
+                    "shardproxy: the SELECT of this INSERT ... SELECT into `{}` returns more than {cap} rows (max_rows_per_statement) or {} MiB; copy the rows in parts",
+                    is.table,
+                    crate::exec::HELD_BYTES >> 20
                 ),
             ));
         }
