@@ -436,15 +436,8 @@ impl NodePool {
         let mut conn = Conn::connect(&opts).await.map_err(|e| e.to_string())?;
         if let Some(mut tried) = learning {
             *tried = true;
-            if let Ok(rows) = conn.query_rows("SELECT @@socket").await {
-                let path = rows
-                    .first()
-                    .and_then(|r| r.first().cloned().flatten())
-                    .and_then(|v| match v {
-                        mysql_common::value::Value::Bytes(b) => String::from_utf8(b).ok(),
-                        _ => None,
-                    })
-                    .filter(|p| !p.is_empty() && std::path::Path::new(p).exists());
+            if let Ok(path) = conn.query_text("SELECT @@socket").await {
+                let path = path.filter(|p| !p.is_empty() && std::path::Path::new(p).exists());
                 if let Some(path) = path {
                     opts.socket = Some(path.clone());
                     if let Ok(c) = Conn::connect(&opts).await {

@@ -147,17 +147,7 @@ impl Server {
             let _ = stream.set_nodelay(true);
             let shared = self.shared.clone();
             let Some(slot) = ClientSlot::take(&shared) else {
-                // MySQL's answer: an error packet where the handshake would be.
-                tokio::spawn(async move {
-                    let mut io = crate::packet::PacketIo::new(stream, 1024);
-                    io.set_seq(0);
-                    io.write(&crate::frontend::codec::err(
-                        1040,
-                        "08004",
-                        "Too many connections",
-                    ));
-                    let _ = io.flush().await;
-                });
+                too_many(stream, "Too many connections");
                 warn!(%peer, "refused a client: [server] max_connections reached");
                 continue;
             };
@@ -165,16 +155,10 @@ impl Server {
             // log in cannot fill max_connections for everyone.
             let limit = shared.topology().max_handshakes_per_ip;
             let Some(handshaking) = shared.logins.begin(&peer.ip().to_string(), limit) else {
-                tokio::spawn(async move {
-                    let mut io = crate::packet::PacketIo::new(stream, 1024);
-                    io.set_seq(0);
-                    io.write(&crate::frontend::codec::err(
-                        1040,
-                        "08004",
-                        "Too many connections (from this host, not logged in yet)",
-                    ));
-                    let _ = io.flush().await;
-                });
+                too_many(
+                    stream,
+                    "Too many connections (from this host, not logged in yet)",
+                );
                 warn!(%peer, limit, "refused a client: [server] max_handshakes_per_ip reached");
                 drop(slot);
                 continue;
@@ -197,6 +181,17 @@ impl Server {
             });
         }
     }
+}
+
+/// MySQL's answer to a client it will not take: 1040, an error packet where the handshake
+/// would be.
+fn too_many(stream: tokio::net::TcpStream, message: &'static str) {
+    tokio::spawn(async move {
+        let mut io = crate::packet::PacketIo::new(stream, 1024);
+        io.set_seq(0);
+        io.write(&crate::frontend::codec::err(1040, "08004", message));
+        let _ = io.flush().await;
+    });
 }
 
 /// Descriptors the proxy needs besides its clients' and its node connections (listeners,

@@ -320,17 +320,10 @@ impl Shared {
         let Ok(mut c) = self.backends.connect(node).await else {
             return;
         };
-        let Ok(rows) = c.query_rows("SELECT @@GLOBAL.sql_mode").await else {
+        let Ok(text) = c.query_text("SELECT @@GLOBAL.sql_mode").await else {
             return;
         };
-        let text = rows
-            .first()
-            .and_then(|r| r.first().cloned().flatten())
-            .and_then(|v| match v {
-                mysql_common::value::Value::Bytes(b) => String::from_utf8(b).ok(),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let text = text.unwrap_or_default();
         let m = crate::sql::lex::Mode::of_sql_mode(&text);
         let bits = u8::from(m.no_backslash_escapes) | (u8::from(m.ansi_quotes) << 1);
         self.base_mode.store(bits, Ordering::Relaxed);

@@ -641,31 +641,10 @@ impl Conn {
         if long_data {
             return Ok(None);
         }
-        let mut query = Vec::with_capacity(first.len() + 1);
-        query.push(0x03);
-        query.extend_from_slice(&crate::sql::raw::encode(first));
         let mut exec = Vec::with_capacity(64);
         req.serialize(&mut exec);
-        self.io.set_seq(0);
-        self.io.write(&query);
-        self.io.set_seq(0);
-        self.io.write(&exec);
-        if let Err(e) = self.io.flush().await {
-            self.broken = true;
-            return Err(e.into());
-        }
-        match self.read_head(false, None).await {
-            Ok(Head::Ok(s)) if !s.more() => {}
-            Ok(_) => {
-                return Err(self.broke(protocol(
-                    "a statement sent ahead of an execute answered more than one OK",
-                )))
-            }
-            Err(e) if e.breaks() => return Err(e),
-            Err(e) => {
-                self.pending = Pending::Head { binary: true };
-                return Ok(Some(Ahead::FirstFailed(e)));
-            }
+        if let Some(e) = self.send_ahead(first, &exec, true).await? {
+            return Ok(Some(Ahead::FirstFailed(e)));
         }
         let head = self.read_head(true, Some(&stmt.columns)).await;
         if let Ok(Head::Rows(cols)) = &head {
@@ -771,37 +750,66 @@ impl Conn {
     /// drain (only for a statement that changes nothing: a read).
     pub async fn query_then_query(&mut self, first: &str, sql: &str) -> Result<Ahead, WireError> {
         self.ready().await?;
-        for text in [first, sql] {
-            let mut payload = Vec::with_capacity(text.len() + 1);
-            payload.push(0x03);
-            payload.extend_from_slice(&crate::sql::raw::encode(text));
-            self.io.set_seq(0);
-            self.io.write(&payload);
+        let mut query = Vec::with_capacity(sql.len() + 1);
+        query.push(0x03);
+        query.extend_from_slice(&crate::sql::raw::encode(sql));
+        if let Some(e) = self.send_ahead(first, &query, false).await? {
+            return Ok(Ahead::FirstFailed(e));
         }
+        Ok(Ahead::Ran(self.read_head(false, None).await))
+    }
+
+    /// COM_QUERY of `first` and the command `then` in one write; reads `first`'s answer.
+    /// `Some`: `first` failed (the command ran without it, its answer still to read, in
+    /// the binary protocol when `binary`).
+    async fn send_ahead(
+        &mut self,
+        first: &str,
+        then: &[u8],
+        binary: bool,
+    ) -> Result<Option<WireError>, WireError> {
+        let mut query = Vec::with_capacity(first.len() + 1);
+        query.push(0x03);
+        query.extend_from_slice(&crate::sql::raw::encode(first));
+        self.io.set_seq(0);
+        self.io.write(&query);
+        self.io.set_seq(0);
+        self.io.write(then);
         if let Err(e) = self.io.flush().await {
             self.broken = true;
             return Err(e.into());
         }
         match self.read_head(false, None).await {
-            Ok(Head::Ok(s)) if !s.more() => {}
-            Ok(_) => {
-                return Err(self.broke(protocol(
-                    "a statement sent ahead of another answered more than one OK",
-                )))
-            }
-            Err(e) if e.breaks() => return Err(e),
+            Ok(Head::Ok(s)) if !s.more() => Ok(None),
+            Ok(_) => Err(self.broke(protocol(
+                "a statement sent ahead of another answered more than one OK",
+            ))),
+            Err(e) if e.breaks() => Err(e),
             Err(e) => {
-                self.pending = Pending::Head { binary: false };
-                return Ok(Ahead::FirstFailed(e));
+                self.pending = Pending::Head { binary };
+                Ok(Some(e))
             }
         }
-        Ok(Ahead::Ran(self.read_head(false, None).await))
     }
 
     /// Runs `sql` and reads its whole answer (every result); the first failure.
     pub async fn query_drop(&mut self, sql: &str) -> Result<(), WireError> {
         self.query(sql).await?;
         self.drain().await
+    }
+
+    /// Runs `sql` (a read of one value: `SELECT @@socket`) and returns its first row's
+    /// first value as text, if it is one.
+    pub async fn query_text(&mut self, sql: &str) -> Result<Option<String>, WireError> {
+        let rows = self.query_rows(sql).await?;
+        Ok(rows
+            .into_iter()
+            .next()
+            .and_then(|r| r.into_iter().next().flatten())
+            .and_then(|v| match v {
+                Value::Bytes(b) => String::from_utf8(b).ok(),
+                _ => None,
+            }))
     }
 
     /// Runs `sql` and returns every row of its first result set, decoded (text protocol).

@@ -444,22 +444,7 @@ impl Hide<'_, '_> {
         if clauses.where_.is_some() != s.selection.is_some() {
             return self.fail("a SELECT whose clauses shardproxy cannot place");
         }
-        let pred = wheres.join(" AND ");
-        match clauses.where_ {
-            Some(w) => {
-                self.edits.insert(w.body.0, "(");
-                self.edits.insert(w.body.1, format!(") AND {pred}"));
-            }
-            None => {
-                let at = clauses.where_at();
-                let text = if at >= clauses.end {
-                    format!(" WHERE {pred}")
-                } else {
-                    format!("WHERE {pred} ")
-                };
-                self.edits.insert(at, text);
-            }
-        }
+        self.edits.and_where(&clauses, &wheres.join(" AND "));
     }
 
     fn set_expr(&mut self, body: &SetExpr) {

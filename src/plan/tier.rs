@@ -261,22 +261,7 @@ pub fn fill(sql: &str, pred: &str) -> String {
 /// The tier's predicate joined to the WHERE in the text: `(where) AND mark`, or `WHERE
 /// mark` where it has none.
 fn with_mark(base: &mut select::Base<'_>) {
-    let c = &base.clauses;
-    match c.where_ {
-        Some(w) => {
-            base.edits.insert(w.body.0, "(");
-            base.edits.insert(w.body.1, format!(") AND {MARK}"));
-        }
-        None => {
-            let at = c.where_at();
-            let text = if at >= c.end {
-                format!(" WHERE {MARK}")
-            } else {
-                format!("WHERE {MARK} ")
-            };
-            base.edits.insert(at, text);
-        }
-    }
+    base.edits.and_where(&base.clauses, MARK);
 }
 
 pub(super) fn plan_select(p: &Planner<'_>, q: &Query, u: &Use, rule: &TierRule) -> Plan {

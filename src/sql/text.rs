@@ -471,6 +471,26 @@ impl Edits {
         self.list.is_empty()
     }
 
+    /// `pred` joined to the SELECT's WHERE (`(where) AND pred`), or a WHERE of its own
+    /// where it has none, placed before the clauses that follow.
+    pub fn and_where(&mut self, c: &Clauses, pred: &str) {
+        match c.where_ {
+            Some(w) => {
+                self.insert(w.body.0, "(");
+                self.insert(w.body.1, format!(") AND {pred}"));
+            }
+            None => {
+                let at = c.where_at();
+                let text = if at >= c.end {
+                    format!(" WHERE {pred}")
+                } else {
+                    format!("WHERE {pred} ")
+                };
+                self.insert(at, text);
+            }
+        }
+    }
+
     /// The text with these edits, the `?` of the kept text written as their values
     /// (`params`); `Err` when two edits overlap or a `?` has no value. Blanks left at the
     /// end (before a clause removed there) are cut: outside a string, which cannot be open
