@@ -20,7 +20,7 @@ pub async fn single<D: Door, K: Sink>(
         binary: sink.binary(),
     };
     // LAST_INSERT_ID(expr) in a query sets the id without an OK to report it.
-    let sets_id = crate::sql::seen::sets_insert_id(stmt.sql);
+    let sets_id = crate::sql::seen::sets_insert_id(stmt.sql, door.state().mode);
     let res = door.start(node, stmt, run).await?;
     let generated = relay(res, sink).await?;
     door.ran_on(node, generated != 0 || sets_id);

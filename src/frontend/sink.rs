@@ -57,8 +57,8 @@ impl Last {
     }
 
     /// `sql` with what the session may ask about itself answered (`crate::sql::seen`).
-    pub fn answer(&self, sql: &str) -> Option<String> {
-        crate::sql::seen::answer(sql, &self.seen, self.own_error.is_some())
+    pub fn answer(&self, sql: &str, mode: crate::sql::lex::Mode) -> Option<String> {
+        crate::sql::seen::answer(sql, &self.seen, self.own_error.is_some(), mode)
     }
 }
 

@@ -685,16 +685,16 @@ pub fn plan_traced(
     slots.sort_unstable();
     slots.dedup();
     let plan = moving::adjust(&planner, plan);
-    (one_node_only(sql, plan, topo), slots)
+    (one_node_only(sql, planner.parsed.mode, plan, topo), slots)
 }
 
 /// A statement that assigns user variables (`@v := e`, `INTO @v`) runs on one node, whose
 /// values the session then reads back; one that calls a named-lock function runs on the
 /// default node, which holds every session's named locks (`crate::sql::uservars`).
 /// Anywhere else it is refused: each node would assign, or lock, on its own.
-fn one_node_only(sql: &str, plan: Plan, topo: &Topology) -> Plan {
+fn one_node_only(sql: &str, mode: sql::lex::Mode, plan: Plan, topo: &Topology) -> Plan {
     let locks = sql::uservars::names_a_lock(sql);
-    let assigned = sql::uservars::assigned(sql);
+    let assigned = sql::uservars::assigned_in(sql, mode);
     if !locks && assigned.is_empty() {
         return plan;
     }

@@ -461,10 +461,16 @@ pub(crate) fn skip_blanks(b: &[u8], mut i: usize) -> usize {
 /// The index of the quote that closes the string or quoted name opening at `b[open]` (a
 /// backslash escapes in strings, not in backquoted names), or the text's end.
 pub fn quote_end(b: &[u8], open: usize) -> usize {
+    quote_end_in(b, open, lex::Mode::default())
+}
+
+/// [`quote_end`] as `mode` reads text: a backslash escapes only without
+/// `NO_BACKSLASH_ESCAPES`.
+pub fn quote_end_in(b: &[u8], open: usize, mode: lex::Mode) -> usize {
     let q = b[open];
     let mut i = open + 1;
     while i < b.len() && b[i] != q {
-        if b[i] == b'\\' && q != b'`' {
+        if b[i] == b'\\' && q != b'`' && !mode.no_backslash_escapes {
             i += 1;
         }
         i += 1;

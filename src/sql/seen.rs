@@ -68,8 +68,8 @@ pub fn may_ask(sql: &str) -> bool {
 }
 
 /// Does the statement set the session's `LAST_INSERT_ID` itself (`LAST_INSERT_ID(expr)`)?
-pub fn sets_insert_id(sql: &str) -> bool {
-    may_ask(sql) && calls(sql).iter().any(|c| c.sets)
+pub fn sets_insert_id(sql: &str, mode: crate::sql::lex::Mode) -> bool {
+    may_ask(sql) && calls(sql, mode).iter().any(|c| c.sets)
 }
 
 /// One occurrence found: its byte range, what it asks, and whether it has an argument.
@@ -81,14 +81,14 @@ struct Call {
 }
 
 /// Every occurrence outside string literals, quoted names and comments.
-fn calls(sql: &str) -> Vec<Call> {
+fn calls(sql: &str, mode: crate::sql::lex::Mode) -> Vec<Call> {
     let b = sql.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
         match c {
-            b'\'' | b'"' | b'`' => i = crate::sql::quote_end(b, i) + 1,
+            b'\'' | b'"' | b'`' => i = crate::sql::quote_end_in(b, i, mode) + 1,
             b'#' => {
                 i = b[i..]
                     .iter()
@@ -204,11 +204,16 @@ fn calls(sql: &str) -> Vec<Call> {
 /// only of what the proxy does not know, which the node that knows answers). `own_error`:
 /// the last statement failed with an error the proxy raised itself, which no node's
 /// diagnostics area holds, so `@@warning_count` and `@@error_count` are 1.
-pub fn answer(sql: &str, seen: &Seen, own_error: bool) -> Option<String> {
+pub fn answer(
+    sql: &str,
+    seen: &Seen,
+    own_error: bool,
+    mode: crate::sql::lex::Mode,
+) -> Option<String> {
     if !(may_ask(sql) || own_error && reads_diagnostics(sql)) {
         return None;
     }
-    let calls = calls(sql);
+    let calls = calls(sql, mode);
     // LAST_INSERT_ID(expr) in the same statement changes what a later call in it returns:
     // the node runs such a statement as it is.
     if calls.iter().any(|c| c.sets) {
@@ -237,13 +242,13 @@ pub fn answer(sql: &str, seen: &Seen, own_error: bool) -> Option<String> {
         return None;
     }
     // Unaliased top-level select items that held a call are named by their own text.
-    if let Ok(Statement::Query(q)) = crate::sql::parse(sql).as_ref().map(|p| &p.stmt) {
+    if let Ok(Statement::Query(q)) = crate::sql::parse_in(sql, mode).as_ref().map(|p| &p.stmt) {
         if let SetExpr::Select(s) = q.body.as_ref() {
             for item in &s.projection {
                 let SelectItem::UnnamedExpr(e) = item else {
                     continue;
                 };
-                let Some((a, b)) = crate::sql::item_range(sql, e, Default::default()) else {
+                let Some((a, b)) = crate::sql::item_range(sql, e, mode) else {
                     continue;
                 };
                 if b - a <= 250 && edits.iter().any(|(x, y, _)| a <= *x && *y <= b) {
@@ -317,7 +322,7 @@ mod tests {
 
     #[test]
     fn calls_become_values_and_items_keep_their_names() {
-        let a = |s: &str| answer(s, &seen(), false);
+        let a = |s: &str| answer(s, &seen(), false, Default::default());
         assert_eq!(
             a("SELECT LAST_INSERT_ID()").as_deref(),
             Some("SELECT 42 AS `LAST_INSERT_ID()`")
@@ -352,7 +357,8 @@ mod tests {
             answer(
                 "SELECT @@warning_count, @@session.error_count",
                 &seen(),
-                true
+                true,
+                Default::default()
             )
             .as_deref(),
             Some("SELECT 1 AS `@@warning_count`, 1 AS `@@session.error_count`")
@@ -371,7 +377,7 @@ mod tests {
 
     #[test]
     fn literals_names_and_comments_are_left_alone() {
-        let a = |s: &str| answer(s, &seen(), false);
+        let a = |s: &str| answer(s, &seen(), false, Default::default());
         assert_eq!(a("SELECT 'LAST_INSERT_ID()'"), None);
         assert_eq!(a("SELECT `row_count()` FROM t"), None);
         assert_eq!(a("SELECT t.row_count FROM t"), None);
@@ -386,18 +392,52 @@ mod tests {
     fn what_the_proxy_does_not_know_stays_for_the_node() {
         // LAST_INSERT_ID(expr) sets the id: the statement runs as it is.
         assert_eq!(
-            answer("SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()", &seen(), false),
+            answer(
+                "SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()",
+                &seen(),
+                false,
+                Default::default()
+            ),
             None
         );
-        assert!(sets_insert_id("UPDATE s SET n = LAST_INSERT_ID(n + 1)"));
-        assert!(!sets_insert_id("SELECT LAST_INSERT_ID( )"));
+        assert!(sets_insert_id(
+            "UPDATE s SET n = LAST_INSERT_ID(n + 1)",
+            Default::default()
+        ));
+        assert!(!sets_insert_id(
+            "SELECT LAST_INSERT_ID( )",
+            Default::default()
+        ));
         let unknown = Seen {
             insert_id: None,
             ..seen()
         };
-        assert_eq!(answer("SELECT LAST_INSERT_ID()", &unknown, false), None);
         assert_eq!(
-            answer("SELECT LAST_INSERT_ID(), ROW_COUNT()", &unknown, false).as_deref(),
+            answer(
+                "SELECT LAST_INSERT_ID()",
+                &unknown,
+                false,
+                Default::default()
+            ),
+            None
+        );
+        // Without backslash escapes the call after `'\'` is outside the string.
+        let nbe = crate::sql::lex::Mode {
+            no_backslash_escapes: true,
+            ansi_quotes: false,
+        };
+        assert_eq!(
+            answer(r"SELECT '\', LAST_INSERT_ID() AS i", &seen(), false, nbe).as_deref(),
+            Some(r"SELECT '\', 42 AS i")
+        );
+        assert_eq!(
+            answer(
+                "SELECT LAST_INSERT_ID(), ROW_COUNT()",
+                &unknown,
+                false,
+                Default::default()
+            )
+            .as_deref(),
             Some("SELECT LAST_INSERT_ID(), 3 AS `ROW_COUNT()`")
         );
     }

@@ -16,7 +16,8 @@ use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
-use super::{quote_end, skip_blanks};
+use super::lex::Mode;
+use super::{quote_end_in, skip_blanks};
 
 /// One assignment of a `SET` that assigns user variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +32,11 @@ pub enum SetPart {
 /// The assignments of a `SET` that assigns at least one user variable, in order; `None`
 /// for any other statement (and for an expression that assigns again, `@a = @b := 1`).
 pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
+    set_parts_in(sql, Mode::default())
+}
+
+/// [`set_parts`] of a text read in `mode`.
+pub fn set_parts_in(sql: &str, mode: Mode) -> Option<Vec<SetPart>> {
     let b = sql.as_bytes();
     let mut i = skip_blanks(b, 0);
     if !b.get(i..i + 3)?.eq_ignore_ascii_case(b"SET") {
@@ -44,10 +50,10 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
     i = after;
     let mut out = Vec::new();
     loop {
-        let (end, last) = expression_end(b, i);
+        let (end, last) = expression_end(b, i, mode);
         let whole = sql.get(i..end)?.trim();
         let whole = whole.strip_suffix(';').unwrap_or(whole).trim_end();
-        let user = var_name(b, i).and_then(|(name, at)| {
+        let user = var_name(b, i, mode).and_then(|(name, at)| {
             let j = skip_blanks(b, at);
             let op = match b.get(j..j + 2) {
                 Some(b":=") => 2,
@@ -60,7 +66,7 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
             Some((name, from)) => {
                 let expr = sql.get(from..end)?.trim();
                 let expr = expr.strip_suffix(';').unwrap_or(expr).trim_end();
-                if expr.is_empty() || assigns_in(expr) {
+                if expr.is_empty() || assigns_in(expr, mode) {
                     return None;
                 }
                 SetPart::User {
@@ -68,7 +74,7 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
                     expr: expr.to_string(),
                 }
             }
-            None if whole.is_empty() || assigns_in(whole) => return None,
+            None if whole.is_empty() || assigns_in(whole, mode) => return None,
             None => SetPart::Other(whole.to_string()),
         };
         out.push(part);
@@ -85,6 +91,11 @@ pub fn set_parts(sql: &str) -> Option<Vec<SetPart>> {
 /// The user variables a statement assigns other than by a leading `SET`: `@v := e`, and the
 /// targets of `INTO @a, @b`.
 pub fn assigned(sql: &str) -> Vec<String> {
+    assigned_in(sql, Mode::default())
+}
+
+/// [`assigned`] of a text read in `mode`.
+pub fn assigned_in(sql: &str, mode: Mode) -> Vec<String> {
     let b = sql.as_bytes();
     if memchr::memchr(b'@', b).is_none() {
         return Vec::new();
@@ -93,10 +104,10 @@ pub fn assigned(sql: &str) -> Vec<String> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'\'' | b'"' | b'`' => i = quote_end(b, i) + 1,
+            b'\'' | b'"' | b'`' => i = quote_end_in(b, i, mode) + 1,
             b'#' | b'-' | b'/' if skip_blanks(b, i) > i => i = skip_blanks(b, i),
             b'@' if b.get(i + 1) == Some(&b'@') => i += 2,
-            b'@' => match var_name(b, i) {
+            b'@' => match var_name(b, i, mode) {
                 Some((name, at)) => {
                     let next = skip_blanks(b, at);
                     if b.get(next..next + 2) == Some(b":=") {
@@ -108,7 +119,7 @@ pub fn assigned(sql: &str) -> Vec<String> {
             },
             c if (c == b'I' || c == b'i') && word_at(b, i, b"INTO") => {
                 let mut j = skip_blanks(b, i + 4);
-                while let Some((name, at)) = var_name(b, j) {
+                while let Some((name, at)) = var_name(b, j, mode) {
                     names.push(name);
                     j = skip_blanks(b, at);
                     if b.get(j) != Some(&b',') {
@@ -156,17 +167,27 @@ pub fn names_a_lock(sql: &str) -> bool {
 /// Does a statement take the one-node path for user variables or named locks: a `SET` of
 /// user variables, an assignment inside a statement, a named-lock function?
 pub fn special(sql: &str) -> bool {
-    set_parts(sql).is_some() || !assigned(sql).is_empty() || names_a_lock(sql)
+    special_in(sql, Mode::default())
+}
+
+/// [`special`] of a text read in `mode`.
+pub fn special_in(sql: &str, mode: Mode) -> bool {
+    set_parts_in(sql, mode).is_some() || !assigned_in(sql, mode).is_empty() || names_a_lock(sql)
 }
 
 /// How many `?` placeholders an expression holds (outside strings, quoted names and
 /// comments).
 pub fn placeholders(expr: &str) -> usize {
+    placeholders_in(expr, Mode::default())
+}
+
+/// [`placeholders`] of a text read in `mode`.
+pub fn placeholders_in(expr: &str, mode: Mode) -> usize {
     let b = expr.as_bytes();
     let (mut i, mut n) = (0, 0);
     while i < b.len() {
         match b[i] {
-            b'\'' | b'"' | b'`' => i = quote_end(b, i) + 1,
+            b'\'' | b'"' | b'`' => i = quote_end_in(b, i, mode) + 1,
             b'#' | b'-' | b'/' if skip_blanks(b, i) > i => i = skip_blanks(b, i),
             b'?' => {
                 n += 1;
@@ -218,7 +239,7 @@ pub fn record_key(sql: &str) -> &str {
     if !sql.starts_with("SET @`") {
         return sql;
     }
-    match var_name(b, 4) {
+    match var_name(b, 4, Mode::default()) {
         Some((_, end)) if b.get(end..end + 3) == Some(b" = ") => &sql[..end + 3],
         _ => sql,
     }
@@ -230,17 +251,17 @@ fn quoted(name: &str) -> String {
 
 /// A user variable's name at `b[i]` (`@name`, ``@`name` ``, `@'name'`, `@"name"`) and where
 /// it ends; `None` when no user variable starts there.
-fn var_name(b: &[u8], i: usize) -> Option<(String, usize)> {
+fn var_name(b: &[u8], i: usize, mode: Mode) -> Option<(String, usize)> {
     if b.get(i) != Some(&b'@') || b.get(i + 1) == Some(&b'@') {
         return None;
     }
     let start = i + 1;
     match *b.get(start)? {
         q @ (b'`' | b'\'' | b'"') => {
-            let mut end = quote_end(b, start);
+            let mut end = quote_end_in(b, start, mode);
             // A doubled quote stands for one.
             while end + 1 < b.len() && b[end + 1] == q {
-                end = quote_end(b, end + 1);
+                end = quote_end_in(b, end + 1, mode);
             }
             if end >= b.len() {
                 return None;
@@ -279,11 +300,11 @@ fn word_at(b: &[u8], i: usize, w: &[u8]) -> bool {
 
 /// Where the expression starting at `b[i]` ends: a comma at its own depth (`false`) or the
 /// text's end (`true`).
-fn expression_end(b: &[u8], mut i: usize) -> (usize, bool) {
+fn expression_end(b: &[u8], mut i: usize, mode: Mode) -> (usize, bool) {
     let mut depth = 0usize;
     while i < b.len() {
         match b[i] {
-            b'\'' | b'"' | b'`' => i = quote_end(b, i),
+            b'\'' | b'"' | b'`' => i = quote_end_in(b, i, mode),
             b'#' | b'-' | b'/' if skip_blanks(b, i) > i => {
                 i = skip_blanks(b, i);
                 continue;
@@ -299,8 +320,8 @@ fn expression_end(b: &[u8], mut i: usize) -> (usize, bool) {
 }
 
 /// Does an expression assign a user variable itself (`@v := ...`, `INTO`)?
-fn assigns_in(expr: &str) -> bool {
-    !assigned(expr).is_empty()
+fn assigns_in(expr: &str, mode: Mode) -> bool {
+    !assigned_in(expr, mode).is_empty()
 }
 
 #[cfg(test)]
@@ -369,6 +390,16 @@ mod tests {
         assert!(assigned("INSERT INTO t VALUES (@x)").is_empty());
         assert!(assigned("SELECT 1 -- @y := 2\n").is_empty());
         assert!(assigned("SELECT `a@b` FROM t").is_empty());
+        // Without backslash escapes `'a\'` ends at its second quote: the assignment after it
+        // is seen (with escapes, the string runs on over it).
+        let nbe = Mode {
+            no_backslash_escapes: true,
+            ansi_quotes: false,
+        };
+        let sql = r"SELECT 'a\', @v := 1 FROM t";
+        assert_eq!(assigned_in(sql, nbe), vec!["v"]);
+        assert!(assigned(sql).is_empty());
+        assert_eq!(placeholders_in(r"CONCAT('\', ?)", nbe), 1);
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             self.io.write(&codec::eof(status, 0));
         }
-        let special = crate::sql::uservars::special(&sql);
+        let special = crate::sql::uservars::special_in(&sql, self.mode());
         self.stmts.insert(
             id,
             Prepared {
@@ -226,6 +226,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             ));
         }
         let id = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+        let mode = self.mode();
         let Some(stmt) = self.stmts.get_mut(&id) else {
             return Err(MyError::new(
                 ER_UNKNOWN_STMT_HANDLER,
@@ -261,7 +262,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // Planned at PREPARE: the key parameter's node in this command's snapshot.
         // A proxy fenced from sharded writes plans them in full (and refuses them there).
         // LAST_INSERT_ID() and the like become their values: planned for this execution.
-        if let Some(text) = self.last.answer(&stmt.sql) {
+        if let Some(text) = self.last.answer(&stmt.sql, mode) {
             let (read, kind) = (stmt.read, stmt.kind);
             let parsed = sql::parse_in(&text, self.mode());
             let (plan, slots) = self

@@ -66,7 +66,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn query(&mut self, sql: &str) -> Outcome {
         // `/*!40101 SET NAMES utf8mb4 */`: MySQL runs the body.
         let sql = sql::executable_comment(sql).unwrap_or(sql);
-        let answered = self.last.answer(sql);
+        let answered = self.last.answer(sql, self.mode());
         let sql = answered.as_deref().unwrap_or(sql);
         if crate::sql::seen::reads_diagnostics(sql) {
             let last = self.last.clone();
@@ -85,7 +85,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// What a statement's text tells of what it left: an id it set itself
     /// (`LAST_INSERT_ID(expr)`), a count of found rows only its node knows.
     pub(super) fn after_statement(&mut self, sql: &str) {
-        if crate::sql::seen::sets_insert_id(sql) {
+        if crate::sql::seen::sets_insert_id(sql, self.mode()) {
             self.last.sets_id = true;
         }
         if crate::sql::seen::calcs_found_rows(sql) {
@@ -181,10 +181,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         params: &[Value],
         binary: bool,
     ) -> Option<Outcome> {
-        if let Some(parts) = uservars::set_parts(sql) {
+        let mode = self.mode();
+        if let Some(parts) = uservars::set_parts_in(sql, mode) {
             return Some(self.set_user_variables(parts, params).await);
         }
-        let assigned = uservars::assigned(sql);
+        let assigned = uservars::assigned_in(sql, mode);
         if !assigned.is_empty() || uservars::names_a_lock(sql) {
             return Some(self.one_node_statement(sql, assigned, params, binary).await);
         }
@@ -207,7 +208,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let (name, expr) = match part {
                 uservars::SetPart::User { name, expr } => (name, expr),
                 uservars::SetPart::Other(text) => {
-                    if uservars::placeholders(&text) > 0 {
+                    if uservars::placeholders_in(&text, self.mode()) > 0 {
                         return Err(MyError::unsupported(format!(
                             "shardproxy: a parameter in `{text}` of a prepared SET: set it in a statement of its own"
                         )));
@@ -216,7 +217,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     continue;
                 }
             };
-            let n = uservars::placeholders(&expr).min(rest.len());
+            let n = uservars::placeholders_in(&expr, self.mode()).min(rest.len());
             let (mine, after) = rest.split_at(n);
             rest = after;
             let select = format!("SELECT {expr}");
