@@ -13,6 +13,8 @@ const MEMORY: Duration = Duration::from_secs(60);
 /// The first failure's delay; each further one doubles it, up to [`MAX_DELAY`].
 const FIRST_DELAY: Duration = Duration::from_millis(100);
 const MAX_DELAY: Duration = Duration::from_secs(3);
+/// Addresses held before old failures are swept out.
+const PRUNE_AT: usize = 10_000;
 
 #[derive(Default)]
 struct Peer {
@@ -52,6 +54,15 @@ impl Logins {
     pub fn failed(&self, peer: &str) -> Duration {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
+        // Many addresses (an IPv6 range) must not grow the map without end: past a bound,
+        // what is forgotten anyway goes.
+        if peers.len() >= PRUNE_AT {
+            peers.retain(|_, p| {
+                p.handshaking > 0
+                    || p.last_failure
+                        .is_some_and(|t| now.duration_since(t) <= MEMORY)
+            });
+        }
         let p = peers.entry(peer.to_string()).or_default();
         if p.last_failure
             .is_some_and(|t| now.duration_since(t) > MEMORY)

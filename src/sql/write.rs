@@ -355,6 +355,7 @@ mod tests {
             "(-5, 1.5e0, NULL)",
             "(_utf8mb4 X'41', X'00FF', _binary X'')",
             "('2024-01-01 10:00:00.5', 7)",
+            "(1.5e+20, -1.5E-3, .5, -0.0)",
         ] {
             assert!(is_literal_tuple(ok), "{ok}");
         }
