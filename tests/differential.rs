@@ -162,8 +162,17 @@ fn breaks_connection(r: &Answer) -> bool {
 
 fn judge(expected: &Answer, actual: &Answer, check: &Check) -> Outcome {
     match (expected, actual) {
-        // The reference fails: the proxy must fail too, with any error.
-        (Err(_), Err(_)) => Outcome::Matched,
+        // The reference fails: the proxy must fail with the same code, or refuse (1235).
+        (Err(a), Err(b)) if server_code(a) == server_code(b) => Outcome::Matched,
+        (Err(_), Err(e)) if server_code(e) == Some(ER_NOT_SUPPORTED_YET) => match e {
+            mysql_async::Error::Server(s) => Outcome::Refused(s.message.clone()),
+            _ => unreachable!(),
+        },
+        (Err(a), Err(b)) => Outcome::Wrong(format!(
+            "the reference failed ({}) and the proxy failed otherwise ({})",
+            describe_error(a),
+            describe_error(b)
+        )),
         (Err(e), Ok(got)) => Outcome::Wrong(format!(
             "the reference failed ({}) but the proxy answered {} rows",
             describe_error(e),
@@ -1423,9 +1432,18 @@ fn judge_tells_matched_refused_and_wrong() {
         judge(&Ok(ab.clone()), &Err(server_err(1064)), &ordered),
         "wrong",
     );
+    // Two errors match by their code; the proxy may refuse where the reference fails.
+    is(
+        judge(&Err(server_err(1054)), &Err(server_err(1054)), &ordered),
+        "matched",
+    );
     is(
         judge(&Err(server_err(1054)), &Err(server_err(1105)), &ordered),
-        "matched",
+        "wrong",
+    );
+    is(
+        judge(&Err(server_err(1054)), &Err(server_err(1235)), &ordered),
+        "refused",
     );
     is(
         judge(&Err(server_err(1054)), &Ok(ab.clone()), &ordered),
