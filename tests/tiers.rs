@@ -646,13 +646,14 @@ poll_columns = ["serial_no"]
 poll_retries = 3
 poll_retry_ms = 100
 "#;
-    // Lock waits on the cold node give up after a second (for connections opened from now).
-    let mut cold = direct(1).await;
-    cold.query_drop("SET GLOBAL innodb_lock_wait_timeout = 1")
-        .await
-        .expect("set the lock wait timeout");
     let proxy = start_proxy_on(c, &[0, 1, 2], rules);
     let mut conn = proxy.conn().await;
+    // Lock waits give up after a second: the session's own SET, which the proxy replays on
+    // every node connection the session borrows (a GLOBAL one leaked into the tests running
+    // beside this one, and stayed when it failed).
+    conn.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .expect("set the lock wait timeout");
     conn.query_drop("DROP TABLE IF EXISTS t_retry")
         .await
         .expect("drop");
@@ -695,9 +696,6 @@ poll_retry_ms = 100
         "the cold tier's write was retried ({retries})"
     );
     release.await.expect("release");
-    cold.query_drop("SET GLOBAL innodb_lock_wait_timeout = 50")
-        .await
-        .expect("restore the lock wait timeout");
     let n: Vec<(i64, i64)> = conn
         .query("SELECT id, n FROM t_retry ORDER BY id")
         .await
