@@ -2343,7 +2343,27 @@ async fn kill_stops_the_proxys_own_sessions_never_a_nodes_connection() {
         let r: Result<Option<i64>, _> = a.query_first("SELECT SLEEP(30)").await;
         (a, r, started.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Once the SLEEP runs on a node (its processlist shows it), not after a guessed pause.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    'running: loop {
+        for n in 0..NODES {
+            let (_pool, mut direct) = direct_conn(c, n).await;
+            let running: Option<i64> = direct
+                .query_first(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(30)'",
+                )
+                .await
+                .expect("processlist");
+            if running.unwrap_or(0) > 0 {
+                break 'running;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the SLEEP never ran on a node"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     b.query_drop(format!("KILL QUERY {a_id}"))
         .await
         .expect("KILL QUERY");
