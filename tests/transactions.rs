@@ -371,7 +371,26 @@ async fn a_deadlock_rolls_back_every_branch() {
         let r = set_balance(&mut s1, "acct10", a1, 1).await;
         (s1, r)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once s1 waits on node 0 (a lock wait in its InnoDB), not after a guessed pause.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut d = c.direct(0).get_conn().await.expect("direct");
+    loop {
+        let waiting: Option<i64> = d
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
+            )
+            .await
+            .expect("INNODB_TRX");
+        if waiting.unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "s1 never waited for a1's lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(d);
     let r2 = set_balance(&mut s2, "acct10", a0, 2).await;
     let (mut s1, r1) = blocked.await.expect("s1");
     let s2_victim = match (&r1, &r2) {
