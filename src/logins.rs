@@ -100,13 +100,7 @@ impl Drop for Handshaking {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = peers.get_mut(&self.peer) {
             p.handshaking = p.handshaking.saturating_sub(1);
-        }
-        let now = Instant::now();
-        if peers.get(&self.peer).is_some_and(|p| {
-            p.last_failure
-                .is_some_and(|t| now.duration_since(t) > MEMORY)
-        }) {
-            if let Some(p) = peers.get_mut(&self.peer) {
+            if p.last_failure.is_some_and(|t| t.elapsed() > MEMORY) {
                 p.failures = 0;
                 p.last_failure = None;
             }

@@ -436,7 +436,7 @@ impl Hide<'_, '_> {
             return;
         }
         self.done += wheres.len();
-        let at = crate::sql::Offsets::new(self.text.sql).at(s.select_token.0.span.start);
+        let at = self.text.offset(s.select_token.0.span.start);
         let clauses = match at.map(|at| self.text.clauses(at)) {
             Some(Ok(c)) => c,
             _ => return self.fail("a SELECT whose clauses shardproxy cannot place"),

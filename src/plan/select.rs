@@ -692,8 +692,8 @@ impl<'a> Base<'a> {
         parsed: &'a Parsed,
         params: Params<'a>,
     ) -> Result<Self, String> {
-        let at = crate::sql::Offsets::new(text.sql)
-            .at(s.select_token.0.span.start)
+        let at = text
+            .offset(s.select_token.0.span.start)
             .ok_or("the SELECT's place in the text")?;
         let clauses = text.clauses(at)?;
         if clauses.set_operation {
@@ -740,16 +740,6 @@ impl<'a> Base<'a> {
     }
 }
 
-/// `text` as a clause inserted at `at`: spaced from what follows, or from what precedes at
-/// the end.
-fn spaced(at: usize, end: usize, text: &str) -> String {
-    if at >= end {
-        format!(" {text}")
-    } else {
-        format!("{text} ")
-    }
-}
-
 /// The SQL each node runs: the client's SELECT text with the hidden columns appended,
 /// HAVING removed when groups are merged, the DISTINCT aggregates' arguments grouped, and
 /// ORDER BY / LIMIT as the merge needs them (LIMIT covering offset + count, no offset);
@@ -790,7 +780,7 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
             Some(g) => e.insert(g.body.1, format!(", {list}")),
             None => e.insert(
                 c.group_at(),
-                spaced(c.group_at(), c.end, &format!("GROUP BY {list}")),
+                c.spaced(c.group_at(), &format!("GROUP BY {list}")),
             ),
         }
     }
@@ -813,7 +803,7 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
         let order = format!("ORDER BY {}", keys.join(", "));
         match c.order_by {
             Some(o) => e.replace(o.kw, o.body.1, order),
-            None => e.insert(c.order_at(), spaced(c.order_at(), c.end, &order)),
+            None => e.insert(c.order_at(), c.spaced(c.order_at(), &order)),
         }
         remove(&mut e, c.limit);
     } else if let Some(l) = m.limit {
@@ -821,7 +811,7 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
         let limit = format!("LIMIT {n}");
         match c.limit {
             Some(x) => e.replace(x.kw, x.body.1, limit),
-            None => e.insert(c.limit_at(), spaced(c.limit_at(), c.end, &limit)),
+            None => e.insert(c.limit_at(), c.spaced(c.limit_at(), &limit)),
         }
     } else {
         remove(&mut e, c.limit);

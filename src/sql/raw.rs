@@ -11,51 +11,31 @@ use std::borrow::Cow;
 /// The first character of the range that carries raw bytes.
 const BASE: u32 = 0x10_FF00;
 
+/// Why a text that holds a carried character itself is refused.
+const RESERVED: &str =
+    "a statement holding a character of U+10FF00-U+10FFFF, which shardproxy reserves";
+
 /// The text of `bytes`: valid UTF-8 as it is, every other byte carried in the range.
 /// `Err` for a valid text that holds a character of the range.
 pub fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, String> {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => {
-            // A carried character is 4 bytes from F4: most texts have no F4 at all.
-            if memchr::memchr(0xF4, bytes).is_some() && s.chars().any(carried) {
-                return Err(
-                    "a statement holding a character of U+10FF00-U+10FFFF, which shardproxy reserves"
-                        .into(),
-                );
-            }
-            Ok(Cow::Borrowed(s))
+    if let Ok(s) = std::str::from_utf8(bytes) {
+        // A carried character is 4 bytes from F4: most texts have no F4 at all.
+        if memchr::memchr(0xF4, bytes).is_some() && s.chars().any(carried) {
+            return Err(RESERVED.into());
         }
-        Err(_) => {
-            let mut out = String::with_capacity(bytes.len() + 8);
-            let mut rest = bytes;
-            while !rest.is_empty() {
-                match std::str::from_utf8(rest) {
-                    Ok(s) => {
-                        if s.chars().any(carried) {
-                            return Err("a statement holding a character of U+10FF00-U+10FFFF, which shardproxy reserves".into());
-                        }
-                        out.push_str(s);
-                        break;
-                    }
-                    Err(e) => {
-                        let (good, bad) = rest.split_at(e.valid_up_to());
-                        // Valid by the check above.
-                        let good = std::str::from_utf8(good).unwrap_or_default();
-                        if good.chars().any(carried) {
-                            return Err("a statement holding a character of U+10FF00-U+10FFFF, which shardproxy reserves".into());
-                        }
-                        out.push_str(good);
-                        let n = e.error_len().unwrap_or(bad.len()).max(1).min(bad.len());
-                        for b in &bad[..n] {
-                            out.push(char::from_u32(BASE + u32::from(*b)).unwrap_or('\u{FFFD}'));
-                        }
-                        rest = &bad[n..];
-                    }
-                }
-            }
-            Ok(Cow::Owned(out))
+        return Ok(Cow::Borrowed(s));
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        if chunk.valid().chars().any(carried) {
+            return Err(RESERVED.into());
+        }
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push(char::from_u32(BASE + u32::from(*b)).unwrap_or('\u{FFFD}'));
         }
     }
+    Ok(Cow::Owned(out))
 }
 
 fn carried(c: char) -> bool {

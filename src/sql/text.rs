@@ -116,6 +116,16 @@ impl Clauses {
         self.before_first(&[self.tail])
     }
 
+    /// `text` as a clause inserted at `at`: spaced from what follows, or from what precedes
+    /// at the end.
+    pub fn spaced(&self, at: usize, text: &str) -> String {
+        if at >= self.end {
+            format!(" {text}")
+        } else {
+            format!("{text} ")
+        }
+    }
+
     /// From a clause's keyword to the start of the next clause (or the end): the range
     /// that removes it.
     pub fn removal(&self, c: Clause) -> (usize, usize) {
@@ -167,6 +177,11 @@ impl<'s> Text<'s> {
             mode,
             offsets: Offsets::new(sql),
         })
+    }
+
+    /// The byte offset of a tokenizer location in this text.
+    pub fn offset(&self, loc: sqlparser::tokenizer::Location) -> Option<usize> {
+        self.offsets.at(loc)
     }
 
     /// The index of the token starting at byte `at`.
@@ -481,12 +496,7 @@ impl Edits {
             }
             None => {
                 let at = c.where_at();
-                let text = if at >= c.end {
-                    format!(" WHERE {pred}")
-                } else {
-                    format!("WHERE {pred} ")
-                };
-                self.insert(at, text);
+                self.insert(at, c.spaced(at, &format!("WHERE {pred}")));
             }
         }
     }

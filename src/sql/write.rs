@@ -127,9 +127,7 @@ pub fn value(out: &mut String, v: &Value, charset: &str) {
 /// when it holds only characters no mode reads otherwise (letters, digits and `-:. _+/@`),
 /// else as `_utf8mb4 X'..'`.
 pub fn text(out: &mut String, s: &str) {
-    if s.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-:. _+/@".contains(&b))
-    {
+    if quotes_plainly(s) {
         out.push('\'');
         out.push_str(s);
         out.push('\'');
@@ -222,10 +220,7 @@ pub fn text_literal(s: &str) -> String {
 /// characters no mode reads otherwise, else `X'..'`, which every statement that takes a
 /// string (XA's xid included, where an introducer is not allowed) reads as its bytes.
 pub fn token(out: &mut String, s: &str) {
-    if !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-:. _+/@".contains(&b))
-    {
+    if !s.is_empty() && quotes_plainly(s) {
         out.push('\'');
         out.push_str(s);
         out.push('\'');
@@ -239,6 +234,12 @@ pub fn token_literal(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     token(&mut out, s);
     out
+}
+
+/// Letters, digits and `-:. _+/@` only: quoted as it is, no mode reads it otherwise.
+fn quotes_plainly(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-:. _+/@".contains(&b))
 }
 
 /// [`value`] into a new string.
