@@ -120,17 +120,17 @@ impl Server {
             let shared = self.shared.clone();
             tokio::spawn(async move { shared.learn_base_mode().await });
         }
-        tokio::spawn(crate::recovery::run(self.shared.clone()));
-        tokio::spawn(crate::deadlock::run(self.shared.clone()));
+        tokio::spawn(crate::exec::txn::recovery::run(self.shared.clone()));
+        tokio::spawn(crate::exec::txn::deadlock::run(self.shared.clone()));
         tokio::spawn(crate::migrate::driver::run(self.shared.clone()));
         if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
-            crate::admin::metadata::first_sync(
+            crate::admin::watch::first_sync(
                 &self.shared,
                 file.clone(),
                 std::time::Duration::from_secs(5),
             )
             .await;
-            tokio::spawn(crate::admin::metadata::watch(
+            tokio::spawn(crate::admin::watch::watch(
                 self.shared.clone(),
                 file.clone(),
             ));

@@ -8,8 +8,8 @@ use mysql_async::Conn;
 use super::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
-use crate::migrate::store::{self, Migration};
-use crate::migrate::BLIND_LEASES;
+use crate::metadata::migrations::{self as store, Migration};
+use crate::shared::migration::BLIND_LEASES;
 
 fn failed(e: impl std::fmt::Display) -> MyError {
     MyError::new(1105, format!("metadata: {e}"))

@@ -2,8 +2,8 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
-pub mod metadata;
 mod migrations;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -500,26 +500,26 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             let TableRule::HashSlot { column, .. } = rule else {
                 return Err(unsupported(format!("`{table}` is not a hash_slot table")));
             };
-            let owners = metadata::owners_with(&t, rule, a, b, target);
+            let owners = crate::metadata::owners_with(&t, rule, a, b, target);
             let version = t
                 .version
                 .checked_add(1)
-                .filter(|v| *v < metadata::MAX_VERSION)
+                .filter(|v| *v < crate::metadata::MAX_VERSION)
                 .ok_or_else(|| {
                     unsupported(format!(
                         "the rules' version {} has no successor below {}",
                         t.version,
-                        metadata::MAX_VERSION
+                        crate::metadata::MAX_VERSION
                     ))
                 })?;
-            metadata::write_slots(&meta.url, &table, column, &owners, version)
+            crate::metadata::write_slots(&meta.url, &table, column, &owners, version)
                 .await
                 .map_err(|e| MyError::new(1105, format!("metadata write failed: {e}")))?;
             let pool = mysql_async::Pool::new(
                 mysql_async::Opts::from_url(&meta.url)
                     .map_err(|e| MyError::new(1105, e.to_string()))?,
             );
-            let outcome = metadata::poll_once(shared, &pool, path()?, &masked(&meta.url)).await;
+            let outcome = watch::poll_once(shared, &pool, path()?, &masked(&meta.url)).await;
             pool.disconnect().await.ok();
             return match outcome {
                 Ok(Some(Reload::Applied { to, .. })) => Ok(Answer::Done(format!(

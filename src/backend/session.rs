@@ -20,7 +20,8 @@ use crate::error::MyError;
 use crate::exec::door::{
     client_gone, Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt,
 };
-use crate::exec::state::SessionState;
+use crate::exec::txn::state::SessionState;
+use crate::exec::txn::Transactions;
 use crate::merge::Row;
 use crate::node::conn::Ahead;
 use crate::node::conn::{decode, Summary};
@@ -694,7 +695,7 @@ fn node_fault(code: u16) -> bool {
 /// A statement the deadlock detector killed (1317, query interrupted) failed by a deadlock:
 /// the client gets 1213, as from a node's own detection, and the transaction is rolled back.
 fn deadlock_of(
-    registry: &crate::deadlock::Registry,
+    registry: &crate::exec::txn::deadlock::Registry,
     node: usize,
     conn: u32,
     e: WireError,
@@ -973,7 +974,7 @@ impl Door for NodeSession {
             crate::exec::txn::begin_ahead(self, node, run.access)?
         };
         if ahead.is_none() {
-            Door::enter(self, &[node], run.access).await?;
+            Transactions::enter(self, &[node], run.access).await?;
         }
         self.state.last_node = Some(node);
         self.sync_registry();
@@ -1124,7 +1125,7 @@ impl Door for NodeSession {
             }
         }
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
-        Door::enter(self, &nodes, run.access).await?;
+        Transactions::enter(self, &nodes, run.access).await?;
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);

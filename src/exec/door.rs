@@ -20,7 +20,7 @@ use mysql_common::constants::StatusFlags;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
-use super::state::SessionState;
+use super::txn::state::SessionState;
 use crate::config::TxMode;
 use crate::error::MyError;
 use crate::merge::Row;
@@ -249,58 +249,10 @@ pub trait Door: Send + Sized {
         self.state().status()
     }
 
-    /// A DDL statement runs (`true`) or ended: it commits the open transaction first and
-    /// runs outside any, even with autocommit off, as in MySQL.
-    fn ddl(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
-        async move {
-            if on {
-                self.end(true).await?;
-            }
-            self.state_mut().ddl = on;
-            Ok(())
-        }
-    }
-
     /// The session statements: each one changes the state of every node connection the
     /// session holds and of those it opens later.
     fn use_db(&mut self, db: &str) -> impl Future<Output = Result<(), MyError>> + Send;
     fn set(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send;
-
-    /// BEGIN: an open transaction that reached a node commits first (as in MySQL); the new
-    /// one opens on the first node a statement touches.
-    fn begin(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send {
-        async move {
-            if self.state_mut().begin(sql) {
-                self.end(true).await?;
-                self.state_mut().begin(sql);
-            }
-            Ok(())
-        }
-    }
-
-    /// COMMIT (`true`) or ROLLBACK of the open transaction on every node it touched: one
-    /// node commits alone; several commit by two-phase commit (see [`super::txn`]).
-    fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send {
-        super::txn::end(self, commit)
-    }
-
-    /// Before statements on `nodes` (`access`: whether they may change rows): inside a
-    /// transaction, opens its branch on each node that has none yet (the first branch
-    /// alone, then the others at once). The branches that opened are recorded even when
-    /// another failed.
-    fn enter(
-        &mut self,
-        nodes: &[usize],
-        access: Access,
-    ) -> impl Future<Output = Result<(), NodeError>> + Send {
-        super::txn::enter(self, nodes, access)
-    }
-
-    /// After a statement: a transaction a deadlock or a lock wait timeout rolled back on
-    /// one node (or a write that ran on some of its nodes only) is rolled back on all.
-    fn settle_tx(&mut self) -> impl Future<Output = ()> + Send {
-        super::txn::settle(self)
-    }
 
     /// `KILL [QUERY] id`: stops the statements the proxy's session `id` runs on its nodes
     /// and, unless `query_only`, ends that session (MySQL's 1094 for an unknown id, 1095 for
@@ -335,17 +287,6 @@ pub trait Door: Send + Sized {
     /// Closes the session's connection to `node` instead of giving it back (a branch on
     /// it was left prepared, or failed to roll back: the node decides, or recovery does).
     fn discard(&mut self, node: usize);
-
-    /// `SET autocommit`: turning it on commits the open transaction.
-    fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
-        async move {
-            if on && !self.state().autocommit {
-                self.end(true).await?;
-            }
-            self.state_mut().autocommit = on;
-            Ok(())
-        }
-    }
 
     /// Row images of a migration could not be written to `node` (`super::dual_write`): the
     /// client's statement stands; the migration counts it and verifies again.

@@ -18,6 +18,7 @@
 use mysql_common::value::Value;
 
 use super::door::{Access, Door, NodeError, NodeResult, OkInfo, Run, Sink, Stmt};
+use super::txn::Transactions;
 use crate::plan::moving::{Changed, DualWrite};
 
 /// Placeholders one statement may carry (MySQL's limit is 65,535).

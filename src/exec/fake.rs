@@ -12,7 +12,8 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Door, NodeError, NodeResult, OkInfo, Prepared, Run, Sink, Stmt};
-use super::state::SessionState;
+use super::txn::state::SessionState;
+use super::txn::Transactions;
 use crate::config::TxMode;
 use crate::error::MyError;
 use crate::merge::Row;
@@ -346,7 +347,7 @@ impl Door for FakeDoor {
         if self.down.contains(&node) {
             return Err(self.check(node, "").unwrap_err());
         }
-        Door::enter(self, &[node], run.access).await?;
+        Transactions::enter(self, &[node], run.access).await?;
         self.state.last_node = Some(node);
         self.run_one(node, stmt)
     }
@@ -360,7 +361,7 @@ impl Door for FakeDoor {
             return Err(self.check(*n, "").unwrap_err());
         }
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
-        Door::enter(self, &nodes, run.access).await?;
+        Transactions::enter(self, &nodes, run.access).await?;
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         Ok(stmts.iter().map(|(n, s)| self.run_one(*n, *s)).collect())
     }

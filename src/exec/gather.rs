@@ -12,6 +12,7 @@ use mysql_common::value::Value;
 
 use super::door::{Access, Door, NodeError, NodeResult, Prepared, Run, Sink, Stmt};
 use super::route;
+use super::txn::Transactions;
 use crate::error::MyError;
 use crate::merge::Row;
 use crate::plan::gather::{Gather, Ship, Shipped};

@@ -55,7 +55,6 @@ pub mod rows;
 pub mod scatter;
 pub mod sequence;
 pub mod session_op;
-pub mod state;
 pub mod tier_page;
 pub mod tier_read;
 pub mod tier_write;

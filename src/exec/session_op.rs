@@ -2,6 +2,7 @@
 //! the state the door keeps on every node connection; the client gets one OK.
 
 use super::door::{Door, Sink};
+use super::txn::Transactions;
 use crate::error::MyError;
 use crate::plan::{SavepointKind, SessionOp};
 

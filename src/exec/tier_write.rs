@@ -107,6 +107,7 @@ pub async fn write<D: Door, K: Sink>(
 mod tests {
     use super::*;
     use crate::exec::fake::{Canned, Event, FakeDoor, RecordSink};
+    use crate::exec::txn::Transactions;
     use crate::plan::rules_tests::tier;
     use crate::plan::TierMode;
 

@@ -104,7 +104,7 @@ pub struct Session<S> {
     single_counters: Vec<(&'static str, prometheus::IntCounter)>,
     /// The dual write planned for the statement about to run, counted until it ends (the
     /// freeze step of a migration waits for none to run).
-    dual_write: Option<crate::migrate::Running>,
+    dual_write: Option<crate::shared::Running>,
     /// What the last statement left that the client may ask about.
     last: super::sink::Last,
     /// A second handle on the client's socket, to notice it hang up mid-statement.

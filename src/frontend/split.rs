@@ -129,6 +129,29 @@ pub fn set_with_autocommit(sql: &str, mode: Mode) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
+    /// The planner's random statements and noise (`crate::plan::random_tests`), split in
+    /// either quoting mode, with and without CLIENT_MULTI_STATEMENTS: never a panic.
+    #[test]
+    fn splitting_random_text_never_panics() {
+        use crate::plan::random_tests::{noise, piece_statements};
+        let texts = piece_statements(0x5eed_1234_abcd_0001, 20_000)
+            .into_iter()
+            .map(|(sql, _)| sql)
+            .chain(noise(0xdead_beef_0bad_f00d, 5_000));
+        for sql in texts {
+            for mode in [
+                Mode::default(),
+                Mode {
+                    no_backslash_escapes: true,
+                    ansi_quotes: true,
+                },
+            ] {
+                let _ = batch(&sql, mode, true);
+                let _ = batch(&sql, mode, false);
+            }
+        }
+    }
+
     fn many(sql: &str) -> Vec<&str> {
         match batch(sql, Mode::default(), true) {
             Ok(Batch::Many(p)) => p,

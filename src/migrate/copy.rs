@@ -14,7 +14,7 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Value};
 
-use super::store::Migration;
+use crate::metadata::migrations::Migration;
 use crate::plan::moving::{quote, tuples};
 
 /// What the copy needs to know of the table, read from the source.

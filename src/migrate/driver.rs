@@ -25,11 +25,11 @@ use mysql_async::{Conn, Opts};
 use tracing::{info, warn};
 
 use super::copy::{self, Shape};
-use super::store::{self, Migration};
-use super::BLIND_LEASES;
 use crate::config::{TableRule, Topology};
+use crate::metadata::migrations::{self as store, Migration};
 use crate::plan::moving::{quote, Moving, Which};
 use crate::routing::slot::MoveStep;
+use crate::shared::migration::BLIND_LEASES;
 use crate::shared::Shared;
 
 /// How long a step waits for every proxy to acknowledge its version.
@@ -641,7 +641,7 @@ async fn version(
 
 async fn current_version(c: &mut Conn) -> Step<u64> {
     let v: Option<u64> = c
-        .query_first(crate::admin::metadata::VERSION_SQL)
+        .query_first(crate::metadata::VERSION_SQL)
         .await
         .map_err(err)?;
     Ok(v.unwrap_or(0))
@@ -698,14 +698,14 @@ async fn seed_slot_rows(c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()
         let Some(rule @ TableRule::HashSlot { column, .. }) = topo.table(&table) else {
             return Err(format!("`{table}` is not a hash_slot table"));
         };
-        let owners = crate::admin::metadata::owners_with(topo, rule, 1, 0, 0);
+        let owners = crate::metadata::owners_with(topo, rule, 1, 0, 0);
         let url = topo
             .metadata
             .as_ref()
             .map(|x| x.url.clone())
             .unwrap_or_default();
         let v = current_version(c).await?.max(topo.version) + 1;
-        crate::admin::metadata::write_slots(&url, &table, column, &owners, v)
+        crate::metadata::write_slots(&url, &table, column, &owners, v)
             .await
             .map_err(err)?;
     }

@@ -1803,6 +1803,8 @@ pub(crate) fn needs_merge(q: &Query) -> Option<&'static str> {
 }
 
 #[cfg(test)]
+pub(crate) mod random_tests;
+#[cfg(test)]
 pub(crate) mod rules_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -357,7 +357,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let keeps_diagnostics = matches!(plan, Plan::Sticky { .. } | Plan::Session(_));
         let kept = keeps_diagnostics.then(|| (self.last.diagnostics, self.last.own_error.clone()));
         if ddl {
-            crate::exec::door::Door::ddl(&mut self.nodes, true).await?;
+            crate::exec::txn::Transactions::ddl(&mut self.nodes, true).await?;
         }
         let r = {
             let (door, mut sink) = self.sink(binary);
@@ -386,7 +386,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // Whatever it did, on whichever nodes: tables' columns are read again.
             self.shared.columns.invalidate_all();
             self.shared.primary_keys.invalidate_all();
-            crate::exec::door::Door::ddl(&mut self.nodes, false).await?;
+            crate::exec::txn::Transactions::ddl(&mut self.nodes, false).await?;
         }
         r
     }
@@ -618,7 +618,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         // Counted already (it holds images).
                         if self.dual_write.is_none() {
                             self.dual_write =
-                                Some(crate::migrate::Running::new(self.shared.clone()));
+                                Some(crate::shared::Running::new(self.shared.clone()));
                         }
                     }
                     return (*then, slots);
@@ -633,7 +633,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Plan::DualWrite(_) => {
                     // Counted before the rules are looked at again: a freeze acknowledged
                     // after this cannot miss it, and one applied before is seen here.
-                    let running = crate::migrate::Running::new(self.shared.clone());
+                    let running = crate::shared::Running::new(self.shared.clone());
                     if self.shared.topology().version != topo.version {
                         drop(running);
                         self.topo = self.shared.topology();

@@ -17,7 +17,7 @@ use std::time::Duration;
 use mysql_common::value::Value;
 use tracing::{info, warn};
 
-use crate::shared::Shared;
+use super::cluster::Cluster;
 
 /// How often waits are looked at while multi-node transactions exist.
 pub const INTERVAL: Duration = Duration::from_millis(500);
@@ -158,11 +158,11 @@ const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \
      JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id";
 
 /// Runs the detector until the process ends.
-pub async fn run(shared: Arc<Shared>) {
+pub async fn run(shared: Arc<dyn Cluster>) {
     let mut refused: HashSet<usize> = HashSet::new();
     loop {
         tokio::time::sleep(INTERVAL).await;
-        let branches = shared.deadlocks.snapshot();
+        let branches = shared.deadlocks().snapshot();
         // A cycle across nodes needs two transactions, one of them on several nodes.
         if branches.len() < 2 || !branches.values().any(|b| b.len() > 1) {
             continue;
@@ -171,7 +171,11 @@ pub async fn run(shared: Arc<Shared>) {
         let mut waits = Vec::new();
         for node in nodes {
             let rows = async {
-                let mut c = shared.backends.connect(node).await.map_err(|e| e.message)?;
+                let mut c = shared
+                    .backends()
+                    .connect(node)
+                    .await
+                    .map_err(|e| e.message)?;
                 c.query_rows(WAITS).await.map_err(|e| e.to_string())
             }
             .await;
@@ -188,21 +192,21 @@ pub async fn run(shared: Arc<Shared>) {
                 }
                 Err(e) => {
                     if refused.insert(node) {
-                        warn!(node = %shared.backends.name(node), "cannot see lock waits, so deadlocks across nodes there end only by lock wait timeout (the node account needs PROCESS): {e}");
+                        warn!(node = %shared.backends().name(node), "cannot see lock waits, so deadlocks across nodes there end only by lock wait timeout (the node account needs PROCESS): {e}");
                     }
                 }
             }
         }
         for w in victims(&branches, &waits) {
             shared
-                .deadlocks
+                .deadlocks()
                 .victims
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert((w.node, w.waiter));
             let killed = async {
                 let mut c = shared
-                    .backends
+                    .backends()
                     .connect(w.node)
                     .await
                     .map_err(|e| e.message)?;
@@ -213,12 +217,12 @@ pub async fn run(shared: Arc<Shared>) {
             .await;
             match killed {
                 Ok(()) => {
-                    shared.metrics.deadlocks.inc();
-                    info!(node = %shared.backends.name(w.node), conn = w.waiter,
+                    shared.metrics().deadlocks.inc();
+                    info!(node = %shared.backends().name(w.node), conn = w.waiter,
                         "broke a deadlock across nodes: the waiting statement of the youngest transaction was killed");
                 }
                 Err(e) => {
-                    shared.deadlocks.take_victim(w.node, w.waiter);
+                    shared.deadlocks().take_victim(w.node, w.waiter);
                     warn!("could not break a deadlock across nodes: {e}");
                 }
             }

@@ -293,7 +293,7 @@ pub async fn write_version(
         (step, m.id),
     )
     .await?;
-    let v: Option<u64> = tx.query_first(crate::admin::metadata::VERSION_SQL).await?;
+    let v: Option<u64> = tx.query_first(super::VERSION_SQL).await?;
     // Above the metadata's versions and the running rules' (a rules file's own version
     // may be higher than anything the metadata holds yet).
     let v = v.unwrap_or(0).max(floor) + 1;

@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 use mysql_common::value::Value;
 use tracing::{info, warn};
 
-use crate::exec::state::{xid_sql, XA_FORMAT};
+use super::cluster::Cluster;
+use crate::exec::txn::state::{xid_sql, XA_FORMAT};
 use crate::exec::txn::{decide_sql, decisions_ddl, decisions_in, outcome_is_commit};
 use crate::node::WireError;
 use crate::pools::Pooled;
-use crate::shared::Shared;
 use crate::value::{integer, text_form};
 
 /// How often every node is asked.
@@ -67,21 +67,21 @@ pub fn parse_recover(rows: &[Vec<Option<Value>>]) -> Vec<Prepared> {
 }
 
 /// Runs recovery until the process ends.
-pub async fn run(shared: Arc<Shared>) {
+pub async fn run(shared: Arc<dyn Cluster>) {
     let mut seen: HashMap<(usize, String), Instant> = HashMap::new();
     let mut last_cleanup = Instant::now();
     loop {
         tokio::time::sleep(INTERVAL).await;
-        let all_answered = pass(&shared, &mut seen).await;
+        let all_answered = pass(&*shared, &mut seen).await;
         if all_answered && last_cleanup.elapsed() >= CLEANUP_EVERY {
             last_cleanup = Instant::now();
-            cleanup(&shared, &seen).await;
+            cleanup(&*shared, &seen).await;
         }
     }
 }
 
 /// One round over every node; `true` when every node answered.
-pub async fn pass(shared: &Shared, seen: &mut HashMap<(usize, String), Instant>) -> bool {
+pub async fn pass(shared: &dyn Cluster, seen: &mut HashMap<(usize, String), Instant>) -> bool {
     let topo = shared.topology();
     let prefix = format!("{}:", topo.xa_prefix);
     let mut still: HashSet<(usize, String)> = HashSet::new();
@@ -91,7 +91,11 @@ pub async fn pass(shared: &Shared, seen: &mut HashMap<(usize, String), Instant>)
             continue;
         }
         let listed = async {
-            let mut c = shared.backends.connect(node).await.map_err(|e| e.message)?;
+            let mut c = shared
+                .backends()
+                .connect(node)
+                .await
+                .map_err(|e| e.message)?;
             let rows = c
                 .query_rows("XA RECOVER")
                 .await
@@ -140,7 +144,7 @@ pub async fn pass(shared: &Shared, seen: &mut HashMap<(usize, String), Instant>)
 
 /// Decides one prepared branch by its record and finishes it on `conn` (its node).
 async fn finish(
-    shared: &Shared,
+    shared: &dyn Cluster,
     conn: &mut Pooled,
     node: usize,
     p: &Prepared,
@@ -153,7 +157,7 @@ async fn finish(
         ));
     };
     let mut d = shared
-        .backends
+        .backends()
         .connect(decider)
         .await
         .map_err(|e| e.message)?;
@@ -199,7 +203,7 @@ async fn finish(
         Err(e) => return Err(e.to_string()),
     };
     shared
-        .metrics
+        .metrics()
         .xa_recovered
         .with_label_values(&[outcome])
         .inc();
@@ -213,7 +217,7 @@ async fn finish(
 }
 
 /// Deletes decision records older than an hour that no node lists as prepared.
-async fn cleanup(shared: &Shared, prepared: &HashMap<(usize, String), Instant>) {
+async fn cleanup(shared: &dyn Cluster, prepared: &HashMap<(usize, String), Instant>) {
     let topo = shared.topology();
     let keep: Vec<String> = prepared
         .keys()
@@ -224,7 +228,11 @@ async fn cleanup(shared: &Shared, prepared: &HashMap<(usize, String), Instant>) 
             continue;
         }
         let r = async {
-            let mut c = shared.backends.connect(node).await.map_err(|e| e.message)?;
+            let mut c = shared
+                .backends()
+                .connect(node)
+                .await
+                .map_err(|e| e.message)?;
             let Some(db) = c.url_db() else {
                 return Ok(());
             };

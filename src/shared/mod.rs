@@ -2,6 +2,8 @@
 //! one is offered), the node pools, the metrics, the proxy's clock, the id generator and the
 //! directory lookup caches.
 
+pub mod migration;
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
@@ -44,7 +46,7 @@ pub struct Shared {
     /// Tables' primary-key columns, quoted (for writes to slots being moved).
     pub primary_keys: ColumnCache,
     /// This proxy's part in slot migrations: its heartbeat, fence and counters.
-    pub migration: crate::migrate::Local,
+    pub migration: migration::Local,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
     /// Client connections being served (bounded by `[server] max_connections`).
@@ -60,7 +62,7 @@ pub struct Shared {
     /// ANSI_QUOTES): the mode a session starts in, read from the default node at start.
     base_mode: std::sync::atomic::AtomicU8,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
-    pub deadlocks: crate::deadlock::Registry,
+    pub deadlocks: crate::exec::txn::deadlock::Registry,
     /// Nodes where this process made sure the XA decision table exists.
     decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
@@ -416,5 +418,39 @@ impl Shared {
     /// The routing snapshot in force; a statement takes it once and keeps it to the end.
     pub fn topology(&self) -> Arc<Topology> {
         self.topology.load_full()
+    }
+}
+
+impl crate::exec::txn::cluster::Cluster for Shared {
+    fn backends(&self) -> &Backends {
+        &self.backends
+    }
+    fn topology(&self) -> Arc<Topology> {
+        Shared::topology(self)
+    }
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+    fn deadlocks(&self) -> &crate::exec::txn::deadlock::Registry {
+        &self.deadlocks
+    }
+    fn decision_table_ready(&self, node: usize) -> bool {
+        Shared::decision_table_ready(self, node)
+    }
+}
+
+/// Counts a dual write while it runs (see [`migration::Local::dual_writes`]).
+pub struct Running(Arc<Shared>);
+
+impl Running {
+    pub fn new(shared: Arc<Shared>) -> Self {
+        shared.migration.dual_writes.fetch_add(1, Ordering::SeqCst);
+        Running(shared)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.migration.dual_writes.fetch_sub(1, Ordering::SeqCst);
     }
 }

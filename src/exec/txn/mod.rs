@@ -1,5 +1,12 @@
-//! Transactions over several nodes: the branch a transaction opens on each node it touches,
-//! and how it ends there.
+//! Transactions, all in this folder: what happens at BEGIN, at a statement inside a
+//! transaction, at COMMIT and ROLLBACK, and after a crash.
+//!
+//! - `state.rs`: the session's transaction state (autocommit, the open transaction and its
+//!   branches), the same rules for every door;
+//! - this file: the branch a transaction opens on each node it touches and how it ends
+//!   there ([`Transactions`], over any [`Door`]);
+//! - `deadlock.rs`: the detector of deadlocks across nodes; `recovery.rs`: XA recovery of
+//!   branches a dead coordinator left prepared; both run over a [`cluster::Cluster`].
 //!
 //! The first node a transaction touches gets a plain transaction (its BEGIN text), so a
 //! transaction that stays on one node commits as it would without the proxy. Every later
@@ -16,7 +23,7 @@
 //!   committed. Phase 3, at once: `XA COMMIT` on every prepared branch; the client's OK
 //!   comes after them.
 //!
-//! Recovery (`crate::recovery`) finishes prepared branches whose coordinator died: it
+//! Recovery (`recovery.rs`) finishes prepared branches whose coordinator died: it
 //! inserts `rollback` for their gtrid with `INSERT IGNORE` on the decision node and obeys
 //! whichever record is there. The insert waits on the row lock of a decision not yet
 //! committed, so a recoverer can never roll back what a live coordinator commits. Why this
@@ -26,12 +33,84 @@
 //! one after another; a failure between two commits leaves the transaction applied on some
 //! nodes only, and the error says which.
 
+use std::future::Future;
+
 use tracing::warn;
 
-use super::door::{Access, Door, NodeError};
-use super::state::{lost_tx, xid_sql, Branch, Enter, Tx};
+pub mod cluster;
+pub mod deadlock;
+pub mod recovery;
+pub mod state;
+
+use self::state::{lost_tx, xid_sql, Branch, Enter, Tx};
 use crate::config::TxMode;
 use crate::error::{MyError, ER_ERROR_DURING_COMMIT, ER_LOCK_DEADLOCK};
+use crate::exec::door::{Access, Door, NodeError};
+
+/// The transaction side of a door: BEGIN, COMMIT, ROLLBACK and what opens and settles
+/// branches, the same for every [`Door`] (so they live here, over the door, not in it).
+pub trait Transactions: Door {
+    /// A DDL statement runs (`true`) or ended: it commits the open transaction first and
+    /// runs outside any, even with autocommit off, as in MySQL.
+    fn ddl(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if on {
+                self.end(true).await?;
+            }
+            self.state_mut().ddl = on;
+            Ok(())
+        }
+    }
+
+    /// BEGIN: an open transaction that reached a node commits first (as in MySQL); the new
+    /// one opens on the first node a statement touches.
+    fn begin(&mut self, sql: &str) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if self.state_mut().begin(sql) {
+                self.end(true).await?;
+                self.state_mut().begin(sql);
+            }
+            Ok(())
+        }
+    }
+
+    /// COMMIT (`true`) or ROLLBACK of the open transaction on every node it touched: one
+    /// node commits alone; several commit by two-phase commit (see this module).
+    fn end(&mut self, commit: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        end(self, commit)
+    }
+
+    /// Before statements on `nodes` (`access`: whether they may change rows): inside a
+    /// transaction, opens its branch on each node that has none yet (the first branch
+    /// alone, then the others at once). The branches that opened are recorded even when
+    /// another failed.
+    fn enter(
+        &mut self,
+        nodes: &[usize],
+        access: Access,
+    ) -> impl Future<Output = Result<(), NodeError>> + Send {
+        enter(self, nodes, access)
+    }
+
+    /// After a statement: a transaction a deadlock or a lock wait timeout rolled back on
+    /// one node (or a write that ran on some of its nodes only) is rolled back on all.
+    fn settle_tx(&mut self) -> impl Future<Output = ()> + Send {
+        settle(self)
+    }
+
+    /// `SET autocommit`: turning it on commits the open transaction.
+    fn set_autocommit(&mut self, on: bool) -> impl Future<Output = Result<(), MyError>> + Send {
+        async move {
+            if on && !self.state().autocommit {
+                self.end(true).await?;
+            }
+            self.state_mut().autocommit = on;
+            Ok(())
+        }
+    }
+}
+
+impl<D: Door> Transactions for D {}
 
 /// The decision records' table, in the database of each node's URL.
 pub const DECISIONS: &str = "shardproxy_xa";

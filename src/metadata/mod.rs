@@ -1,19 +1,17 @@
 //! The shared metadata source: table rules (`route_config`) and slot maps (`shard_slot_map`,
 //! one row per slot) as rows in a MySQL schema that several proxies poll. Their highest row
 //! version is the rules version; a newer one is merged over the rules file's own tables,
-//! validated like a file, and offered like any reload, so proxies converge within one poll.
+//! validated like a file, and offered like any reload (`crate::admin::watch`), so proxies
+//! converge within one poll. The schema's other tables, the migrations and the proxies'
+//! heartbeats: [`migrations`].
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+pub mod migrations;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, TxOpts};
-use tracing::{info, warn};
 
 use crate::config::{TableRule, Topology};
 use crate::routing::slot::SLOTS;
-use crate::shared::{Reload, Shared};
 
 pub const SCHEMA: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS route_config (
@@ -242,161 +240,9 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
     Ok(doc.to_string())
 }
 
-/// Loads the metadata if its version is newer than the running rules.
-pub async fn poll_once(
-    shared: &Shared,
-    pool: &Pool,
-    file: &Path,
-    origin: &str,
-) -> Result<Option<Reload>, String> {
-    let v = version(pool)
-        .await
-        .map_err(|e| format!("metadata {origin}: {e}"))?;
-    if v <= shared.topology().version {
-        return Ok(None);
-    }
-    if v >= MAX_VERSION {
-        return Err(format!(
-            "metadata {origin}: version {v} is out of range (versions stay below {MAX_VERSION}); not loaded"
-        ));
-    }
-    let rows = read(pool)
-        .await
-        .map_err(|e| format!("metadata {origin}: {e}"))?;
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let merged = merge_into(&text, &rows)?;
-    let outcome = match crate::config::parse(
-        &merged,
-        &format!("metadata {origin} over {}", file.display()),
-    ) {
-        Ok(t) => shared.offer(t),
-        Err(e) => Reload::Refused(e.to_string()),
-    };
-    match &outcome {
-        Reload::Applied { from, to } => {
-            info!("rules reloaded from metadata {origin}: version {from} -> {to}")
-        }
-        Reload::Refused(reason) => {
-            shared
-                .reloads_refused
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            shared.metrics.reloads.with_label_values(&["refused"]).inc();
-            warn!("metadata reload refused, the running rules stay: {reason}")
-        }
-        Reload::Ignored { .. } => {}
-    }
-    Ok(Some(outcome))
-}
-
-/// Creates the schema's tables if missing, then polls every `poll_ms` (every few ms while
-/// slots move), each poll followed by this proxy's heartbeat.
-pub async fn watch(shared: Arc<Shared>, file: PathBuf) {
-    let Some(w) = Watch::new(&shared, file) else {
-        return;
-    };
-    loop {
-        let topo = shared.topology();
-        let every = if crate::plan::moving::any_moving(&topo) {
-            w.poll_ms.min(MOVING_POLL_MS)
-        } else {
-            w.poll_ms
-        };
-        tokio::time::sleep(Duration::from_millis(every)).await;
-        w.sync(&shared).await;
-    }
-}
-
-/// Loads the metadata's rules and writes the first heartbeat before the proxy serves
-/// clients (within `limit`): a proxy that has not heartbeated is fenced from sharded writes.
-pub async fn first_sync(shared: &Arc<Shared>, file: PathBuf, limit: Duration) {
-    let Some(w) = Watch::new(shared, file) else {
-        return;
-    };
-    let _ = tokio::time::timeout(limit, async {
-        while !w.sync(shared).await {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await;
-    w.pool.disconnect().await.ok();
-}
-
-struct Watch {
-    pool: Pool,
-    file: PathBuf,
-    origin: String,
-    poll_ms: u64,
-    proxy: String,
-    ready: std::sync::atomic::AtomicBool,
-}
-
-impl Watch {
-    fn new(shared: &Shared, file: PathBuf) -> Option<Watch> {
-        let meta = shared.topology().metadata.clone()?;
-        let origin = masked(&meta.url);
-        let pool = match mysql_async::Opts::from_url(&meta.url) {
-            Ok(o) => Pool::new(o),
-            Err(e) => {
-                warn!("metadata url {origin}: {e}");
-                return None;
-            }
-        };
-        shared.migration.watched();
-        Some(Watch {
-            pool,
-            file,
-            origin,
-            poll_ms: meta.poll_ms,
-            proxy: shared.instance().to_string(),
-            ready: Default::default(),
-        })
-    }
-
-    /// One poll and heartbeat; whether both went through.
-    async fn sync(&self, shared: &Shared) -> bool {
-        use std::sync::atomic::Ordering;
-        let origin = &self.origin;
-        if !self.ready.load(Ordering::Relaxed) {
-            match create_schema(&self.pool).await {
-                Ok(()) => self.ready.store(true, Ordering::Relaxed),
-                Err(e) => {
-                    warn!("metadata {origin}: {e}");
-                    return false;
-                }
-            }
-        }
-        let at = std::time::Instant::now();
-        if let Err(e) = poll_once(shared, &self.pool, &self.file, origin).await {
-            warn!("{e}");
-            return false;
-        }
-        // The version this proxy runs now, then whether a dual write runs (in that order:
-        // see `crate::migrate::Running`).
-        let version = shared.topology().version;
-        let m = &shared.migration;
-        let quiet = m.dual_writes.load(Ordering::SeqCst) == 0;
-        let failures = m.shadow_failures.load(Ordering::Relaxed);
-        match crate::migrate::store::heartbeat(&self.pool, &self.proxy, version, quiet, failures)
-            .await
-        {
-            Ok(()) => {
-                m.beat(at);
-                true
-            }
-            Err(e) => {
-                warn!("metadata {origin}: heartbeat: {e}");
-                false
-            }
-        }
-    }
-}
-
-/// How often proxies look at the metadata while slots move (at most `poll_ms`).
-const MOVING_POLL_MS: u64 = 20;
-
 pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
-    for ddl in SCHEMA.iter().chain(crate::migrate::store::SCHEMA.iter()) {
+    for ddl in SCHEMA.iter().chain(migrations::SCHEMA.iter()) {
         c.query_drop(*ddl).await?;
     }
     Ok(())
@@ -465,10 +311,6 @@ pub fn owners_with(
             t.node_name(n).to_string()
         })
         .collect()
-}
-
-fn masked(url: &str) -> String {
-    super::masked(url)
 }
 
 #[cfg(test)]

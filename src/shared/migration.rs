@@ -1,0 +1,185 @@
+//! This proxy's part in slot migrations (`crate::migrate` runs them): its heartbeat, the
+//! fence that follows from it, and its counters. Every session reads it, so it lives with
+//! the process's shared state.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::Topology;
+use crate::error::MyError;
+use crate::plan::Plan;
+
+/// This proxy's migration state.
+#[derive(Debug)]
+pub struct Local {
+    epoch: Instant,
+    /// Milliseconds after `epoch` of the last heartbeat written, plus one (0: none yet).
+    last_beat: AtomicU64,
+    /// Row images that could not be written to a target, since the proxy started.
+    pub shadow_failures: AtomicU64,
+    /// Dual writes running now: a proxy acknowledges the freeze step only when none is.
+    pub dual_writes: AtomicUsize,
+    /// This proxy heartbeats (it watches a metadata schema with its rules file): only then
+    /// does it take part in migrations, and only then is it fenced.
+    watched: std::sync::atomic::AtomicBool,
+}
+
+impl Default for Local {
+    fn default() -> Self {
+        Local {
+            epoch: Instant::now(),
+            last_beat: AtomicU64::new(0),
+            shadow_failures: AtomicU64::new(0),
+            dual_writes: AtomicUsize::new(0),
+            watched: Default::default(),
+        }
+    }
+}
+
+/// A proxy that has not written its heartbeat for this many leases may have missed the
+/// start of a move it knows nothing of: it stops writing every hash_slot table.
+pub const BLIND_LEASES: u32 = 6;
+
+/// MySQL's ER_OPTION_PREVENTS_STATEMENT: the fence's error.
+const ER_OPTION_PREVENTS_STATEMENT: u16 = 1290;
+
+impl Local {
+    /// The proxy watches its metadata schema and heartbeats there.
+    pub fn watched(&self) {
+        self.watched.store(true, Ordering::Relaxed);
+    }
+
+    /// The heartbeat written at `at` (taken before it was sent).
+    pub fn beat(&self, at: Instant) {
+        let ms = at.saturating_duration_since(self.epoch).as_millis() as u64;
+        self.last_beat.fetch_max(ms + 1, Ordering::Relaxed);
+    }
+
+    /// How long since the last heartbeat (since start when there was none).
+    pub fn silence(&self) -> Duration {
+        let last = self.last_beat.load(Ordering::Relaxed);
+        let since = Instant::now().saturating_duration_since(self.epoch);
+        since.saturating_sub(Duration::from_millis(last.saturating_sub(1)))
+    }
+
+    /// Would a write to a hash_slot table be fenced (see [`Local::fence`])? For the cached
+    /// plans' path, which skips planning: a fenced write goes on to be planned, and refused.
+    pub fn blind(&self, topo: &Topology) -> bool {
+        let Some(meta) = topo.metadata.as_ref() else {
+            return false;
+        };
+        self.watched.load(Ordering::Relaxed)
+            && (self.last_beat.load(Ordering::Relaxed) == 0
+                || self.silence() > Duration::from_millis(meta.lease_ms) * BLIND_LEASES)
+    }
+
+    /// The fence: `Some(error)` when this proxy must not run `plan` because it may be
+    /// writing where the other proxies no longer look. Only with a metadata schema (several
+    /// proxies). A proxy that has not heartbeated within its lease is fenced from the slots
+    /// it knows to be moving; one that has not heartbeated yet, or not for
+    /// [`BLIND_LEASES`] leases, from every write to a hash_slot table (`sharded`), as it may
+    /// not know of a move at all.
+    pub fn fence(&self, topo: &Topology, plan: &Plan, sharded: bool) -> Option<MyError> {
+        let meta = topo.metadata.as_ref()?;
+        if !self.watched.load(Ordering::Relaxed) {
+            return None;
+        }
+        let lease = Duration::from_millis(meta.lease_ms);
+        let silence = self.silence();
+        let never = self.last_beat.load(Ordering::Relaxed) == 0;
+        if silence <= lease && !never {
+            return None;
+        }
+        let moving = matches!(plan, Plan::DualWrite(_) | Plan::Frozen { .. });
+        let blind = sharded && (never || silence > lease * BLIND_LEASES);
+        (moving || blind).then(|| {
+            let since = if never {
+                "has not reached its metadata schema yet".to_string()
+            } else {
+                format!("has not reached its metadata schema for {} ms", silence.as_millis())
+            };
+            MyError::new(
+                ER_OPTION_PREVENTS_STATEMENT,
+                format!(
+                    "shardproxy: this proxy {since} (lease {} ms), so it may not know where moving slots are written; it refuses such writes until it does",
+                    meta.lease_ms
+                ),
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::test_topology;
+
+    fn topo(metadata: bool) -> Topology {
+        let mut t = test_topology(
+            1,
+            2,
+            "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{ slots = \"0-511\", node = \"ds0\", to = \"ds1\", step = \"dual_write\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
+        );
+        if metadata {
+            t.metadata = Some(crate::config::MetadataSection {
+                url: "mysql://root:root@127.0.0.1:1/meta".into(),
+                poll_ms: 100,
+                lease_ms: 50,
+            });
+        }
+        t
+    }
+
+    fn frozen() -> Plan {
+        Plan::Frozen {
+            table: "t".into(),
+            unless: None,
+        }
+    }
+
+    fn route() -> Plan {
+        Plan::Route(crate::plan::Target {
+            node: 1,
+            sql: "UPDATE t SET v = 1 WHERE id = 1".into(),
+            params: vec![],
+        })
+    }
+
+    #[test]
+    fn a_proxy_that_does_not_heartbeat_is_fenced_from_moving_slots_then_from_every_sharded_write() {
+        let l = Local::default();
+        // Without a metadata schema, or not watching one, nothing is fenced.
+        assert!(l.fence(&topo(false), &frozen(), true).is_none());
+        assert!(l.fence(&topo(true), &frozen(), true).is_none());
+        l.watched();
+        // Before its first heartbeat: no sharded write at all.
+        let e = l.fence(&topo(true), &route(), true).expect("fenced");
+        assert_eq!(e.code, 1290);
+        assert!(
+            e.message.contains("not reached its metadata schema yet"),
+            "{}",
+            e.message
+        );
+        assert!(
+            l.fence(&topo(true), &route(), false).is_none(),
+            "reads and unsharded writes pass"
+        );
+        // Heartbeating: nothing fenced.
+        l.beat(Instant::now());
+        assert!(l.fence(&topo(true), &frozen(), true).is_none());
+        assert!(l.fence(&topo(true), &route(), true).is_none());
+        // Silent past its lease (50 ms): writes to moving slots fail, others still go.
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(l.fence(&topo(true), &frozen(), true).is_some());
+        assert!(l.fence(&topo(true), &route(), true).is_none());
+        // Past six leases it may have missed a move it knows nothing of.
+        std::thread::sleep(Duration::from_millis(260));
+        assert!(l.fence(&topo(true), &route(), true).is_some());
+        assert!(l.blind(&topo(true)));
+        // A heartbeat lifts the fence.
+        l.beat(Instant::now());
+        assert!(!l.blind(&topo(true)));
+        assert!(l.fence(&topo(true), &route(), true).is_none());
+    }
+}
