@@ -20,6 +20,7 @@ pub mod node;
 pub mod packet;
 pub mod plan;
 pub mod pools;
+pub mod protocol;
 pub mod routing;
 pub mod server;
 pub mod sessions;

@@ -117,7 +117,7 @@ fn main() -> ExitCode {
             .and_then(|t| {
                 // The TLS files are read when the proxy starts: check them now too.
                 match &t.tls {
-                    Some(tls) => shardproxy::frontend::stream::acceptor(&tls.cert, &tls.key)
+                    Some(tls) => shardproxy::protocol::stream::acceptor(&tls.cert, &tls.key)
                         .map(|_| t)
                         .map_err(|e| format!("{}: {e}", config.display())),
                     None => Ok(t),

@@ -63,7 +63,7 @@ impl Server {
         };
         let metrics_addr = topo.metrics.as_ref().map(|m| m.listen.clone());
         let tls = match &topo.tls {
-            Some(t) => Some(crate::frontend::stream::acceptor(&t.cert, &t.key)?),
+            Some(t) => Some(crate::protocol::stream::acceptor(&t.cert, &t.key)?),
             None => None,
         };
         let mut shared = Shared::new(topo);
@@ -166,7 +166,7 @@ impl Server {
             let id = shared.next_conn_id();
             // The session's socket, shared with its watch for the client hanging up while a
             // statement runs (the session itself is busy with the statement then).
-            let stream = crate::frontend::stream::SharedTcp::new(stream);
+            let stream = crate::protocol::stream::SharedTcp::new(stream);
             let watch = Some(stream.handle());
             tokio::spawn(async move {
                 let _slot = slot;
@@ -189,7 +189,7 @@ fn too_many(stream: tokio::net::TcpStream, message: &'static str) {
     tokio::spawn(async move {
         let mut io = crate::packet::PacketIo::new(stream, 1024);
         io.set_seq(0);
-        io.write(&crate::frontend::codec::err(1040, "08004", message));
+        io.write(&crate::protocol::codec::err(1040, "08004", message));
         let _ = io.flush().await;
     });
 }

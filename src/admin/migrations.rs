@@ -5,7 +5,7 @@
 
 use mysql_async::Conn;
 
-use super::{headers, unsupported, Answer};
+use super::words::{headers, parse_range, slot_range_before, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::metadata::migrations::{self as store, Migration};
@@ -23,7 +23,7 @@ async fn connect(t: &Topology) -> Result<Conn, MyError> {
     };
     let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
     let mut c = Conn::new(opts).await.map_err(failed)?;
-    for ddl in store::SCHEMA {
+    for ddl in crate::metadata::schema::MIGRATIONS {
         mysql_async::prelude::Queryable::query_drop(&mut c, ddl)
             .await
             .map_err(failed)?;
@@ -41,8 +41,8 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
             .and_then(|i| words.get(i + 1))
             .cloned()
     };
-    let range = super::slot_range_before(text, "OF").ok_or_else(usage)?;
-    let (a, b) = super::parse_range(&range).ok_or_else(usage)?;
+    let range = slot_range_before(text, "OF").ok_or_else(usage)?;
+    let (a, b) = parse_range(&range).ok_or_else(usage)?;
     let table = after("OF").ok_or_else(usage)?.to_ascii_lowercase();
     let target = after("TO").ok_or_else(usage)?;
     let rate: u64 = match after("RATE") {

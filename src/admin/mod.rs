@@ -4,6 +4,7 @@
 
 mod migrations;
 pub mod watch;
+mod words;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,23 +19,16 @@ use tracing::{debug, info, warn};
 
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
-use crate::frontend::handshake::{self, Gate, Greeting};
-use crate::frontend::stream::ClientStream;
-use crate::frontend::{auth, codec};
 use crate::packet::PacketIo;
+use crate::protocol::handshake::{self, Gate, Greeting};
+use crate::protocol::stream::ClientStream;
+use crate::protocol::{auth, codec};
 use crate::routing::slot::SLOTS;
 use crate::shared::{Reload, Shared};
 use crate::sql;
 
-/// What an admin statement answers.
-#[derive(Debug, PartialEq)]
-pub enum Answer {
-    Rows {
-        columns: Vec<String>,
-        rows: Vec<Vec<String>>,
-    },
-    Done(String),
-}
+pub use self::words::Answer;
+use self::words::{headers, parse_range, slot_range_from, unsupported};
 
 const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
 
@@ -155,14 +149,6 @@ fn write_rows<S: AsyncRead + AsyncWrite + Unpin>(
         io.write_with(|out| codec::text_row(&values, out));
     }
     io.write(&codec::eof(status, 0));
-}
-
-fn headers(n: &[&str]) -> Vec<String> {
-    n.iter().map(|s| s.to_string()).collect()
-}
-
-fn unsupported(m: impl Into<String>) -> MyError {
-    MyError::new(1235, m.into())
 }
 
 use crate::config::masked_url as masked;
@@ -599,24 +585,6 @@ fn system_variables(text: &str) -> Option<Vec<String>> {
             _ => None,
         })
         .collect()
-}
-
-pub(crate) fn slot_range_from(text: &str) -> Option<String> {
-    slot_range_before(text, "NODE")
-}
-
-/// The slot range between `SLOTS` and the word `until` (`MIGRATE SLOTS a-b OF ...`).
-pub(crate) fn slot_range_before(text: &str, until: &str) -> Option<String> {
-    let up = text.to_ascii_uppercase();
-    let at = up.find("SLOTS")? + 5;
-    let end = up[at..].find(&format!(" {until} "))? + at;
-    Some(text[at..end].split_whitespace().collect::<String>())
-}
-
-pub(crate) fn parse_range(r: &str) -> Option<(usize, usize)> {
-    let (a, b) = r.split_once('-').unwrap_or((r, r));
-    let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
-    (a <= b && b < SLOTS).then_some((a, b))
 }
 
 /// Writes a new version of the rules file (validated first, replaced atomically) and loads it.

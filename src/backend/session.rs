@@ -695,7 +695,7 @@ fn node_fault(code: u16) -> bool {
 /// A statement the deadlock detector killed (1317, query interrupted) failed by a deadlock:
 /// the client gets 1213, as from a node's own detection, and the transaction is rolled back.
 fn deadlock_of(
-    registry: &crate::exec::txn::deadlock::Registry,
+    registry: &crate::exec::txn::branches::Registry,
     node: usize,
     conn: u32,
     e: WireError,

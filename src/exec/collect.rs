@@ -16,7 +16,7 @@ pub struct Collect {
     pub cols: Option<Arc<[Column]>>,
     pub rows: Vec<Row>,
     cap: u64,
-    /// The rows' size so far, and its bound ([`super::HELD_BYTES`]).
+    /// The rows' size so far, and its bound ([`super::held::HELD_BYTES`]).
     bytes: usize,
     max_bytes: usize,
     /// More rows came than `cap` (or more bytes than HELD_BYTES), or a row that could not be
@@ -33,7 +33,7 @@ impl Collect {
             cols: None,
             rows: Vec::new(),
             bytes: 0,
-            max_bytes: super::HELD_BYTES,
+            max_bytes: super::held::HELD_BYTES,
             cap,
             over: false,
             bad: false,
@@ -48,7 +48,7 @@ impl Collect {
     }
 
     fn keep(&mut self, row: Row) {
-        self.bytes += super::row_bytes(&row);
+        self.bytes += super::held::row_bytes(&row);
         if self.rows.len() as u64 >= self.cap || self.bytes > self.max_bytes {
             self.over = true;
         } else {
@@ -121,6 +121,6 @@ mod tests {
         c.keep(row(200));
         assert!(c.over, "past the bytes bound");
         assert_eq!(c.rows.len(), 1);
-        assert_eq!(crate::exec::row_bytes(&row(900)), 900 + 48);
+        assert_eq!(crate::exec::held::row_bytes(&row(900)), 900 + 48);
     }
 }

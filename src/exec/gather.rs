@@ -15,7 +15,7 @@ use super::route;
 use super::txn::Transactions;
 use crate::error::MyError;
 use crate::merge::Row;
-use crate::plan::gather::{Gather, Ship, Shipped};
+use crate::plan::gather::{Gather, Ship};
 use crate::sql::write::quoted;
 
 /// An INSERT of copied rows is sent once it holds this many bytes.
@@ -96,26 +96,6 @@ impl<K: Sink> Sink for Warned<'_, K> {
     }
 }
 
-/// Runs a plan after copying tables to each of its nodes ([`Shipped`]).
-pub async fn shipped<D: Door, K: Sink>(
-    door: &mut D,
-    sink: &mut K,
-    s: &Shipped,
-    topo: &crate::config::Topology,
-    access: Access,
-) -> Result<(), MyError> {
-    let nodes = s.nodes();
-    let made = copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement).await;
-    let r = match made {
-        Ok(()) => Box::pin(super::run(&s.then, topo, access, door, sink)).await,
-        Err(e) => Err(MyError::from(e)),
-    };
-    drop_copies(door, &s.ships, &nodes, r.is_ok())
-        .await
-        .map_err(MyError::from)
-        .and(r)
-}
-
 /// Prepares a gathered statement on its node (empty copies stand in for the tables), for the
 /// client's COM_STMT_PREPARE.
 pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, NodeError> {
@@ -137,7 +117,7 @@ pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, Node
 
 /// Creates each copy on every target node and fills it: a target's own rows with INSERT ...
 /// SELECT there, other nodes' read once through the proxy and inserted on each target.
-async fn copy_all<D: Door>(
+pub async fn copy_all<D: Door>(
     door: &mut D,
     ships: &[Ship],
     targets: &[usize],
@@ -202,7 +182,7 @@ async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<(), Node
 
 /// Drops the copies; `report`: a failure to drop is the statement's error (else the
 /// statement's own error stands).
-async fn drop_copies<D: Door>(
+pub async fn drop_copies<D: Door>(
     door: &mut D,
     ships: &[Ship],
     targets: &[usize],
@@ -269,10 +249,12 @@ async fn read_rows<D: Door>(
             out.push(std::mem::take(&mut sql));
             // The batches wait for the read to end (the door serves one statement at a
             // time): bounded in bytes as the copy is in rows.
-            if held > super::HELD_BYTES {
+            if held > super::held::HELD_BYTES {
                 return Err(NodeError {
                     node,
-                    error: super::too_many_bytes("this query's copies to one node would hold"),
+                    error: super::held::too_many_bytes(
+                        "this query's copies to one node would hold",
+                    ),
                     broke: false,
                 });
             }
@@ -359,7 +341,8 @@ pub fn temporary_definition(create: &str, temp: &str) -> Result<String, String> 
 mod tests {
     use super::*;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
-    use crate::plan::gather::Ship;
+    use crate::exec::shipped;
+    use crate::plan::gather::{Ship, Shipped};
     use mysql_common::constants::ColumnType;
 
     const CREATE_USER: &str = "CREATE TABLE `t_user` (\n  `user_id` int(11) NOT NULL,\n  `name` varchar(20) DEFAULT NULL,\n  `org` int(11) DEFAULT NULL,\n  PRIMARY KEY (`user_id`),\n  KEY `org` (`org`),\n  CONSTRAINT `fk_org` FOREIGN KEY (`org`) REFERENCES `t_org` (`id`)\n) ENGINE=InnoDB AUTO_INCREMENT=17 DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci\n PARTITION BY HASH (`user_id`)\nPARTITIONS 4";

@@ -1,8 +1,8 @@
 //! Execution: a plan run through the door to the nodes, its answer written to a sink.
 //!
 //! One primitive a file: [`route`] (one node, any copy, the sticky node), [`scatter`] (many
-//! nodes, rows appended, OKs combined), the merge nodes of a plan tree ([`project`],
-//! [`limit`], [`aggregate`], [`merge_sort`]: streams over [`rows`], each pulling rows from
+//! nodes, rows appended, OKs combined), the merge nodes of a plan tree ([`rows::project`],
+//! [`rows::limit`], [`rows::aggregate`], [`rows::merge_sort`]: streams over [`rows`], each pulling rows from
 //! its input, run by [`merge`] over a leaf that reads the nodes), the time-tier paths
 //! ([`tier_read`], [`tier_page`], [`poll`], [`tier_write`]), [`lookup`] (directory lookup
 //! tables), [`session_op`] (BEGIN, SET, USE, ...) and [`txn`] (a transaction's branches on
@@ -11,32 +11,8 @@
 //!
 //! A new primitive goes in a file of its own here, takes `(door, sink, ...)`, and gets its
 //! case in [`run`]; a new merge step is a stream in a file of its own and a case in
-//! [`rows::build`].
+//! [`rows::build::build`].
 
-/// The most bytes of rows one statement may hold in the proxy's memory (a merge that must
-/// read every row before answering, copies on their way to a node, the rows of an INSERT
-/// ... SELECT): the row cap (max_rows_per_statement) bounds their number, this their size.
-pub const HELD_BYTES: usize = 256 << 20;
-
-/// What a row costs in memory, roughly: its values' bytes and a word or three each.
-pub fn row_bytes(row: &crate::merge::Row) -> usize {
-    row.iter()
-        .map(|v| match v {
-            Some(mysql_common::value::Value::Bytes(b)) => b.len() + 24,
-            _ => 24,
-        })
-        .sum()
-}
-
-/// The error of a statement whose rows would hold more than [`HELD_BYTES`].
-pub fn too_many_bytes(what: &str) -> crate::error::MyError {
-    crate::error::MyError::unsupported(format!(
-        "shardproxy: {what} more than {} MiB of rows in memory; narrow the statement",
-        HELD_BYTES >> 20
-    ))
-}
-
-pub mod aggregate;
 pub mod collect;
 pub mod columns;
 pub mod door;
@@ -44,12 +20,10 @@ pub mod dual_write;
 #[cfg(test)]
 pub mod fake;
 pub mod gather;
-pub mod limit;
+pub mod held;
 pub mod lookup;
 pub mod merge;
-pub mod merge_sort;
 pub mod poll;
-pub mod project;
 pub mod route;
 pub mod rows;
 pub mod scatter;
@@ -152,7 +126,7 @@ pub async fn run<D: Door, K: Sink>(
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
-        Plan::Shipped(s) => return gather::shipped(door, sink, s, topo, access).await,
+        Plan::Shipped(s) => return shipped(door, sink, s, topo, access).await,
         // The session reads the SELECT and plans the INSERT of its rows.
         Plan::InsertSelect(_) => {
             return Err(MyError::internal(
@@ -211,4 +185,24 @@ async fn tier<D: Door, K: Sink>(
             tier_write::write(door, sink, t, sql, params, retry).await
         }
     }
+}
+
+/// Runs a plan after copying tables to each of its nodes ([`crate::plan::gather::Shipped`]).
+pub async fn shipped<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    s: &crate::plan::gather::Shipped,
+    topo: &crate::config::Topology,
+    access: Access,
+) -> Result<(), MyError> {
+    let nodes = s.nodes();
+    let made = gather::copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement).await;
+    let r = match made {
+        Ok(()) => Box::pin(run(&s.then, topo, access, door, sink)).await,
+        Err(e) => Err(MyError::from(e)),
+    };
+    gather::drop_copies(door, &s.ships, &nodes, r.is_ok())
+        .await
+        .map_err(MyError::from)
+        .and(r)
 }

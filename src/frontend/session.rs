@@ -11,13 +11,13 @@ use futures::FutureExt;
 use mysql_common::constants::{CapabilityFlags, ColumnFlags, ColumnType, StatusFlags};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::codec;
 use super::sink::ClientSink;
-use super::stream::ClientStream;
 use crate::backend::session::NodeSession;
 use crate::config::Topology;
 use crate::error::{MyError, ER_UNKNOWN_COM};
 use crate::packet::PacketIo;
+use crate::protocol::codec;
+use crate::protocol::stream::ClientStream;
 use crate::shared::Shared;
 use crate::sql::Parsed;
 
@@ -158,7 +158,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             peer,
             stmts: HashMap::new(),
             next_stmt: 1,
-            salt: super::auth::new_salt(),
+            salt: crate::protocol::auth::new_salt(),
             caps: CapabilityFlags::empty(),
             multi_statements: false,
             more_results: false,

@@ -8,9 +8,9 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::codec;
 use crate::exec::door::{OkInfo, Sink};
 use crate::packet::PacketIo;
+use crate::protocol::codec;
 use crate::sql::seen::Seen;
 
 /// What the client's last statement left that it may ask about (`crate::sql::seen`), as

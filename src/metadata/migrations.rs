@@ -5,38 +5,6 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Pool, TxOpts};
 
-pub const SCHEMA: [&str; 2] = [
-    "CREATE TABLE IF NOT EXISTS shard_migrations (
-        id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
-        table_name VARCHAR(1024) NOT NULL,
-        first_slot INT NOT NULL,
-        last_slot INT NOT NULL,
-        source VARCHAR(64) NOT NULL,
-        target VARCHAR(64) NOT NULL,
-        step VARCHAR(16) NOT NULL,
-        rate INT NOT NULL DEFAULT 0,
-        auto_cutover TINYINT NOT NULL DEFAULT 0,
-        copied BIGINT NOT NULL DEFAULT 0,
-        rows_estimate BIGINT NOT NULL DEFAULT 0,
-        key_value VARCHAR(255) NULL,
-        rows_per_sec DOUBLE NOT NULL DEFAULT 0,
-        cursor_key TEXT NULL,
-        chunks_verified BIGINT NOT NULL DEFAULT 0,
-        chunks_differing BIGINT NOT NULL DEFAULT 0,
-        failures_seen BIGINT NOT NULL DEFAULT 0,
-        cleaned BIGINT NOT NULL DEFAULT 0,
-        message TEXT NULL,
-        driver VARCHAR(96) NULL,
-        started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-        updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
-    "CREATE TABLE IF NOT EXISTS shard_proxies (
-        proxy_id VARCHAR(96) NOT NULL PRIMARY KEY,
-        version BIGINT NOT NULL,
-        quiet TINYINT NOT NULL DEFAULT 1,
-        shadow_failures BIGINT NOT NULL DEFAULT 0,
-        heartbeat DATETIME(3) NOT NULL)",
-];
-
 /// The steps a migration's row goes through (`SHOW MIGRATIONS`).
 pub const ACTIVE: [&str; 8] = [
     "prepare",
@@ -157,7 +125,7 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
 
 pub async fn create(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
-    for ddl in SCHEMA {
+    for ddl in super::schema::MIGRATIONS {
         c.query_drop(ddl).await?;
     }
     Ok(())
@@ -293,7 +261,7 @@ pub async fn write_version(
         (step, m.id),
     )
     .await?;
-    let v: Option<u64> = tx.query_first(super::VERSION_SQL).await?;
+    let v: Option<u64> = tx.query_first(super::schema::VERSION_SQL).await?;
     // Above the metadata's versions and the running rules' (a rules file's own version
     // may be higher than anything the metadata holds yet).
     let v = v.unwrap_or(0).max(floor) + 1;

@@ -6,43 +6,15 @@
 //! heartbeats: [`migrations`].
 
 pub mod migrations;
+pub mod schema;
+
+use self::schema::VERSION_SQL;
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, TxOpts};
 
 use crate::config::{TableRule, Topology};
 use crate::routing::slot::SLOTS;
-
-pub const SCHEMA: [&str; 3] = [
-    "CREATE TABLE IF NOT EXISTS route_config (
-        table_name VARCHAR(64) NOT NULL PRIMARY KEY,
-        rule VARCHAR(16) NOT NULL,
-        column_name VARCHAR(64) NULL,
-        node VARCHAR(64) NULL,
-        version BIGINT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS shard_slot_map (
-        table_name VARCHAR(64) NOT NULL,
-        slot_id INT NOT NULL,
-        node VARCHAR(64) NOT NULL,
-        state VARCHAR(16) NOT NULL DEFAULT 'stable',
-        target_node VARCHAR(64) NULL,
-        version BIGINT NOT NULL,
-        PRIMARY KEY (table_name, slot_id))",
-    "CREATE TABLE IF NOT EXISTS directory_map (
-        table_name VARCHAR(64) NOT NULL,
-        key_value VARCHAR(255) NOT NULL,
-        node VARCHAR(64) NOT NULL,
-        state VARCHAR(16) NOT NULL DEFAULT 'stable',
-        target_node VARCHAR(64) NULL,
-        version BIGINT NOT NULL,
-        PRIMARY KEY (table_name, key_value))",
-];
-
-/// The metadata's version: the highest row version of its tables.
-pub const VERSION_SQL: &str =
-    "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
-     COALESCE((SELECT MAX(version) FROM shard_slot_map), 0), \
-     COALESCE((SELECT MAX(version) FROM directory_map), 0))";
 
 /// A `route_config` row: table, rule, column, node.
 pub type RuleRow = (String, String, Option<String>, Option<String>);
@@ -242,7 +214,7 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
 
 pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
-    for ddl in SCHEMA.iter().chain(migrations::SCHEMA.iter()) {
+    for ddl in schema::RULES.iter().chain(schema::MIGRATIONS.iter()) {
         c.query_drop(*ddl).await?;
     }
     Ok(())

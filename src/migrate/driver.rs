@@ -641,7 +641,7 @@ async fn version(
 
 async fn current_version(c: &mut Conn) -> Step<u64> {
     let v: Option<u64> = c
-        .query_first(crate::metadata::VERSION_SQL)
+        .query_first(crate::metadata::schema::VERSION_SQL)
         .await
         .map_err(err)?;
     Ok(v.unwrap_or(0))

@@ -62,7 +62,7 @@ pub struct Shared {
     /// ANSI_QUOTES): the mode a session starts in, read from the default node at start.
     base_mode: std::sync::atomic::AtomicU8,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
-    pub deadlocks: crate::exec::txn::deadlock::Registry,
+    pub deadlocks: crate::exec::txn::branches::Registry,
     /// Nodes where this process made sure the XA decision table exists.
     decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
@@ -431,7 +431,7 @@ impl crate::exec::txn::cluster::Cluster for Shared {
     fn metrics(&self) -> &Metrics {
         &self.metrics
     }
-    fn deadlocks(&self) -> &crate::exec::txn::deadlock::Registry {
+    fn deadlocks(&self) -> &crate::exec::txn::branches::Registry {
         &self.deadlocks
     }
     fn decision_table_ready(&self, node: usize) -> bool {

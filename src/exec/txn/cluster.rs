@@ -8,7 +8,7 @@ use crate::config::Topology;
 use crate::metrics::Metrics;
 use crate::pools::Backends;
 
-use super::deadlock::Registry;
+use super::branches::Registry;
 
 pub trait Cluster: Send + Sync + 'static {
     /// The node pools.

@@ -22,57 +22,6 @@ use super::cluster::Cluster;
 /// How often waits are looked at while multi-node transactions exist.
 pub const INTERVAL: Duration = Duration::from_millis(500);
 
-/// Node connections of transactions that span nodes, and the waits the detector broke.
-#[derive(Default)]
-pub struct Registry {
-    /// Session -> its branches' (node, connection id).
-    branches: std::sync::Mutex<HashMap<u32, Vec<(usize, u32)>>>,
-    /// (node, connection id) whose statement was killed to break a cycle: its error is
-    /// the deadlock, not an interruption.
-    victims: std::sync::Mutex<HashSet<(usize, u32)>>,
-}
-
-impl Registry {
-    pub fn register(&self, session: u32, conns: Vec<(usize, u32)>) {
-        let mut b = self.branches.lock().unwrap_or_else(|e| e.into_inner());
-        if b.get(&session) != Some(&conns) {
-            b.insert(session, conns);
-        }
-    }
-
-    /// The session's transaction ended: its connections leave the graph, and a kill the
-    /// detector aimed at one of them that hit nothing is forgotten (a later interruption
-    /// there is not a deadlock).
-    pub fn unregister(&self, session: u32) {
-        let gone = self
-            .branches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&session);
-        if let Some(conns) = gone {
-            let mut v = self.victims.lock().unwrap_or_else(|e| e.into_inner());
-            for c in conns {
-                v.remove(&c);
-            }
-        }
-    }
-
-    /// Was the statement on this connection killed by the detector? (Once.)
-    pub fn take_victim(&self, node: usize, conn: u32) -> bool {
-        self.victims
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&(node, conn))
-    }
-
-    fn snapshot(&self) -> HashMap<u32, Vec<(usize, u32)>> {
-        self.branches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
 /// A wait on one node: `waiter` (a connection id) waits for a lock `holder` holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {

@@ -37,6 +37,7 @@ use std::future::Future;
 
 use tracing::warn;
 
+pub mod branches;
 pub mod cluster;
 pub mod deadlock;
 pub mod recovery;

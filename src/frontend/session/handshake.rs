@@ -1,5 +1,5 @@
 //! The handshake and authentication of a client (and COM_CHANGE_USER, which authenticates
-//! again) over the connection phase `crate::frontend::handshake` runs for both listeners:
+//! again) over the connection phase `crate::protocol::handshake` runs for both listeners:
 //! what a login sets up in the session (capabilities, character set, database).
 
 use std::io;
@@ -11,8 +11,8 @@ use tracing::debug;
 
 use super::Session;
 use crate::error::{MyError, ER_UNKNOWN_COM};
-use crate::frontend::auth;
-use crate::frontend::handshake::{self, Gate, Greeting};
+use crate::protocol::auth;
+use crate::protocol::handshake::{self, Gate, Greeting};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn authenticate(&mut self) -> io::Result<bool> {

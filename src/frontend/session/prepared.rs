@@ -18,7 +18,7 @@ use crate::error::{
     MyError, ER_NO_SUCH_TABLE, ER_PARSE_ERROR, ER_UNKNOWN_STMT_HANDLER, ER_WRONG_ARGUMENTS,
 };
 use crate::exec::door::{Access, Door, NodeResult, Run, Stmt};
-use crate::frontend::codec;
+use crate::protocol::codec;
 use crate::sql::{self, Parsed};
 
 /// Prepared statements a client may hold at once (MariaDB's default

@@ -425,7 +425,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 format!(
                     "shardproxy: the SELECT of this INSERT ... SELECT into `{}` returns more than {cap} rows (max_rows_per_statement) or {} MiB; copy the rows in parts",
                     is.table,
-                    crate::exec::HELD_BYTES >> 20
+                    crate::exec::held::HELD_BYTES >> 20
                 ),
             ));
         }

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use mysql_common::packets::Column;
 
-use super::door::{NodeError, NodeResult};
-use super::rows::{Ctx, Rows};
-use super::scatter::not_a_node;
+use super::{Ctx, Rows};
 use crate::error::MyError;
+use crate::exec::door::{NodeError, NodeResult};
+use crate::exec::scatter::not_a_node;
 use crate::merge::{aggregate, cmp_rows, finish_buffered, having, Class, Cond, Grouping, Row};
 use crate::merge::{InMemory as Steps, SortKey};
 
@@ -141,9 +141,9 @@ impl<R: NodeResult> InMemory<R> {
         let mut rows = Vec::new();
         let mut bytes = 0usize;
         while let Some(row) = self.input.next().await? {
-            bytes += super::row_bytes(&row);
-            if bytes > super::HELD_BYTES {
-                return Err(not_a_node(super::too_many_bytes(
+            bytes += crate::exec::held::row_bytes(&row);
+            if bytes > crate::exec::held::HELD_BYTES {
+                return Err(not_a_node(crate::exec::held::too_many_bytes(
                     "this merge must read every row before it answers, and would hold",
                 )));
             }

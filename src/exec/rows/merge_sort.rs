@@ -4,8 +4,8 @@
 
 use crate::merge::{cmp_rows, Class, Row, SortKey};
 
-use super::door::{NodeError, NodeResult};
-use super::rows::Parts;
+use super::Parts;
+use crate::exec::door::{NodeError, NodeResult};
 
 pub struct MergeSort<R> {
     parts: Parts<R>,

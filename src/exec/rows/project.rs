@@ -1,8 +1,8 @@
 //! Project: the client's columns: the helper columns a merge needed (sort keys, AVG's hidden
 //! SUM and COUNT) cut from the end of every row.
 
-use super::door::{NodeError, NodeResult};
-use super::rows::Rows;
+use super::Rows;
+use crate::exec::door::{NodeError, NodeResult};
 use crate::merge::Row;
 
 pub struct Project<R> {

@@ -2,7 +2,7 @@
 //! interface's: the greeting, the TLS upgrade (both offer it with `[server] tls`), the
 //! handshake response, then the password check (TLS required where the listener or the user
 //! says so; a failure logged and answered later each time, `crate::logins`) with its auth
-//! switch and caching_sha2 fast-auth OK. `crate::frontend::auth` builds and parses the packets and checks the scrambles.
+//! switch and caching_sha2 fast-auth OK. `crate::protocol::auth` builds and parses the packets and checks the scrambles.
 //!
 //! Two steps, so each listener takes its users once the client has answered: [`greet`], then
 //! [`check_password`] (which COM_CHANGE_USER runs again). The caller writes the final OK.

@@ -1,8 +1,8 @@
 //! Limit: OFFSET and LIMIT over the rows of its input. The nodes were asked for `offset +
 //! limit` rows each; the page is cut here, and once it is full no more rows are read.
 
-use super::door::{NodeError, NodeResult};
-use super::rows::Rows;
+use super::Rows;
+use crate::exec::door::{NodeError, NodeResult};
 use crate::merge::Row;
 
 pub struct Limit<R> {

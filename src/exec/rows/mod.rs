@@ -5,21 +5,29 @@
 //! node results are [`Parts`] (appended node after node, every row read counted against the
 //! statement's cap), and each merge node owns the stream of its input and pulls rows from it
 //! with `next()`. A new merge step is a variant here, a struct with an async `next` in a file
-//! of its own, and its case in [`build`].
+//! of its own, and its case in [`build::build`]. `Rows` is a recursive type: the enum of the streams,
+//! each of which reads a `Rows`; so this file and the streams' files name each other (the
+//! one circle of files this folder has, README "Layout").
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use mysql_common::packets::Column;
 
-use super::aggregate::{InMemory, Streamed};
-use super::door::{NodeError, NodeResult};
-use super::limit::Limit;
-use super::merge_sort::MergeSort;
-use super::project::Project;
-use super::scatter::not_a_node;
+pub mod aggregate;
+pub mod build;
+pub mod limit;
+pub mod merge_sort;
+pub mod project;
+
+use self::aggregate::{InMemory, Streamed};
+use self::limit::Limit;
+use self::merge_sort::MergeSort;
+use self::project::Project;
 use crate::error::MyError;
-use crate::merge::{resolve_keys, Aggregate, Class, Row};
+use crate::exec::door::{NodeError, NodeResult};
+use crate::exec::scatter::not_a_node;
+use crate::merge::{Class, Row};
 use crate::plan::Plan;
 
 /// A stream of rows (see the module documentation).
@@ -180,7 +188,7 @@ impl Ctx {
         }
     }
 
-    fn cap_rows(&self) -> usize {
+    pub(crate) fn cap_rows(&self) -> usize {
         usize::try_from(self.cap).unwrap_or(usize::MAX)
     }
 }
@@ -198,71 +206,4 @@ fn project_of(plan: &Plan) -> (usize, bool) {
         p = node.input();
     }
     (0, false)
-}
-
-/// Why `plan` is not a merge tree this module runs: merge nodes over a Scatter or a tier
-/// read / page, a MergeSort right above that leaf.
-pub fn check(plan: &Plan) -> Result<(), &'static str> {
-    let mut p = plan;
-    loop {
-        match p {
-            Plan::Project { input, .. }
-            | Plan::Limit { input, .. }
-            | Plan::Aggregate { input, .. } => p = input,
-            Plan::MergeSort { input, .. } => {
-                return match input.as_ref() {
-                    Plan::Scatter { .. } | Plan::Tier(_) => check(input),
-                    _ => Err("a MergeSort over another merge"),
-                }
-            }
-            Plan::Scatter { .. } => return Ok(()),
-            Plan::Tier(t) => {
-                return match t.mode {
-                    crate::plan::TierMode::Read { .. } | crate::plan::TierMode::Page { .. } => {
-                        Ok(())
-                    }
-                    _ => Err("a tier poll or write under a merge"),
-                }
-            }
-            _ => return Err("a merge over something that reads no rows"),
-        }
-    }
-}
-
-/// The streams of `plan`'s merge nodes over the leaf's `parts` (the tree passed [`check`]).
-pub fn build<R: NodeResult>(plan: &Plan, parts: Parts<R>, cx: &Ctx) -> Rows<R> {
-    match plan {
-        Plan::Project { input, .. } => Rows::Project(Box::new(Project {
-            input: build(input, parts, cx),
-            visible: cx.visible,
-        })),
-        Plan::Limit {
-            offset,
-            limit,
-            input,
-        } => Rows::Limit(Box::new(Limit::new(
-            build(input, parts, cx),
-            offset.saturating_sub(cx.before),
-            *limit,
-        ))),
-        Plan::Aggregate { agg, input } => {
-            let input = build(input, parts, cx);
-            match agg.as_ref() {
-                Aggregate::Streamed { grouping, having } => Rows::Streamed(Box::new(
-                    Streamed::new(input, grouping.clone(), having.clone(), cx, cx.cap_rows()),
-                )),
-                Aggregate::InMemory(m) => {
-                    let mut m = m.clone();
-                    m.order = resolve_keys(&m.order, cx.base);
-                    Rows::InMemory(Box::new(InMemory::new(input, m, cx, cx.cap_rows())))
-                }
-            }
-        }
-        Plan::MergeSort { keys, .. } => Rows::MergeSort(MergeSort::new(
-            parts,
-            resolve_keys(keys, cx.base),
-            cx.classes.clone(),
-        )),
-        _ => Rows::Parts(parts),
-    }
 }
