@@ -849,6 +849,3 @@ fn select_params(
     let params = t.params[total.saturating_sub(mine)..].to_vec();
     Changed::Select { sql, params }
 }
-
-#[cfg(test)]
-mod tests;

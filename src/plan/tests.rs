@@ -1,3 +1,4 @@
+use super::merge_tests::{is_merged, merge_of};
 use super::*;
 use crate::config::parse as parse_rules;
 
@@ -36,23 +37,23 @@ key_generator = { column = "id", kind = "sequence" }
     .unwrap()
 }
 
-fn node_of(key: i64) -> usize {
+pub(super) fn node_of(key: i64) -> usize {
     let slot = slot_of(&Value::Int(key)).unwrap();
     usize::from(slot >= 512)
 }
 
 /// Two keys that land on different nodes.
-fn keys_on_both() -> (i64, i64) {
+pub(super) fn keys_on_both() -> (i64, i64) {
     let a = (1..).find(|k| node_of(*k) == 0).unwrap();
     let b = (1..).find(|k| node_of(*k) == 1).unwrap();
     (a, b)
 }
 
-fn plan_of(sql: &str) -> Plan {
+pub(super) fn plan_of(sql: &str) -> Plan {
     plan_with(sql, &[])
 }
 
-fn plan_with(sql: &str, params: &[Value]) -> Plan {
+pub(super) fn plan_with(sql: &str, params: &[Value]) -> Plan {
     let t = topo();
     plan_in(&t, sql, params)
 }
@@ -675,228 +676,6 @@ fn deeply_nested_conditions_do_not_overflow_the_stack() {
         .join()
         .unwrap();
     assert!(matches!(p, Plan::Unroutable { .. }), "not unroutable");
-}
-
-/// The merge nodes of a plan tree, flattened for the checks below.
-#[derive(Debug, Default)]
-pub(crate) struct Merge {
-    pub hidden: usize,
-    pub from_end: bool,
-    pub offset: u64,
-    pub limit: Option<u64>,
-    /// The MergeSort's keys, or the in-memory sort's.
-    pub order: Vec<crate::merge::SortKey>,
-    pub group: Option<crate::merge::Grouping>,
-    pub having: Option<crate::merge::Cond>,
-    pub distinct: bool,
-    /// Groups merged as they stream past, sorted.
-    pub streamed: bool,
-    /// Every row held and merged in memory.
-    pub in_memory: bool,
-}
-
-pub(crate) fn merge_of(plan: &Plan) -> Merge {
-    use crate::merge::Aggregate;
-    let mut m = Merge::default();
-    let mut p = plan;
-    while let Some(input) = p.input() {
-        match p {
-            Plan::Project {
-                hidden, from_end, ..
-            } => (m.hidden, m.from_end) = (*hidden, *from_end),
-            Plan::Limit { offset, limit, .. } => (m.offset, m.limit) = (*offset, *limit),
-            Plan::MergeSort { keys, .. } => m.order = keys.clone(),
-            Plan::Aggregate { agg, .. } => match agg.as_ref() {
-                Aggregate::Streamed { grouping, having } => {
-                    m.streamed = true;
-                    m.group = Some(grouping.clone());
-                    m.having = having.clone();
-                }
-                Aggregate::InMemory(a) => {
-                    m.in_memory = true;
-                    m.group = a.grouping.clone();
-                    m.having = a.having.clone();
-                    m.distinct = a.distinct;
-                    m.order = a.order.clone();
-                }
-            },
-            _ => {}
-        }
-        p = input;
-    }
-    m
-}
-
-/// Is `plan` a scatter with merge nodes above it?
-fn is_merged(plan: &Plan) -> bool {
-    plan.input().is_some() && matches!(plan.source(), Plan::Scatter { .. })
-}
-
-fn merged(sql: &str) -> (String, Merge) {
-    let plan = plan_of(sql);
-    match plan.source() {
-        Plan::Scatter { targets, .. } if is_merged(&plan) => {
-            (targets[0].sql.clone(), merge_of(&plan))
-        }
-        _ => panic!("{sql}: {plan:?}"),
-    }
-}
-
-#[test]
-fn ordered_merges_push_offset_plus_count_to_the_nodes() {
-    let (sql, m) =
-        merged("SELECT order_id, status FROM t_order ORDER BY created DESC, 1 LIMIT 10, 20");
-    assert_eq!(
-        sql,
-        "SELECT order_id, status, created AS __sp_h0 FROM t_order ORDER BY created DESC, 1 LIMIT 30"
-    );
-    assert_eq!(m.hidden, 1);
-    assert_eq!(
-        m.order,
-        vec![
-            crate::merge::SortKey {
-                index: 2,
-                desc: true,
-                fixed: false,
-            },
-            crate::merge::SortKey {
-                index: 0,
-                desc: false,
-                fixed: false,
-            }
-        ]
-    );
-    assert_eq!((m.offset, m.limit), (10, Some(20)));
-    let (sql, m) = merged("SELECT * FROM t_order ORDER BY order_id LIMIT 5 OFFSET 2");
-    assert_eq!(
-        sql,
-        "SELECT *, order_id AS __sp_h0 FROM t_order ORDER BY order_id LIMIT 7"
-    );
-    assert!(m.from_end);
-    let p = plan_with(
-        "SELECT order_id FROM t_order WHERE status = ? ORDER BY order_id LIMIT ?, ?",
-        &[Value::Bytes(b"a\\b".to_vec()), Value::Int(1), Value::Int(2)],
-    );
-    match p.source() {
-        Plan::Scatter { targets, .. } => assert_eq!(
-            targets[0].sql,
-            "SELECT order_id FROM t_order WHERE status = _utf8mb4 X'615C62' ORDER BY order_id LIMIT 3"
-        ),
-        other => panic!("{other:?}"),
-    }
-}
-
-#[test]
-fn aggregates_are_rewritten_for_the_merge() {
-    use crate::merge::AggFn;
-    let (sql, m) = merged(
-        "SELECT status, COUNT(*) AS c, AVG(amount) FROM t_order GROUP BY status HAVING c > 1 ORDER BY c DESC LIMIT 3",
-    );
-    assert_eq!(
-        sql,
-        "SELECT status, COUNT(*) AS c, AVG(amount), SUM(amount) AS __sp_h0, COUNT(amount) AS __sp_h1 FROM t_order GROUP BY status"
-    );
-    let g = m.group.unwrap();
-    assert_eq!(g.keys, vec![0]);
-    assert_eq!(
-        g.columns,
-        vec![
-            AggFn::First,
-            AggFn::Count,
-            AggFn::Avg { sum: 3, count: 4 },
-            AggFn::Sum,
-            AggFn::Count
-        ]
-    );
-    assert!(m.having.is_some());
-    assert_eq!(m.limit, Some(3));
-}
-
-#[test]
-fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
-    let (a, _) = keys_on_both();
-    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.user_id AND o.order_id = i.order_id");
-    assert!(
-        matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2),
-        "{p:?}"
-    );
-    let p = plan_of("SELECT * FROM t_order JOIN t_item USING (user_id)");
-    assert!(
-        matches!(&p, Plan::Scatter { targets, .. } if targets.len() == 2),
-        "{p:?}"
-    );
-    // One side pinned: the join runs whole on that node.
-    let p = plan_of(&format!(
-        "SELECT * FROM t_order o LEFT JOIN t_item i ON i.user_id = o.user_id WHERE o.user_id = {a}"
-    ));
-    assert_eq!(p.nodes(), vec![0]);
-    // A correlated subquery on the shard key is co-located too.
-    let p = plan_of(
-        "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.user_id) ORDER BY o.order_id LIMIT 3",
-    );
-    assert!(is_merged(&p), "{p:?}");
-    // Not on the shard keys: gathered.
-    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
-    assert!(gathered(&p).contains("different nodes"));
-    let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.user_id = i.order_id");
-    assert!(gathered(&p).contains("different nodes"));
-}
-
-#[test]
-fn groups_stream_when_the_nodes_can_sort_them() {
-    let (sql, m) = merged("SELECT status, COUNT(*) FROM t_order GROUP BY status LIMIT 2");
-    assert_eq!(
-        sql,
-        "SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 1 ASC"
-    );
-    assert!(m.streamed && !m.in_memory);
-    // Ordered by something else: the groups are hashed and sorted after the merge.
-    let (_, m) = merged("SELECT status, COUNT(*) FROM t_order GROUP BY status ORDER BY 2");
-    assert!(!m.streamed && m.in_memory);
-    // DISTINCT aggregates make the nodes group by their argument too.
-    let (sql, m) = merged("SELECT status, COUNT(DISTINCT user_id) FROM t_order GROUP BY status");
-    assert_eq!(
-        sql,
-        "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
-    );
-    assert!(m.in_memory);
-    // COUNT(DISTINCT a, b): the nodes group by both; the merge counts distinct pairs.
-    let (sql, m) = merged("SELECT COUNT(DISTINCT status, user_id) FROM t_order");
-    assert_eq!(
-        sql,
-        "SELECT COUNT(DISTINCT status, user_id), status AS __sp_h0, user_id AS __sp_h1 FROM t_order GROUP BY status, user_id"
-    );
-    let g = m.group.as_ref().expect("grouped");
-    assert_eq!(
-        g.columns[0],
-        crate::merge::AggFn::Distinct {
-            arg: 1,
-            also: vec![2],
-            kind: crate::merge::DistinctKind::Count
-        }
-    );
-}
-
-#[test]
-fn wildcard_positions_are_columns_of_the_nodes_rows() {
-    let (sql, m) = merged("SELECT * FROM t_order o ORDER BY o.order_id, 2 DESC");
-    assert_eq!(
-        sql,
-        "SELECT *, o.order_id AS __sp_h0 FROM t_order o ORDER BY o.order_id, 2 DESC"
-    );
-    assert_eq!(
-        m.order[1],
-        crate::merge::SortKey {
-            index: 1,
-            desc: true,
-            fixed: true
-        }
-    );
-    // With 5 columns from the nodes: the hidden key is column 5, position 2 stays column 1.
-    let r = crate::merge::resolve_keys(&m.order, 6 - m.hidden);
-    assert_eq!((r[0].index, r[1].index), (5, 1));
-    let (_, m) = merged("SELECT DISTINCT * FROM t_order ORDER BY order_id");
-    assert!(m.distinct && m.from_end);
 }
 
 /// The plan of a merged scatter over `t_order` (for the merge primitives' tests), with its

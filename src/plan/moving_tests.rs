@@ -1,6 +1,9 @@
-use super::super::tests::plan_in;
+use super::moving::*;
+use super::tests::plan_in;
 use super::*;
 use crate::config::test_topology;
+use crate::routing::slot::MoveStep;
+use std::collections::HashMap;
 
 /// `t_mv` on `id`: slots 0-511 moving from ds0 to ds2 at `step`, 512-1023 on ds1. Key 10
 /// is in slot 481 (moving), key 1 in slot 951 (not). `t_u` is sharded alike, not moving.
@@ -34,7 +37,7 @@ fn dual(p: &Plan) -> &DualWrite {
 }
 
 fn refused(p: Plan) -> String {
-    super::super::tests::refused(&p).to_string()
+    super::tests::refused(&p).to_string()
 }
 
 #[test]
