@@ -298,7 +298,7 @@ fn handshake_seeds() {
         Some(&b"app"[..]),
         Some(&b"shop"[..]),
         Some(mysql_common::packets::AuthPlugin::MysqlNativePassword),
-        shardproxy::frontend::auth::server_capabilities(false),
+        shardproxy::protocol::auth::server_capabilities(false),
         Some(
             [("_client_name".to_string(), "libmysql".to_string())]
                 .into_iter()

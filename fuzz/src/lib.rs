@@ -8,8 +8,8 @@
 //!   (`frontend::session::Session::run`: packet framing, command dispatch, every command),
 //!   the session's node work going to an in-process fake node ([`node`]).
 //! - [`handshake_response`]: a client's answer to the greeting, the auth switch and a
-//!   COM_CHANGE_USER (`frontend::handshake::{greet, check_password}`,
-//!   `frontend::auth::{parse_response, parse_change_user}`).
+//!   COM_CHANGE_USER (`protocol::handshake::{greet, check_password}`,
+//!   `protocol::auth::{parse_response, parse_change_user}`).
 //! - [`stmt_execute`]: COM_STMT_EXECUTE and COM_STMT_SEND_LONG_DATA bodies for a statement
 //!   prepared with N parameters, through the session (parameter decoding, then planning and
 //!   running with the decoded values).

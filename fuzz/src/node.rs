@@ -1,6 +1,6 @@
 //! A fake MariaDB node on 127.0.0.1, for the session targets: every node of `rules.toml` is
 //! it. It speaks the server side of the protocol with the proxy's own writers (`PacketIo`,
-//! `frontend::auth::handshake_packet`, `frontend::codec`) and answers every statement at
+//! `protocol::auth::handshake_packet`, `protocol::codec`) and answers every statement at
 //! once, the way a node with empty tables would: a query that reads gets a result set of the
 //! columns its select list names and no row (a syntax error when sqlparser cannot read it:
 //! its columns are not known), anything else an OK; COM_STMT_PREPARE gets one parameter per

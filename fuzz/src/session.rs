@@ -5,10 +5,10 @@ use std::sync::{Arc, OnceLock};
 
 use mysql_common::constants::CapabilityFlags;
 use shardproxy::config::User;
-use shardproxy::frontend::auth;
-use shardproxy::frontend::handshake::{self, Gate, Greeting};
+use shardproxy::protocol::auth;
+use shardproxy::protocol::handshake::{self, Gate, Greeting};
 use shardproxy::frontend::session::Session;
-use shardproxy::frontend::stream::ClientStream;
+use shardproxy::protocol::stream::ClientStream;
 use shardproxy::packet::PacketIo;
 use shardproxy::shared::Shared;
 
@@ -202,7 +202,7 @@ async fn connection_phase(data: &[u8]) {
         return;
     }
     // The caller's OK, as the session writes it.
-    io.write(&shardproxy::frontend::codec::ok(
+    io.write(&shardproxy::protocol::codec::ok(
         0,
         0,
         mysql_common::constants::StatusFlags::SERVER_STATUS_AUTOCOMMIT,

@@ -1,0 +1,283 @@
+use super::*;
+
+const BASE: &str = r#"
+version = 3
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+"#;
+
+fn with(tables: &str) -> Result<Topology, ConfigError> {
+    parse(&format!("{BASE}{tables}"), "rules/test.toml")
+}
+
+#[test]
+fn a_valid_file_loads() {
+    let t = with(
+        r#"
+[tables.T_Order]
+rule = "hash_slot"
+column = "User_Id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t_country]
+rule = "broadcast"
+[tables.t_merchant]
+rule = "single"
+node = "ds1"
+"#,
+    )
+    .unwrap();
+    assert_eq!(t.version, 3);
+    assert_eq!(t.default_node, 0);
+    match t.table("t_order").unwrap() {
+        TableRule::HashSlot { column, map } => {
+            assert_eq!(column, "user_id");
+            assert_eq!(map.node_of_slot(600), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(t.table("T_COUNTRY"), Some(&TableRule::Broadcast));
+    assert_eq!(t.table("t_merchant"), Some(&TableRule::Single { node: 1 }));
+}
+
+fn error_of(tables: &str) -> String {
+    with(tables).unwrap_err().to_string()
+}
+
+#[test]
+fn secrets_need_not_be_written_in_the_file() {
+    // Names of this test's own (std's environment lock orders Rust readers and writers).
+    std::env::set_var("SHARDPROXY_TEST_NODE_PW", "n0de");
+    std::env::set_var("SHARDPROXY_TEST_APP_PW", "s3cret");
+    let text = BASE
+        .replace(
+            r#"users = [{ name = "app", password = "app" }]"#,
+            r#"users = [{ name = "app", password_env = "SHARDPROXY_TEST_APP_PW" },
+     { name = "ro", password_hash = "*2470C0C06DEE42FD1618BB99005ADCA2EC9D1E19" }]"#,
+        )
+        .replace(
+            "root:root@127.0.0.1:3311",
+            "root:${SHARDPROXY_TEST_NODE_PW}@127.0.0.1:3311",
+        );
+    let t = parse(&text, "rules/test.toml").unwrap();
+    assert_eq!(t.users[0].password, "s3cret");
+    assert_eq!(t.users[1].password, "");
+    assert_eq!(
+        t.users[1].hash.map(|h| h[0]),
+        Some(0x24),
+        "PASSWORD('password') = *2470C0..."
+    );
+    assert_eq!(t.nodes[0].opts.pass(), Some("n0de"));
+    assert!(
+        t.nodes[0].url.contains("${SHARDPROXY_TEST_NODE_PW}"),
+        "the URL shown and compared is the file's"
+    );
+    for (bad, says) in [
+        (
+            r#"{ name = "x", password = "a", password_hash = "*00" }"#,
+            "exactly one of",
+        ),
+        (
+            r#"{ name = "x", password_hash = "2470C0" }"#,
+            "40 hex digits",
+        ),
+        (
+            r#"{ name = "x", password_env = "SHARDPROXY_TEST_UNSET" }"#,
+            "not set",
+        ),
+        // An empty password would let anyone in as that user.
+        (r#"{ name = "x", password = "" }"#, "empty password"),
+        (
+            r#"{ name = "x", password_env = "SHARDPROXY_TEST_EMPTY_PW" }"#,
+            "which is empty",
+        ),
+    ] {
+        std::env::set_var("SHARDPROXY_TEST_EMPTY_PW", "");
+        let text = BASE.replace(r#"{ name = "app", password = "app" }"#, bad);
+        let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+    let text = BASE.replace(
+        "root:root@127.0.0.1:3312",
+        "root:${SHARDPROXY_TEST_UNSET}@x",
+    );
+    let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+    assert!(
+        e.contains("SHARDPROXY_TEST_UNSET") && e.contains("ds1"),
+        "{e}"
+    );
+    // A URL printed in an error has its password masked.
+    let text = BASE.replace(
+        "root:root@127.0.0.1:3312",
+        "root:t0psecret@127.0.0.1:3312?no_such_option=1",
+    );
+    let e = parse(&text, "rules/test.toml").unwrap_err().to_string();
+    assert!(e.contains("ds1") && !e.contains("t0psecret"), "{e}");
+}
+
+#[test]
+fn ops_listeners_stay_on_loopback_unless_told() {
+    let admin =
+        "[admin]\nlisten = \"0.0.0.0:3308\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n";
+    let e = with(admin).unwrap_err().to_string();
+    assert!(e.contains("allow_remote"), "{e}");
+    assert!(with(&format!("{admin}allow_remote = true\n")).is_ok());
+    let metrics = "[metrics]\nlisten = \"10.0.0.1:9108\"\n";
+    assert!(with(metrics)
+        .unwrap_err()
+        .to_string()
+        .contains("allow_remote"));
+    assert!(with("[metrics]\nlisten = \"127.0.0.1:9108\"\n").is_ok());
+}
+
+#[test]
+fn reloads_keep_node_indexes() {
+    let old = with("[tables.t]\nrule = \"single\"\nnode = \"ds1\"\n").unwrap();
+    let new = parse(
+        &BASE
+            .replace(
+                "ds0 = ",
+                "ds9 = \"mysql://root:root@127.0.0.1:3319/shop\"\nds0 = ",
+            )
+            .replace("ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"\n", ""),
+        "x.toml",
+    )
+    .unwrap();
+    // Parsed alone, nodes are ds0, ds9; aligned to the old ds0, ds1 they become
+    // ds0, ds1 (retired), ds9.
+    let aligned = new.align_to(&old);
+    let names: Vec<(&str, bool)> = aligned
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.retired))
+        .collect();
+    assert_eq!(names, vec![("ds0", false), ("ds1", true), ("ds9", false)]);
+    assert_eq!(aligned.all_nodes(), vec![0, 2]);
+    assert_eq!(aligned.default_node, 0);
+}
+
+#[test]
+fn overlapping_slots_are_refused() {
+    let e = error_of(
+        r#"
+[tables.t_order]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-600", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+"#,
+    );
+    assert_eq!(
+        e,
+        "rules/test.toml: table `t_order`: slot 512 is assigned twice (again in \"512-1023\")"
+    );
+}
+
+#[test]
+fn missing_slots_are_refused() {
+    let e = error_of(
+        r#"
+[tables.t_order]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "600-1023", node = "ds1" }]
+"#,
+    );
+    assert!(e.contains("table `t_order`"), "{e}");
+    assert!(
+        e.contains("88 of the 1024 slots are not assigned, first 512-599"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_nodes_are_refused() {
+    let e = error_of(
+        r#"
+[tables.t_order]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-1023", node = "ds9" }]
+"#,
+    );
+    assert!(
+        e.contains("node `ds9`, which is not in [nodes] (known: ds0, ds1)"),
+        "{e}"
+    );
+    let e = error_of("[tables.t_m]\nrule = \"single\"\nnode = \"dsx\"\n");
+    assert!(
+        e.contains("table `t_m`: node `dsx` is not in [nodes]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_slot_ranges_and_rules_are_refused() {
+    let e = error_of(
+        "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\nslots = [{ slots = \"0-1024\", node = \"ds0\" }]\n",
+    );
+    assert!(e.contains("slot range \"0-1024\""), "{e}");
+    let e = error_of("[tables.t]\nrule = \"modulo\"\n");
+    assert!(e.contains("table `t`: unknown rule \"modulo\""), "{e}");
+    let e = error_of("[tables.t]\nrule = \"hash_slot\"\nslots = []\n");
+    assert!(e.contains("needs `column`"), "{e}");
+    let e = error_of("[tables.t]\nrule = \"broadcast\"\nnode = \"ds0\"\n");
+    assert!(e.contains("key `node` does not apply"), "{e}");
+}
+
+#[test]
+fn toml_errors_and_bad_defaults_are_refused() {
+    let e = parse("version = ", "x.toml").unwrap_err().to_string();
+    assert!(e.starts_with("x.toml: invalid TOML"), "{e}");
+    let e = parse(
+        &BASE.replace("\"ds0\"\n[server]", "\"ds7\"\n[server]"),
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("default_node `ds7` is not in [nodes]"), "{e}");
+    let e = parse(&BASE.replace("ds1 = ", "ds1 = \"nope\"\nds2 = "), "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("node `ds1`: invalid MySQL URL"), "{e}");
+}
+
+#[test]
+fn the_wait_for_a_node_connection_is_bounded() {
+    let t = parse(BASE, "x.toml").unwrap();
+    assert_eq!(
+        t.node_wait,
+        std::time::Duration::from_secs(5),
+        "the default"
+    );
+    let t = parse(
+        &BASE.replace("[server]", "[server]\nnode_wait_secs = 30"),
+        "x.toml",
+    )
+    .unwrap();
+    assert_eq!(t.node_wait, std::time::Duration::from_secs(30));
+    let e = parse(
+        &BASE.replace("[server]", "[server]\nnode_wait_secs = 0"),
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("node_wait_secs must be at least 1"), "{e}");
+}
+
+#[test]
+fn a_lookup_cache_ttl_the_cache_would_refuse_is_refused() {
+    let rules = |ttl: u64| {
+        format!(
+            "{BASE}[tables.t]\nrule = \"directory\"\ncolumn = \"k\"\nlookup = {{ node = \"ds0\", table = \"d\", key_column = \"k\", node_column = \"n\", ttl_secs = {ttl} }}\nfallback = {{ rule = \"single\", node = \"ds0\" }}\n"
+        )
+    };
+    assert!(parse(&rules(31_536_000_000), "x.toml").is_ok());
+    let e = parse(&rules(31_536_000_001), "x.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ttl_secs must be at most"), "{e}");
+}
