@@ -17,10 +17,6 @@ const ALLOWED: &[(&str, &str)] = &[
          gather, tier, moving) plan their subqueries and inputs through the Planner",
     ),
     (
-        "exec/rows",
-        "Rows is a recursive type: the enum of the merge streams, each reading a Rows",
-    ),
-    (
         "routing",
         "TableRule is a recursive type: a directory rule falls back to another TableRule",
     ),

@@ -8,7 +8,8 @@ use mysql_common::packets::Column;
 
 use super::door::{client_gone, Access, Door, NodeError, NodeResult, Run, Sink, Stmt};
 use super::rows::build::{build, check};
-use super::rows::{Ctx, Parts, Rows};
+use super::rows::input::{Ctx, Parts};
+use super::rows::Rows;
 use super::scatter::{not_a_node, started};
 use super::{tier_page, tier_read};
 use crate::error::MyError;

@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 use mysql_common::packets::Column;
 
-use super::{Ctx, Rows};
+use super::input::{Ctx, Input};
 use crate::error::MyError;
-use crate::exec::door::{NodeError, NodeResult};
+use crate::exec::door::NodeError;
 use crate::exec::scatter::not_a_node;
 use crate::merge::{aggregate, cmp_rows, finish_buffered, having, Class, Cond, Grouping, Row};
 use crate::merge::{InMemory as Steps, SortKey};
@@ -21,8 +21,8 @@ fn merge_error(e: crate::merge::MergeError) -> NodeError {
 }
 
 /// Groups folded as rows sorted by the group keys stream past.
-pub struct Streamed<R> {
-    pub(super) input: Rows<R>,
+pub struct Streamed<I> {
+    pub(super) input: I,
     grouping: Grouping,
     having: Option<Cond>,
     /// The group keys, to tell where a group ends.
@@ -36,14 +36,8 @@ pub struct Streamed<R> {
     cap: usize,
 }
 
-impl<R: NodeResult> Streamed<R> {
-    pub fn new(
-        input: Rows<R>,
-        grouping: Grouping,
-        having: Option<Cond>,
-        cx: &Ctx,
-        cap: usize,
-    ) -> Self {
+impl<I: Input> Streamed<I> {
+    pub fn new(input: I, grouping: Grouping, having: Option<Cond>, cx: &Ctx, cap: usize) -> Self {
         let keys = grouping
             .keys
             .iter()
@@ -110,8 +104,8 @@ impl<R: NodeResult> Streamed<R> {
 }
 
 /// Every input row in memory: grouped, HAVING, DISTINCT, sorted; then given out in order.
-pub struct InMemory<R> {
-    pub(super) input: Rows<R>,
+pub struct InMemory<I> {
+    pub(super) input: I,
     steps: Steps,
     visible: usize,
     cols: Arc<[Column]>,
@@ -120,8 +114,8 @@ pub struct InMemory<R> {
     out: Option<std::vec::IntoIter<Row>>,
 }
 
-impl<R: NodeResult> InMemory<R> {
-    pub fn new(input: Rows<R>, steps: Steps, cx: &Ctx, cap: usize) -> Self {
+impl<I: Input> InMemory<I> {
+    pub fn new(input: I, steps: Steps, cx: &Ctx, cap: usize) -> Self {
         InMemory {
             input,
             steps,

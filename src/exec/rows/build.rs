@@ -2,10 +2,11 @@
 //! run, and [`build`] them bottom-up over the leaf's node results.
 
 use super::aggregate::{InMemory, Streamed};
+use super::input::{Ctx, Parts};
 use super::limit::Limit;
 use super::merge_sort::MergeSort;
 use super::project::Project;
-use super::{Ctx, Parts, Rows};
+use super::Rows;
 use crate::exec::door::NodeResult;
 use crate::merge::{resolve_keys, Aggregate};
 use crate::plan::Plan;

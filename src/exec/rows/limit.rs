@@ -1,18 +1,18 @@
 //! Limit: OFFSET and LIMIT over the rows of its input. The nodes were asked for `offset +
 //! limit` rows each; the page is cut here, and once it is full no more rows are read.
 
-use super::Rows;
-use crate::exec::door::{NodeError, NodeResult};
+use super::input::Input;
+use crate::exec::door::NodeError;
 use crate::merge::Row;
 
-pub struct Limit<R> {
-    pub(super) input: Rows<R>,
+pub struct Limit<I> {
+    pub(super) input: I,
     skip: u64,
     left: u64,
 }
 
-impl<R: NodeResult> Limit<R> {
-    pub fn new(input: Rows<R>, offset: u64, limit: Option<u64>) -> Self {
+impl<I: Input> Limit<I> {
+    pub fn new(input: I, offset: u64, limit: Option<u64>) -> Self {
         Limit {
             input,
             skip: offset,

@@ -4,7 +4,7 @@
 
 use crate::merge::{cmp_rows, Class, Row, SortKey};
 
-use super::Parts;
+use super::input::Parts;
 use crate::exec::door::{NodeError, NodeResult};
 
 pub struct MergeSort<R> {

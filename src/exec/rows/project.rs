@@ -1,17 +1,17 @@
 //! Project: the client's columns: the helper columns a merge needed (sort keys, AVG's hidden
 //! SUM and COUNT) cut from the end of every row.
 
-use super::Rows;
-use crate::exec::door::{NodeError, NodeResult};
+use super::input::Input;
+use crate::exec::door::NodeError;
 use crate::merge::Row;
 
-pub struct Project<R> {
-    pub(super) input: Rows<R>,
+pub struct Project<I> {
+    pub(super) input: I,
     /// Columns the client sees (the rest are helpers).
     pub(super) visible: usize,
 }
 
-impl<R: NodeResult> Project<R> {
+impl<I: Input> Project<I> {
     pub async fn next(&mut self) -> Result<Option<Row>, NodeError> {
         Ok(self.input.next().await?.map(|mut row| {
             row.truncate(self.visible);
