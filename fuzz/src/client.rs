@@ -5,8 +5,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use mysql_common::constants::CapabilityFlags;
-use mysql_common::packets::{AuthPlugin, HandshakeResponse};
-use mysql_common::proto::MySerialize;
+use mysql_common::io::ParseBuf;
+use mysql_common::packets::{AuthPlugin, HandshakePacket, HandshakeResponse};
+use mysql_common::proto::{MyDeserialize, MySerialize};
+use mysql_common::scramble::scramble_native;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// A client that sends `input`, then closes its side; what the server writes is dropped
@@ -15,17 +17,59 @@ pub struct Client {
     input: Vec<u8>,
     at: usize,
     trace: bool,
+    /// Logs in as [`LOGIN_USER`] first, answering the greeting's salt, once it comes.
+    login: bool,
 }
 
 impl Client {
+    /// A client whose every byte is `input` (its handshake response included, if any).
     pub fn new(input: Vec<u8>) -> Client {
         Client {
             input,
             at: 0,
             trace: std::env::var_os("FUZZ_TRACE").is_some(),
+            login: false,
         }
     }
+
+    /// A client that answers the server's greeting with the login of [`LOGIN_USER`] to
+    /// database `shop` (its scramble made from the greeting's salt), then sends `input`.
+    pub fn logging_in(input: Vec<u8>) -> Client {
+        Client {
+            login: true,
+            ..Client::new(input)
+        }
+    }
+
+    /// The greeting in `buf` (one framed packet): puts the login that answers it before the
+    /// input.
+    fn answer_greeting(&mut self, buf: &[u8]) {
+        let Some(payload) = buf.get(4..) else {
+            return;
+        };
+        let Ok(greeting) = HandshakePacket::deserialize((), &mut ParseBuf(payload)) else {
+            return;
+        };
+        self.login = false;
+        let scramble = scramble_native(&greeting.nonce(), LOGIN_PASSWORD.as_bytes())
+            .map(|s| s.to_vec())
+            .unwrap_or_default();
+        let payload = handshake_response(
+            LOGIN_USER,
+            Some("shop"),
+            b"mysql_native_password",
+            scramble,
+            login_capabilities(),
+        );
+        let mut login = Vec::new();
+        frame(1, &payload, &mut login);
+        self.input.splice(self.at..self.at, login);
+    }
 }
+
+/// The user the session targets log in as, and its password (`rules.toml`).
+pub const LOGIN_USER: &str = "app";
+pub const LOGIN_PASSWORD: &str = "fuzz";
 
 /// Prints the packets of one write: sequence id, length, the start of the payload.
 fn trace(mut buf: &[u8]) {
@@ -58,12 +102,15 @@ impl AsyncRead for Client {
 
 impl AsyncWrite for Client {
     fn poll_write(
-        self: Pin<&mut Self>,
+        mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         if self.trace {
             trace(buf);
+        }
+        if self.login {
+            self.answer_greeting(buf);
         }
         Poll::Ready(Ok(buf.len()))
     }
@@ -123,19 +170,4 @@ pub fn handshake_response(
     )
     .serialize(&mut b);
     b
-}
-
-/// The framed response that logs `app` (no password) in to database `shop`, whatever the
-/// greeting's salt.
-pub fn login() -> Vec<u8> {
-    let payload = handshake_response(
-        "app",
-        Some("shop"),
-        b"mysql_native_password",
-        Vec::new(),
-        login_capabilities(),
-    );
-    let mut out = Vec::new();
-    frame(1, &payload, &mut out);
-    out
 }

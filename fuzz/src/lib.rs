@@ -34,6 +34,16 @@ mod session;
 pub use planning::{plan, rules};
 pub use session::{handshake_response, packet, stmt_execute, RULES, SALT, STATEMENTS};
 
+/// The statements of a COM_QUERY's text as MariaDB splits them in its default mode, each
+/// without its `;`.
+pub fn statements(sql: &str) -> Vec<&str> {
+    shardproxy::sql::lex::statements(sql, shardproxy::sql::lex::Mode::default())
+        .parts
+        .iter()
+        .map(|(a, b)| &sql[*a..*b])
+        .collect()
+}
+
 /// A target's body: one input.
 pub type Target = fn(&[u8]);
 
@@ -112,13 +122,23 @@ fn no_panic(what: &str, f: impl FnOnce()) -> usize {
 }
 
 /// Replays the committed inputs on any toolchain, without libFuzzer (`cargo test` in
-/// `fuzz/`): every seed (`seeds/<target>/`) and every regression (`regressions/<target>/`,
+/// `fuzz/`, or `cargo test --test fuzz_regressions` in the main crate): every seed (`seeds/<target>/`) and every regression (`regressions/<target>/`,
 /// the minimized crashes found so far; their test fails until the bug is fixed) through its
 /// target. `FUZZ_REPLAY=DIR` replays the inputs of `DIR/<target>/` too (e.g. `corpus`, the
 /// working corpora), in the seeds' test.
 #[cfg(test)]
 mod replay {
     use std::path::{Path, PathBuf};
+
+    /// `fuzz/`, whichever crate this test was built in.
+    fn root() -> PathBuf {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        if dir.join("seeds").is_dir() {
+            dir.to_path_buf()
+        } else {
+            dir.join("fuzz")
+        }
+    }
 
     fn inputs(dir: &Path) -> Vec<PathBuf> {
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -159,7 +179,7 @@ mod replay {
 
     #[test]
     fn seeds_run_without_a_panic() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = root();
         let mut dirs = vec![root.join("seeds")];
         if let Some(extra) = std::env::var_os("FUZZ_REPLAY") {
             dirs.push(root.join(extra));
@@ -179,8 +199,9 @@ mod replay {
 
     #[test]
     fn regressions_run_without_a_panic() {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let (failed, _) = replay(&[root.join("regressions")]);
+        let root = root();
+        let (failed, ran) = replay(&[root.join("regressions")]);
+        assert!(ran > 0, "no regression found under {}", root.display());
         assert!(
             failed.is_empty(),
             "inputs that panicked:\n{}",

@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use mysql_common::constants::{ColumnType, StatusFlags};
 use mysql_common::packets::Column;
-use shardproxy::frontend::{auth, codec};
 use shardproxy::packet::PacketIo;
+use shardproxy::protocol::{auth, codec};
 use sqlparser::ast::{Expr, SelectItem, SetExpr, Statement};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -64,7 +64,7 @@ async fn connection(stream: TcpStream, id: u32) -> std::io::Result<()> {
             0x01 => return Ok(()),
             0x03 => {
                 let sql = String::from_utf8_lossy(body);
-                let parts = shardproxy::frontend::split::split_statements(&sql);
+                let parts = crate::statements(&sql);
                 let last = parts.len().saturating_sub(1);
                 if parts.is_empty() {
                     io.write(&codec::ok(0, 0, STATUS, 0, ""));

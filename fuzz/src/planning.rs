@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use mysql_common::value::Value;
 use shardproxy::config::Topology;
 use shardproxy::plan::{self, IdError, Plan, PlanCtx};
+use shardproxy::sql::lex::Mode;
 use shardproxy::sql::{self, digest};
 
 /// The rules of [`plan`]: `rules.toml` (no node is ever reached).
@@ -69,6 +70,7 @@ fn with_ctx<R>(f: impl FnOnce(&PlanCtx<'_>) -> R) -> R {
         next_id: &next_id,
         columns: &columns,
         primary_key: &primary_key,
+        charset: "utf8mb4",
     })
 }
 
@@ -133,14 +135,15 @@ pub fn plan(data: &[u8]) {
         let _ = sql::leading_words(&text, 8);
         let _ = sql::words(&text);
         let stmt = sql::executable_comment(&text).unwrap_or(&text);
-        if let Some(parts) = shardproxy::frontend::split::set_with_autocommit(stmt) {
+        if let Some(parts) = shardproxy::frontend::split::set_with_autocommit(stmt, Mode::default())
+        {
             for part in parts {
                 plan_one(&part, &[], topo);
             }
             return;
         }
         if text.contains(';') {
-            let parts = shardproxy::frontend::split::split_statements(&text);
+            let parts = crate::statements(&text);
             if parts.len() > 1 {
                 for part in parts.iter().take(8) {
                     let part = sql::executable_comment(part).unwrap_or(part);

@@ -5,11 +5,11 @@ use std::sync::{Arc, OnceLock};
 
 use mysql_common::constants::CapabilityFlags;
 use shardproxy::config::User;
+use shardproxy::frontend::session::Session;
+use shardproxy::packet::PacketIo;
 use shardproxy::protocol::auth;
 use shardproxy::protocol::handshake::{self, Gate, Greeting};
-use shardproxy::frontend::session::Session;
 use shardproxy::protocol::stream::ClientStream;
-use shardproxy::packet::PacketIo;
 use shardproxy::shared::Shared;
 
 use crate::client::{self, Client};
@@ -58,7 +58,7 @@ fn run_session(what: &str, input: Vec<u8>) {
     let known = crate::no_panic(what, || {
         let conn_id = env.shared.next_conn_id();
         let session = Session::new(
-            Client::new(input),
+            Client::logging_in(input),
             env.shared.clone(),
             conn_id,
             "fuzz".into(),
@@ -77,9 +77,7 @@ fn run_session(what: &str, input: Vec<u8>) {
 /// `packet`: `data` is the client's byte stream after its (fixed) login: packets as framed
 /// on the wire, 3-byte length and sequence id each.
 pub fn packet(data: &[u8]) {
-    let mut input = client::login();
-    input.extend_from_slice(data);
-    run_session("packet", input);
+    run_session("packet", data.to_vec());
 }
 
 /// The statements `stmt_execute` prepares (the first byte of an input picks one).
@@ -112,7 +110,7 @@ pub fn stmt_execute(data: &[u8]) {
         return;
     };
     let sql = STATEMENTS[usize::from(pick) % STATEMENTS.len()];
-    let mut input = client::login();
+    let mut input = Vec::new();
     client::command(0x16, sql.as_bytes(), &mut input);
     // The session's first statement id.
     let id = 1u32.to_le_bytes();
@@ -171,6 +169,9 @@ async fn connection_phase(data: &[u8]) {
         users: &users,
         peer: "10.0.0.1",
         denied_to: "",
+        secure: false,
+        require_tls: false,
+        logins: None,
     };
     let mut io = PacketIo::new(ClientStream::Plain(Client::new(data.to_vec())), 1 << 16);
     let greeting = Greeting {
