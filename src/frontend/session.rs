@@ -235,11 +235,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         loop {
             // KILL CONNECTION from another session ends this one, idle or not; so does
             // idling past `idle_timeout_secs`; a packet over max_allowed_packet gets MySQL's
-            // 1153 and ends it too (its rest is never read).
+            // 1153 and ends it too (its rest is never read). A kill is looked at first: once
+            // KILL CONNECTION has answered, the next statement of this session fails, as on
+            // MariaDB, even when it had already arrived.
             let idle = self.shared.topology().idle_timeout;
             let packet = tokio::select! {
-                p = self.io.read() => p,
+                biased;
                 _ = ctl.killed() => return Ok(()),
+                p = self.io.read() => p,
                 _ = sleep_or_never(idle) => {
                     self.write_err(&MyError::new(
                         4031,
