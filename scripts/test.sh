@@ -4,7 +4,9 @@
 # The integration tests under tests/ start their own MariaDB nodes; they look for `mariadbd`
 # and `mariadb-install-db` on PATH or in /usr/sbin. This script only makes sure MariaDB is
 # installed, and that the clients tests/clients.rs drives are (tests/clients/install.sh: the
-# mariadb CLI, sysbench, PyMySQL, mysqlclient, mysql2, Connector/J), then runs `cargo test`.
+# mariadb CLI, sysbench, PyMySQL, mysqlclient, mysql2, Connector/J), then runs `cargo test`
+# with the `test-hooks` feature (src/hooks.rs: the tests that stop or break the proxy on
+# purpose; without it they are ignored and say so).
 # The benchmark is separate: bench/point_select.sh.
 set -euo pipefail
 
@@ -46,4 +48,4 @@ esac
 
 cd "$repo"
 export RUST_BACKTRACE=1
-exec cargo test "$@"
+exec cargo test --features test-hooks "$@"

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod exec;
 pub mod frontend;
+pub mod hooks;
 pub mod logins;
 pub mod merge;
 pub mod metadata;

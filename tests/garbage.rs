@@ -201,6 +201,10 @@ async fn random_packets_get_answers_and_leave_the_connection_usable() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test hook: cargo test --features test-hooks (scripts/test.sh)"
+)]
 async fn a_panic_under_one_client_ends_that_client_only_with_an_error() {
     let c = Cluster::shared(2);
     let rules = rules_toml(c, &hash_slot_table("t_garbage2", "id", &L2));

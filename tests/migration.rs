@@ -838,6 +838,10 @@ async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test hook: cargo test --features test-hooks (scripts/test.sh)"
+)]
 async fn the_races_between_the_copy_and_client_writes_come_out_right() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(4);
@@ -853,18 +857,18 @@ async fn the_races_between_the_copy_and_client_writes_come_out_right() {
     let moving = keys_on_node(&L2, 0, 3);
     let (inc, del, again) = (moving[0], moving[1], moving[2]);
     // Each batch holds its rows locked on the source between its read and its write.
-    std::env::set_var("SHARDPROXY_MIGRATE_HOLD_MS", "1500");
+    shardproxy::hooks::hold_migration_batches("t_race", Some(Duration::from_millis(1500)));
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
     ops_a
         .query_drop("MIGRATE SLOTS 0-511 OF t_race TO ds2 AUTO")
         .await
         .expect("MIGRATE");
     let start = Instant::now();
-    while !shardproxy::migrate::copy::holding() {
+    while !shardproxy::hooks::migration_batch_held("t_race") {
         assert!(start.elapsed() < Duration::from_secs(30), "no batch held");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    std::env::remove_var("SHARDPROXY_MIGRATE_HOLD_MS");
+    shardproxy::hooks::hold_migration_batches("t_race", None);
     // In the gap: an increment of a row the batch read (counted twice, or lost, if the copy
     // or the statement were replayed), a delete of one (back from the dead, if the copy
     // wrote it after), and a delete and re-insert of one.

@@ -562,6 +562,10 @@ async fn killed_at(hold: &str, table: &str) -> (Vec<i64>, Vec<i64>, Duration) {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test hook: cargo test --features test-hooks (scripts/test.sh)"
+)]
 async fn a_proxy_killed_after_prepare_is_rolled_back_by_recovery() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
@@ -572,6 +576,10 @@ async fn a_proxy_killed_after_prepare_is_rolled_back_by_recovery() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test hook: cargo test --features test-hooks (scripts/test.sh)"
+)]
 async fn a_proxy_killed_after_the_decision_is_committed_by_recovery() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);
@@ -702,6 +710,10 @@ async fn a_deadlock_across_nodes_is_broken_in_seconds() {
 }
 
 #[tokio::test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "needs a test hook: cargo test --features test-hooks (scripts/test.sh)"
+)]
 async fn a_node_killed_with_a_prepared_branch_gets_it_committed_when_it_is_back() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = Cluster::shared(2);

@@ -176,29 +176,6 @@ async fn replace(t: &mut Conn, shape: &Shape, rows: &[Vec<Value>]) -> mysql_asyn
     Ok(())
 }
 
-/// A batch holding its rows' locks on the source right now (the test hook below).
-static HOLDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Is a batch between its read and its write, held by `SHARDPROXY_MIGRATE_HOLD_MS`?
-pub fn holding() -> bool {
-    HOLDING.load(std::sync::atomic::Ordering::SeqCst)
-}
-
-/// A test hook: with `SHARDPROXY_MIGRATE_HOLD_MS=n` set, every backfill batch waits `n` ms
-/// between reading (and locking) its rows and writing them, so a test can run a client's
-/// write in exactly that gap.
-async fn hold() {
-    let Some(ms) = std::env::var("SHARDPROXY_MIGRATE_HOLD_MS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
-        return;
-    };
-    HOLDING.store(true, std::sync::atomic::Ordering::SeqCst);
-    tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
-    HOLDING.store(false, std::sync::atomic::Ordering::SeqCst);
-}
-
 /// The largest key of the moving rows on `c` now (`None`: there are none). A pass of the
 /// backfill or the verify stops there: every row inserted after it was taken has its image
 /// on the target already (the pass starts only once every proxy writes images), so a pass
@@ -243,7 +220,7 @@ pub async fn batch(
         if rows.is_empty() {
             return Ok((0, None));
         }
-        hold().await;
+        crate::hooks::migration_batch_read(&shape.table).await;
         t.query_drop("START TRANSACTION").await?;
         if let Err(e) = replace(t, shape, &rows).await {
             let _ = t.query_drop("ROLLBACK").await;

@@ -533,15 +533,6 @@ async fn commit_one_phase<D: Door>(door: &mut D, b: &[Branch], x: &str) -> Resul
     err.map_or(Ok(()), Err)
 }
 
-/// A test hook: `SHARDPROXY_XA_HOLD=prepared` (or `decided`) stops every two-phase commit
-/// there, so a test can kill the proxy at that point.
-async fn hold(point: &str) {
-    if std::env::var("SHARDPROXY_XA_HOLD").is_ok_and(|v| v == point) {
-        warn!("SHARDPROXY_XA_HOLD={point}: this commit stops here (a test hook)");
-        std::future::pending::<()>().await;
-    }
-}
-
 async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyError> {
     let b = &tx.branches;
     let first = b[0].node;
@@ -607,7 +598,7 @@ async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyErro
             "the transaction was rolled back on every node",
         ));
     }
-    hold("prepared").await;
+    crate::hooks::xa_hold("prepared").await;
     // Phase 2: the decision.
     let r = door.run_each(&[(first, "COMMIT".into())]).await;
     if let Some(Err(e)) = r.into_iter().next() {
@@ -642,7 +633,7 @@ async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyErro
             }
         }
     }
-    hold("decided").await;
+    crate::hooks::xa_hold("decided").await;
     // Phase 3.
     let stmts: Vec<(usize, String)> = prepared
         .iter()

@@ -20,10 +20,6 @@ use crate::sql::{self, uservars, Parsed};
 /// How long a write to slots at the freeze step of their move waits for the next step.
 const FROZEN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// With `SHARDPROXY_TEST_PANIC` set in its environment, the proxy panics on this exact
-/// statement (a test hook: a panic must end one client only).
-const TEST_PANIC: &str = "/* shardproxy: test panic */";
-
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// How the session's `sql_mode` reads text.
     pub(super) fn mode(&self) -> crate::sql::lex::Mode {
@@ -32,9 +28,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     /// One COM_QUERY: a statement, or several when the client allows them.
     pub(super) async fn com_query(&mut self, sql: &str) -> Outcome {
-        if sql == TEST_PANIC && std::env::var_os("SHARDPROXY_TEST_PANIC").is_some() {
-            panic!("the test statement asked for a panic");
-        }
+        crate::hooks::panic_if_asked(sql);
         let mode = self.mode();
         match super::super::split::batch(sql, mode, self.multi_statements)? {
             super::super::split::Batch::Many(parts) => {
