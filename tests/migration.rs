@@ -315,6 +315,22 @@ impl Workers {
         }
     }
 
+    /// Waits until they have had `more` writes acknowledged from now on: load that has
+    /// certainly run through the routing of this moment (a step, a cutover, a proxy that
+    /// joined), where a fixed sleep only hopes it did on a loaded machine.
+    async fn write(&self, more: u64) {
+        let from = self.writes.load(Ordering::Relaxed);
+        let start = Instant::now();
+        while self.writes.load(Ordering::Relaxed) < from + more {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the workers had {} of {more} writes acknowledged in 60 s",
+                self.writes.load(Ordering::Relaxed) - from
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Stops them: what their logs imply for every key they own, the statements that
     /// failed, and the writes acknowledged.
     async fn stop(self) -> (Expected, Vec<String>, u64) {
@@ -501,7 +517,7 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
             (reads, failed)
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    workers.write(50).await;
 
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
     ops_a
@@ -511,7 +527,8 @@ async fn slots_move_under_writes_through_two_proxies_and_nothing_is_lost() {
     // Each step is seen while the writes go on.
     until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
     let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Writes through the new placement, before the workers stop.
+    workers.write(50).await;
     let (expected, failed, writes) = workers.stop().await;
     reading.store(false, Ordering::Relaxed);
     let (reads, read_failed) = reader.await.expect("reader");
@@ -585,6 +602,8 @@ async fn the_target_killed_during_the_move_fails_no_write_and_the_move_finishes(
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(reported["message"].contains("target"), "{reported:?}");
+    // The target stays down a while under the writes (a length of outage, not a wait for
+    // anything).
     tokio::time::sleep(Duration::from_secs(1)).await;
     c.start_node(2);
     let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
@@ -643,7 +662,7 @@ async fn another_proxy_finishes_the_move_of_a_driver_that_was_killed() {
     let pool_b = b.pool();
     const KEYS: i64 = 2000;
     let workers = Workers::start("t_mig_d", 4, KEYS, &[pool_b.clone(), pool_b.clone()]);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    workers.write(50).await;
     a.kill();
     let mut ops_b = ops(b.admin_port.expect("admin")).await;
     let copied_at_kill: u64 = migration(&mut ops_b, "1").await["rows_copied"]
@@ -654,7 +673,7 @@ async fn another_proxy_finishes_the_move_of_a_driver_that_was_killed() {
         "the backfill was over before the kill"
     );
     until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    workers.write(30).await;
     let (expected, failed, _) = workers.stop().await;
     no_client_failed(&failed);
     check_moved(c, &[&pool_b], "t_mig_d", expected, KEYS, ROWS).await;
@@ -675,13 +694,14 @@ async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty()
         mut ops_a,
         workers,
     } = Bed::start(c, "meta_mig_abort", "t_mig_a", ROWS, KEYS, "RATE 1000").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Aborted in the middle of its copy (Bed::start saw it begin), under writes.
+    workers.write(50).await;
     ops_a.query_drop("ABORT").await.expect("ABORT");
     until_step(&mut ops_a, "1", "aborted", Duration::from_secs(60)).await;
     // A second ABORT, or a CUTOVER, of an aborted migration is refused.
     let (code, _) = server_error(ops_a.query_drop("CUTOVER 1").await);
     assert_eq!(code, 1235);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    workers.write(30).await;
     let (mut expected, failed, _) = workers.stop().await;
     no_client_failed(&failed);
     for k in KEYS + 1..=ROWS {
@@ -786,7 +806,7 @@ async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
     let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
     assert_eq!(m["slots"], "key '42'");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    workers.write(30).await;
     let (expected, failed, writes) = workers.stop().await;
     no_client_failed(&failed);
     assert!(writes > 300, "the workers wrote little");

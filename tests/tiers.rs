@@ -667,16 +667,27 @@ poll_retry_ms = 100
     )
     .await
     .expect("insert");
-    // Another client holds the cold row's lock for 1.6 s: the first attempt on cold times
-    // out (1205), a retry gets through.
+    // Another client holds the cold row's lock until the proxy has retried the cold part:
+    // the first attempt there times out (1205), a retry gets through.
     let mut holder = cluster().direct(1).get_conn().await.expect("holder");
     holder.query_drop("BEGIN").await.expect("begin");
     holder
         .query_drop("SELECT * FROM t_retry WHERE id = 2 FOR UPDATE")
         .await
         .expect("lock");
+    let shared = proxy.shared.clone();
     let release = tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+        let retries = || {
+            shared
+                .metrics
+                .tier_statements
+                .with_label_values(&["write_retry"])
+                .get()
+        };
+        let start = std::time::Instant::now();
+        while retries() == 0 && start.elapsed() < std::time::Duration::from_secs(30) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         holder.query_drop("COMMIT").await.expect("commit");
     });
     let r = conn

@@ -78,6 +78,58 @@ async fn prepared(c: &Cluster, i: usize) -> Vec<String> {
         .collect()
 }
 
+/// Waits until a transaction waits for a row lock in node `i`'s InnoDB (the condition a
+/// test would otherwise guess with a pause); fails with `what` after 10 s.
+async fn lock_wait_on(c: &Cluster, i: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut d = c.direct(i).get_conn().await.expect("direct");
+    loop {
+        let waiting: Option<i64> = d
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
+            )
+            .await
+            .expect("INNODB_TRX");
+        if waiting.unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until node 0 holds the committed decision of a branch prepared on node 1: the
+/// commit is past its phase 2 (where `SHARDPROXY_XA_HOLD=decided` stops it).
+async fn until_decided(c: &Cluster) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut n0 = c.direct(0).get_conn().await.expect("direct conn");
+    let mut n1 = c.direct(1).get_conn().await.expect("direct conn");
+    loop {
+        let rows: Vec<mysql_async::Row> = n1.query("XA RECOVER").await.expect("XA RECOVER");
+        for r in rows {
+            let len: usize = r.get(1).unwrap_or(0);
+            let data: Vec<u8> = r.get(3).unwrap_or_default();
+            let gtrid = data[..len.min(data.len())].to_vec();
+            // No decision table yet is no decision yet.
+            let outcome: Option<String> = n0
+                .exec_first(
+                    "SELECT outcome FROM shardproxy_xa WHERE gtrid = ?",
+                    (gtrid,),
+                )
+                .await
+                .unwrap_or(None);
+            if outcome.as_deref() == Some("commit") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no decision committed on node 0 in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 async fn transfer(
     conn: &mut Conn,
     table: &str,
@@ -372,25 +424,7 @@ async fn a_deadlock_rolls_back_every_branch() {
         (s1, r)
     });
     // Once s1 waits on node 0 (a lock wait in its InnoDB), not after a guessed pause.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let mut d = c.direct(0).get_conn().await.expect("direct");
-    loop {
-        let waiting: Option<i64> = d
-            .query_first(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
-            )
-            .await
-            .expect("INNODB_TRX");
-        if waiting.unwrap_or(0) > 0 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "s1 never waited for a1's lock"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    drop(d);
+    lock_wait_on(c, 0, "s1 never waited for a1's lock").await;
     let r2 = set_balance(&mut s2, "acct10", a0, 2).await;
     let (mut s1, r1) = blocked.await.expect("s1");
     let s2_victim = match (&r1, &r2) {
@@ -540,7 +574,7 @@ async fn killed_at(hold: &str, table: &str) -> (Vec<i64>, Vec<i64>, Duration) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if hold == "decided" {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        until_decided(c).await;
     }
     held.kill();
     commit.abort();
@@ -685,7 +719,8 @@ async fn a_deadlock_across_nodes_is_broken_in_seconds() {
             let r = run(&mut s1, set(1, y), prepared).await;
             (s1, r)
         });
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // s1 waits for y's lock on node 1 before s2 crosses it.
+        lock_wait_on(c, 1, "s1 never waited for y's lock").await;
         let t2 = tokio::spawn(async move {
             let r = run(&mut s2, set(2, x), prepared).await;
             (s2, r)
@@ -736,7 +771,7 @@ async fn a_node_killed_with_a_prepared_branch_gets_it_committed_when_it_is_back(
     }
     // The decision is committed on node 0; node 1 dies with its branch prepared, and so
     // does the coordinator.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    until_decided(c).await;
     c.kill_node(1);
     held.kill();
     commit.abort();
