@@ -897,3 +897,20 @@ impl Drop for ProxyProcess {
         self.kill();
     }
 }
+
+/// How long a direct client needs right now to connect to node `i` and run a statement: the
+/// machine's own share of any latency bound a test puts on the proxy, measured at that
+/// moment (a loaded 2-core machine can take long over it).
+pub async fn direct_round_trip(c: &Cluster, i: usize) -> Duration {
+    let started = Instant::now();
+    let mut conn =
+        mysql_async::Conn::new(mysql_async::Opts::from_url(&c.url(i)).expect("node URL"))
+            .await
+            .expect("a direct connection to the node");
+    conn.query_drop("SELECT 1")
+        .await
+        .expect("SELECT 1 on the node");
+    let took = started.elapsed();
+    conn.disconnect().await.ok();
+    took
+}
