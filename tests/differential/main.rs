@@ -1,0 +1,34 @@
+//! Differential tests: the same data in one plain MariaDB (the reference) and, sharded, behind
+//! the proxy must answer every query the proxy supports identically; a query the proxy cannot
+//! answer correctly must be refused with MySQL error 1235 (ER_NOT_SUPPORTED_YET). Any other
+//! outcome is WRONG and fails the test.
+//!
+//! This binary's cluster has 5 nodes: nodes 0-3 are the proxy's shards `ds0`..`ds3` (sharded
+//! tables: `hash_slot` on `user_id`, slots 0-255 ds0, 256-511 ds1, 512-767 ds2, 768-1023 ds3);
+//! node 4 is the reference, which the proxy's rules never name.
+//!
+//! - `shardingsphere_corpus`: Apache ShardingSphere's `db` scenario (`tests/corpus/shardingsphere-db/`), every
+//!   query in the text and in the binary (prepared) protocol.
+//! - `generated_queries`: seeded random SELECTs over a sharded table with NULLs, duplicates,
+//!   mixed-case strings, negative and DECIMAL values (`DIFF_SEED=N` replays another seed).
+
+#[path = "../common/mod.rs"]
+mod common;
+mod corpus;
+mod generated;
+mod judge;
+mod tpch;
+
+use common::*;
+
+const NODES: usize = 5;
+/// The cluster nodes behind the proxy, as `ds0`..`ds3`.
+const SHARDS: [usize; 4] = [0, 1, 2, 3];
+/// The plain MariaDB holding every row.
+const REFERENCE: usize = 4;
+const L: [(u16, u16); 4] = FOUR_NODES;
+const ER_NOT_SUPPORTED_YET: u16 = 1235;
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared(NODES)
+}
