@@ -21,7 +21,10 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
         /// Run the proxy's clock from this day (YYYY-MM-DD, UTC midnight): relative tier
-        /// bounds and generated ids follow it. For demos and tests.
+        /// bounds and generated ids follow it. Only in a build with the `test-hooks` feature:
+        /// a proxy serving with a clock in the past would generate snowflake ids that were
+        /// given out already.
+        #[cfg(feature = "test-hooks")]
         #[arg(long, value_parser = parse_day)]
         now: Option<chrono::NaiveDate>,
     },
@@ -226,69 +229,75 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve { config, now } => {
-            let topo = match config::load(&config) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            let result = rt.block_on(async move {
-                let srv = server::Server::bind(topo)
-                    .await?
-                    .with_rules_file(config.clone());
-                // Rules changes are picked up while traffic flows: when the file changes, and
-                // at once on SIGHUP.
-                let shared = srv.shared();
-                if let Some(day) = now {
-                    let ms = day
-                        .and_hms_opt(0, 0, 0)
-                        .map(|t| t.and_utc().timestamp_millis())
-                        .unwrap_or(0);
-                    shared.clock.set_now_ms(ms);
-                    tracing::info!("the proxy's clock starts at {day}");
-                }
-                tokio::spawn(server::watch(
-                    shared.clone(),
-                    config.clone(),
-                    std::time::Duration::from_secs(1),
-                ));
-                if let Ok(mut hup) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-                {
-                    let path = config.clone();
-                    tokio::spawn(async move {
-                        while hup.recv().await.is_some() {
-                            shared.reload_file(&path);
-                        }
-                    });
-                }
-                tokio::select! {
-                    r = srv.serve() => r,
-                    _ = tokio::signal::ctrl_c() => {
-                        tracing::info!("interrupted, shutting down");
-                        Ok(())
-                    }
+        #[cfg(feature = "test-hooks")]
+        Command::Serve { config, now } => serve(config, now),
+        #[cfg(not(feature = "test-hooks"))]
+        Command::Serve { config } => serve(config, None),
+    }
+}
+
+/// `serve`: the proxy on the rules in `config` until interrupted; `now` starts its clock at
+/// that day (test builds only).
+fn serve(config: PathBuf, now: Option<chrono::NaiveDate>) -> ExitCode {
+    let topo = match config::load(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        let srv = server::Server::bind(topo)
+            .await?
+            .with_rules_file(config.clone());
+        // Rules changes are picked up while traffic flows: when the file changes, and
+        // at once on SIGHUP.
+        let shared = srv.shared();
+        if let Some(day) = now {
+            let ms = day
+                .and_hms_opt(0, 0, 0)
+                .map(|t| t.and_utc().timestamp_millis())
+                .unwrap_or(0);
+            shared.clock.set_now_ms(ms);
+            tracing::info!("the proxy's clock starts at {day}");
+        }
+        tokio::spawn(server::watch(
+            shared.clone(),
+            config.clone(),
+            std::time::Duration::from_secs(1),
+        ));
+        if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        {
+            let path = config.clone();
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    shared.reload_file(&path);
                 }
             });
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
+        }
+        tokio::select! {
+            r = srv.serve() => r,
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted, shutting down");
+                Ok(())
             }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
     }
 }
