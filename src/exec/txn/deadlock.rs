@@ -9,6 +9,10 @@
 //! wait-for graph between the proxy's transactions, and breaks each cycle by killing the
 //! waiting statement of its youngest member (`KILL QUERY`). That session gets 1213, as from
 //! a node's own deadlock detection, and its transaction is rolled back on every node.
+//!
+//! InnoDB fills its `information_schema` transaction tables again only when they were last
+//! read over 100 ms ago: a monitor that polls them faster than that on a node keeps them
+//! stale there, and a cycle through that node then waits for the lock wait timeout.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
