@@ -78,28 +78,6 @@ async fn prepared(c: &Cluster, i: usize) -> Vec<String> {
         .collect()
 }
 
-/// Waits until a transaction waits for a row lock in node `i`'s InnoDB (the condition a
-/// test would otherwise guess with a pause); fails with `what` after 10 s.
-async fn lock_wait_on(c: &Cluster, i: usize, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut d = c.direct(i).get_conn().await.expect("direct");
-    loop {
-        let waiting: Option<i64> = d
-            .query_first(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
-            )
-            .await
-            .expect("INNODB_TRX");
-        if waiting.unwrap_or(0) > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what}");
-        // InnoDB refills its INNODB_TRX cache only when it was last read over 100 ms ago:
-        // polled faster, the table never shows the new wait.
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
-}
-
 /// Waits until node 0 holds the committed decision of a branch prepared on node 1: the
 /// commit is past its phase 2 (where `SHARDPROXY_XA_HOLD=decided` stops it).
 async fn until_decided(c: &Cluster) {

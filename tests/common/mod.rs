@@ -9,6 +9,8 @@
 //! - Slot helpers find keys that land on a given node.
 #![allow(dead_code)]
 
+pub mod moves;
+
 use std::fmt::Debug;
 use std::fs;
 use std::io::Read;
@@ -913,4 +915,26 @@ pub async fn direct_round_trip(c: &Cluster, i: usize) -> Duration {
     let took = started.elapsed();
     conn.disconnect().await.ok();
     took
+}
+
+/// Waits until a transaction waits for a row lock in node `i`'s InnoDB (the condition a
+/// test would otherwise guess with a pause); fails with `what` after 10 s.
+pub async fn lock_wait_on(c: &Cluster, i: usize, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut d = c.direct(i).get_conn().await.expect("direct");
+    loop {
+        let waiting: Option<i64> = d
+            .query_first(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'",
+            )
+            .await
+            .expect("INNODB_TRX");
+        if waiting.unwrap_or(0) > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        // InnoDB refills its INNODB_TRX cache only when it was last read over 100 ms ago:
+        // polled faster, the table never shows the new wait.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
 }

@@ -232,10 +232,12 @@ impl SessionState {
     /// A statement failed on `node` with `code`: a deadlock (the node rolled its branch back)
     /// inside a transaction with a branch there rolls the transaction back on every node, as
     /// MySQL does. A lock wait timeout (1205) rolls back only the statement, there as in
-    /// MySQL, and the transaction goes on.
+    /// MySQL, and the transaction goes on. A branch of a migration's row images only
+    /// ([`Branch::shadow`]) loses nothing of the client's to a deadlock: the migration drops
+    /// it and counts it, and the transaction goes on.
     pub fn failed(&mut self, node: usize, code: u16) {
         if let Some(tx) = self.tx.as_mut() {
-            if code == 1213 && tx.branches.iter().any(|b| b.node == node) {
+            if code == 1213 && tx.branches.iter().any(|b| b.node == node && !b.shadow) {
                 tx.abort = true;
             }
         }
@@ -481,6 +483,27 @@ mod tests {
             "a lock wait timeout ends the statement only, as in MySQL"
         );
         s.failed(0, 1213);
+        assert!(s.tx.as_ref().unwrap().abort);
+    }
+
+    #[test]
+    fn a_deadlock_on_a_branch_of_row_images_only_leaves_the_transaction_alone() {
+        let mut s = SessionState::default();
+        s.begin("BEGIN");
+        enter(&mut s, 0, true).unwrap();
+        s.began(0, false, true);
+        s.shadowing = Some(2);
+        enter(&mut s, 2, true).unwrap();
+        s.began(2, true, true);
+        s.shadowing = None;
+        s.failed(2, 1213);
+        assert!(
+            !s.tx.as_ref().unwrap().abort,
+            "the images' branch on node 2 had nothing of the client's"
+        );
+        // Once the client writes there itself, the branch is the client's.
+        enter(&mut s, 2, true).unwrap();
+        s.failed(2, 1213);
         assert!(s.tx.as_ref().unwrap().abort);
     }
 

@@ -1,0 +1,128 @@
+//! What the migration tests share: a proxy over ds0-ds2 with an admin listener and a
+//! metadata schema on node 3, the operator's connection, a migration's row and its steps, and
+//! a loaded table.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, Pool};
+
+use super::*;
+
+/// The rules of a proxy over ds0-ds2 with `tables`, an admin listener and the metadata
+/// schema `meta` on node 3.
+pub fn rules(c: &Cluster, meta: &str, tables: &str) -> String {
+    let mut s = String::from(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{ name = \"app\", password = \"app\" }]\n\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n",
+    );
+    s.push_str(&format!(
+        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 2000\n\n[nodes]\n",
+        c.url(3).replace("/shop", &format!("/{meta}"))
+    ));
+    for i in 0..3 {
+        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
+    }
+    s.push('\n');
+    s.push_str(tables);
+    s
+}
+
+/// A proxy serving `rules` from a file of its own (the metadata is merged over it).
+pub fn watching(dir: &tempfile::TempDir, name: &str, rules: String) -> Proxy {
+    let path = dir.path().join(format!("rules-{name}.toml"));
+    std::fs::write(&path, rules).expect("write the rules");
+    start_proxy_watching(&path)
+}
+
+pub async fn fresh_schema(c: &Cluster, meta: &str) {
+    let pool = c.direct(3);
+    let mut conn = pool.get_conn().await.expect("metadata node");
+    conn.query_drop(format!("DROP DATABASE IF EXISTS {meta}"))
+        .await
+        .expect("drop");
+    conn.query_drop(format!("CREATE DATABASE {meta}"))
+        .await
+        .expect("create");
+    drop(conn);
+    pool.disconnect().await.ok();
+}
+
+pub async fn ops(admin_port: u16) -> Conn {
+    Conn::new(Opts::from_url(&format!("mysql://ops:ops@127.0.0.1:{admin_port}")).expect("url"))
+        .await
+        .expect("operator login")
+}
+
+/// The migration's row in SHOW MIGRATIONS, by column name.
+pub async fn migration(ops: &mut Conn, id: &str) -> HashMap<String, String> {
+    let rows: Vec<mysql_async::Row> = ops.query("SHOW MIGRATIONS").await.expect("SHOW MIGRATIONS");
+    for r in rows {
+        let cols: Vec<String> = r
+            .columns_ref()
+            .iter()
+            .map(|c| c.name_str().to_string())
+            .collect();
+        let vals: Vec<String> = (0..cols.len())
+            .map(|i| r.get::<Option<String>, _>(i).flatten().unwrap_or_default())
+            .collect();
+        let m: HashMap<String, String> = cols.into_iter().zip(vals).collect();
+        if m.get("id").map(String::as_str) == Some(id) {
+            return m;
+        }
+    }
+    panic!("no migration {id}");
+}
+
+/// Waits until migration `id` reaches `step`.
+pub async fn until_step(
+    ops: &mut Conn,
+    id: &str,
+    step: &str,
+    limit: Duration,
+) -> HashMap<String, String> {
+    let start = Instant::now();
+    loop {
+        let m = migration(ops, id).await;
+        if m["step"] == step {
+            return m;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "migration {id} did not reach `{step}`: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `table` created through `pool` on ds0/ds1 (gone from every node first) with `rows` rows
+/// `(k, k)`.
+pub async fn load(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
+    for n in 0..3 {
+        let p = c.direct(n);
+        p.get_conn()
+            .await
+            .expect("direct")
+            .query_drop(format!("DROP TABLE IF EXISTS {table}"))
+            .await
+            .expect("drop on the node");
+        p.disconnect().await.ok();
+    }
+    let mut conn = pool.get_conn().await.expect("proxy");
+    conn.query_drop(format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"
+    ))
+    .await
+    .expect("create");
+    for chunk in (1..=rows).collect::<Vec<_>>().chunks(1000) {
+        let values: Vec<String> = chunk.iter().map(|k| format!("({k}, {k})")).collect();
+        conn.query_drop(format!(
+            "INSERT INTO {table} (id, v) VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .expect("load");
+    }
+}
