@@ -48,7 +48,8 @@ pub struct Metrics {
     /// Time-tier statements by how they ran (read, page, poll, write) and tier rows counted.
     pub tier_statements: IntCounterVec,
     /// Transactions ended, by how (commit, commit_xa, commit_in_turn, rollback, failed,
-    /// unknown, rolled_back_by_error) and prepared branches recovery finished.
+    /// unknown, rolled_back_by_error, dual_write_deadlock_retried) and prepared branches
+    /// recovery finished.
     pub transactions: IntCounterVec,
     pub xa_recovered: IntCounterVec,
     /// Deadlocks across nodes the proxy broke.

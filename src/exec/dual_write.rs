@@ -24,7 +24,17 @@ use crate::plan::moving::{Changed, DualWrite};
 /// Placeholders one statement may carry (MySQL's limit is 65,535).
 const MAX_PARAMS: usize = 60_000;
 
+/// How many times an autocommit dual write is run again after a deadlock on its source.
+const DEADLOCK_RETRIES: u32 = 5;
+
 /// Runs the write and answers the client with the source's OK.
+///
+/// An autocommit statement runs in a transaction of the proxy's own (its locking reads, the
+/// statement, the images): where that transaction is a deadlock's victim on the source
+/// (1213), nothing of it committed, and the statement alone, as the client sent it, would
+/// not have waited for those locks. So it runs again, up to [`DEADLOCK_RETRIES`] times,
+/// before the client sees the deadlock. Inside the client's own transaction a deadlock is
+/// the client's, as on MariaDB.
 pub async fn run<D: Door, K: Sink>(
     door: &mut D,
     sink: &mut K,
@@ -32,17 +42,26 @@ pub async fn run<D: Door, K: Sink>(
 ) -> Result<(), NodeError> {
     let st = door.state();
     let implicit = st.tx.is_none() && st.autocommit && !st.ddl;
-    if implicit {
-        door.state_mut().begin("BEGIN");
-    }
-    let ok = match write(door, sink.binary(), w).await {
-        Ok(ok) => ok,
-        Err(e) => {
-            if implicit {
-                let _ = door.end(false).await;
+    let mut retries = 0;
+    let ok = loop {
+        if implicit {
+            door.state_mut().begin("BEGIN");
+        }
+        match write(door, sink.binary(), w).await {
+            Ok(ok) => break ok,
+            Err(e) => {
+                if implicit {
+                    let _ = door.end(false).await;
+                }
+                door.settle_tx().await;
+                if implicit && e.error.code == 1213 && retries < DEADLOCK_RETRIES {
+                    retries += 1;
+                    door.count_tx("dual_write_deadlock_retried");
+                    tokio::time::sleep(std::time::Duration::from_millis(1 << retries)).await;
+                    continue;
+                }
+                return Err(e);
             }
-            door.settle_tx().await;
-            return Err(e);
         }
     };
     if implicit {
@@ -289,6 +308,96 @@ mod tests {
         assert!(log[rolled].1.contains("XA ROLLBACK"), "{log:?}");
         assert!(d.sql_on(0).iter().any(|s| s == "COMMIT"), "{log:?}");
         assert!(matches!(sink.events[..], [Event::Ok { affected: 1, .. }]));
+    }
+
+    #[tokio::test]
+    async fn a_deadlock_on_the_target_is_counted_and_never_the_clients() {
+        let mut d = door();
+        d.fail_on(2, "REPLACE", 1213, "Deadlock found when trying to get lock");
+        let mut sink = RecordSink::text();
+        run(&mut d, &mut sink, &update()).await.unwrap();
+        assert_eq!(*d.shadow_failures.lock().unwrap(), vec![2]);
+        assert!(d.sql_on(0).iter().any(|s| s == "COMMIT"), "{:?}", d.log());
+        assert!(matches!(sink.events[..], [Event::Ok { affected: 1, .. }]));
+        // Inside the client's transaction too: it goes on and commits.
+        let mut d = door();
+        d.fail_on(2, "REPLACE", 1213, "Deadlock found when trying to get lock");
+        d.begin("BEGIN").await.unwrap();
+        run(&mut d, &mut RecordSink::text(), &update())
+            .await
+            .unwrap();
+        d.end(true).await.unwrap();
+        assert!(d.sql_on(0).iter().any(|s| s == "COMMIT"), "{:?}", d.log());
+    }
+
+    #[tokio::test]
+    async fn an_autocommit_write_that_a_deadlock_ends_on_the_source_runs_again() {
+        let mut d = door();
+        d.fail_times(
+            0,
+            "UPDATE t",
+            1213,
+            "Deadlock found when trying to get lock",
+            2,
+        );
+        let mut sink = RecordSink::text();
+        run(&mut d, &mut sink, &update()).await.unwrap();
+        assert!(matches!(sink.events[..], [Event::Ok { affected: 1, .. }]));
+        let on_source = d.sql_on(0);
+        assert_eq!(
+            on_source
+                .iter()
+                .filter(|s| s.as_str() == "ROLLBACK")
+                .count(),
+            2,
+            "{on_source:?}"
+        );
+        assert_eq!(
+            on_source.iter().filter(|s| s.as_str() == "COMMIT").count(),
+            1
+        );
+        assert_eq!(
+            d.tx_counts
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|c| c.as_str() == "dual_write_deadlock_retried")
+                .count(),
+            2
+        );
+        // A deadlock that keeps coming is the client's in the end.
+        let mut d = door();
+        d.fail_on(
+            0,
+            "UPDATE t",
+            1213,
+            "Deadlock found when trying to get lock",
+        );
+        let e = run(&mut d, &mut RecordSink::text(), &update())
+            .await
+            .unwrap_err();
+        assert_eq!(e.error.code, 1213);
+        // Inside the client's own transaction it is the client's at once, as on MariaDB.
+        let mut d = door();
+        d.fail_times(
+            0,
+            "UPDATE t",
+            1213,
+            "Deadlock found when trying to get lock",
+            1,
+        );
+        d.begin("BEGIN").await.unwrap();
+        let e = run(&mut d, &mut RecordSink::text(), &update())
+            .await
+            .unwrap_err();
+        assert_eq!(e.error.code, 1213);
+        assert_eq!(
+            d.sql_on(0)
+                .iter()
+                .filter(|s| s.contains("UPDATE t"))
+                .count(),
+            1
+        );
     }
 
     #[tokio::test]

@@ -102,8 +102,23 @@ impl<T> Rule<T> {
 
 #[derive(Debug, Clone)]
 enum Failure {
-    Server(u16, String),
+    /// A server error; the times it is still given (`None`: always).
+    Server(
+        u16,
+        String,
+        Option<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    ),
     Broken,
+}
+
+impl Failure {
+    /// It still applies.
+    fn live(&self) -> bool {
+        match self {
+            Failure::Server(_, _, Some(left)) => left.load(std::sync::atomic::Ordering::SeqCst) > 0,
+            _ => true,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -163,7 +178,29 @@ impl FakeDoor {
         self.failures.push(Rule {
             node: Some(node),
             contains: contains.into(),
-            what: Failure::Server(code, message.into()),
+            what: Failure::Server(code, message.into(), None),
+        });
+    }
+
+    /// `node` fails the first `times` statements containing `contains` with a server error.
+    pub fn fail_times(
+        &mut self,
+        node: usize,
+        contains: &str,
+        code: u16,
+        message: &str,
+        times: usize,
+    ) {
+        self.failures.push(Rule {
+            node: Some(node),
+            contains: contains.into(),
+            what: Failure::Server(
+                code,
+                message.into(),
+                Some(std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(
+                    times,
+                ))),
+            ),
         });
     }
 
@@ -203,15 +240,24 @@ impl FakeDoor {
                 broke: true,
             });
         }
-        match self.failures.iter().find(|f| f.matches(node, sql)) {
+        match self
+            .failures
+            .iter()
+            .find(|f| f.matches(node, sql) && f.what.live())
+        {
             Some(Rule {
-                what: Failure::Server(code, message),
+                what: Failure::Server(code, message, left),
                 ..
-            }) => Err(NodeError {
-                node,
-                error: MyError::new(*code, message.clone()),
-                broke: false,
-            }),
+            }) => {
+                if let Some(left) = left {
+                    left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                Err(NodeError {
+                    node,
+                    error: MyError::new(*code, message.clone()),
+                    broke: false,
+                })
+            }
             Some(Rule {
                 what: Failure::Broken,
                 ..
