@@ -3,6 +3,7 @@
 pub mod directory;
 pub mod keygen;
 pub mod range;
+pub mod rebalance;
 pub mod slot;
 pub mod time_tier;
 
