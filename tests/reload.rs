@@ -648,3 +648,138 @@ async fn cached_plans_follow_the_slot_map_across_reloads() {
     );
     conn.disconnect().await.ok();
 }
+
+/// The plan's rows: (statement, from, to, slots, estimated rows).
+async fn plan_of(
+    ops: &mut mysql_async::Conn,
+    stmt: &str,
+) -> Vec<(String, String, String, usize, String)> {
+    let rows: Vec<Row> = ops
+        .query(stmt)
+        .await
+        .unwrap_or_else(|e| panic!("{stmt}: {e}"));
+    rows.into_iter()
+        .map(|r| {
+            let s = |i: usize| r.get::<Option<String>, _>(i).flatten().unwrap_or_default();
+            (s(1), s(3), s(4), s(5).parse().unwrap_or(0), s(6))
+        })
+        .collect()
+}
+
+/// Rows of `t_rb` on `node` whose slot (`CRC32(id) % 1024`, as the proxy hashes an integer
+/// key's text) is in `first..=last`.
+async fn rows_in_slots(c: &Cluster, node: usize, first: u16, last: u16) -> u64 {
+    let pool = c.direct(node);
+    let mut conn = pool.get_conn().await.expect("direct connection");
+    let n: Option<u64> = conn
+        .query_first(format!(
+            "SELECT COUNT(*) FROM t_rb WHERE CRC32(id) % 1024 BETWEEN {first} AND {last}"
+        ))
+        .await
+        .expect("direct count");
+    drop(conn);
+    pool.disconnect().await.ok();
+    n.unwrap_or(0)
+}
+
+#[tokio::test]
+async fn the_rebalancer_plans_a_new_nodes_share_and_a_drain() {
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("rules.toml");
+    let text = rules(
+        c,
+        1,
+        2,
+        "[{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]",
+    )
+    .replace("t_rl", "t_rb")
+    .replace(
+        "[nodes]",
+        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]",
+    );
+    write_atomically(&path, &text);
+    let p = start_proxy_watching(&path);
+    let mut app = p.conn().await;
+    app.query_drop("DROP TABLE IF EXISTS t_rb")
+        .await
+        .expect("drop");
+    app.query_drop("CREATE TABLE t_rb (id BIGINT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    for chunk in (1..=6000).collect::<Vec<i64>>().chunks(500) {
+        let values: Vec<String> = chunk.iter().map(|k| format!("({k}, 0)")).collect();
+        app.query_drop(format!("INSERT INTO t_rb VALUES {}", values.join(",")))
+            .await
+            .expect("load");
+    }
+    for n in 0..2 {
+        let pool = c.direct(n);
+        let mut conn = pool.get_conn().await.expect("direct");
+        conn.query_drop("ANALYZE TABLE t_rb")
+            .await
+            .expect("analyze");
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    let admin = format!("mysql://ops:ops@127.0.0.1:{}", p.admin_port.expect("admin"));
+    let mut ops = mysql_async::Conn::new(mysql_async::Opts::from_url(&admin).expect("url"))
+        .await
+        .expect("operator login");
+
+    // Balanced already.
+    assert!(plan_of(&mut ops, "REBALANCE ALL DRY RUN").await.is_empty());
+    // A third node of equal weight: its share, 341 slots, from both, in one range each,
+    // from the most over-full first.
+    ops.query_drop(format!("ADD NODE ds2 '{}'", c.url(2)))
+        .await
+        .expect("ADD NODE");
+    let plan = plan_of(&mut ops, "REBALANCE TABLE t_rb DRY RUN").await;
+    assert_eq!(plan.len(), 2, "{plan:?}");
+    assert_eq!((plan[0].1.as_str(), plan[0].3), ("ds1", 171), "{plan:?}");
+    assert_eq!((plan[1].1.as_str(), plan[1].3), ("ds0", 170), "{plan:?}");
+    assert!(plan.iter().all(|m| m.2 == "ds2"), "{plan:?}");
+    // Each statement runs as written, and its estimate is the statistics' share of the rows
+    // those slots hold.
+    for (stmt, from, _, _, est) in &plan {
+        let range = stmt
+            .strip_prefix("MIGRATE SLOTS ")
+            .and_then(|r| r.split(' ').next())
+            .expect("a slot range");
+        let (a, b) = range.split_once('-').expect("a-b");
+        let (a, b): (u16, u16) = (a.parse().expect("a"), b.parse().expect("b"));
+        assert!(stmt.ends_with("OF t_rb TO ds2"), "{stmt}");
+        let node = if from == "ds0" { 0 } else { 1 };
+        let real = rows_in_slots(c, node, a, b).await as f64;
+        let est: f64 = est.parse().expect("an estimate");
+        assert!(
+            (est - real).abs() <= real * 0.3,
+            "{stmt}: estimated {est} rows, the slots hold {real}"
+        );
+    }
+    // Weights: ds2 at 2 takes half.
+    let t = std::fs::read_to_string(&path).expect("rules");
+    let t = t.replace(
+        &format!("ds2 = \"{}\"", c.url(2)),
+        &format!("ds2 = {{ url = \"{}\", weight = 2 }}", c.url(2)),
+    );
+    assert!(t.contains("weight = 2"), "{t}");
+    write_atomically(&path, &t.replace("version = 2", "version = 3"));
+    wait_for_version(&p, 3).await;
+    let plan = plan_of(&mut ops, "REBALANCE DRY RUN").await;
+    assert_eq!(plan.iter().map(|m| m.3).sum::<usize>(), 512, "{plan:?}");
+    // A drain: every slot of ds1 to the others, by their weights.
+    let plan = plan_of(&mut ops, "DRAIN NODE ds1 DRY RUN").await;
+    assert!(plan.iter().all(|m| m.1 == "ds1"), "{plan:?}");
+    assert_eq!(plan.iter().map(|m| m.3).sum::<usize>(), 512, "{plan:?}");
+    // Only the plan is built: running it is refused, saying so.
+    let (code, message) = common::server_error(ops.query_drop("REBALANCE").await);
+    assert_eq!(code, 1235);
+    assert!(message.contains("DRY RUN"), "{message}");
+    common::expect_code(
+        ops.query_drop("DRAIN NODE ds9 DRY RUN").await,
+        1235,
+        "a drain of an unknown node",
+    );
+    drop(app);
+}

@@ -3,6 +3,7 @@
 //! the rules file, which is then loaded like any other reload.
 
 mod migrations;
+mod rebalance;
 pub mod watch;
 mod words;
 
@@ -30,7 +31,7 @@ use crate::sql;
 pub use self::words::Answer;
 use self::words::{headers, parse_range, slot_range_from, unsupported};
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] | REBALANCE [TABLE t | ALL] DRY RUN | DRAIN NODE n DRY RUN | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -440,6 +441,15 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             Reload::Refused(reason) => Err(MyError::new(1105, reason)),
         };
     }
+    if is(0, "REBALANCE") {
+        return rebalance::rebalance(shared, &t, &up).await;
+    }
+    if is(0, "DRAIN") && is(1, "NODE") {
+        let name = w
+            .get(2)
+            .ok_or_else(|| unsupported("usage: DRAIN NODE n DRY RUN"))?;
+        return rebalance::drain(shared, &t, &up, name).await;
+    }
     if is(0, "MIGRATE") && is(1, "SLOTS") {
         return migrations::migrate(&t, &w, text).await;
     }
@@ -554,8 +564,25 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 "ADD NODE takes a URL as it is: `${NAME}` (an environment variable) is read only where ops write it in the rules file",
             ));
         }
+        let weight: Option<i64> = match (up.get(4).map(String::as_str), w.get(5)) {
+            (None, _) => None,
+            (Some("WEIGHT"), Some(v)) => Some(
+                v.parse::<u32>()
+                    .map_err(|_| unsupported("WEIGHT takes a whole number from 0"))?
+                    .into(),
+            ),
+            _ => return Err(unsupported("usage: ADD NODE n 'mysql://...' [WEIGHT w]")),
+        };
         return edit(shared, path()?, |doc| {
-            doc["nodes"][name.as_str()] = toml_edit::value(url.clone());
+            doc["nodes"][name.as_str()] = match weight {
+                None => toml_edit::value(url.clone()),
+                Some(wt) => {
+                    let mut node = toml_edit::InlineTable::new();
+                    node.insert("url", url.as_str().into());
+                    node.insert("weight", wt.into());
+                    toml_edit::value(node)
+                }
+            };
         });
     }
     Err(unsupported(format!(

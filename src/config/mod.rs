@@ -40,7 +40,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         return Err(err("[nodes] names no node".into()));
     }
     let mut nodes = Vec::with_capacity(file.nodes.len());
-    for (name, url) in &file.nodes {
+    for (name, section) in &file.nodes {
+        let url = section.url();
         // The URL kept (shown masked, compared on reload) is the file's, `${VAR}` and all.
         let expanded = expand_env(url).map_err(|e| err(format!("node `{name}`: {e}")))?;
         let opts = mysql_async::Opts::from_url(&expanded).map_err(|e| {
@@ -52,9 +53,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         })?;
         nodes.push(Node {
             name: name.clone(),
-            url: url.clone(),
+            url: url.to_string(),
             opts,
             retired: false,
+            weight: section.weight(),
         });
     }
     let node_index = |name: &str| nodes.iter().position(|n| n.name == name);

@@ -34,9 +34,46 @@ pub(super) struct RulesFile {
     pub(super) admin: Option<AdminSection>,
     pub(super) metrics: Option<MetricsSection>,
     pub(super) metadata: Option<MetadataSection>,
-    pub(super) nodes: BTreeMap<String, String>,
+    pub(super) nodes: BTreeMap<String, NodeSection>,
     #[serde(default)]
     pub(super) tables: BTreeMap<String, TableSection>,
+}
+
+/// A node of `[nodes]`: its URL, or `{ url = "...", weight = w }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum NodeSection {
+    Url(String),
+    Weighted(WeightedNode),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct WeightedNode {
+    url: String,
+    /// Its share of a rebalanced slot map against the other nodes' (default 1; 0: it is to
+    /// hold no slots, as a node being drained).
+    #[serde(default = "default_weight")]
+    weight: u32,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl NodeSection {
+    pub(super) fn url(&self) -> &str {
+        match self {
+            NodeSection::Url(u) | NodeSection::Weighted(WeightedNode { url: u, .. }) => u,
+        }
+    }
+
+    pub(super) fn weight(&self) -> u32 {
+        match self {
+            NodeSection::Url(_) => 1,
+            NodeSection::Weighted(n) => n.weight,
+        }
+    }
 }
 
 /// A metadata schema that several proxies share: table rules and slot maps as rows, polled.
@@ -446,6 +483,8 @@ pub struct Node {
     pub opts: mysql_async::Opts,
     /// Removed by a reload: kept so node indexes stay stable, never routed to.
     pub retired: bool,
+    /// Its weight in a rebalanced slot map (`crate::routing::rebalance`).
+    pub weight: u32,
 }
 
 /// What only a whole topology answers about a rule: its nodes (a broadcast is on every

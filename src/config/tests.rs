@@ -281,3 +281,30 @@ fn a_lookup_cache_ttl_the_cache_would_refuse_is_refused() {
         .to_string();
     assert!(e.contains("ttl_secs must be at most"), "{e}");
 }
+
+#[test]
+fn a_node_may_carry_a_weight() {
+    let t = parse(
+        &BASE.replace(
+            "ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"",
+            "ds1 = { url = \"mysql://root:root@127.0.0.1:3312/shop\", weight = 3 }\nds2 = { url = \"mysql://root:root@127.0.0.1:3313/shop\" }",
+        ),
+        "rules/test.toml",
+    )
+    .unwrap();
+    let weights: Vec<(String, u32)> = t.nodes.iter().map(|n| (n.name.clone(), n.weight)).collect();
+    assert_eq!(
+        weights,
+        vec![("ds0".into(), 1), ("ds1".into(), 3), ("ds2".into(), 1)]
+    );
+    assert_eq!(t.nodes[1].url, "mysql://root:root@127.0.0.1:3312/shop");
+    // A misspelt key is refused, not read as weight 1.
+    assert!(parse(
+        &BASE.replace(
+            "ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"",
+            "ds1 = { url = \"mysql://root:root@127.0.0.1:3312/shop\", wieght = 3 }",
+        ),
+        "rules/test.toml",
+    )
+    .is_err());
+}
