@@ -359,6 +359,9 @@ impl NodePool {
             // connections of a moment before dead, and the first statement after the
             // restart took one of them and failed (Broken pipe) though the node was back.
             if o.conn.alive() {
+                // Counted in use before the idle list is let go: `usage` reads both under
+                // the lock and never counts this connection twice.
+                self.in_use.fetch_add(1, Ordering::Relaxed);
                 return Some(o);
             }
         }
@@ -381,10 +384,11 @@ impl NodePool {
             None => {
                 // One of the other flavour idles in the way: it is closed to make room.
                 drop(self.idle_lock()[1 - flavour].pop());
-                Open::new(self.connect(found_rows).await?)
+                let o = Open::new(self.connect(found_rows).await?);
+                self.in_use.fetch_add(1, Ordering::Relaxed);
+                o
             }
         };
-        self.in_use.fetch_add(1, Ordering::Relaxed);
         Ok(Pooled {
             open: Some(open),
             permit: Some(permit),
@@ -560,8 +564,9 @@ impl Backends {
     pub fn pool_usage(&self, node: usize) -> Option<(usize, usize)> {
         let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
         let p = entries.get(node)?.pool.as_ref()?;
-        let idle = p.idle_lock().iter().map(Vec::len).sum();
-        Some((p.in_use.load(Ordering::Relaxed), idle))
+        let idle = p.idle_lock();
+        let n = idle.iter().map(Vec::len).sum();
+        Some((p.in_use.load(Ordering::Relaxed), n))
     }
 
     /// A connection to `node` from its pool.
