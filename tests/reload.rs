@@ -768,6 +768,23 @@ async fn the_rebalancer_plans_a_new_nodes_share_and_a_drain() {
     wait_for_version(&p, 3).await;
     let plan = plan_of(&mut ops, "REBALANCE DRY RUN").await;
     assert_eq!(plan.iter().map(|m| m.3).sum::<usize>(), 512, "{plan:?}");
+    // A node added with a weight of 0 is to hold nothing: the plan stays as it was.
+    ops.query_drop(format!("ADD NODE ds3 '{}' WEIGHT 0", c.url(2)))
+        .await
+        .expect("ADD NODE ... WEIGHT 0");
+    let t = std::fs::read_to_string(&path).expect("rules");
+    assert!(
+        t.contains(&format!("ds3 = {{ url = \"{}\", weight = 0 }}", c.url(2))),
+        "{t}"
+    );
+    let again = plan_of(&mut ops, "REBALANCE DRY RUN").await;
+    assert_eq!(again, plan, "a node of weight 0 changed the plan");
+    common::expect_code(
+        ops.query_drop(format!("ADD NODE ds5 '{}' WEIGHT -1", c.url(2)))
+            .await,
+        1235,
+        "a negative weight",
+    );
     // A drain: every slot of ds1 to the others, by their weights.
     let plan = plan_of(&mut ops, "DRAIN NODE ds1 DRY RUN").await;
     assert!(plan.iter().all(|m| m.1 == "ds1"), "{plan:?}");
