@@ -280,24 +280,36 @@ async fn twenty_slot_map_changes_under_load_fail_no_statement() {
     );
 }
 
+/// A proxy over ds0 and ds1 watching its rules file in `dir`, with `table` on `slots`, an
+/// admin listener (user `ops`, password `ops_password`) and a metrics listener.
+fn with_admin(
+    c: &Cluster,
+    dir: &tempfile::TempDir,
+    table: &str,
+    slots: &str,
+    ops_password: &str,
+) -> (std::path::PathBuf, Proxy) {
+    let path = dir.path().join("rules.toml");
+    let text = rules(c, 1, 2, slots).replace("t_rl", table).replace(
+        "[nodes]",
+        &format!("[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"{ops_password}\" }}]\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n[nodes]"),
+    );
+    write_atomically(&path, &text);
+    let p = start_proxy_watching(&path);
+    (path, p)
+}
+
 #[tokio::test]
 async fn the_admin_interface_reads_and_changes_the_rules() {
     let c = Cluster::shared(3);
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("rules.toml");
-    let text = rules(
+    let (path, p) = with_admin(
         c,
-        1,
-        2,
+        &dir,
+        "t_adm",
         "[{ slots = \"0-1023\", node = \"ds0\" }]",
-    )
-    .replace("t_rl", "t_adm")
-    .replace(
-        "[nodes]",
-        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops-secret\" }]\n\n[metrics]\nlisten = \"127.0.0.1:0\"\n\n[nodes]",
+        "ops-secret",
     );
-    write_atomically(&path, &text);
-    let p = start_proxy_watching(&path);
     let admin_port = p.admin_port.expect("an admin port");
     let admin_url = |user: &str, pw: &str| format!("mysql://{user}:{pw}@127.0.0.1:{admin_port}");
 
@@ -686,20 +698,13 @@ async fn rows_in_slots(c: &Cluster, node: usize, first: u16, last: u16) -> u64 {
 async fn the_rebalancer_plans_a_new_nodes_share_and_a_drain() {
     let c = Cluster::shared(3);
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("rules.toml");
-    let text = rules(
+    let (path, p) = with_admin(
         c,
-        1,
-        2,
+        &dir,
+        "t_rb",
         "[{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]",
-    )
-    .replace("t_rl", "t_rb")
-    .replace(
-        "[nodes]",
-        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]",
+        "ops",
     );
-    write_atomically(&path, &text);
-    let p = start_proxy_watching(&path);
     let mut app = p.conn().await;
     app.query_drop("DROP TABLE IF EXISTS t_rb")
         .await
