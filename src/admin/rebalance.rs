@@ -8,6 +8,8 @@
 //! proxy) is not, so without `DRY RUN` these statements are refused with the reason, and ops
 //! run the printed statements one at a time.
 
+use std::collections::HashMap;
+
 use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
@@ -59,26 +61,52 @@ async fn rows_on(shared: &Shared, node: usize, table: &str) -> Option<u64> {
     c.query_text(&sql).await.ok()??.parse().ok()
 }
 
+/// A group's plan: its tables, each slot's node now, and the moves.
+type GroupPlan = (Vec<String>, Vec<usize>, Vec<PlannedMove>);
+
+/// Each group's plan by `plan`, from the node of each of its slots.
+fn plan_groups(
+    groups: Vec<(Vec<String>, &SlotMap)>,
+    plan: impl Fn(&[usize]) -> Vec<PlannedMove>,
+) -> Vec<GroupPlan> {
+    groups
+        .into_iter()
+        .map(|(tables, map)| {
+            let owner: Vec<usize> = (0..SLOTS as u16).map(|s| map.owner_of_slot(s)).collect();
+            let moves = plan(&owner);
+            (tables, owner, moves)
+        })
+        .collect()
+}
+
 /// The plan's rows: one per move, as the statement that carries it out.
 async fn answer(
     shared: &Shared,
     t: &Topology,
-    plans: Vec<(Vec<String>, &SlotMap, Vec<PlannedMove>)>,
+    plans: Vec<GroupPlan>,
     moving: Vec<String>,
 ) -> Answer {
     let mut rows = Vec::new();
     let mut step = 0;
-    for (tables, map, plan) in plans {
+    // Each table's rows on each node, asked of the node once.
+    let mut stats: HashMap<(usize, String), Option<u64>> = HashMap::new();
+    for (tables, owner, plan) in plans {
         for m in plan {
             step += 1;
             // Rows spread over a node's slots as the hash spreads keys: evenly.
-            let held = (0..SLOTS as u16)
-                .filter(|s| map.owner_of_slot(*s) == m.from)
-                .count()
-                .max(1) as u64;
+            let held = owner.iter().filter(|o| **o == m.from).count().max(1) as u64;
             let mut rows_est: Option<u64> = Some(0);
             for table in &tables {
-                rows_est = match (rows_est, rows_on(shared, m.from, table).await) {
+                let key = (m.from, table.clone());
+                let on_node = match stats.get(&key) {
+                    Some(r) => *r,
+                    None => {
+                        let r = rows_on(shared, m.from, table).await;
+                        stats.insert(key, r);
+                        r
+                    }
+                };
+                rows_est = match (rows_est, on_node) {
                     (Some(sum), Some(r)) => Some(sum + r * m.slots() as u64 / held),
                     _ => None,
                 };
@@ -149,15 +177,11 @@ pub async fn rebalance(shared: &Shared, t: &Topology, words: &[String]) -> Resul
     }
     let w = weights(t);
     let (groups, moving) = groups(t);
-    let plans = groups
+    let groups = groups
         .into_iter()
         .filter(|(g, _)| only.as_ref().is_none_or(|x| g.contains(x)))
-        .map(|(g, map)| {
-            let owner: Vec<usize> = (0..SLOTS as u16).map(|s| map.owner_of_slot(s)).collect();
-            let p = rebalance::plan(&owner, &w);
-            (g, map, p)
-        })
         .collect();
+    let plans = plan_groups(groups, |owner| rebalance::plan(owner, &w));
     let moving = moving
         .into_iter()
         .filter(|x| only.as_ref().is_none_or(|o| o == x))
@@ -185,14 +209,7 @@ pub async fn drain(
         )));
     }
     let (groups, moving) = groups(t);
-    let plans = groups
-        .into_iter()
-        .map(|(g, map)| {
-            let owner: Vec<usize> = (0..SLOTS as u16).map(|s| map.owner_of_slot(s)).collect();
-            let p = rebalance::drain(&owner, &w, node);
-            (g, map, p)
-        })
-        .collect();
+    let plans = plan_groups(groups, |owner| rebalance::drain(owner, &w, node));
     Ok(answer(shared, t, plans, moving).await)
 }
 
