@@ -43,16 +43,21 @@ async fn wait_for_version(p: &Proxy, version: u64) {
     }
 }
 
-async fn count_on(c: &Cluster, node: usize, id: i64) -> i64 {
+/// `SELECT COUNT(*) FROM <from_where>` on `node` directly.
+async fn count_direct(c: &Cluster, node: usize, from_where: &str) -> i64 {
     let pool = c.direct(node);
     let mut conn = pool.get_conn().await.expect("direct connection");
     let n: Option<i64> = conn
-        .query_first(format!("SELECT COUNT(*) FROM t_rl WHERE id = {id}"))
+        .query_first(format!("SELECT COUNT(*) FROM {from_where}"))
         .await
         .expect("direct count");
     drop(conn);
     pool.disconnect().await.ok();
     n.unwrap_or(0)
+}
+
+async fn count_on(c: &Cluster, node: usize, id: i64) -> i64 {
+    count_direct(c, node, &format!("t_rl WHERE id = {id}")).await
 }
 
 #[tokio::test]
@@ -680,18 +685,9 @@ async fn plan_of(
 
 /// Rows of `t_rb` on `node` whose slot (`CRC32(id) % 1024`, as the proxy hashes an integer
 /// key's text) is in `first..=last`.
-async fn rows_in_slots(c: &Cluster, node: usize, first: u16, last: u16) -> u64 {
-    let pool = c.direct(node);
-    let mut conn = pool.get_conn().await.expect("direct connection");
-    let n: Option<u64> = conn
-        .query_first(format!(
-            "SELECT COUNT(*) FROM t_rb WHERE CRC32(id) % 1024 BETWEEN {first} AND {last}"
-        ))
-        .await
-        .expect("direct count");
-    drop(conn);
-    pool.disconnect().await.ok();
-    n.unwrap_or(0)
+async fn rows_in_slots(c: &Cluster, node: usize, first: u16, last: u16) -> i64 {
+    let from_where = format!("t_rb WHERE CRC32(id) % 1024 BETWEEN {first} AND {last}");
+    count_direct(c, node, &from_where).await
 }
 
 #[tokio::test]
