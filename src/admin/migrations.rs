@@ -23,11 +23,9 @@ async fn connect(t: &Topology) -> Result<Conn, MyError> {
     };
     let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
     let mut c = Conn::new(opts).await.map_err(failed)?;
-    for ddl in crate::metadata::schema::MIGRATIONS {
-        mysql_async::prelude::Queryable::query_drop(&mut c, ddl)
-            .await
-            .map_err(failed)?;
-    }
+    crate::metadata::ensure_schema(&mut c)
+        .await
+        .map_err(failed)?;
     Ok(c)
 }
 
@@ -121,6 +119,15 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
 /// Inserts the migration if no other runs; its id.
 async fn start(t: &Topology, m: &Migration) -> Result<u64, MyError> {
     let mut c = connect(t).await?;
+    if let Some(p) = crate::metadata::rebalance::current(&mut c)
+        .await
+        .map_err(failed)?
+    {
+        return Err(unsupported(format!(
+            "rebalance {} ({}) is {}: its moves run first (SHOW REBALANCE)",
+            p.id, p.what, p.state
+        )));
+    }
     if let Some(x) = store::active(&mut c).await.map_err(failed)?.first() {
         return Err(unsupported(format!(
             "migration {} ({} of `{}`) is not finished: one migration runs at a time",
@@ -191,12 +198,12 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
         .await
         .map_err(failed)?;
     let _ = c.disconnect().await;
-    let version = live.iter().map(|p| p.1).max().unwrap_or(0);
-    let failures: u64 = live.iter().map(|p| p.3).sum();
+    let version = live.iter().map(|p| p.version).max().unwrap_or(0);
+    let failures: u64 = live.iter().map(|p| p.failures).sum();
     let rows = list
         .iter()
         .map(|m: &Migration| {
-            let acked = live.iter().filter(|p| p.1 >= version).count();
+            let acked = live.iter().filter(|p| p.version >= version).count();
             vec![
                 m.id.to_string(),
                 m.table.clone(),
@@ -285,6 +292,16 @@ pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<An
             }
         }
     };
+    if !cutover
+        && store::transition(&mut c, id, &["queued"], "dropped")
+            .await
+            .map_err(failed)?
+    {
+        let _ = c.disconnect().await;
+        return Ok(Answer::Done(format!(
+            "migration {id}: dropped from its rebalance before it began"
+        )));
+    }
     if store::transition(&mut c, id, from, to)
         .await
         .map_err(failed)?

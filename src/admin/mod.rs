@@ -3,7 +3,9 @@
 //! the rules file, which is then loaded like any other reload.
 
 mod migrations;
+mod nodes;
 mod rebalance;
+mod rules_file;
 pub mod watch;
 mod words;
 
@@ -28,10 +30,11 @@ use crate::routing::slot::SLOTS;
 use crate::shared::{Reload, Shared};
 use crate::sql;
 
+use self::rules_file::edit;
 pub use self::words::Answer;
 use self::words::{headers, parse_range, slot_range_from, unsupported};
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] | REBALANCE [TABLE t | ALL] DRY RUN | DRAIN NODE n DRY RUN | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -447,7 +450,7 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
     if is(0, "DRAIN") && is(1, "NODE") {
         let name = w
             .get(2)
-            .ok_or_else(|| unsupported("usage: DRAIN NODE n DRY RUN"))?;
+            .ok_or_else(|| unsupported("usage: DRAIN NODE n [DRY RUN] [RATE r]"))?;
         return rebalance::drain(shared, &t, &up, name).await;
     }
     if is(0, "MIGRATE") && is(1, "SLOTS") {
@@ -455,6 +458,12 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
     }
     if is(0, "MIGRATE") && is(1, "KEY") {
         return migrations::migrate_key(&t, &w).await;
+    }
+    if is(0, "SHOW") && is(1, "REBALANCE") {
+        return rebalance::show(&t).await;
+    }
+    if (is(0, "PAUSE") || is(0, "RESUME") || is(0, "ABORT")) && is(1, "REBALANCE") {
+        return rebalance::steer(&t, &up[0]).await;
     }
     if is(0, "SHOW") && is(1, "MIGRATIONS") {
         return migrations::show(&t).await;
@@ -497,20 +506,18 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 return Err(unsupported(format!("`{table}` is not a hash_slot table")));
             };
             let owners = crate::metadata::owners_with(&t, rule, a, b, target);
-            let version = t
-                .version
-                .checked_add(1)
-                .filter(|v| *v < crate::metadata::MAX_VERSION)
-                .ok_or_else(|| {
-                    unsupported(format!(
-                        "the rules' version {} has no successor below {}",
-                        t.version,
-                        crate::metadata::MAX_VERSION
-                    ))
-                })?;
-            crate::metadata::write_slots(&meta.url, &table, column, &owners, version)
-                .await
-                .map_err(|e| MyError::new(1105, format!("metadata write failed: {e}")))?;
+            if t.version.saturating_add(1) >= crate::metadata::MAX_VERSION {
+                return Err(unsupported(format!(
+                    "the rules' version {} has no successor below {}",
+                    t.version,
+                    crate::metadata::MAX_VERSION
+                )));
+            }
+            let version =
+                crate::metadata::write_slots(&meta.url, &table, column, &owners, t.version, false)
+                    .await
+                    .map_err(|e| MyError::new(1105, format!("metadata write failed: {e}")))?
+                    .unwrap_or(t.version);
             let pool = mysql_async::Pool::new(
                 mysql_async::Opts::from_url(&meta.url)
                     .map_err(|e| MyError::new(1105, e.to_string()))?,
@@ -546,44 +553,10 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         });
     }
     if is(0, "ADD") && is(1, "NODE") {
-        let name = w
-            .get(2)
-            .ok_or_else(|| unsupported("usage: ADD NODE n 'mysql://...'"))?
-            .clone();
-        let url = w
-            .get(3)
-            .ok_or_else(|| unsupported("usage: ADD NODE n 'mysql://...'"))?
-            .clone();
-        if t.node_index(&name).is_some_and(|i| !t.nodes[i].retired) {
-            return Err(unsupported(format!("node `{name}` exists already")));
-        }
-        // `${NAME}` is the rules file's own: from the admin interface it would send the
-        // proxy's environment to whatever host the URL names.
-        if url.contains("${") {
-            return Err(unsupported(
-                "ADD NODE takes a URL as it is: `${NAME}` (an environment variable) is read only where ops write it in the rules file",
-            ));
-        }
-        let weight: Option<i64> = match (up.get(4).map(String::as_str), w.get(5)) {
-            (None, _) => None,
-            (Some("WEIGHT"), Some(v)) => Some(
-                v.parse::<u32>()
-                    .map_err(|_| unsupported("WEIGHT takes a whole number from 0"))?
-                    .into(),
-            ),
-            _ => return Err(unsupported("usage: ADD NODE n 'mysql://...' [WEIGHT w]")),
-        };
-        return edit(shared, path()?, |doc| {
-            doc["nodes"][name.as_str()] = match weight {
-                None => toml_edit::value(url.clone()),
-                Some(wt) => {
-                    let mut node = toml_edit::InlineTable::new();
-                    node.insert("url", url.as_str().into());
-                    node.insert("weight", wt.into());
-                    toml_edit::value(node)
-                }
-            };
-        });
+        return nodes::add(shared, &t, &w, &up, rules).await;
+    }
+    if is(0, "REMOVE") && is(1, "NODE") {
+        return nodes::remove(shared, &t, &w, rules).await;
     }
     Err(unsupported(format!(
         "unknown admin statement; the admin interface answers: {HELP}"
@@ -612,48 +585,6 @@ fn system_variables(text: &str) -> Option<Vec<String>> {
             _ => None,
         })
         .collect()
-}
-
-/// Writes a new version of the rules file (validated first, replaced atomically) and loads it.
-fn edit(
-    shared: &Shared,
-    path: &Path,
-    change: impl FnOnce(&mut toml_edit::DocumentMut),
-) -> Result<Answer, MyError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| MyError::new(1105, format!("cannot read {}: {e}", path.display())))?;
-    let mut doc: toml_edit::DocumentMut = text
-        .parse()
-        .map_err(|e| MyError::new(1105, format!("{}: invalid TOML: {e}", path.display())))?;
-    change(&mut doc);
-    let running = shared.topology().version;
-    let file_version = doc
-        .get("version")
-        .and_then(|v| v.as_integer())
-        .unwrap_or(0)
-        .max(0) as u64;
-    let version = running.max(file_version) + 1;
-    doc["version"] = toml_edit::value(version as i64);
-    let new_text = doc.to_string();
-    crate::config::parse(&new_text, &path.display().to_string()).map_err(|e| {
-        MyError::new(
-            1105,
-            format!("change refused, the rules stay as they are: {e}"),
-        )
-    })?;
-    let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, &new_text)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| MyError::new(1105, format!("cannot write {}: {e}", path.display())))?;
-    match shared.reload_file(path) {
-        Reload::Applied { to, .. } => Ok(Answer::Done(format!(
-            "rules version {to} written and applied"
-        ))),
-        Reload::Ignored { running, .. } => Ok(Answer::Done(format!(
-            "rules version {version} written; version {running} was already in force"
-        ))),
-        Reload::Refused(reason) => Err(MyError::new(1105, reason)),
-    }
 }
 
 #[cfg(test)]

@@ -1,24 +1,29 @@
-//! `REBALANCE [TABLE t | ALL] DRY RUN` and `DRAIN NODE n DRY RUN`: the plan of slot moves
-//! that brings every node of each group of tables sharded alike to its fair share by weight
-//! (`crate::routing::rebalance`), or that moves every slot off one node (and no other
-//! node's), printed as the `MIGRATE SLOTS` statements that carry it out, with the rows each
-//! would copy. Directory tenants on a drained node are not in the plan yet.
+//! `REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r]` and `DRAIN NODE n [DRY RUN] [RATE r]`:
+//! the plan of slot moves that brings every node of each group of tables sharded alike to
+//! its fair share by weight (`crate::routing::rebalance`), or that moves every slot off one
+//! node (and no other node's). `DRY RUN` prints it as the `MIGRATE SLOTS` statements that
+//! carry it out, with the rows each would copy; without it the plan is queued in the
+//! metadata schema (`crate::metadata::rebalance`) and the migration driver runs it, each
+//! move cut over on its own (`crate::migrate::queue`). `SHOW REBALANCE`, `PAUSE REBALANCE`,
+//! `RESUME REBALANCE`, `ABORT REBALANCE` follow and steer it.
 //!
-//! Only the plan is built: the queue that runs it move after move (and resumes it in another
-//! proxy) is not, so without `DRY RUN` these statements are refused with the reason, and ops
-//! run the printed statements one at a time.
+//! A drained node's directory entries (tenants named in the rules or the metadata) are
+//! moved with its slots, each to the node with the fewest of that table's entries. Keys
+//! placed by a lookup table or a fallback that is not a slot map are not: `REMOVE NODE`
+//! then refuses, naming what is left.
 
 use std::collections::HashMap;
+
+use mysql_async::Conn;
 
 use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
+use crate::metadata::migrations::Migration;
+use crate::metadata::rebalance as plans;
 use crate::routing::rebalance::{self, PlannedMove};
 use crate::routing::slot::{SlotMap, SLOTS};
 use crate::shared::Shared;
-
-/// Why a plan is not run yet.
-const NOT_RUN: &str = "running a rebalance plan as a queue of moves is not built yet: add DRY RUN to see the plan, then run its MIGRATE statements one at a time (SHOW MIGRATIONS)";
 
 /// The hash_slot tables in groups sharded alike (one slot map each), each group by name,
 /// the group's first name first. Groups with slots moving are left out, with their names.
@@ -62,7 +67,7 @@ async fn rows_on(shared: &Shared, node: usize, table: &str) -> Option<u64> {
 }
 
 /// A group's plan: its tables, each slot's node now, and the moves.
-type GroupPlan = (Vec<String>, Vec<usize>, Vec<PlannedMove>);
+pub type GroupPlan = (Vec<String>, Vec<usize>, Vec<PlannedMove>);
 
 /// Each group's plan by `plan`, from the node of each of its slots.
 fn plan_groups(
@@ -84,6 +89,7 @@ async fn answer(
     shared: &Shared,
     t: &Topology,
     plans: Vec<GroupPlan>,
+    keys: &[KeyMove],
     moving: Vec<String>,
 ) -> Answer {
     let mut rows = Vec::new();
@@ -130,6 +136,23 @@ async fn answer(
             ]);
         }
     }
+    for k in keys {
+        step += 1;
+        rows.push(vec![
+            step.to_string(),
+            format!(
+                "MIGRATE KEY {} OF {} TO {}",
+                crate::sql::write::text_literal(&k.key),
+                k.table,
+                t.node_name(k.to)
+            ),
+            k.table.clone(),
+            t.node_name(k.from).to_string(),
+            t.node_name(k.to).to_string(),
+            "0".into(),
+            "?".into(),
+        ]);
+    }
     for name in moving {
         rows.push(vec![
             "-".into(),
@@ -155,7 +178,104 @@ async fn answer(
     }
 }
 
-/// `REBALANCE [TABLE t | ALL] [DRY RUN]` (`words` upper-cased).
+/// The plan's moves as migrations to queue (cut over on their own, at `rate`).
+fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec<Migration> {
+    let mut v = Vec::new();
+    for (tables, _, moves) in plans {
+        for m in moves {
+            v.push(Migration::new(
+                tables.join(","),
+                m.first,
+                m.last,
+                None,
+                t.node_name(m.from).to_string(),
+                t.node_name(m.to).to_string(),
+                rate,
+                true,
+            ));
+        }
+    }
+    for k in keys {
+        v.push(Migration::new(
+            k.table.clone(),
+            0,
+            0,
+            Some(k.key.clone()),
+            t.node_name(k.from).to_string(),
+            t.node_name(k.to).to_string(),
+            rate,
+            true,
+        ));
+    }
+    v
+}
+
+fn failed(e: impl std::fmt::Display) -> MyError {
+    MyError::new(1105, format!("metadata: {e}"))
+}
+
+async fn connect(t: &Topology) -> Result<Conn, MyError> {
+    let Some(meta) = t.metadata.as_ref() else {
+        return Err(unsupported(
+            "a rebalance runs as slot migrations, which need a [metadata] schema: add DRY RUN to see the plan",
+        ));
+    };
+    let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
+    let mut c = Conn::new(opts).await.map_err(failed)?;
+    crate::metadata::ensure_schema(&mut c)
+        .await
+        .map_err(failed)?;
+    Ok(c)
+}
+
+/// Queues the plan for the driver; what is answered.
+pub async fn enqueue(
+    t: &Topology,
+    what: &str,
+    plans: &[GroupPlan],
+    keys: &[KeyMove],
+    rate: u64,
+) -> Result<Answer, MyError> {
+    let moves = queued(t, plans, keys, rate);
+    if moves.is_empty() {
+        return Ok(Answer::Done(format!(
+            "{what}: every node holds its share already, nothing to move"
+        )));
+    }
+    let slots: usize = plans
+        .iter()
+        .flat_map(|(_, _, m)| m.iter().map(PlannedMove::slots))
+        .sum();
+    let parallel = t.metadata.as_ref().map_or(2, |m| m.max_parallel_moves);
+    let mut c = connect(t).await?;
+    let r = plans::enqueue(&mut c, what, parallel, &moves)
+        .await
+        .map_err(failed)?;
+    let _ = c.disconnect().await;
+    let id = r.map_err(unsupported)?;
+    Ok(Answer::Done(format!(
+        "rebalance {id} queued ({what}): {} moves, {slots} slots{}, up to {parallel} at once (SHOW REBALANCE)",
+        moves.len(),
+        if keys.is_empty() {
+            String::new()
+        } else {
+            format!(" and {} directory keys", keys.len())
+        }
+    )))
+}
+
+/// `RATE r` among the words, in rows per second (0: unthrottled).
+fn rate(words: &[String]) -> Result<u64, MyError> {
+    match words.iter().position(|w| w == "RATE") {
+        None => Ok(0),
+        Some(i) => words
+            .get(i + 1)
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| unsupported("RATE takes rows per second, a whole number")),
+    }
+}
+
+/// `REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r]` (`words` upper-cased).
 pub async fn rebalance(shared: &Shared, t: &Topology, words: &[String]) -> Result<Answer, MyError> {
     let dry = dry_run(words);
     let only = match words.get(1).map(String::as_str) {
@@ -172,9 +292,7 @@ pub async fn rebalance(shared: &Shared, t: &Topology, words: &[String]) -> Resul
             return Err(unsupported(format!("`{table}` is not a hash_slot table")));
         }
     }
-    if !dry {
-        return Err(unsupported(NOT_RUN));
-    }
+    let rate = rate(words)?;
     let w = weights(t);
     let (groups, moving) = groups(t);
     let groups = groups
@@ -182,11 +300,83 @@ pub async fn rebalance(shared: &Shared, t: &Topology, words: &[String]) -> Resul
         .filter(|(g, _)| only.as_ref().is_none_or(|x| g.contains(x)))
         .collect();
     let plans = plan_groups(groups, |owner| rebalance::plan(owner, &w));
-    let moving = moving
+    let moving: Vec<String> = moving
         .into_iter()
         .filter(|x| only.as_ref().is_none_or(|o| o == x))
         .collect();
-    Ok(answer(shared, t, plans, moving).await)
+    if !dry {
+        if let Some(m) = moving.first() {
+            return Err(unsupported(format!(
+                "slots of `{m}` are being moved (SHOW MIGRATIONS): rebalance once that move is done"
+            )));
+        }
+        let what = match &only {
+            Some(x) => format!("REBALANCE TABLE {x}"),
+            None => "REBALANCE ALL".into(),
+        };
+        return enqueue(t, &what, &plans, &[], rate).await;
+    }
+    Ok(answer(shared, t, plans, &[], moving).await)
+}
+
+/// `ADD NODE n ... REBALANCE`: the moves that give the new node its share, queued.
+pub async fn for_added(t: &Topology, name: &str) -> Result<Answer, MyError> {
+    let w = weights(t);
+    let (groups, moving) = groups(t);
+    if let Some(m) = moving.first() {
+        return Err(unsupported(format!(
+            "node `{name}` is added, but slots of `{m}` are being moved: REBALANCE once that move is done"
+        )));
+    }
+    let plans = plan_groups(groups, |owner| rebalance::plan(owner, &w));
+    enqueue(t, &format!("ADD NODE {name}"), &plans, &[], 0).await
+}
+
+/// A directory key to move off a drained node.
+#[derive(Debug, Clone)]
+pub struct KeyMove {
+    table: String,
+    key: String,
+    from: usize,
+    to: usize,
+}
+
+/// The directory entries on `node`, each to the node (with a weight) holding the fewest of
+/// that table's entries.
+fn key_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
+    let mut names: Vec<&String> = t.tables.keys().collect();
+    names.sort();
+    let mut v = Vec::new();
+    for name in names {
+        let Some(TableRule::Directory(d)) = t.table(name) else {
+            continue;
+        };
+        let mut count = vec![0usize; w.len()];
+        for n in d.entries.values() {
+            if let Some(c) = count.get_mut(*n) {
+                *c += 1;
+            }
+        }
+        let mut keys: Vec<(&Vec<u8>, &usize)> =
+            d.entries.iter().filter(|(_, n)| **n == node).collect();
+        keys.sort();
+        for (key, _) in keys {
+            let Some(to) = (0..w.len())
+                .filter(|i| *i != node && w[*i] > 0)
+                .min_by_key(|i| (count[*i], *i))
+            else {
+                break;
+            };
+            count[to] += 1;
+            v.push(KeyMove {
+                table: name.clone(),
+                key: String::from_utf8_lossy(key).into_owned(),
+                from: node,
+                to,
+            });
+        }
+    }
+    v
 }
 
 /// `DRAIN NODE n [DRY RUN]` (`words` upper-cased, `name` as written).
@@ -199,9 +389,7 @@ pub async fn drain(
     let Some(node) = t.node_index(name).filter(|i| !t.nodes[*i].retired) else {
         return Err(unsupported(format!("unknown node `{name}`")));
     };
-    if !dry_run(words) {
-        return Err(unsupported(NOT_RUN));
-    }
+    let rate = rate(words)?;
     let w = weights(t);
     if (0..w.len()).all(|i| i == node || w[i] == 0) {
         return Err(unsupported(format!(
@@ -210,7 +398,112 @@ pub async fn drain(
     }
     let (groups, moving) = groups(t);
     let plans = plan_groups(groups, |owner| rebalance::drain(owner, &w, node));
-    Ok(answer(shared, t, plans, moving).await)
+    let keys = key_moves(t, node, &w);
+    if !dry_run(words) {
+        if let Some(m) = moving.first() {
+            return Err(unsupported(format!(
+                "slots of `{m}` are being moved (SHOW MIGRATIONS): drain once that move is done"
+            )));
+        }
+        return enqueue(t, &format!("DRAIN NODE {name}"), &plans, &keys, rate).await;
+    }
+    Ok(answer(shared, t, plans, &keys, moving).await)
+}
+
+/// `SHOW REBALANCE`: the newest plan, one row per move.
+pub async fn show(t: &Topology) -> Result<Answer, MyError> {
+    let mut c = connect(t).await?;
+    let plan = plans::latest(&mut c).await.map_err(failed)?;
+    let moves = match &plan {
+        Some(p) => plans::moves(&mut c, p.id).await.map_err(failed)?,
+        None => Vec::new(),
+    };
+    let _ = c.disconnect().await;
+    let rows = match &plan {
+        None => Vec::new(),
+        Some(p) => moves
+            .iter()
+            .map(|m| {
+                vec![
+                    p.id.to_string(),
+                    p.what.clone(),
+                    p.state.clone(),
+                    m.seq.unwrap_or(0).to_string(),
+                    m.id.to_string(),
+                    m.table.clone(),
+                    match &m.key {
+                        Some(k) => format!("key '{k}'"),
+                        None => format!("{}-{}", m.first, m.last),
+                    },
+                    m.source.clone(),
+                    m.target.clone(),
+                    m.step.clone(),
+                    m.copied.to_string(),
+                    m.rows_estimate.to_string(),
+                    format!("{:.0}", m.rows_per_sec),
+                    m.message.clone().or(p.message.clone()).unwrap_or_default(),
+                ]
+            })
+            .collect(),
+    };
+    Ok(Answer::Rows {
+        columns: headers(&[
+            "plan",
+            "what",
+            "plan_state",
+            "seq",
+            "migration",
+            "tables",
+            "slots",
+            "source",
+            "target",
+            "step",
+            "rows_copied",
+            "rows_estimate",
+            "rows_per_sec",
+            "message",
+        ]),
+        rows,
+    })
+}
+
+/// `PAUSE REBALANCE`, `RESUME REBALANCE`, `ABORT REBALANCE` (`verb` upper-cased).
+pub async fn steer(t: &Topology, verb: &str) -> Result<Answer, MyError> {
+    let (from, to, done): (&[&str], &str, &str) = match verb {
+        "PAUSE" => (
+            &["running"],
+            "paused",
+            "paused: moves under way finish, no other starts (RESUME REBALANCE)",
+        ),
+        "RESUME" => (&["paused"], "running", "running again"),
+        _ => (
+            &["running", "paused"],
+            "aborting",
+            "aborting: moves under way abort cleanly unless past their cutover, the others are dropped",
+        ),
+    };
+    let mut c = connect(t).await?;
+    let Some(plan) = plans::current(&mut c).await.map_err(failed)? else {
+        let _ = c.disconnect().await;
+        return Err(unsupported("no rebalance is under way (SHOW REBALANCE)"));
+    };
+    let changed = plans::set_state(&mut c, plan.id, from, to, None)
+        .await
+        .map_err(failed)?;
+    let _ = c.disconnect().await;
+    if !changed {
+        return Err(unsupported(format!(
+            "rebalance {} is {}: it cannot be {}",
+            plan.id,
+            plan.state,
+            match verb {
+                "PAUSE" => "paused",
+                "RESUME" => "resumed",
+                _ => "aborted",
+            }
+        )));
+    }
+    Ok(Answer::Done(format!("rebalance {} {done}", plan.id)))
 }
 
 fn dry_run(words: &[String]) -> bool {

@@ -144,13 +144,19 @@ impl Watch {
         // see `crate::shared::Running`).
         let version = shared.topology().version;
         let m = &shared.migration;
-        let quiet = m.dual_writes.load(Ordering::SeqCst) == 0;
+        let topo = shared.topology();
+        let busy: Vec<String> = m
+            .dual_writes
+            .busy()
+            .into_iter()
+            .map(|n| topo.node_name(n).to_string())
+            .collect();
         let failures = m.shadow_failures.load(Ordering::Relaxed);
         match crate::metadata::migrations::heartbeat(
             &self.pool,
             &self.proxy,
             version,
-            quiet,
+            &busy,
             failures,
         )
         .await

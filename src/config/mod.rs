@@ -135,6 +135,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         if m.poll_ms == 0 {
             return Err(err("[metadata] poll_ms must be at least 1".into()));
         }
+        if m.max_parallel_moves == 0 {
+            return Err(err(
+                "[metadata] max_parallel_moves must be at least 1".into()
+            ));
+        }
     }
     if let Some(m) = &file.metrics {
         m.listen.parse::<std::net::SocketAddr>().map_err(|e| {

@@ -88,6 +88,13 @@ pub struct MetadataSection {
     /// it stops writing slots being moved (and, after six leases, every hash_slot table).
     #[serde(default = "default_lease_ms")]
     pub lease_ms: u64,
+    /// How many moves of a rebalance plan run at once (each node in one move at a time).
+    #[serde(default = "default_max_parallel_moves")]
+    pub max_parallel_moves: u32,
+}
+
+pub(super) fn default_max_parallel_moves() -> u32 {
+    2
 }
 
 pub(super) fn default_poll_ms() -> u64 {

@@ -102,9 +102,10 @@ pub struct Session<S> {
     rows_written: u64,
     /// `shardproxy_statements_total{type, route="single"}` by type, for cached plans.
     single_counters: Vec<(&'static str, prometheus::IntCounter)>,
-    /// The dual write planned for the statement about to run, counted until it ends (the
-    /// freeze step of a migration waits for none to run).
-    dual_write: Option<crate::shared::Running>,
+    /// The dual writes planned for the statement about to run (or held by its transaction),
+    /// one per target node, counted until they end (a move's freeze step waits for none
+    /// toward its target to run).
+    dual_write: Vec<crate::shared::Running>,
     /// What the last statement left that the client may ask about.
     last: super::sink::Last,
     /// A second handle on the client's socket, to notice it hang up mid-statement.
@@ -165,7 +166,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             base_sets: Vec::new(),
             rows_written: 0,
             single_counters: Vec::new(),
-            dual_write: None,
+            dual_write: Vec::new(),
             last: super::sink::Last::new(conn_id),
             watch: None,
             handshaking: None,

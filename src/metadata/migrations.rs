@@ -40,6 +40,9 @@ pub struct Migration {
     pub failures_seen: u64,
     pub cleaned: u64,
     pub message: Option<String>,
+    /// The rebalance plan it is a move of (`super::rebalance`), and its place there.
+    pub plan: Option<u64>,
+    pub seq: Option<u32>,
 }
 
 impl Migration {
@@ -75,6 +78,8 @@ impl Migration {
             failures_seen: 0,
             cleaned: 0,
             message: None,
+            plan: None,
+            seq: None,
         }
     }
 
@@ -97,7 +102,7 @@ impl Migration {
 }
 
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -120,15 +125,14 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         message: r.take(16)?,
         rows_estimate: r.take(17)?,
         key: r.take(18)?,
+        plan: r.take(19)?,
+        seq: r.take(20)?,
     })
 }
 
 pub async fn create(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
-    for ddl in super::schema::MIGRATIONS {
-        c.query_drop(ddl).await?;
-    }
-    Ok(())
+    super::ensure_schema(&mut c).await
 }
 
 /// Every migration, newest first.
@@ -159,11 +163,11 @@ pub async fn active(c: &mut Conn) -> mysql_async::Result<Vec<Migration>> {
     Ok(v)
 }
 
-/// A new migration at its first step; its id.
-pub async fn insert(c: &mut Conn, m: &Migration) -> mysql_async::Result<u64> {
+/// A new migration at its step (`prepare`, or `queued` in a plan); its id.
+pub async fn insert<C: Queryable>(c: &mut C, m: &Migration) -> mysql_async::Result<u64> {
     c.exec_drop(
-        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover) \
-         VALUES (?, ?, ?, ?, ?, ?, 'prepare', ?, ?)",
+        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover, plan_id, seq) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             &m.table,
             m.first,
@@ -171,12 +175,16 @@ pub async fn insert(c: &mut Conn, m: &Migration) -> mysql_async::Result<u64> {
             &m.key,
             &m.source,
             &m.target,
+            &m.step,
             m.rate,
             m.auto_cutover,
+            m.plan,
+            m.seq,
         ),
     )
     .await?;
-    Ok(c.last_insert_id().unwrap_or(0))
+    let id: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await?;
+    Ok(id.unwrap_or(0))
 }
 
 /// Moves a migration from one of `from` to `to` (the admin's CUTOVER and ABORT); whether it
@@ -236,6 +244,23 @@ pub async fn set_message(c: &mut Conn, id: u64, message: &str) -> mysql_async::R
 /// `floor` (the running rules' version).
 #[allow(clippy::too_many_arguments)]
 pub async fn write_version(
+    c: &mut Conn,
+    m: &Migration,
+    node: &str,
+    state: &str,
+    target: Option<&str>,
+    step: &str,
+    expected: &str,
+    floor: u64,
+) -> mysql_async::Result<Option<u64>> {
+    super::lock_versions(c).await?;
+    let r = version_under_lock(c, m, node, state, target, step, expected, floor).await;
+    super::unlock_versions(c).await;
+    r
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn version_under_lock(
     c: &mut Conn,
     m: &Migration,
     node: &str,
@@ -341,40 +366,58 @@ pub async fn set_count(c: &mut Conn, id: u64, which: Count, n: u64) -> mysql_asy
     .await
 }
 
-/// This proxy's heartbeat: the rules version it runs, whether a dual write is running on
-/// it, and the row images it failed to write.
+/// This proxy's heartbeat: the rules version it runs, the nodes its running dual writes
+/// write images to (none: it is quiet), and the row images it failed to write.
 pub async fn heartbeat(
     pool: &Pool,
     proxy: &str,
     version: u64,
-    quiet: bool,
+    busy: &[String],
     failures: u64,
 ) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
     c.exec_drop(
-        "INSERT INTO shard_proxies (proxy_id, version, quiet, shadow_failures, heartbeat) \
-         VALUES (?, ?, ?, ?, NOW(3)) ON DUPLICATE KEY UPDATE version = VALUES(version), \
-         quiet = VALUES(quiet), shadow_failures = VALUES(shadow_failures), heartbeat = NOW(3)",
-        (proxy, version, quiet, failures),
+        "INSERT INTO shard_proxies (proxy_id, version, quiet, busy, shadow_failures, heartbeat) \
+         VALUES (?, ?, ?, ?, ?, NOW(3)) ON DUPLICATE KEY UPDATE version = VALUES(version), \
+         quiet = VALUES(quiet), busy = VALUES(busy), shadow_failures = VALUES(shadow_failures), \
+         heartbeat = NOW(3)",
+        (proxy, version, busy.is_empty(), busy.join(","), failures),
     )
     .await
 }
 
-/// The proxies that heartbeated within `window_ms`: (id, version, quiet, failures).
-pub async fn live(
-    c: &mut Conn,
-    window_ms: u64,
-) -> mysql_async::Result<Vec<(String, u64, bool, u64)>> {
-    let rows: Vec<(String, u64, i64, u64)> = c
+/// A proxy's last heartbeat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beat {
+    pub proxy: String,
+    pub version: u64,
+    /// The target nodes of the dual writes it ran.
+    pub busy: Vec<String>,
+    pub failures: u64,
+}
+
+/// The proxies that heartbeated within `window_ms`.
+pub async fn live(c: &mut Conn, window_ms: u64) -> mysql_async::Result<Vec<Beat>> {
+    let rows: Vec<(String, u64, i64, String, u64)> = c
         .exec(
-            "SELECT proxy_id, version, quiet, shadow_failures FROM shard_proxies \
+            "SELECT proxy_id, version, quiet, busy, shadow_failures FROM shard_proxies \
              WHERE heartbeat > NOW(3) - INTERVAL ? MICROSECOND ORDER BY proxy_id",
             (window_ms * 1000,),
         )
         .await?;
     Ok(rows
         .into_iter()
-        .map(|(p, v, q, f)| (p, v, q != 0, f))
+        .map(|(proxy, version, quiet, busy, failures)| Beat {
+            proxy,
+            version,
+            busy: match (quiet != 0, busy.is_empty()) {
+                (true, _) => Vec::new(),
+                // A proxy from before targets were named: busy toward every node.
+                (false, true) => vec!["*".into()],
+                (false, false) => busy.split(',').map(str::to_string).collect(),
+            },
+            failures,
+        })
         .collect())
 }
 

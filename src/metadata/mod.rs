@@ -6,6 +6,7 @@
 //! heartbeats: [`migrations`].
 
 pub mod migrations;
+pub mod rebalance;
 pub mod schema;
 
 use self::schema::VERSION_SQL;
@@ -27,6 +28,17 @@ pub struct Rows {
     pub slots: Vec<SlotRow>,
     /// `directory_map` rows: a directory table's key placed on a node (an entry), or moving.
     pub keys: Vec<KeyRow>,
+    /// `shard_nodes` rows: nodes added (or removed) through the admin interface.
+    pub nodes: Vec<NodeRow>,
+}
+
+/// A `shard_nodes` row: a node over the rules files' own of that name, or its removal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRow {
+    pub name: String,
+    pub url: String,
+    pub weight: Option<u32>,
+    pub removed: bool,
 }
 
 /// A `directory_map` row: a key's node and, while it moves, where to and at which step.
@@ -75,12 +87,16 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
     let keys: Vec<(String, String, String, String, Option<String>, u64)> = tx
         .query("SELECT table_name, key_value, node, state, target_node, version FROM directory_map ORDER BY table_name, key_value")
         .await?;
+    let nodes: Vec<(String, String, Option<u32>, i64, u64)> = tx
+        .query("SELECT name, url, weight, removed, version FROM shard_nodes ORDER BY name")
+        .await?;
     tx.commit().await?;
     let version = rules
         .iter()
         .map(|r| r.1)
         .chain(slots.iter().map(|s| s.5))
         .chain(keys.iter().map(|k| k.5))
+        .chain(nodes.iter().map(|n| n.4))
         .max()
         .unwrap_or(0);
     Ok(Rows {
@@ -106,6 +122,15 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
                 target,
             })
             .collect(),
+        nodes: nodes
+            .into_iter()
+            .map(|(name, url, weight, removed, _)| NodeRow {
+                name,
+                url,
+                weight,
+                removed: removed != 0,
+            })
+            .collect(),
     })
 }
 
@@ -117,6 +142,28 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
     doc["version"] = toml_edit::value(i64::try_from(rows.version).unwrap_or(i64::MAX));
     if doc.get("tables").is_none() {
         doc["tables"] = toml_edit::table();
+    }
+    if !rows.nodes.is_empty() && doc.get("nodes").is_none() {
+        doc["nodes"] = toml_edit::table();
+    }
+    for n in &rows.nodes {
+        let Some(nodes) = doc["nodes"].as_table_like_mut() else {
+            return Err("the rules file's `nodes` is not a table".into());
+        };
+        if n.removed {
+            nodes.remove(&n.name);
+            continue;
+        }
+        let item = match n.weight {
+            None => toml_edit::value(n.url.as_str()),
+            Some(w) => {
+                let mut it = toml_edit::InlineTable::new();
+                it.insert("url", n.url.as_str().into());
+                it.insert("weight", i64::from(w).into());
+                toml_edit::value(it)
+            }
+        };
+        nodes.insert(&n.name, item);
     }
     for (table, rule, column, node) in &rows.rules {
         let mut t = toml_edit::Table::new();
@@ -214,23 +261,96 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
 
 pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
+    ensure_schema(&mut c).await
+}
+
+/// Creates the schema's tables, and the columns an older schema lacks.
+pub async fn ensure_schema<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
     for ddl in schema::RULES.iter().chain(schema::MIGRATIONS.iter()) {
         c.query_drop(*ddl).await?;
+    }
+    for (table, column, definition) in schema::ADDED_COLUMNS {
+        let has: Option<u64> = c
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+                 AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+                (table, column),
+            )
+            .await?;
+        if has == Some(0) {
+            // Names and definitions are this file's constants, not input.
+            c.query_drop(format!(
+                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+            ))
+            .await?;
+        }
     }
     Ok(())
 }
 
-/// Writes a table's slot map as one new version of the metadata, in one transaction.
+/// Takes the lock of version writers (see [`schema::VERSION_LOCK`]); [`unlock_versions`]
+/// (or the connection's end) gives it back.
+pub async fn lock_versions<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
+    let got: Option<Option<i64>> = c.query_first(schema::VERSION_LOCK).await?;
+    if got.flatten() != Some(1) {
+        return Err(mysql_async::Error::Other(
+            "the metadata's version lock was not granted within 30 s".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub async fn unlock_versions<C: Queryable>(c: &mut C) {
+    let _ = c.query_drop(schema::VERSION_UNLOCK).await;
+}
+
+/// Writes a table's slot map as one new version of the metadata, in one transaction: the
+/// version above both the metadata's and `floor` (the running rules'), returned. With
+/// `missing_only`, nothing is written (`None`) when the metadata has the table's slots
+/// already (looked at under the version lock, so a move's rows are never written over).
 pub async fn write_slots(
     url: &str,
     table: &str,
     column: &str,
     owners: &[String],
-    version: u64,
-) -> mysql_async::Result<()> {
+    floor: u64,
+    missing_only: bool,
+) -> mysql_async::Result<Option<u64>> {
     let pool = Pool::new(mysql_async::Opts::from_url(url)?);
     create_schema(&pool).await?;
     let mut c = pool.get_conn().await?;
+    lock_versions(&mut c).await?;
+    let r = async {
+        if missing_only {
+            let n: Option<u64> = c
+                .exec_first(
+                    "SELECT COUNT(*) FROM shard_slot_map WHERE table_name = ?",
+                    (table,),
+                )
+                .await?;
+            if n.unwrap_or(0) == SLOTS as u64 {
+                return Ok(None);
+            }
+        }
+        let now: Option<Option<u64>> = c.query_first(VERSION_SQL).await?;
+        let version = now.flatten().unwrap_or(0).max(floor) + 1;
+        slots_in_one_version(&mut c, table, column, owners, version).await?;
+        Ok(Some(version))
+    }
+    .await;
+    unlock_versions(&mut c).await;
+    drop(c);
+    pool.disconnect().await?;
+    r
+}
+
+async fn slots_in_one_version(
+    c: &mut mysql_async::Conn,
+    table: &str,
+    column: &str,
+    owners: &[String],
+    version: u64,
+) -> mysql_async::Result<()> {
     let mut tx = c.start_transaction(TxOpts::default()).await?;
     tx.exec_drop(
         "INSERT INTO route_config (table_name, rule, column_name, node, version) VALUES (?, 'hash_slot', ?, NULL, ?) \
@@ -257,9 +377,33 @@ pub async fn write_slots(
         ))
         .await?;
     }
-    tx.commit().await?;
+    tx.commit().await
+}
+
+/// Writes a node's row (added, or `removed`) as one new version of the metadata, above its
+/// own and `floor` (the running rules'); the version.
+pub async fn write_node(url: &str, node: &NodeRow, floor: u64) -> mysql_async::Result<u64> {
+    let pool = Pool::new(mysql_async::Opts::from_url(url)?);
+    let mut c = pool.get_conn().await?;
+    ensure_schema(&mut c).await?;
+    lock_versions(&mut c).await?;
+    let r = async {
+        let now: Option<Option<u64>> = c.query_first(VERSION_SQL).await?;
+        let version = now.flatten().unwrap_or(0).max(floor) + 1;
+        c.exec_drop(
+            "INSERT INTO shard_nodes (name, url, weight, removed, version) VALUES (?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE url = VALUES(url), weight = VALUES(weight), \
+             removed = VALUES(removed), version = VALUES(version)",
+            (&node.name, &node.url, node.weight, node.removed, version),
+        )
+        .await?;
+        Ok(version)
+    }
+    .await;
+    unlock_versions(&mut c).await;
     drop(c);
-    pool.disconnect().await
+    pool.disconnect().await?;
+    r
 }
 
 /// Slot owners of a hash_slot table by node name, with `a..=b` moved to `target`.
@@ -306,6 +450,7 @@ mod tests {
             rules: vec![("t".into(), "hash_slot".into(), Some("id".into()), None)],
             slots,
             keys: vec![],
+            nodes: vec![],
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");
@@ -332,6 +477,32 @@ mod tests {
 #[cfg(test)]
 mod key_tests {
     use super::*;
+
+    #[test]
+    fn node_rows_add_weigh_and_remove_nodes_over_the_files() {
+        let file = "version = 1\ndefault_node = \"ds0\"\n[server]\nlisten = \"127.0.0.1:3307\"\n\
+             users = [{ name = \"app\", password = \"app\" }]\n[nodes]\n\
+             ds0 = \"mysql://root:root@127.0.0.1:3311/shop\"\nds1 = \"mysql://root:root@127.0.0.1:3312/shop\"\n";
+        let node = |name: &str, weight: Option<u32>, removed: bool| NodeRow {
+            name: name.into(),
+            url: "mysql://root:root@127.0.0.1:3313/shop".into(),
+            weight,
+            removed,
+        };
+        let rows = Rows {
+            version: 4,
+            nodes: vec![node("ds2", Some(3), false), node("ds1", None, true)],
+            ..Default::default()
+        };
+        let merged = merge_into(file, &rows).unwrap();
+        let t = crate::config::parse(&merged, "merged").unwrap_or_else(|e| panic!("{e}\n{merged}"));
+        let names: Vec<(&str, u32)> = t
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.weight))
+            .collect();
+        assert_eq!(names, vec![("ds0", 1), ("ds2", 3)], "{merged}");
+    }
 
     #[test]
     fn directory_keys_merge_as_entries_and_moves() {

@@ -1,8 +1,8 @@
 //! The metadata schema's tables and the query of its version, in one place for the rules'
 //! store (`super`) and the migrations' (`super::migrations`).
 
-/// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`.
-pub const RULES: [&str; 3] = [
+/// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`, `shard_nodes`.
+pub const RULES: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS route_config (
         table_name VARCHAR(64) NOT NULL PRIMARY KEY,
         rule VARCHAR(16) NOT NULL,
@@ -25,16 +25,30 @@ pub const RULES: [&str; 3] = [
         target_node VARCHAR(64) NULL,
         version BIGINT NOT NULL,
         PRIMARY KEY (table_name, key_value))",
+    // Nodes added or removed through the admin interface: over the rules files' own, so
+    // every proxy knows a node before a slot map names it.
+    "CREATE TABLE IF NOT EXISTS shard_nodes (
+        name VARCHAR(64) NOT NULL PRIMARY KEY,
+        url TEXT NOT NULL,
+        weight INT NULL,
+        removed TINYINT NOT NULL DEFAULT 0,
+        version BIGINT NOT NULL)",
 ];
 
 /// The metadata's version: the highest row version of its tables.
 pub const VERSION_SQL: &str =
     "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
      COALESCE((SELECT MAX(version) FROM shard_slot_map), 0), \
-     COALESCE((SELECT MAX(version) FROM directory_map), 0))";
+     COALESCE((SELECT MAX(version) FROM directory_map), 0), \
+     COALESCE((SELECT MAX(version) FROM shard_nodes), 0))";
 
-/// The migrations' tables: `shard_migrations`, `shard_proxies`.
-pub const MIGRATIONS: [&str; 2] = [
+/// The named lock every writer of a new version holds from reading the highest version to
+/// its commit: two writers never take the same number.
+pub const VERSION_LOCK: &str = "SELECT GET_LOCK(CONCAT(DATABASE(), '.shardproxy_version'), 30)";
+pub const VERSION_UNLOCK: &str = "DO RELEASE_LOCK(CONCAT(DATABASE(), '.shardproxy_version'))";
+
+/// The migrations' tables: `shard_migrations`, `shard_proxies`, `shard_rebalance`.
+pub const MIGRATIONS: [&str; 3] = [
     "CREATE TABLE IF NOT EXISTS shard_migrations (
         id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
         table_name VARCHAR(1024) NOT NULL,
@@ -56,12 +70,33 @@ pub const MIGRATIONS: [&str; 2] = [
         cleaned BIGINT NOT NULL DEFAULT 0,
         message TEXT NULL,
         driver VARCHAR(96) NULL,
+        plan_id BIGINT NULL,
+        seq INT NULL,
         started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
     "CREATE TABLE IF NOT EXISTS shard_proxies (
         proxy_id VARCHAR(96) NOT NULL PRIMARY KEY,
         version BIGINT NOT NULL,
         quiet TINYINT NOT NULL DEFAULT 1,
+        busy VARCHAR(1024) NOT NULL DEFAULT '',
         shadow_failures BIGINT NOT NULL DEFAULT 0,
         heartbeat DATETIME(3) NOT NULL)",
+    // A rebalance plan: its moves are `shard_migrations` rows with its id, `queued` until
+    // the driver starts them.
+    "CREATE TABLE IF NOT EXISTS shard_rebalance (
+        id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+        what VARCHAR(255) NOT NULL,
+        state VARCHAR(16) NOT NULL,
+        max_parallel INT NOT NULL DEFAULT 2,
+        message TEXT NULL,
+        started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
+        updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
+];
+
+/// Columns added since a table was first released: (table, column, its definition), added
+/// to a schema that lacks them.
+pub const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+    ("shard_proxies", "busy", "VARCHAR(1024) NOT NULL DEFAULT ''"),
+    ("shard_migrations", "plan_id", "BIGINT NULL"),
+    ("shard_migrations", "seq", "INT NULL"),
 ];

@@ -17,6 +17,7 @@
 //! - `aborting` (ABORT before the cleanup version): version `stable` on the source, the
 //!   target's copies deleted; `aborted`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -61,7 +62,11 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         };
         let mine = async {
-            if store::active(&mut lock).await.ok()?.is_empty() {
+            let queued = crate::metadata::rebalance::current(&mut lock)
+                .await
+                .ok()?
+                .is_some();
+            if store::active(&mut lock).await.ok()?.is_empty() && !queued {
                 return None;
             }
             store::try_lock(&mut lock).await.ok().filter(|b| *b)
@@ -72,27 +77,68 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         }
         info!("driving slot migrations (this proxy holds the metadata's migration lock)");
-        loop {
-            let Ok(active) = store::active(&mut lock).await else {
-                break;
-            };
-            let Some(m) = active.into_iter().next() else {
-                break;
-            };
-            let id = m.id;
-            match drive(&shared, &mut lock, m).await {
-                Ok(true) => {}
-                Ok(false) => tokio::time::sleep(Duration::from_millis(300)).await,
-                Err(e) => {
-                    warn!(migration = id, "migration step failed, tried again: {e}");
-                    shared.metrics.migration_errors.inc();
-                    let _ = store::set_message(&mut lock, id, &e).await;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
+        drive_all(&shared, &mut lock, &opts).await;
         let _ = lock.disconnect().await;
     }
+}
+
+/// While this proxy holds the lock on `lock`: the plan's queue looked at, and each move
+/// under way driven by a task of its own (moves of a plan run side by side), until there
+/// is nothing to drive or the lock's connection fails (then the tasks stop: another proxy
+/// may be driving).
+async fn drive_all(shared: &Arc<Shared>, lock: &mut Conn, opts: &Opts) {
+    let mut tasks: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
+    loop {
+        let planned = match super::queue::schedule(lock).await {
+            Ok(p) => p,
+            Err(e) => {
+                warn!("the rebalance queue could not be read: {e}");
+                break;
+            }
+        };
+        let Ok(active) = store::active(lock).await else {
+            break;
+        };
+        tasks.retain(|_, t| !t.is_finished());
+        if active.is_empty() && tasks.is_empty() && !planned {
+            break;
+        }
+        for m in active {
+            tasks
+                .entry(m.id)
+                .or_insert_with(|| tokio::spawn(drive_one(shared.clone(), opts.clone(), m.id)));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for (_, t) in tasks {
+        t.abort();
+    }
+}
+
+/// Drives one migration step after step, on a metadata connection of its own, until it is
+/// no longer under way (or the connection fails: [`drive_all`] starts it again).
+async fn drive_one(shared: Arc<Shared>, opts: Opts, id: u64) {
+    let Ok(mut c) = Conn::new(opts).await else {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        return;
+    };
+    loop {
+        let m = match store::get(&mut c, id).await {
+            Ok(Some(m)) if store::ACTIVE.contains(&m.step.as_str()) => m,
+            _ => break,
+        };
+        match drive(&shared, &mut c, m).await {
+            Ok(true) => {}
+            Ok(false) => tokio::time::sleep(Duration::from_millis(300)).await,
+            Err(e) => {
+                warn!(migration = id, "migration step failed, tried again: {e}");
+                shared.metrics.migration_errors.inc();
+                let _ = store::set_message(&mut c, id, &e).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+    let _ = c.disconnect().await;
 }
 
 /// The nodes' connections of a migration, and the shapes of its tables.
@@ -202,7 +248,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
     match m.step.as_str() {
         "prepare" => {
             let mut e = ends(&topo, &m).await?;
-            seed_slot_rows(c, &topo, &m).await?;
+            seed_slot_rows(&topo, &m).await?;
             let owners_ok = match &m.key {
                 Some(k) => super::placed(&topo, &m.table, k)
                     .await
@@ -257,7 +303,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 c,
                 v,
                 lease * u64::from(BLIND_LEASES) + 1000,
-                false,
+                None,
                 ACK_TIMEOUT,
             )
             .await?;
@@ -292,7 +338,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 }
             }
             let v = version(shared, c, &m, &m.target, "stable", None, "done", "cleanup").await?;
-            acks(c, v, lease + 1000, false, ACK_TIMEOUT).await?;
+            acks(c, v, lease + 1000, None, ACK_TIMEOUT).await?;
             info!(
                 migration = m.id,
                 "{} of `{}` moved to `{}`",
@@ -308,7 +354,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 shared, c, &m, &m.source, "stable", None, "aborting", "aborting",
             )
             .await?;
-            acks(c, v, lease + 1000, true, ACK_TIMEOUT).await?;
+            acks(c, v, lease + 1000, Some(&m.target), ACK_TIMEOUT).await?;
             let mut e = ends(&topo, &m).await?;
             delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
             store::set_step(
@@ -412,7 +458,13 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             }
         }
     }
-    store::progress(c, m.id, copied, m.rows_per_sec, None)
+    // The pass's average rate: what a progress bar ends on.
+    let rps = if copied > m.copied {
+        (copied - m.copied) as f64 / started.elapsed().as_secs_f64().max(0.001)
+    } else {
+        m.rows_per_sec
+    };
+    store::progress(c, m.id, copied, rps, None)
         .await
         .map_err(err)?;
     let failures = failures_now(c, topo).await?;
@@ -434,7 +486,7 @@ async fn failures_now(c: &mut Conn, topo: &Topology) -> Step<u64> {
     let live = store::live(c, lease * u64::from(BLIND_LEASES) * 10)
         .await
         .map_err(err)?;
-    Ok(live.iter().map(|p| p.3).sum())
+    Ok(live.iter().map(|p| p.failures).sum())
 }
 
 async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
@@ -529,7 +581,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
         "cutover",
     )
     .await?;
-    acks(c, v, window, false, ACK_TIMEOUT).await?;
+    acks(c, v, window, None, ACK_TIMEOUT).await?;
     let v = version(
         shared,
         c,
@@ -542,7 +594,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     )
     .await?;
     let frozen = Instant::now();
-    if let Err(e) = acks(c, v, window, true, FREEZE_TIMEOUT).await {
+    if let Err(e) = acks(c, v, window, Some(&m.target), FREEZE_TIMEOUT).await {
         // Writes wait while frozen: give them back, and try again later (a transaction
         // holding row images keeps a freeze from being acknowledged).
         let (next, then) = if m.auto_cutover {
@@ -610,7 +662,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
         stall_ms = stall.as_millis() as u64,
         "cut over"
     );
-    acks(c, v, window, false, ACK_TIMEOUT).await?;
+    acks(c, v, window, None, ACK_TIMEOUT).await?;
     Ok(true)
 }
 
@@ -648,12 +700,12 @@ async fn current_version(c: &mut Conn) -> Step<u64> {
 }
 
 /// Waits until every proxy that heartbeated within `window_ms` runs `version` or newer
-/// (and, with `quiet`, runs no dual write).
+/// (and, with `quiet` a target node, runs no dual write toward it).
 async fn acks(
     c: &mut Conn,
     version: u64,
     window_ms: u64,
-    quiet: bool,
+    quiet: Option<&str>,
     timeout: Duration,
 ) -> Step<()> {
     let started = Instant::now();
@@ -661,8 +713,11 @@ async fn acks(
         let live = store::live(c, window_ms).await.map_err(err)?;
         let behind: Vec<&str> = live
             .iter()
-            .filter(|p| p.1 < version || (quiet && !p.2))
-            .map(|p| p.0.as_str())
+            .filter(|p| {
+                p.version < version
+                    || quiet.is_some_and(|t| p.busy.iter().any(|b| b == t || b == "*"))
+            })
+            .map(|p| p.proxy.as_str())
             .collect();
         if behind.is_empty() && !live.is_empty() {
             return Ok(());
@@ -679,22 +734,12 @@ async fn acks(
 
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the
 /// metadata has none for it: the steps are written there.
-async fn seed_slot_rows(c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
+async fn seed_slot_rows(topo: &Topology, m: &Migration) -> Step<()> {
     if m.key.is_some() {
         // A directory key's row is written with its first version.
         return Ok(());
     }
     for table in m.tables() {
-        let n: Option<u64> = c
-            .exec_first(
-                "SELECT COUNT(*) FROM shard_slot_map WHERE table_name = ?",
-                (&table,),
-            )
-            .await
-            .map_err(err)?;
-        if n.unwrap_or(0) == crate::routing::slot::SLOTS as u64 {
-            continue;
-        }
         let Some(rule @ TableRule::HashSlot { column, .. }) = topo.table(&table) else {
             return Err(format!("`{table}` is not a hash_slot table"));
         };
@@ -704,8 +749,7 @@ async fn seed_slot_rows(c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()
             .as_ref()
             .map(|x| x.url.clone())
             .unwrap_or_default();
-        let v = current_version(c).await?.max(topo.version) + 1;
-        crate::metadata::write_slots(&url, &table, column, &owners, v)
+        crate::metadata::write_slots(&url, &table, column, &owners, topo.version, true)
             .await
             .map_err(err)?;
     }

@@ -2,7 +2,8 @@
 //! fence that follows from it, and its counters. Every session reads it, so it lives with
 //! the process's shared state.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::config::Topology;
@@ -17,8 +18,9 @@ pub struct Local {
     last_beat: AtomicU64,
     /// Row images that could not be written to a target, since the proxy started.
     pub shadow_failures: AtomicU64,
-    /// Dual writes running now: a proxy acknowledges the freeze step only when none is.
-    pub dual_writes: AtomicUsize,
+    /// Dual writes running now, by the node their images go to: a proxy acknowledges a
+    /// move's freeze only when none runs toward its target.
+    pub dual_writes: DualWrites,
     /// This proxy heartbeats (it watches a metadata schema with its rules file): only then
     /// does it take part in migrations, and only then is it fenced.
     watched: std::sync::atomic::AtomicBool,
@@ -30,9 +32,41 @@ impl Default for Local {
             epoch: Instant::now(),
             last_beat: AtomicU64::new(0),
             shadow_failures: AtomicU64::new(0),
-            dual_writes: AtomicUsize::new(0),
+            dual_writes: DualWrites::default(),
             watched: Default::default(),
         }
+    }
+}
+
+/// The dual writes running, counted by their target node. A mutex, not atomics: a session
+/// counts itself and then reads the rules' version, the heartbeat reads the version and then
+/// the counts, and one of the two must see the other's write (`crate::shared::Running`).
+#[derive(Debug, Default)]
+pub struct DualWrites(Mutex<Vec<usize>>);
+
+impl DualWrites {
+    fn counts(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn begin(&self, target: usize) {
+        let mut v = self.counts();
+        if v.len() <= target {
+            v.resize(target + 1, 0);
+        }
+        v[target] += 1;
+    }
+
+    pub fn end(&self, target: usize) {
+        if let Some(n) = self.counts().get_mut(target) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// The targets some dual write runs toward now.
+    pub fn busy(&self) -> Vec<usize> {
+        let v = self.counts();
+        (0..v.len()).filter(|i| v[*i] > 0).collect()
     }
 }
 
@@ -126,6 +160,7 @@ mod tests {
                 url: "mysql://root:root@127.0.0.1:1/meta".into(),
                 poll_ms: 100,
                 lease_ms: 50,
+                max_parallel_moves: 2,
             });
         }
         t

@@ -439,18 +439,24 @@ impl crate::exec::txn::cluster::Cluster for Shared {
     }
 }
 
-/// Counts a dual write while it runs (see [`migration::Local::dual_writes`]).
-pub struct Running(Arc<Shared>);
+/// Counts a dual write toward a target node while it runs (see
+/// [`migration::Local::dual_writes`]).
+pub struct Running(Arc<Shared>, usize);
 
 impl Running {
-    pub fn new(shared: Arc<Shared>) -> Self {
-        shared.migration.dual_writes.fetch_add(1, Ordering::SeqCst);
-        Running(shared)
+    pub fn new(shared: Arc<Shared>, target: usize) -> Self {
+        shared.migration.dual_writes.begin(target);
+        Running(shared, target)
+    }
+
+    /// The node its images go to.
+    pub fn target(&self) -> usize {
+        self.1
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0.migration.dual_writes.fetch_sub(1, Ordering::SeqCst);
+        self.0.migration.dual_writes.end(self.1);
     }
 }

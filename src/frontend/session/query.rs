@@ -367,7 +367,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .as_ref()
             .is_some_and(|t| t.branches.iter().any(|b| b.shadow));
         if !images {
-            self.dual_write = None;
+            self.dual_write.clear();
         }
         // (Unless it left warnings of its own, which replace them.)
         if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
@@ -608,11 +608,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .as_ref()
                     .is_some_and(|t| t.branches.iter().any(|b| b.shadow)) =>
                 {
-                    if let Plan::DualWrite(_) = then.as_ref() {
-                        // Counted already (it holds images).
-                        if self.dual_write.is_none() {
-                            self.dual_write =
-                                Some(crate::shared::Running::new(self.shared.clone()));
+                    if let Plan::DualWrite(d) = then.as_ref() {
+                        // Counted already if it holds images toward this target.
+                        if !self.dual_write.iter().any(|r| r.target() == d.target) {
+                            self.dual_write
+                                .push(crate::shared::Running::new(self.shared.clone(), d.target));
                         }
                     }
                     return (*then, slots);
@@ -624,18 +624,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     *topo = self.topo.clone();
                     Ok(())
                 }
-                Plan::DualWrite(_) => {
+                Plan::DualWrite(ref d) => {
                     // Counted before the rules are looked at again: a freeze acknowledged
                     // after this cannot miss it, and one applied before is seen here.
-                    let running = crate::shared::Running::new(self.shared.clone());
+                    let running = crate::shared::Running::new(self.shared.clone(), d.target);
                     if self.shared.topology().version != topo.version {
                         drop(running);
                         self.topo = self.shared.topology();
                         *topo = self.topo.clone();
                         continue;
                     }
-                    if self.dual_write.is_none() {
-                        self.dual_write = Some(running);
+                    if !self
+                        .dual_write
+                        .iter()
+                        .any(|r| r.target() == running.target())
+                    {
+                        self.dual_write.push(running);
                     }
                     return (plan, slots);
                 }
