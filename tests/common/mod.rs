@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod moves;
+pub mod workload;
 
 use std::fmt::Debug;
 use std::fs;
@@ -232,7 +233,7 @@ impl Cluster {
         self.dir.join(format!("node{i}.pid"))
     }
 
-    fn root_url(&self, i: usize, db: &str) -> String {
+    pub fn root_url(&self, i: usize, db: &str) -> String {
         format!("mysql://root:root@127.0.0.1:{}/{db}", self.ports[i])
     }
 
