@@ -34,6 +34,18 @@ pub async fn xa_hold(point: &str) {
     let _ = point;
 }
 
+/// `SHARDPROXY_MIGRATION_HOLD=frozen` in the proxy's environment stops its migration driver
+/// for good once a move's freeze is acknowledged, before the target owns the slots, so a
+/// test can kill the driver there.
+pub async fn migration_hold(point: &str) {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var("SHARDPROXY_MIGRATION_HOLD").is_ok_and(|v| v == point) {
+        tracing::warn!("SHARDPROXY_MIGRATION_HOLD={point}: the driver stops here (a test hook)");
+        std::future::pending::<()>().await;
+    }
+    let _ = point;
+}
+
 #[cfg(feature = "test-hooks")]
 mod batches {
     use std::sync::Mutex;

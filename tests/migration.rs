@@ -532,7 +532,7 @@ async fn the_races_between_the_copy_and_client_writes_come_out_right() {
     let moving = keys_on_node(&L2, 0, 3);
     let (inc, del, again) = (moving[0], moving[1], moving[2]);
     // Each batch holds its rows locked on the source between its read and its write.
-    shardproxy::hooks::hold_migration_batches("t_race", Some(Duration::from_millis(1500)));
+    shardproxy::hooks::hold_migration_batches("t_race", Some(Duration::from_millis(1000)));
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
     ops_a
         .query_drop("MIGRATE SLOTS 0-511 OF t_race TO ds2 AUTO")

@@ -31,7 +31,7 @@ fn rules_on(c: &Cluster, meta: &str, nodes: &[(&str, usize)], tables: &str) -> S
          [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n",
     );
     s.push_str(&format!(
-        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 2000\n\n[nodes]\n",
+        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n[nodes]\n",
         c.root_url(META, meta)
     ));
     for (name, i) in nodes {

@@ -418,6 +418,13 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
         Some(p) => plans::moves(&mut c, p.id).await.map_err(failed)?,
         None => Vec::new(),
     };
+    let driver = match crate::metadata::lease::holder(&mut c)
+        .await
+        .map_err(failed)?
+    {
+        Some((who, token, left)) if left > 0 => format!("{who} (token {token})"),
+        _ => String::new(),
+    };
     let _ = c.disconnect().await;
     let rows = match &plan {
         None => Vec::new(),
@@ -442,6 +449,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
                     m.rows_estimate.to_string(),
                     format!("{:.0}", m.rows_per_sec),
                     m.message.clone().or(p.message.clone()).unwrap_or_default(),
+                    driver.clone(),
                 ]
             })
             .collect(),
@@ -462,6 +470,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
             "rows_estimate",
             "rows_per_sec",
             "message",
+            "driver",
         ]),
         rows,
     })

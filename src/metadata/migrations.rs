@@ -5,6 +5,8 @@
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Pool, TxOpts};
 
+use super::schema::FENCE;
+
 /// The steps a migration's row goes through (`SHOW MIGRATIONS`).
 pub const ACTIVE: [&str; 8] = [
     "prepare",
@@ -201,7 +203,7 @@ pub async fn transition(
         .collect();
     c.exec_drop(
         format!(
-            "UPDATE shard_migrations SET step = ? WHERE id = ? AND step IN ({})",
+            "UPDATE shard_migrations SET step = ? WHERE id = ? AND step IN ({}) AND {FENCE}",
             list.join(", ")
         ),
         (to, id),
@@ -223,7 +225,7 @@ pub async fn set_step(
     message: Option<&str>,
 ) -> mysql_async::Result<()> {
     c.exec_drop(
-        "UPDATE shard_migrations SET step = ?, message = ? WHERE id = ?",
+        format!("UPDATE shard_migrations SET step = ?, message = ? WHERE id = ? AND {FENCE}"),
         (step, message, id),
     )
     .await
@@ -231,7 +233,7 @@ pub async fn set_step(
 
 pub async fn set_message(c: &mut Conn, id: u64, message: &str) -> mysql_async::Result<()> {
     c.exec_drop(
-        "UPDATE shard_migrations SET message = ? WHERE id = ?",
+        format!("UPDATE shard_migrations SET message = ? WHERE id = ? AND {FENCE}"),
         (message, id),
     )
     .await
@@ -281,6 +283,19 @@ async fn version_under_lock(
         tx.rollback().await?;
         return Ok(None);
     }
+    // The lease, read under a shared lock: a proxy taking it over waits for this commit.
+    let token: Option<Option<u64>> = tx
+        .query_first("SELECT token FROM shard_driver WHERE id = 1 LOCK IN SHARE MODE")
+        .await?;
+    let mine: Option<Option<u64>> = tx.query_first("SELECT @shardproxy_token").await?;
+    if let Some(Some(mine)) = mine {
+        if token.flatten() != Some(mine) {
+            tx.rollback().await?;
+            return Err(mysql_async::Error::Other(
+                "this proxy's lease on the migrations was taken over: it drives no more".into(),
+            ));
+        }
+    }
     tx.exec_drop(
         "UPDATE shard_migrations SET step = ?, message = NULL WHERE id = ?",
         (step, m.id),
@@ -322,7 +337,7 @@ pub async fn progress(
     cursor: Option<&str>,
 ) -> mysql_async::Result<()> {
     c.exec_drop(
-        "UPDATE shard_migrations SET copied = ?, rows_per_sec = ?, cursor_key = ? WHERE id = ?",
+        format!("UPDATE shard_migrations SET copied = ?, rows_per_sec = ?, cursor_key = ? WHERE id = ? AND {FENCE}"),
         (copied, rows_per_sec, cursor, id),
     )
     .await
@@ -336,7 +351,7 @@ pub async fn verified(
     cursor: Option<&str>,
 ) -> mysql_async::Result<()> {
     c.exec_drop(
-        "UPDATE shard_migrations SET chunks_verified = ?, chunks_differing = ?, cursor_key = ? WHERE id = ?",
+        format!("UPDATE shard_migrations SET chunks_verified = ?, chunks_differing = ?, cursor_key = ? WHERE id = ? AND {FENCE}"),
         (chunks, differing, cursor, id),
     )
     .await
@@ -360,7 +375,7 @@ pub async fn set_count(c: &mut Conn, id: u64, which: Count, n: u64) -> mysql_asy
         Count::FailuresSeen => "failures_seen",
     };
     c.exec_drop(
-        format!("UPDATE shard_migrations SET {column} = ? WHERE id = ?"),
+        format!("UPDATE shard_migrations SET {column} = ? WHERE id = ? AND {FENCE}"),
         (n, id),
     )
     .await
@@ -419,12 +434,4 @@ pub async fn live(c: &mut Conn, window_ms: u64) -> mysql_async::Result<Vec<Beat>
             failures,
         })
         .collect())
-}
-
-/// Takes the lock that lets one proxy drive migrations (held while `c` lives).
-pub async fn try_lock(c: &mut Conn) -> mysql_async::Result<bool> {
-    let got: Option<Option<i64>> = c
-        .query_first("SELECT GET_LOCK(CONCAT(DATABASE(), '.shardproxy_migrate'), 0)")
-        .await?;
-    Ok(got.flatten() == Some(1))
 }

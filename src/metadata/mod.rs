@@ -5,6 +5,7 @@
 //! converge within one poll. The schema's other tables, the migrations and the proxies'
 //! heartbeats: [`migrations`].
 
+pub mod lease;
 pub mod migrations;
 pub mod rebalance;
 pub mod schema;

@@ -137,8 +137,9 @@ pub async fn set_state(
         .collect();
     c.exec_drop(
         format!(
-            "UPDATE shard_rebalance SET state = ?, message = ? WHERE id = ? AND state IN ({})",
-            list.join(", ")
+            "UPDATE shard_rebalance SET state = ?, message = ? WHERE id = ? AND state IN ({}) AND {}",
+            list.join(", "),
+            super::schema::FENCE
         ),
         (to, message, id),
     )

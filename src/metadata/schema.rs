@@ -47,8 +47,15 @@ pub const VERSION_SQL: &str =
 pub const VERSION_LOCK: &str = "SELECT GET_LOCK(CONCAT(DATABASE(), '.shardproxy_version'), 30)";
 pub const VERSION_UNLOCK: &str = "DO RELEASE_LOCK(CONCAT(DATABASE(), '.shardproxy_version'))";
 
-/// The migrations' tables: `shard_migrations`, `shard_proxies`, `shard_rebalance`.
-pub const MIGRATIONS: [&str; 3] = [
+/// The condition every write of a migration's or a plan's state carries: on a connection of
+/// the driver (which sets `@shardproxy_token` to its lease's token), the lease must still be
+/// its own; an admin's connection leaves the variable NULL. A driver that lost its lease (it
+/// was paused past it, another proxy took over) changes nothing.
+pub const FENCE: &str = "(@shardproxy_token IS NULL OR @shardproxy_token = (SELECT token FROM shard_driver WHERE id = 1))";
+
+/// The migrations' tables: `shard_migrations`, `shard_proxies`, `shard_rebalance`,
+/// `shard_driver` (the driving proxy's lease, one row).
+pub const MIGRATIONS: [&str; 4] = [
     "CREATE TABLE IF NOT EXISTS shard_migrations (
         id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
         table_name VARCHAR(1024) NOT NULL,
@@ -91,6 +98,11 @@ pub const MIGRATIONS: [&str; 3] = [
         message TEXT NULL,
         started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
+    "CREATE TABLE IF NOT EXISTS shard_driver (
+        id TINYINT NOT NULL PRIMARY KEY,
+        holder VARCHAR(96) NOT NULL,
+        token BIGINT NOT NULL,
+        expires DATETIME(3) NOT NULL)",
 ];
 
 /// Columns added since a table was first released: (table, column, its definition), added

@@ -1,6 +1,9 @@
 //! Runs migrations step by step. Every proxy with a metadata schema runs [`run`]; the one
-//! that holds the metadata's lock drives, the others wait, and take over from the stored
-//! state when the driver dies (its lock goes with its connection).
+//! that holds the migrations' lease (`crate::metadata::lease`) drives, the others wait, and
+//! take over from the stored state once the driver has not renewed its lease for its
+//! length (it died, or it is paused or cut off with its connections open). A driver acts
+//! only while its lease is certainly its own, its writes of the migrations' state carry the
+//! lease's token, and its node connections close themselves when left idle past the lease.
 //!
 //! Steps of a migration (`shard_migrations.step`) and the slot-map version each writes:
 //! - `prepare`: the target gets the table (from the source's `SHOW CREATE TABLE`) and loses
@@ -27,7 +30,9 @@ use tracing::{info, warn};
 
 use super::copy::{self, Shape};
 use crate::config::{TableRule, Topology};
+use crate::metadata::lease;
 use crate::metadata::migrations::{self as store, Migration};
+use crate::metadata::schema::FENCE;
 use crate::plan::moving::{quote, Moving, Which};
 use crate::routing::slot::MoveStep;
 use crate::shared::migration::BLIND_LEASES;
@@ -37,6 +42,16 @@ use crate::shared::Shared;
 const ACK_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the freeze may wait for proxies to finish their running dual writes.
 const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a step stopped: the lease is no longer certainly this proxy's.
+const NOT_DRIVING: &str = "this proxy's lease on the migrations ran out: it drives no more";
+
+/// Seconds a driver's node connection may sit idle before the node closes it: under the
+/// lease, less the renewal's slack, so that a driver paused long enough for another proxy
+/// to take its lease over has lost them by then.
+fn idle_limit(lease_ms: u64) -> u64 {
+    (lease_ms.saturating_sub(1000) / 1000).max(1)
+}
 
 /// A step that could not go on: said in the migration's `message` and tried again.
 type Step<T> = Result<T, String>;
@@ -61,7 +76,8 @@ pub async fn run(shared: Arc<Shared>) {
         let Ok(mut lock) = Conn::new(opts.clone()).await else {
             continue;
         };
-        let mine = async {
+        let lease_ms = meta.lease_ms;
+        let token = async {
             let queued = crate::metadata::rebalance::current(&mut lock)
                 .await
                 .ok()?
@@ -69,26 +85,56 @@ pub async fn run(shared: Arc<Shared>) {
             if store::active(&mut lock).await.ok()?.is_empty() && !queued {
                 return None;
             }
-            store::try_lock(&mut lock).await.ok().filter(|b| *b)
+            let at = Instant::now();
+            let t = lease::take(&mut lock, shared.instance(), lease_ms)
+                .await
+                .ok()??;
+            shared.migration.drives(at, Duration::from_millis(lease_ms));
+            Some(t)
         }
         .await;
-        if mine.is_none() {
+        let Some(token) = token else {
             let _ = lock.disconnect().await;
             continue;
-        }
-        info!("driving slot migrations (this proxy holds the metadata's migration lock)");
-        drive_all(&shared, &mut lock, &opts).await;
+        };
+        info!(
+            token,
+            "driving slot migrations (this proxy took the migrations' lease)"
+        );
+        drive_all(&shared, &mut lock, &opts, token, lease_ms).await;
+        shared.migration.stops_driving();
+        let _ = lease::release(&mut lock, token).await;
         let _ = lock.disconnect().await;
     }
 }
 
-/// While this proxy holds the lock on `lock`: the plan's queue looked at, and each move
-/// under way driven by a task of its own (moves of a plan run side by side), until there
-/// is nothing to drive or the lock's connection fails (then the tasks stop: another proxy
-/// may be driving).
-async fn drive_all(shared: &Arc<Shared>, lock: &mut Conn, opts: &Opts) {
+/// While this proxy holds the lease `token`: the lease renewed, the plan's queue looked
+/// at, and each move under way driven by a task of its own (moves of a plan run side by
+/// side), until there is nothing to drive or the lease is lost (then the tasks stop:
+/// another proxy may be driving).
+async fn drive_all(shared: &Arc<Shared>, lock: &mut Conn, opts: &Opts, token: u64, lease_ms: u64) {
     let mut tasks: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
+    let every = Duration::from_millis((lease_ms / 4).clamp(10, 300));
     loop {
+        let at = Instant::now();
+        match lease::renew(lock, token, lease_ms).await {
+            // Still its token: no other proxy has driven meanwhile, however long this one
+            // was away.
+            Ok(true) => {
+                shared.migration.drives(at, Duration::from_millis(lease_ms));
+            }
+            Ok(_) => {
+                warn!(
+                    token,
+                    "the migrations' lease was lost: this proxy drives no more"
+                );
+                break;
+            }
+            Err(e) => {
+                warn!(token, "the migrations' lease could not be renewed: {e}");
+                break;
+            }
+        }
         let planned = match super::queue::schedule(lock).await {
             Ok(p) => p,
             Err(e) => {
@@ -104,12 +150,13 @@ async fn drive_all(shared: &Arc<Shared>, lock: &mut Conn, opts: &Opts) {
             break;
         }
         for m in active {
-            tasks
-                .entry(m.id)
-                .or_insert_with(|| tokio::spawn(drive_one(shared.clone(), opts.clone(), m.id)));
+            tasks.entry(m.id).or_insert_with(|| {
+                tokio::spawn(drive_one(shared.clone(), opts.clone(), m.id, token))
+            });
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(every).await;
     }
+    shared.migration.stops_driving();
     for (_, t) in tasks {
         t.abort();
     }
@@ -117,12 +164,18 @@ async fn drive_all(shared: &Arc<Shared>, lock: &mut Conn, opts: &Opts) {
 
 /// Drives one migration step after step, on a metadata connection of its own, until it is
 /// no longer under way (or the connection fails: [`drive_all`] starts it again).
-async fn drive_one(shared: Arc<Shared>, opts: Opts, id: u64) {
+async fn drive_one(shared: Arc<Shared>, opts: Opts, id: u64, token: u64) {
     let Ok(mut c) = Conn::new(opts).await else {
         tokio::time::sleep(Duration::from_secs(1)).await;
         return;
     };
+    if lease::carry(&mut c, token).await.is_err() {
+        return;
+    }
     loop {
+        if !shared.migration.may_drive() {
+            break;
+        }
         let m = match store::get(&mut c, id).await {
             Ok(Some(m)) if store::ACTIVE.contains(&m.step.as_str()) => m,
             _ => break,
@@ -148,7 +201,11 @@ struct Ends {
     shapes: Vec<Shape>,
 }
 
-async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
+/// Opened only while this proxy's lease is its own, and closed by the node itself after
+/// [`idle_limit`] without a statement: a driver paused past its lease (which another proxy
+/// then takes) finds them gone when it wakes, its uncommitted batch rolled back, and its
+/// next step checks the lease before opening others.
+async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Step<Ends> {
     let node = |name: &str| {
         topo.node_index(name)
             .map(|i| topo.nodes[i].opts.clone())
@@ -160,8 +217,16 @@ async fn ends(topo: &Topology, m: &Migration) -> Step<Ends> {
     let mut t = Conn::new(node(&m.target)?)
         .await
         .map_err(|e| format!("target `{}`: {e}", m.target))?;
-    copy::session(&mut s).await.map_err(err)?;
-    copy::session(&mut t).await.map_err(err)?;
+    let lease = topo.metadata.as_ref().map_or(10_000, |x| x.lease_ms);
+    for c in [&mut s, &mut t] {
+        copy::session(c).await.map_err(err)?;
+        c.exec_drop("SET SESSION wait_timeout = ?", (idle_limit(lease),))
+            .await
+            .map_err(err)?;
+    }
+    if !shared.migration.may_drive() {
+        return Err(NOT_DRIVING.into());
+    }
     let mut shapes = Vec::new();
     for table in m.tables() {
         let (column, which) = match (topo.table(&table), &m.key) {
@@ -220,12 +285,17 @@ fn join_cursor(i: usize, key: Option<&str>) -> String {
 
 /// Deletes the range's rows of every table on one side, in throttled batches; the rows
 /// deleted.
-async fn delete_all(c: &mut Conn, shapes: &[Shape], rate: u64) -> mysql_async::Result<u64> {
+async fn delete_all(shared: &Shared, c: &mut Conn, shapes: &[Shape], rate: u64) -> Step<u64> {
     let started = Instant::now();
     let mut n = 0;
     for shape in shapes {
         loop {
-            let d = copy::delete_batch(c, shape, batch_size(rate)).await?;
+            if !shared.migration.may_drive() {
+                return Err(NOT_DRIVING.into());
+            }
+            let d = copy::delete_batch(c, shape, batch_size(rate))
+                .await
+                .map_err(err)?;
             if d == 0 {
                 break;
             }
@@ -247,7 +317,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         .inc();
     match m.step.as_str() {
         "prepare" => {
-            let mut e = ends(&topo, &m).await?;
+            let mut e = ends(shared, &topo, &m).await?;
             seed_slot_rows(&topo, &m).await?;
             let owners_ok = match &m.key {
                 Some(k) => super::placed(&topo, &m.table, k)
@@ -280,7 +350,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 .await
                 .map_err(err)?;
             // Left-overs of an earlier attempt: no proxy writes images here yet.
-            delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
+            delete_all(shared, &mut e.t, &e.shapes, 0).await?;
             let v = version(
                 shared,
                 c,
@@ -317,12 +387,15 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "ready" => Ok(false),
         "cutover" => cutover(shared, c, &m, lease).await,
         "cleanup" => {
-            let mut e = ends(&topo, &m).await?;
+            let mut e = ends(shared, &topo, &m).await?;
             let mut cleaned = m.cleaned;
             for shape in &e.shapes {
                 let started = Instant::now();
                 let mut mine = 0;
                 loop {
+                    if !shared.migration.may_drive() {
+                        return Err(NOT_DRIVING.into());
+                    }
                     let n = copy::delete_batch(&mut e.s, shape, batch_size(m.rate))
                         .await
                         .map_err(err)?;
@@ -355,8 +428,8 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             )
             .await?;
             acks(c, v, lease + 1000, Some(&m.target), ACK_TIMEOUT).await?;
-            let mut e = ends(&topo, &m).await?;
-            delete_all(&mut e.t, &e.shapes, 0).await.map_err(err)?;
+            let mut e = ends(shared, &topo, &m).await?;
+            delete_all(shared, &mut e.t, &e.shapes, 0).await?;
             store::set_step(
                 c,
                 m.id,
@@ -402,13 +475,16 @@ async fn still(c: &mut Conn, m: &Migration) -> Step<bool> {
 }
 
 async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
-    let mut e = ends(topo, &m).await?;
+    let mut e = ends(shared, topo, &m).await?;
     let started = Instant::now();
     let mut copied = m.copied;
     let (mut table, mut cursor) = split_cursor(m.cursor.as_deref());
     let mut checked = Instant::now();
     let mut last: Option<(usize, Option<String>)> = None;
     while let Some(shape) = e.shapes.get(table) {
+        if !shared.migration.may_drive() {
+            return Err(NOT_DRIVING.into());
+        }
         if last.as_ref().is_none_or(|(t, _)| *t != table) {
             let k = copy::last_key(&mut e.s, shape).await.map_err(err)?;
             last = Some((table, k));
@@ -472,7 +548,7 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
         .await
         .map_err(err)?;
     c.exec_drop(
-        "UPDATE shard_migrations SET step = 'verify', chunks_verified = 0, chunks_differing = 0 WHERE id = ? AND step = 'backfill'",
+        format!("UPDATE shard_migrations SET step = 'verify', chunks_verified = 0, chunks_differing = 0 WHERE id = ? AND step = 'backfill' AND {FENCE}"),
         (m.id,),
     )
     .await
@@ -490,12 +566,15 @@ async fn failures_now(c: &mut Conn, topo: &Topology) -> Step<u64> {
 }
 
 async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
-    let mut e = ends(topo, &m).await?;
+    let mut e = ends(shared, topo, &m).await?;
     let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;
     let mut differing = m.chunks_differing;
     let mut last: Option<(usize, Option<String>)> = None;
     while let Some(shape) = e.shapes.get(table) {
+        if !shared.migration.may_drive() {
+            return Err(NOT_DRIVING.into());
+        }
         if last.as_ref().is_none_or(|(t, _)| *t != table) {
             let k = copy::last_key(&mut e.s, shape).await.map_err(err)?;
             last = Some((table, k));
@@ -550,8 +629,8 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
             .await
             .map_err(err)?;
         c.exec_drop(
-            "UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
-             message = 'row images failed during verify: verifying again' WHERE id = ? AND step = 'verify'",
+            format!("UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
+             message = 'row images failed during verify: verifying again' WHERE id = ? AND step = 'verify' AND {FENCE}"),
             (m.id,),
         )
         .await
@@ -560,7 +639,7 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
     }
     let next = if m.auto_cutover { "cutover" } else { "ready" };
     c.exec_drop(
-        "UPDATE shard_migrations SET step = ?, cursor_key = NULL, message = NULL WHERE id = ? AND step = 'verify'",
+        format!("UPDATE shard_migrations SET step = ?, cursor_key = NULL, message = NULL WHERE id = ? AND step = 'verify' AND {FENCE}"),
         (next, m.id),
     )
     .await
@@ -631,14 +710,15 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
         )
         .await?;
         c.exec_drop(
-            "UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
-             message = 'row images failed since the verify: verifying again' WHERE id = ?",
+            format!("UPDATE shard_migrations SET chunks_verified = 0, chunks_differing = 0, cursor_key = NULL, \
+             message = 'row images failed since the verify: verifying again' WHERE id = ? AND {FENCE}"),
             (m.id,),
         )
         .await
         .map_err(err)?;
         return Ok(true);
     }
+    crate::hooks::migration_hold("frozen").await;
     // The point of no return: the target owns the slots.
     let v = version(
         shared,

@@ -24,6 +24,10 @@ pub struct Local {
     /// This proxy heartbeats (it watches a metadata schema with its rules file): only then
     /// does it take part in migrations, and only then is it fenced.
     watched: std::sync::atomic::AtomicBool,
+    /// Milliseconds after `epoch` until which this proxy may act as the migrations' driver:
+    /// its lease's last renewal (taken when it was sent) plus three quarters of the lease.
+    /// 0: it does not drive.
+    driving_until: AtomicU64,
 }
 
 impl Default for Local {
@@ -34,6 +38,7 @@ impl Default for Local {
             shadow_failures: AtomicU64::new(0),
             dual_writes: DualWrites::default(),
             watched: Default::default(),
+            driving_until: AtomicU64::new(0),
         }
     }
 }
@@ -87,6 +92,27 @@ impl Local {
     pub fn beat(&self, at: Instant) {
         let ms = at.saturating_duration_since(self.epoch).as_millis() as u64;
         self.last_beat.fetch_max(ms + 1, Ordering::Relaxed);
+    }
+
+    /// The driver's lease was renewed (the renewal sent at `at`) for `lease`.
+    pub fn drives(&self, at: Instant, lease: Duration) {
+        let until = at.saturating_duration_since(self.epoch) + lease * 3 / 4;
+        self.driving_until
+            .store(until.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// The lease is given back or lost.
+    pub fn stops_driving(&self) {
+        self.driving_until.store(0, Ordering::SeqCst);
+    }
+
+    /// May this proxy act as the driver now (its lease certainly its own)? Checked before
+    /// each step and each batch, and after opening the nodes' connections.
+    pub fn may_drive(&self) -> bool {
+        let now = Instant::now()
+            .saturating_duration_since(self.epoch)
+            .as_millis() as u64;
+        now < self.driving_until.load(Ordering::SeqCst)
     }
 
     /// How long since the last heartbeat (since start when there was none).

@@ -893,6 +893,16 @@ impl ProxyProcess {
         let _ = self.child.kill(); // SIGKILL
         let _ = self.child.wait();
     }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{signal} {}", self.child.id());
+    }
 }
 
 impl Drop for ProxyProcess {

@@ -19,7 +19,7 @@ pub fn rules(c: &Cluster, meta: &str, tables: &str) -> String {
          [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n",
     );
     s.push_str(&format!(
-        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 2000\n\n[nodes]\n",
+        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n[nodes]\n",
         c.url(3).replace("/shop", &format!("/{meta}"))
     ));
     for i in 0..3 {
