@@ -41,6 +41,35 @@ enum Command {
         #[command(subcommand)]
         what: MigrateCommand,
     },
+    /// Rebalance the slots of hash_slot tables by the nodes' weights (REBALANCE) through a
+    /// proxy's admin interface; or show, pause, resume, abort or follow the plan.
+    Rebalance {
+        /// The admin interface (`[admin]` of a proxy with a `[metadata]` schema).
+        #[arg(long, global = true, default_value = ADMIN)]
+        admin: String,
+        /// Only the tables sharded like this one (default: all).
+        #[arg(long)]
+        table: Option<String>,
+        /// Print the moves, queue nothing.
+        #[arg(long, conflicts_with = "follow")]
+        dry_run: bool,
+        /// Rows per second each move may copy or delete (default: as fast as it can).
+        #[arg(long)]
+        rate: Option<u64>,
+        /// Follow the plan with progress bars until it ends.
+        #[arg(long)]
+        follow: bool,
+        #[command(subcommand)]
+        what: Option<RebalanceCommand>,
+    },
+    /// Add, drain or remove a node through a proxy's admin interface.
+    Node {
+        /// The admin interface (`[admin]` of a proxy with a `[metadata]` schema).
+        #[arg(long, global = true, default_value = ADMIN)]
+        admin: String,
+        #[command(subcommand)]
+        what: NodeCommand,
+    },
     /// Print where a statement would run and the SQL each node would get.
     Route {
         #[arg(long)]
@@ -99,6 +128,59 @@ enum MigrateCommand {
     /// Abort a migration before its cutover: its slots stay on their source.
     Abort { id: Option<u64> },
 }
+
+#[derive(Subcommand)]
+enum RebalanceCommand {
+    /// The newest plan, one row per move (SHOW REBALANCE).
+    Show,
+    /// Start no more moves; those under way finish (PAUSE REBALANCE).
+    Pause,
+    /// Go on with a paused plan (RESUME REBALANCE).
+    Resume,
+    /// Abort the plan: moves under way go back unless past their cutover, the rest are
+    /// dropped (ABORT REBALANCE).
+    Abort,
+    /// Follow the newest plan with progress bars until it ends.
+    Follow,
+}
+
+#[derive(Subcommand)]
+enum NodeCommand {
+    /// Add a node (ADD NODE NAME 'URL' [WEIGHT w] [REBALANCE]).
+    Add {
+        name: String,
+        /// The node's `mysql://user:password@host:port/db` (no single quote or backslash:
+        /// percent-encode them).
+        url: String,
+        /// Its weight: its share of the slots (default 1).
+        #[arg(long)]
+        weight: Option<u32>,
+        /// Queue the moves that give it its share.
+        #[arg(long)]
+        rebalance: bool,
+        /// Follow those moves with progress bars until they end.
+        #[arg(long, requires = "rebalance")]
+        follow: bool,
+    },
+    /// Move every slot and directory key off a node (DRAIN NODE NAME [DRY RUN] [RATE r]).
+    Drain {
+        name: String,
+        /// Print the moves, queue nothing.
+        #[arg(long, conflicts_with = "follow")]
+        dry_run: bool,
+        /// Rows per second each move may copy or delete.
+        #[arg(long)]
+        rate: Option<u64>,
+        /// Follow the plan with progress bars until it ends.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Remove a node that holds nothing any more (REMOVE NODE NAME).
+    Remove { name: String },
+}
+
+/// The admin interface asked when `--admin` is not given.
+const ADMIN: &str = "mysql://ops:ops@127.0.0.1:3308";
 
 fn parse_day(s: &str) -> Result<chrono::NaiveDate, String> {
     chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
@@ -204,6 +286,71 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Rebalance {
+            admin,
+            table,
+            dry_run,
+            rate,
+            follow,
+            what,
+        } => {
+            use shardproxy::migrate::plan_cli::{Ask, Run};
+            if what.is_some() && (table.is_some() || dry_run || rate.is_some() || follow) {
+                eprintln!(
+                    "error: --table, --dry-run, --rate and --follow go with `shardproxy rebalance` alone, not with its subcommands"
+                );
+                return ExitCode::from(2);
+            }
+            let ask = match what {
+                None => Ask::Rebalance {
+                    table,
+                    how: Run {
+                        dry_run,
+                        rate,
+                        follow,
+                    },
+                },
+                Some(RebalanceCommand::Show) => Ask::Show,
+                Some(RebalanceCommand::Pause) => Ask::Pause,
+                Some(RebalanceCommand::Resume) => Ask::Resume,
+                Some(RebalanceCommand::Abort) => Ask::Abort,
+                Some(RebalanceCommand::Follow) => Ask::Follow,
+            };
+            plan_cli(&admin, ask)
+        }
+        Command::Node { admin, what } => {
+            use shardproxy::migrate::plan_cli::{Ask, Run};
+            let ask = match what {
+                NodeCommand::Add {
+                    name,
+                    url,
+                    weight,
+                    rebalance,
+                    follow,
+                } => Ask::AddNode {
+                    name,
+                    url,
+                    weight,
+                    rebalance,
+                    follow,
+                },
+                NodeCommand::Drain {
+                    name,
+                    dry_run,
+                    rate,
+                    follow,
+                } => Ask::Drain {
+                    name,
+                    how: Run {
+                        dry_run,
+                        rate,
+                        follow,
+                    },
+                },
+                NodeCommand::Remove { name } => Ask::Remove { name },
+            };
+            plan_cli(&admin, ask)
+        }
         Command::Route {
             config,
             now,
@@ -233,6 +380,27 @@ fn main() -> ExitCode {
         Command::Serve { config, now } => serve(config, now),
         #[cfg(not(feature = "test-hooks"))]
         Command::Serve { config } => serve(config, None),
+    }
+}
+
+/// `rebalance ...` and `node ...`: `ask` sent to the admin interface at `admin`.
+fn plan_cli(admin: &str, ask: shardproxy::migrate::plan_cli::Ask) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(shardproxy::migrate::plan_cli::run(admin, ask)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -37,7 +37,8 @@ pub enum Moved {
     Key(String),
 }
 
-async fn connect(admin: &str) -> Result<Conn, String> {
+/// A connection to the admin interface at `admin` (`mysql://user:password@host:port`).
+pub(super) async fn connect(admin: &str) -> Result<Conn, String> {
     let opts = Opts::from_url(admin).map_err(|e| format!("admin URL `{admin}`: {e}"))?;
     Conn::new(opts)
         .await
@@ -120,10 +121,15 @@ pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
 }
 
 async fn rows(c: &mut Conn) -> Result<Vec<HashMap<String, String>>, String> {
-    let rows: Vec<mysql_async::Row> = c
-        .query("SHOW MIGRATIONS")
-        .await
-        .map_err(|e| e.to_string())?;
+    named_rows(c, "SHOW MIGRATIONS").await
+}
+
+/// The rows `sql` answers, each by column name (a NULL as the empty string).
+pub(super) async fn named_rows(
+    c: &mut Conn,
+    sql: &str,
+) -> Result<Vec<HashMap<String, String>>, String> {
+    let rows: Vec<mysql_async::Row> = c.query(sql).await.map_err(|e| e.to_string())?;
     Ok(rows
         .into_iter()
         .map(|r| {

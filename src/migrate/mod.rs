@@ -16,6 +16,7 @@
 pub mod cli;
 pub mod copy;
 pub mod driver;
+pub mod plan_cli;
 pub mod queue;
 
 use crate::config::Topology;
