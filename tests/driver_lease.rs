@@ -184,7 +184,12 @@ async fn a_plan_whose_driver_died_between_a_freeze_and_the_new_owner_is_finished
     let mut ops_a = ops(admin).await;
     // ds2 is empty: two moves to it, one after the other.
     ops_a.query_drop("REBALANCE").await.expect("REBALANCE");
-    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(60)).await;
+    // a drives: its first move under way (it may be frozen at its cutover already).
+    let start = Instant::now();
+    while ["queued", "prepare"].contains(&migration(&mut ops_a, "1").await["step"].as_str()) {
+        assert!(start.elapsed() < Duration::from_secs(60), "the plan never began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let b = watching(&dir, "b", rules(c, meta, &tables));
     let pool_b = b.pool();
