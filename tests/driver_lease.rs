@@ -187,7 +187,10 @@ async fn a_plan_whose_driver_died_between_a_freeze_and_the_new_owner_is_finished
     // a drives: its first move under way (it may be frozen at its cutover already).
     let start = Instant::now();
     while ["queued", "prepare"].contains(&migration(&mut ops_a, "1").await["step"].as_str()) {
-        assert!(start.elapsed() < Duration::from_secs(60), "the plan never began");
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the plan never began"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let dir = tempfile::tempdir().expect("temp dir");
