@@ -53,6 +53,24 @@ fn moving_keys_above(from: i64, n: usize) -> Vec<i64> {
         .collect()
 }
 
+/// Every key read through `pool` holds what `expected` says.
+async fn keys_match(pool: &mysql_async::Pool, table: &str, expected: &Expected) {
+    let mut conn = pool.get_conn().await.expect("proxy");
+    let got: HashMap<i64, i64> = conn
+        .query::<(i64, i64), _>(format!("SELECT id, v FROM {table}"))
+        .await
+        .expect("read all")
+        .into_iter()
+        .collect();
+    drop(conn);
+    let wrong: Vec<_> = expected
+        .iter()
+        .filter(|(k, v)| got.get(k).copied() != **v)
+        .take(10)
+        .collect();
+    assert!(wrong.is_empty(), "keys differ from their log: {wrong:?}");
+}
+
 #[tokio::test]
 async fn a_driver_paused_past_its_lease_loses_it_and_writes_nothing_stale_when_it_wakes() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -138,20 +156,7 @@ async fn a_driver_paused_past_its_lease_loses_it_and_writes_nothing_stale_when_i
     for k in KEYS + 1..=ROWS {
         expected.insert(k, Some(if acked.contains(&k) { -1 } else { k }));
     }
-    let mut conn = pool_b.get_conn().await.expect("b");
-    let got: HashMap<i64, i64> = conn
-        .query::<(i64, i64), _>(format!("SELECT id, v FROM {table}"))
-        .await
-        .expect("read all")
-        .into_iter()
-        .collect();
-    drop(conn);
-    let wrong: Vec<_> = expected
-        .iter()
-        .filter(|(k, v)| got.get(k).copied() != **v)
-        .take(10)
-        .collect();
-    assert!(wrong.is_empty(), "keys differ from their log: {wrong:?}");
+    keys_match(&pool_b, table, &expected).await;
     assert_eq!(
         count_on(c, 0, table, "CRC32(id) % 1024 BETWEEN 0 AND 511").await,
         0,
@@ -239,20 +244,7 @@ async fn a_plan_whose_driver_died_between_a_freeze_and_the_new_owner_is_finished
     for k in KEYS + 1..=ROWS {
         expected.insert(k, Some(k));
     }
-    let mut conn = pool_b.get_conn().await.expect("b");
-    let got: HashMap<i64, i64> = conn
-        .query::<(i64, i64), _>(format!("SELECT id, v FROM {table}"))
-        .await
-        .expect("read all")
-        .into_iter()
-        .collect();
-    drop(conn);
-    let wrong: Vec<_> = expected
-        .iter()
-        .filter(|(k, v)| got.get(k).copied() != **v)
-        .take(10)
-        .collect();
-    assert!(wrong.is_empty(), "keys differ from their log: {wrong:?}");
+    keys_match(&pool_b, table, &expected).await;
     // Each node holds its share, and only the rows of its slots.
     let t = b.shared.topology();
     let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {

@@ -22,64 +22,19 @@ const NEW: usize = 5;
 /// Tests here share ds4 and the metadata node: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// The rules of a proxy over `nodes` (ds-names and cluster nodes) with `tables`, an admin
-/// listener and the metadata schema `meta`.
-fn rules_on(c: &Cluster, meta: &str, nodes: &[(&str, usize)], tables: &str) -> String {
-    let mut s = String::from(
-        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
-         users = [{ name = \"app\", password = \"app\" }]\n\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n",
-    );
-    s.push_str(&format!(
-        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n[nodes]\n",
-        c.root_url(META, meta)
-    ));
-    for (name, i) in nodes {
-        s.push_str(&format!("{name} = \"{}\"\n", c.url(*i)));
-    }
-    s.push('\n');
-    s.push_str(tables);
-    s
+fn rules_over(c: &Cluster, meta: &str, nodes: &[(&str, usize)], tables: &str) -> String {
+    rules_on(c, META, meta, nodes, tables)
 }
 
 async fn fresh_meta(c: &Cluster, meta: &str) {
-    let pool = c.direct(META);
-    let mut conn = pool.get_conn().await.expect("metadata node");
-    conn.query_drop(format!("DROP DATABASE IF EXISTS {meta}"))
-        .await
-        .expect("drop");
-    conn.query_drop(format!("CREATE DATABASE {meta}"))
-        .await
-        .expect("create");
-    drop(conn);
-    pool.disconnect().await.ok();
+    fresh_schema_on(c, META, meta).await
 }
 
 /// `table` gone from every data node (the new one too), then created through `pool` with
 /// `rows` rows `(k, k)`.
 async fn load_all(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
-    for n in (0..NODES).filter(|n| *n != META) {
-        let p = c.direct(n);
-        p.get_conn()
-            .await
-            .expect("direct")
-            .query_drop(format!("DROP TABLE IF EXISTS {table}"))
-            .await
-            .expect("drop on the node");
-        p.disconnect().await.ok();
-    }
-    let mut conn = pool.get_conn().await.expect("proxy");
-    conn.query_drop(format!(
-        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"
-    ))
-    .await
-    .expect("create");
-    for chunk in (1..=rows).collect::<Vec<_>>().chunks(2000) {
-        let values: Vec<String> = chunk.iter().map(|k| format!("({k}, {k})")).collect();
-        conn.query_drop(format!("INSERT INTO {table} VALUES {}", values.join(", ")))
-            .await
-            .expect("load");
-    }
+    let data: Vec<usize> = (0..NODES).filter(|n| *n != META).collect();
+    load_after_dropping(c, &data, pool, table, rows).await
 }
 
 /// SHOW REBALANCE, each row by column name.
@@ -246,8 +201,8 @@ async fn a_node_is_added_then_another_drained_and_removed_under_load_through_two
          {{ slots = \"256-511\", node = \"ds1\" }}, {{ slots = \"512-767\", node = \"ds2\" }}, {{ slots = \"768-1023\", node = \"ds3\" }}]\n"
     );
     let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules_on(c, meta, &four, &tables));
-    let b = watching(&dir, "b", rules_on(c, meta, &four, &tables));
+    let a = watching(&dir, "a", rules_over(c, meta, &four, &tables));
+    let b = watching(&dir, "b", rules_over(c, meta, &four, &tables));
     let (pool_a, pool_b) = (a.pool(), b.pool());
     let rows = 20_000;
     load_all(c, &pool_a, table, rows).await;
@@ -355,7 +310,7 @@ async fn moves_that_share_no_node_run_side_by_side_and_a_plan_is_paused_and_abor
          {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
     );
     let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules_on(c, meta, &four, &tables));
+    let a = watching(&dir, "a", rules_over(c, meta, &four, &tables));
     let pool = a.pool();
     load_all(c, &pool, table, 4_000).await;
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
@@ -430,5 +385,95 @@ async fn moves_that_share_no_node_run_side_by_side_and_a_plan_is_paused_and_abor
     within_one_of_share(&slots_per_node(&a, table), &["ds0", "ds1", "ds2", "ds3"]);
     let held = rows_where_their_slots_say(c, &a, table, &four).await;
     assert_eq!(held.values().sum::<i64>(), 4_000, "{held:?}");
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(NODES);
+    let meta = "rb_meta_dir";
+    fresh_meta(c, meta).await;
+    let three = [("ds0", 0), ("ds1", 1), ("ds2", 2)];
+    // Tenants 7 and 8 live on ds1 by their entries, 9 on ds0; the rest fall back to ds0.
+    let tables = "[tables.t_dten]\nrule = \"directory\"\ncolumn = \"tenant_id\"\n\
+         entries = { \"7\" = \"ds1\", \"8\" = \"ds1\", \"9\" = \"ds0\" }\n\
+         fallback = { rule = \"single\", node = \"ds0\" }\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules_over(c, meta, &three, tables));
+    let pool = a.pool();
+    for n in [0, 1, 2] {
+        let p = c.direct(n);
+        p.get_conn()
+            .await
+            .expect("direct")
+            .query_drop("DROP TABLE IF EXISTS t_dten")
+            .await
+            .expect("drop");
+        p.disconnect().await.ok();
+    }
+    let mut conn = pool.get_conn().await.expect("proxy");
+    conn.query_drop(
+        "CREATE TABLE t_dten (tenant_id INT NOT NULL, id INT NOT NULL, v INT, PRIMARY KEY (tenant_id, id))",
+    )
+    .await
+    .expect("create");
+    for t in [7, 8, 9, 10] {
+        let values: Vec<String> = (1..=200).map(|i| format!("({t}, {i}, {i})")).collect();
+        conn.query_drop(format!("INSERT INTO t_dten VALUES {}", values.join(",")))
+            .await
+            .expect("load");
+    }
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    // The plan, dry: one key move each, to the nodes with the fewest of the table's entries.
+    let plan: Vec<String> = ops_a
+        .query_map("DRAIN NODE ds1 DRY RUN", |r: mysql_async::Row| {
+            r.get::<String, _>(1).unwrap_or_default()
+        })
+        .await
+        .expect("DRAIN NODE ds1 DRY RUN");
+    assert_eq!(
+        plan,
+        vec![
+            "MIGRATE KEY '7' OF t_dten TO ds2".to_string(),
+            "MIGRATE KEY '8' OF t_dten TO ds0".to_string()
+        ]
+    );
+    ops_a
+        .query_drop("DRAIN NODE ds1")
+        .await
+        .expect("DRAIN NODE ds1");
+    until_plan(&mut ops_a, "done", Duration::from_secs(120)).await;
+    let t = a.shared.topology();
+    let Some(shardproxy::config::TableRule::Directory(d)) = t.table("t_dten") else {
+        panic!("t_dten is not a directory table");
+    };
+    let on = |k: &str| {
+        d.entries
+            .get(k.as_bytes())
+            .map(|n| t.node_name(*n).to_string())
+    };
+    assert_eq!(on("7").as_deref(), Some("ds2"));
+    assert_eq!(on("8").as_deref(), Some("ds0"));
+    assert_eq!(
+        count_on(c, 1, "t_dten", "1 = 1").await,
+        0,
+        "ds1 keeps tenants"
+    );
+    assert_eq!(count_on(c, 2, "t_dten", "tenant_id = 7").await, 200);
+    assert_eq!(count_on(c, 0, "t_dten", "tenant_id = 8").await, 200);
+    // Every tenant reads whole through the proxy.
+    let n: Vec<(i64, i64)> = conn
+        .query("SELECT tenant_id, COUNT(*) FROM t_dten GROUP BY tenant_id ORDER BY tenant_id")
+        .await
+        .expect("counts");
+    assert_eq!(n, vec![(7, 200), (8, 200), (9, 200), (10, 200)]);
+    drop(conn);
+    ops_a
+        .query_drop("REMOVE NODE ds1")
+        .await
+        .expect("REMOVE NODE ds1 after its drain");
+    let t = a.shared.topology();
+    assert!(t.node_index("ds1").is_none_or(|i| t.nodes[i].retired));
     pool.disconnect().await.ok();
 }

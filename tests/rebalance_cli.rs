@@ -21,26 +21,6 @@ use shardproxy::config::TableRule;
 const META: usize = 3;
 const NEW: usize = 2;
 
-/// The rules of a proxy over `nodes` (ds-names and cluster nodes) with `tables`, an admin
-/// listener and the metadata schema `meta` on node 3.
-fn rules_on(c: &Cluster, meta: &str, nodes: &[(&str, usize)], tables: &str) -> String {
-    let mut s = String::from(
-        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
-         users = [{ name = \"app\", password = \"app\" }]\n\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n",
-    );
-    s.push_str(&format!(
-        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n[nodes]\n",
-        c.root_url(META, meta)
-    ));
-    for (name, i) in nodes {
-        s.push_str(&format!("{name} = \"{}\"\n", c.url(*i)));
-    }
-    s.push('\n');
-    s.push_str(tables);
-    s
-}
-
 /// What a run of the CLI left: its exit status, stdout and stderr.
 struct Ran {
     ok: bool,
@@ -130,7 +110,7 @@ async fn a_node_added_from_the_cli_gets_its_share_followed_to_a_summary() {
          {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
     );
     let dir = tempfile::tempdir().expect("temp dir");
-    let p = watching(&dir, "a", rules_on(c, meta, &two, &tables));
+    let p = watching(&dir, "a", rules_on(c, META, meta, &two, &tables));
     let pool = p.pool();
     // Gone from ds2 too (load drops it on nodes 0-2), so ds2 starts empty.
     load(c, &pool, table, rows).await;

@@ -5,28 +5,19 @@
 
 use mysql_async::Conn;
 
+use super::meta::failed;
 use super::words::{headers, parse_range, slot_range_before, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::metadata::migrations::{self as store, Migration};
 use crate::shared::migration::BLIND_LEASES;
 
-fn failed(e: impl std::fmt::Display) -> MyError {
-    MyError::new(1105, format!("metadata: {e}"))
-}
-
 async fn connect(t: &Topology) -> Result<Conn, MyError> {
-    let Some(meta) = t.metadata.as_ref() else {
-        return Err(unsupported(
-            "slot migrations need a [metadata] schema, where their state and every proxy's heartbeat are kept",
-        ));
-    };
-    let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
-    let mut c = Conn::new(opts).await.map_err(failed)?;
-    crate::metadata::ensure_schema(&mut c)
-        .await
-        .map_err(failed)?;
-    Ok(c)
+    super::meta::connect(
+        t,
+        "slot migrations need a [metadata] schema, where their state and every proxy's heartbeat are kept",
+    )
+    .await
 }
 
 /// `MIGRATE SLOTS a-b OF t TO node [RATE n] [AUTO]`.

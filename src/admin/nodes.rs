@@ -9,15 +9,12 @@ use std::path::Path;
 
 use mysql_async::prelude::Queryable;
 
+use super::meta::failed;
 use super::words::{unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::metadata::NodeRow;
 use crate::shared::{Reload, Shared};
-
-fn failed(e: impl std::fmt::Display) -> MyError {
-    MyError::new(1105, format!("metadata: {e}"))
-}
 
 /// `ADD NODE n 'url' [WEIGHT w] [REBALANCE]` (`w` as written, `up` upper-cased).
 pub async fn add(
@@ -256,11 +253,7 @@ pub async fn remove(
         });
     };
     // A move or plan under way may yet name the node.
-    let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
-    let mut c = mysql_async::Conn::new(opts).await.map_err(failed)?;
-    crate::metadata::ensure_schema(&mut c)
-        .await
-        .map_err(failed)?;
+    let mut c = super::meta::connect(t, "").await?;
     let active = crate::metadata::migrations::active(&mut c)
         .await
         .map_err(failed)?;

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use mysql_async::Conn;
 
+use super::meta::failed;
 use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
@@ -210,22 +211,12 @@ fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec
     v
 }
 
-fn failed(e: impl std::fmt::Display) -> MyError {
-    MyError::new(1105, format!("metadata: {e}"))
-}
-
 async fn connect(t: &Topology) -> Result<Conn, MyError> {
-    let Some(meta) = t.metadata.as_ref() else {
-        return Err(unsupported(
-            "a rebalance runs as slot migrations, which need a [metadata] schema: add DRY RUN to see the plan",
-        ));
-    };
-    let opts = mysql_async::Opts::from_url(&meta.url).map_err(failed)?;
-    let mut c = Conn::new(opts).await.map_err(failed)?;
-    crate::metadata::ensure_schema(&mut c)
-        .await
-        .map_err(failed)?;
-    Ok(c)
+    super::meta::connect(
+        t,
+        "a rebalance runs as slot migrations, which need a [metadata] schema: add DRY RUN to see the plan",
+    )
+    .await
 }
 
 /// Queues the plan for the driver; what is answered.

@@ -13,6 +13,18 @@ use super::*;
 /// The rules of a proxy over ds0-ds2 with `tables`, an admin listener and the metadata
 /// schema `meta` on node 3.
 pub fn rules(c: &Cluster, meta: &str, tables: &str) -> String {
+    rules_on(c, 3, meta, &[("ds0", 0), ("ds1", 1), ("ds2", 2)], tables)
+}
+
+/// The rules of a proxy over `nodes` (names and cluster nodes) with `tables`, an admin
+/// listener and the metadata schema `meta` on cluster node `meta_node`.
+pub fn rules_on(
+    c: &Cluster,
+    meta_node: usize,
+    meta: &str,
+    nodes: &[(&str, usize)],
+    tables: &str,
+) -> String {
     let mut s = String::from(
         "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
          users = [{ name = \"app\", password = \"app\" }]\n\n\
@@ -20,10 +32,10 @@ pub fn rules(c: &Cluster, meta: &str, tables: &str) -> String {
     );
     s.push_str(&format!(
         "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n[nodes]\n",
-        c.url(3).replace("/shop", &format!("/{meta}"))
+        c.root_url(meta_node, meta)
     ));
-    for i in 0..3 {
-        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
+    for (name, i) in nodes {
+        s.push_str(&format!("{name} = \"{}\"\n", c.url(*i)));
     }
     s.push('\n');
     s.push_str(tables);
@@ -38,7 +50,12 @@ pub fn watching(dir: &tempfile::TempDir, name: &str, rules: String) -> Proxy {
 }
 
 pub async fn fresh_schema(c: &Cluster, meta: &str) {
-    let pool = c.direct(3);
+    fresh_schema_on(c, 3, meta).await
+}
+
+/// The metadata schema `meta` on cluster node `node`, empty.
+pub async fn fresh_schema_on(c: &Cluster, node: usize, meta: &str) {
+    let pool = c.direct(node);
     let mut conn = pool.get_conn().await.expect("metadata node");
     conn.query_drop(format!("DROP DATABASE IF EXISTS {meta}"))
         .await
@@ -100,8 +117,20 @@ pub async fn until_step(
 /// `table` created through `pool` on ds0/ds1 (gone from every node first) with `rows` rows
 /// `(k, k)`.
 pub async fn load(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
-    for n in 0..3 {
-        let p = c.direct(n);
+    load_after_dropping(c, &[0, 1, 2], pool, table, rows).await
+}
+
+/// `table` dropped from the cluster nodes `nodes`, then created through `pool` with `rows`
+/// rows `(k, k)`.
+pub async fn load_after_dropping(
+    c: &Cluster,
+    nodes: &[usize],
+    pool: &Pool,
+    table: &str,
+    rows: i64,
+) {
+    for n in nodes {
+        let p = c.direct(*n);
         p.get_conn()
             .await
             .expect("direct")
