@@ -5,9 +5,10 @@
 //! Why images and not the statement: the target may not hold a row yet (the backfill copies
 //! it later) or may hold it already; `v = v + 1` run on both would be lost or counted twice.
 //! Images are taken under the source's row locks (the rows are locked by a locking read
-//! before the statement and stay locked to the commit), and the target's branch commits
-//! after the source's, holding its own row locks until then. So for each row the target
-//! gets the images in the order the source committed them, and the backfill, which copies
+//! before the statement and stay locked to the commit), and the target's branch holds its
+//! own row locks from its REPLACE to its commit (sent with the source's: `super::txn`). So
+//! for each row the target gets the images in the order the source committed them, and
+//! the backfill, which copies
 //! each batch under the same locks, interleaves correctly with them (`docs/design.md`).
 //!
 //! Outside a transaction the write gets one of its own (BEGIN on the source, the target's
@@ -260,7 +261,8 @@ mod tests {
         let commit = at(&log, 0, "COMMIT");
         let target_commit = at(&log, 2, "XA END");
         assert!(begin < lock && lock < write && write < image && image < replace);
-        assert!(replace < commit && commit < target_commit, "{log:?}");
+        // Both commits after the images are written (sent at once: see `commit_tx`).
+        assert!(replace < commit && replace < target_commit, "{log:?}");
         assert!(log[target_commit].1.contains("XA COMMIT"), "{log:?}");
         assert_eq!(
             sink.events,
@@ -308,6 +310,17 @@ mod tests {
         assert!(log[rolled].1.contains("XA ROLLBACK"), "{log:?}");
         assert!(d.sql_on(0).iter().any(|s| s == "COMMIT"), "{log:?}");
         assert!(matches!(sink.events[..], [Event::Ok { affected: 1, .. }]));
+    }
+
+    #[tokio::test]
+    async fn images_committed_beside_a_source_commit_that_failed_count_as_failed() {
+        let mut d = door();
+        d.fail_on(0, "COMMIT", 1180, "Got error 6 during COMMIT");
+        let mut sink = RecordSink::text();
+        let r = run(&mut d, &mut sink, &update()).await;
+        assert_eq!(r.map_err(|e| e.error.code).err(), Some(1180));
+        // The target has images of a write that did not commit: the verify must run again.
+        assert_eq!(*d.shadow_failures.lock().unwrap(), vec![2]);
     }
 
     #[tokio::test]

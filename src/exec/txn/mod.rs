@@ -420,11 +420,17 @@ fn commit_error(node: &str, e: &MyError, what: &str) -> MyError {
     )
 }
 
-/// Commits the transaction's own branches, then those that hold only row images of slots
-/// being moved ([`Branch::shadow`]): after, so a writer that waits for a row's lock on the
-/// source writes its image to the target after this one; one phase each, and a failure there
-/// is counted for the migration (its verify step finds and copies the rows again), never the
-/// client's. When the transaction fails, they roll back.
+/// Commits the transaction's own branches and those that hold only row images of slots
+/// being moved ([`Branch::shadow`]), one phase each; a failure on an image branch is counted
+/// for the migration (its verify step finds and copies the rows again), never the client's.
+///
+/// With one own branch (an autocommit write, most transactions) both commits go at once:
+/// the images are in order whichever commits first, because a writer waiting for a row's
+/// lock on the source gets it only after this commit there, and then waits for this
+/// branch's lock on the target (taken by its REPLACE, before either commit) to write its own
+/// image. Should the source's commit fail after the images committed, those images count as
+/// failed: the verify runs again. With several own branches the images commit after them
+/// (or roll back when the transaction fails).
 async fn commit_tx<D: Door>(door: &mut D, mut tx: Tx) -> Result<(), MyError> {
     if !tx.branches.iter().skip(1).any(|b| b.shadow) {
         return commit_own(door, tx).await;
@@ -434,6 +440,9 @@ async fn commit_tx<D: Door>(door: &mut D, mut tx: Tx) -> Result<(), MyError> {
     let (shadows, mut own): (Vec<Branch>, Vec<Branch>) =
         tx.branches.drain(..).partition(|b| b.shadow);
     own.insert(0, first);
+    if own.len() == 1 {
+        return commit_beside_images(door, &own[0], &shadows, &x).await;
+    }
     tx.branches = own;
     let r = commit_own(door, tx).await;
     let stmts = if r.is_ok() {
@@ -459,6 +468,50 @@ async fn commit_tx<D: Door>(door: &mut D, mut tx: Tx) -> Result<(), MyError> {
         }
     }
     r
+}
+
+/// One own branch's COMMIT and its image branches' commits, sent at once (see [`commit_tx`]).
+async fn commit_beside_images<D: Door>(
+    door: &mut D,
+    own: &Branch,
+    shadows: &[Branch],
+    x: &str,
+) -> Result<(), MyError> {
+    let plain = if own.xa {
+        format!("XA END {x}; XA COMMIT {x} ONE PHASE")
+    } else {
+        "COMMIT".to_string()
+    };
+    let mut stmts = vec![(own.node, plain)];
+    stmts.extend(per_branch(
+        shadows,
+        "COMMIT",
+        &format!("XA END {x}; XA COMMIT {x} ONE PHASE"),
+    ));
+    let mut results = door.run_each(&stmts).await.into_iter();
+    door.count_tx("commit");
+    let own_result = results.next();
+    let own_failed = matches!(own_result, Some(Err(_)));
+    for (b, res) in shadows.iter().zip(results) {
+        match res {
+            Err(e) => {
+                door.discard(b.node);
+                door.shadow_failed(b.node, &e.error);
+            }
+            Ok(()) if own_failed => door.shadow_failed(
+                b.node,
+                &MyError::new(
+                    ER_ERROR_DURING_COMMIT,
+                    "row images committed for a write whose own commit failed",
+                ),
+            ),
+            Ok(()) => {}
+        }
+    }
+    match own_result {
+        Some(Err(e)) => Err(e.error),
+        _ => Ok(()),
+    }
 }
 
 async fn commit_own<D: Door>(door: &mut D, tx: Tx) -> Result<(), MyError> {
