@@ -30,6 +30,9 @@ pub struct KeyRoute {
     column: String,
     /// The parameter that holds the key.
     pub param: usize,
+    /// A plain point read (a SELECT that locks nothing): while its slot moves it goes where
+    /// the slot's reads go, as the full planner sends it; anything else is planned in full.
+    read: bool,
 }
 
 /// Where one execution goes.
@@ -91,6 +94,7 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
             _ => None,
         }
     };
+    let read = matches!(&parsed.stmt, Statement::Query(q) if q.locks.is_empty());
     let param = match &parsed.stmt {
         Statement::Query(q) => {
             let SetExpr::Select(s) = q.body.as_ref() else {
@@ -161,6 +165,7 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
         kind,
         column,
         param,
+        read,
     })
 }
 
@@ -184,8 +189,8 @@ impl KeyRoute {
         match rule {
             TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v)?;
-                if map.moving(slot).is_some() {
-                    // Planned in full (`super::moving`).
+                if map.moving(slot).is_some() && !self.read {
+                    // Planned in full (`super::moving`): writes and locking reads.
                     return None;
                 }
                 Some(Resolved {
@@ -368,6 +373,47 @@ slots = [{ slots = "0-1023", node = "ds1" }]
         let r = a("SELECT * FROM r WHERE k = ?").unwrap();
         assert_eq!(r.resolve(&t, &[Value::Int(5)]).unwrap().node, 0);
         assert_eq!(r.resolve(&t, &[Value::Int(500)]).unwrap().node, 1);
+    }
+
+    #[test]
+    fn a_plain_read_of_a_moving_slot_goes_where_its_reads_go_and_nothing_else_is_cached() {
+        let moving = |step: &str| {
+            test_topology(
+                2,
+                3,
+                &format!(
+                    "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                     slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
+                ),
+            )
+        };
+        let lo = (1..)
+            .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
+            .unwrap();
+        let read = a("SELECT c FROM t WHERE id = ?").unwrap();
+        let at = |t: &Topology| read.resolve(t, &[Value::Int(lo)]).map(|r| r.node);
+        assert_eq!(
+            at(&moving("dual_write")),
+            Some(0),
+            "reads stay on the source"
+        );
+        assert_eq!(
+            at(&moving("read_target")),
+            Some(2),
+            "then move to the target"
+        );
+        for sql in [
+            "SELECT c FROM t WHERE id = ? FOR UPDATE",
+            "UPDATE t SET c = 1 WHERE id = ?",
+            "DELETE FROM t WHERE id = ?",
+        ] {
+            let k = a(sql).unwrap_or_else(|| panic!("{sql}"));
+            assert_eq!(
+                k.resolve(&moving("dual_write"), &[Value::Int(lo)]),
+                None,
+                "{sql}"
+            );
+        }
     }
 
     #[test]
