@@ -72,7 +72,8 @@ pub async fn run(shared: Arc<Shared>) {
         let Ok(opts) = Opts::from_url(&meta.url) else {
             continue;
         };
-        // A connection of its own: the lock lives as long as it does.
+        // A connection of its own: the lease is taken, renewed and given back on it, and
+        // the plan's queue is run from it.
         let Ok(mut lock) = Conn::new(opts.clone()).await else {
             continue;
         };
@@ -80,8 +81,7 @@ pub async fn run(shared: Arc<Shared>) {
         let token = async {
             let queued = crate::metadata::rebalance::current(&mut lock)
                 .await
-                .ok()?
-                .is_some();
+                .is_ok_and(|p| p.is_some());
             if store::active(&mut lock).await.ok()?.is_empty() && !queued {
                 return None;
             }
