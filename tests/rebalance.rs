@@ -39,20 +39,7 @@ async fn load_all(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
 
 /// SHOW REBALANCE, each row by column name.
 async fn plan_rows(ops: &mut Conn) -> Vec<HashMap<String, String>> {
-    let rows: Vec<mysql_async::Row> = ops.query("SHOW REBALANCE").await.expect("SHOW REBALANCE");
-    rows.into_iter()
-        .map(|r| {
-            let cols: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().to_string())
-                .collect();
-            let vals: Vec<String> = (0..cols.len())
-                .map(|i| r.get::<Option<String>, _>(i).flatten().unwrap_or_default())
-                .collect();
-            cols.into_iter().zip(vals).collect()
-        })
-        .collect()
+    named_rows(ops, "SHOW REBALANCE").await
 }
 
 /// Waits until the newest plan is `state`; its moves.

@@ -73,24 +73,31 @@ pub async fn ops(admin_port: u16) -> Conn {
         .expect("operator login")
 }
 
+/// The rows an admin statement answers, each by column name.
+pub async fn named_rows(ops: &mut Conn, sql: &str) -> Vec<HashMap<String, String>> {
+    let rows: Vec<mysql_async::Row> = ops.query(sql).await.expect(sql);
+    rows.into_iter()
+        .map(|r| {
+            let cols: Vec<String> = r
+                .columns_ref()
+                .iter()
+                .map(|c| c.name_str().to_string())
+                .collect();
+            let vals: Vec<String> = (0..cols.len())
+                .map(|i| r.get::<Option<String>, _>(i).flatten().unwrap_or_default())
+                .collect();
+            cols.into_iter().zip(vals).collect()
+        })
+        .collect()
+}
+
 /// The migration's row in SHOW MIGRATIONS, by column name.
 pub async fn migration(ops: &mut Conn, id: &str) -> HashMap<String, String> {
-    let rows: Vec<mysql_async::Row> = ops.query("SHOW MIGRATIONS").await.expect("SHOW MIGRATIONS");
-    for r in rows {
-        let cols: Vec<String> = r
-            .columns_ref()
-            .iter()
-            .map(|c| c.name_str().to_string())
-            .collect();
-        let vals: Vec<String> = (0..cols.len())
-            .map(|i| r.get::<Option<String>, _>(i).flatten().unwrap_or_default())
-            .collect();
-        let m: HashMap<String, String> = cols.into_iter().zip(vals).collect();
-        if m.get("id").map(String::as_str) == Some(id) {
-            return m;
-        }
-    }
-    panic!("no migration {id}");
+    named_rows(ops, "SHOW MIGRATIONS")
+        .await
+        .into_iter()
+        .find(|m| m.get("id").map(String::as_str) == Some(id))
+        .unwrap_or_else(|| panic!("no migration {id}"))
 }
 
 /// Waits until migration `id` reaches `step`.
