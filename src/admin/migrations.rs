@@ -198,10 +198,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
             vec![
                 m.id.to_string(),
                 m.table.clone(),
-                match &m.key {
-                    Some(k) => format!("key '{k}'"),
-                    None => format!("{}-{}", m.first, m.last),
-                },
+                m.slots_text(),
                 m.source.clone(),
                 m.target.clone(),
                 m.step.clone(),
@@ -245,17 +242,7 @@ pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<An
     let (from, to): (&[&str], &str) = if cutover {
         (&["ready"], "cutover")
     } else {
-        (
-            &[
-                "prepare",
-                "dual_write",
-                "backfill",
-                "verify",
-                "ready",
-                "cutover",
-            ],
-            "aborting",
-        )
+        (&store::ABORTABLE, "aborting")
     };
     let id = match words.get(1).map(|w| w.parse::<u64>()) {
         Some(Ok(id)) => id,

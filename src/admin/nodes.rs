@@ -211,11 +211,10 @@ async fn lookup_names(
     let mut c = mysql_async::Conn::new(opts)
         .await
         .map_err(|e| e.to_string())?;
-    let q = |s: &str| format!("`{}`", s.replace('`', "``"));
     let sql = format!(
         "SELECT COUNT(*) FROM {} WHERE {} = {}",
-        q(&l.table),
-        q(&l.node_column),
+        crate::sql::write::quoted(&l.table),
+        crate::sql::write::quoted(&l.node_column),
         crate::sql::write::text_literal(t.node_name(n))
     );
     let r: Option<u64> = c.query_first(sql).await.map_err(|e| e.to_string())?;

@@ -429,10 +429,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
                     m.seq.unwrap_or(0).to_string(),
                     m.id.to_string(),
                     m.table.clone(),
-                    match &m.key {
-                        Some(k) => format!("key '{k}'"),
-                        None => format!("{}-{}", m.first, m.last),
-                    },
+                    m.slots_text(),
                     m.source.clone(),
                     m.target.clone(),
                     m.step.clone(),

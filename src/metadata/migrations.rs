@@ -7,6 +7,16 @@ use mysql_async::{Conn, Pool, TxOpts};
 
 use super::schema::FENCE;
 
+/// The steps a migration can be aborted from (past them the target owns the slots).
+pub const ABORTABLE: [&str; 6] = [
+    "prepare",
+    "dual_write",
+    "backfill",
+    "verify",
+    "ready",
+    "cutover",
+];
+
 /// The steps a migration's row goes through (`SHOW MIGRATIONS`).
 pub const ACTIVE: [&str; 8] = [
     "prepare",
@@ -88,8 +98,16 @@ impl Migration {
     /// What moves, for messages: `slots a-b` or `key 'v'`.
     pub fn what(&self) -> String {
         match &self.key {
+            Some(_) => self.slots_text(),
+            None => format!("slots {}", self.slots_text()),
+        }
+    }
+
+    /// What moves, for the admin's rows: `a-b` or `key 'v'`.
+    pub fn slots_text(&self) -> String {
+        match &self.key {
             Some(k) => format!("key '{k}'"),
-            None => format!("slots {}-{}", self.first, self.last),
+            None => format!("{}-{}", self.first, self.last),
         }
     }
 
@@ -189,6 +207,15 @@ pub async fn insert<C: Queryable>(c: &mut C, m: &Migration) -> mysql_async::Resu
     Ok(id.unwrap_or(0))
 }
 
+/// `a, b, ...`: each word as a literal of the proxy's writer (for `IN (...)`).
+pub(super) fn literals(words: &[&str]) -> String {
+    let list: Vec<String> = words
+        .iter()
+        .map(|s| crate::sql::write::text_literal(s))
+        .collect();
+    list.join(", ")
+}
+
 /// Moves a migration from one of `from` to `to` (the admin's CUTOVER and ABORT); whether it
 /// did.
 pub async fn transition(
@@ -197,14 +224,10 @@ pub async fn transition(
     from: &[&str],
     to: &str,
 ) -> mysql_async::Result<bool> {
-    let list: Vec<String> = from
-        .iter()
-        .map(|s| crate::sql::write::text_literal(s))
-        .collect();
     c.exec_drop(
         format!(
             "UPDATE shard_migrations SET step = ? WHERE id = ? AND step IN ({}) AND {FENCE}",
-            list.join(", ")
+            literals(from)
         ),
         (to, id),
     )

@@ -131,14 +131,10 @@ pub async fn set_state(
     to: &str,
     message: Option<&str>,
 ) -> mysql_async::Result<bool> {
-    let list: Vec<String> = from
-        .iter()
-        .map(|s| crate::sql::write::text_literal(s))
-        .collect();
     c.exec_drop(
         format!(
             "UPDATE shard_rebalance SET state = ?, message = ? WHERE id = ? AND state IN ({}) AND {}",
-            list.join(", "),
+            migrations::literals(from),
             super::schema::FENCE
         ),
         (to, message, id),

@@ -11,18 +11,8 @@ use std::collections::HashSet;
 use mysql_async::Conn;
 use tracing::info;
 
-use crate::metadata::migrations::{self as store};
+use crate::metadata::migrations::{self as store, ABORTABLE};
 use crate::metadata::rebalance::{self as plans, in_flight};
-
-/// The steps a move can be aborted from (past them the target owns the slots).
-const ABORTABLE: [&str; 6] = [
-    "prepare",
-    "dual_write",
-    "backfill",
-    "verify",
-    "ready",
-    "cutover",
-];
 
 /// One look at the plan not finished; whether one is (the driver keeps driving).
 pub async fn schedule(c: &mut Conn) -> mysql_async::Result<bool> {
