@@ -36,27 +36,7 @@ async fn check_moved(
     for k in touched + 1..=rows {
         expected.insert(k, Some(k));
     }
-    for pool in pools {
-        let mut conn = pool.get_conn().await.expect("proxy");
-        let got: Vec<(i64, i64)> = conn
-            .query(format!("SELECT id, v FROM {table} ORDER BY id"))
-            .await
-            .expect("read all");
-        let got: HashMap<i64, i64> = got.into_iter().collect();
-        let mut wrong = Vec::new();
-        for (k, want) in &expected {
-            if got.get(k).copied() != *want {
-                wrong.push((*k, *want, got.get(k).copied()));
-            }
-        }
-        let extra = got.keys().filter(|k| !expected.contains_key(k)).count();
-        assert!(
-            wrong.is_empty() && extra == 0,
-            "{} keys differ from their log (key, log, proxy): {:?}; {extra} rows no log has",
-            wrong.len(),
-            &wrong[..wrong.len().min(10)]
-        );
-    }
+    keys_match(pools, table, &expected).await;
     let moved = expected
         .iter()
         .filter(|(k, v)| v.is_some() && node_of_key(&L2, **k) == 0)
@@ -405,16 +385,7 @@ async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     let a = watching(&dir, "a", rules(c, meta, &tables));
     let b = watching(&dir, "b", rules(c, meta, &tables));
     let (pool_a, pool_b) = (a.pool(), b.pool());
-    for n in 0..3 {
-        let p = c.direct(n);
-        p.get_conn()
-            .await
-            .expect("direct")
-            .query_drop("DROP TABLE IF EXISTS t_ten")
-            .await
-            .expect("drop");
-        p.disconnect().await.ok();
-    }
+    drop_on(c, &[0, 1, 2], "t_ten").await;
     let mut conn = pool_a.get_conn().await.expect("proxy");
     conn.query_drop(
         "CREATE TABLE t_ten (tenant_id BIGINT NOT NULL, id BIGINT PRIMARY KEY, v BIGINT NOT NULL)",

@@ -137,26 +137,7 @@ async fn check_keys(pools: &[&Pool], table: &str, mut expected: Expected, touche
     for k in touched + 1..=rows {
         expected.insert(k, Some(k));
     }
-    for pool in pools {
-        let mut conn = pool.get_conn().await.expect("proxy");
-        let got: Vec<(i64, i64)> = conn
-            .query(format!("SELECT id, v FROM {table}"))
-            .await
-            .expect("read all");
-        let got: HashMap<i64, i64> = got.into_iter().collect();
-        let wrong: Vec<_> = expected
-            .iter()
-            .filter(|(k, want)| got.get(k).copied() != **want)
-            .map(|(k, want)| (*k, *want, got.get(k).copied()))
-            .collect();
-        let extra = got.keys().filter(|k| !expected.contains_key(k)).count();
-        assert!(
-            wrong.is_empty() && extra == 0,
-            "{} keys differ from their log (key, log, proxy): {:?}; {extra} rows no log has",
-            wrong.len(),
-            &wrong[..wrong.len().min(10)]
-        );
-    }
+    keys_match(pools, table, &expected).await;
 }
 
 fn within_one_of_share(slots: &HashMap<String, usize>, nodes: &[&str]) {
@@ -389,16 +370,7 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
     let dir = tempfile::tempdir().expect("temp dir");
     let a = watching(&dir, "a", rules_over(c, meta, &three, tables));
     let pool = a.pool();
-    for n in [0, 1, 2] {
-        let p = c.direct(n);
-        p.get_conn()
-            .await
-            .expect("direct")
-            .query_drop("DROP TABLE IF EXISTS t_dten")
-            .await
-            .expect("drop");
-        p.disconnect().await.ok();
-    }
+    drop_on(c, &[0, 1, 2], "t_dten").await;
     let mut conn = pool.get_conn().await.expect("proxy");
     conn.query_drop(
         "CREATE TABLE t_dten (tenant_id INT NOT NULL, id INT NOT NULL, v INT, PRIMARY KEY (tenant_id, id))",

@@ -127,15 +127,8 @@ pub async fn load(c: &Cluster, pool: &Pool, table: &str, rows: i64) {
     load_after_dropping(c, &[0, 1, 2], pool, table, rows).await
 }
 
-/// `table` dropped from the cluster nodes `nodes`, then created through `pool` with `rows`
-/// rows `(k, k)`.
-pub async fn load_after_dropping(
-    c: &Cluster,
-    nodes: &[usize],
-    pool: &Pool,
-    table: &str,
-    rows: i64,
-) {
+/// `table` gone from the cluster nodes `nodes` (dropped on each directly).
+pub async fn drop_on(c: &Cluster, nodes: &[usize], table: &str) {
     for n in nodes {
         let p = c.direct(*n);
         p.get_conn()
@@ -146,6 +139,18 @@ pub async fn load_after_dropping(
             .expect("drop on the node");
         p.disconnect().await.ok();
     }
+}
+
+/// `table` dropped from the cluster nodes `nodes`, then created through `pool` with `rows`
+/// rows `(k, k)`.
+pub async fn load_after_dropping(
+    c: &Cluster,
+    nodes: &[usize],
+    pool: &Pool,
+    table: &str,
+    rows: i64,
+) {
+    drop_on(c, nodes, table).await;
     let mut conn = pool.get_conn().await.expect("proxy");
     conn.query_drop(format!(
         "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"

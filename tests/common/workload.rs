@@ -242,3 +242,28 @@ pub async fn count_on(c: &Cluster, n: usize, table: &str, pred: &str) -> i64 {
     pool.disconnect().await.ok();
     v.unwrap_or(-1)
 }
+
+/// Every key read through each of `pools` holds what `expected` says, and no row is there
+/// that no log has (the first ten that differ, if any).
+pub async fn keys_match(pools: &[&Pool], table: &str, expected: &Expected) {
+    for pool in pools {
+        let mut conn = pool.get_conn().await.expect("proxy");
+        let got: Vec<(i64, i64)> = conn
+            .query(format!("SELECT id, v FROM {table}"))
+            .await
+            .expect("read all");
+        let got: HashMap<i64, i64> = got.into_iter().collect();
+        let wrong: Vec<_> = expected
+            .iter()
+            .filter(|(k, want)| got.get(k).copied() != **want)
+            .map(|(k, want)| (*k, *want, got.get(k).copied()))
+            .collect();
+        let extra = got.keys().filter(|k| !expected.contains_key(k)).count();
+        assert!(
+            wrong.is_empty() && extra == 0,
+            "{} keys differ from their log (key, log, proxy): {:?}; {extra} rows no log has",
+            wrong.len(),
+            &wrong[..wrong.len().min(10)]
+        );
+    }
+}
