@@ -177,10 +177,24 @@ pub async fn get(c: &mut Conn, id: u64) -> mysql_async::Result<Option<Migration>
 
 /// The migrations not finished, oldest first.
 pub async fn active(c: &mut Conn) -> mysql_async::Result<Vec<Migration>> {
-    let mut v = list(c).await?;
-    v.retain(|m| ACTIVE.contains(&m.step.as_str()));
-    v.reverse();
-    Ok(v)
+    let rows: Vec<mysql_async::Row> = c
+        .query(format!(
+            "SELECT {COLUMNS} FROM shard_migrations WHERE step IN ({}) ORDER BY id",
+            literals(&ACTIVE)
+        ))
+        .await?;
+    Ok(rows.into_iter().filter_map(from_row).collect())
+}
+
+/// A rebalance plan's moves, in their order.
+pub async fn of_plan(c: &mut Conn, plan: u64) -> mysql_async::Result<Vec<Migration>> {
+    let rows: Vec<mysql_async::Row> = c
+        .exec(
+            format!("SELECT {COLUMNS} FROM shard_migrations WHERE plan_id = ? ORDER BY seq, id"),
+            (plan,),
+        )
+        .await?;
+    Ok(rows.into_iter().filter_map(from_row).collect())
 }
 
 /// A new migration at its step (`prepare`, or `queued` in a plan); its id.

@@ -56,13 +56,7 @@ pub async fn latest(c: &mut Conn) -> mysql_async::Result<Option<Plan>> {
 
 /// A plan's moves, in their order.
 pub async fn moves(c: &mut Conn, plan: u64) -> mysql_async::Result<Vec<Migration>> {
-    let mut v: Vec<Migration> = migrations::list(c)
-        .await?
-        .into_iter()
-        .filter(|m| m.plan == Some(plan))
-        .collect();
-    v.sort_by_key(|m| (m.seq, m.id));
-    Ok(v)
+    migrations::of_plan(c, plan).await
 }
 
 /// Queues a plan of `moves` (each `queued`, in order): its id, or why not (another plan not

@@ -19,11 +19,9 @@ pub async fn schedule(c: &mut Conn) -> mysql_async::Result<bool> {
     let Some(plan) = plans::current(c).await? else {
         return Ok(false);
     };
-    let all = store::list(c).await?;
-    let mut mine: Vec<&store::Migration> = all.iter().filter(|m| m.plan == Some(plan.id)).collect();
-    mine.sort_by_key(|m| (m.seq, m.id));
+    let mine = plans::moves(c, plan.id).await?;
     let under_way = mine.iter().filter(|m| in_flight(m)).count();
-    let queued: Vec<&&store::Migration> = mine.iter().filter(|m| m.step == "queued").collect();
+    let queued: Vec<&store::Migration> = mine.iter().filter(|m| m.step == "queued").collect();
     match plan.state.as_str() {
         "aborting" => {
             for m in &queued {
@@ -61,7 +59,8 @@ pub async fn schedule(c: &mut Conn) -> mysql_async::Result<bool> {
             }
             // Every move under way holds its nodes, a plan's or an admin's.
             let mut busy: HashSet<&str> = HashSet::new();
-            for m in all.iter().filter(|m| in_flight(m)) {
+            let active = store::active(c).await?;
+            for m in &active {
                 busy.insert(&m.source);
                 busy.insert(&m.target);
             }
