@@ -8,7 +8,10 @@
 #   bench/migration.sh
 #
 # Environment: ROWS (default 200000), CLIENTS (default 16), BASELINE seconds (default 10),
-# RATE backfill rows/s (default 20000; 0: unthrottled), BIN a shardproxy binary instead of
+# RATE backfill rows/s (default 20000; 0: unthrottled), BINLOG (default 1: the nodes keep a ROW
+# binary log; 0: none), CAPTURE (`[metadata] capture`: auto, the default, copies the move's
+# changes from the source's binary log where it has one; images: dual writes),
+# BIN a shardproxy binary instead of
 # building this checkout, CARGO_TARGET_DIR honoured. Nodes keep MariaDB's durable defaults.
 # Ports: data nodes 3621-3623, metadata node 3624, proxy 3627, admin 3628.
 # The last line of output:
@@ -23,6 +26,8 @@ readonly rows=${ROWS:-200000}
 readonly clients=${CLIENTS:-16}
 readonly baseline=${BASELINE:-10}
 readonly rate=${RATE:-20000}
+readonly binlog=${BINLOG:-1}
+readonly capture=${CAPTURE:-auto}
 readonly base_port=3621
 readonly meta_port=3624
 readonly proxy_port=3627
@@ -37,6 +42,8 @@ for v in rows clients baseline; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [[ $rate =~ ^[0-9]+$ ]] || die "RATE must be a number, got '$rate'"
+[[ $binlog == 0 || $binlog == 1 ]] || die "BINLOG must be 0 or 1, got '$binlog'"
+[[ $capture == auto || $capture == images ]] || die "CAPTURE must be auto or images, got '$capture'"
 
 bench_traps
 
@@ -47,7 +54,7 @@ bench_binaries migration_load
 
 work=$(mktemp -d /tmp/shardproxy-migration.XXXXXX)
 echo "== starting 3 data nodes and 1 metadata node in $work"
-"$repo/scripts/cluster.sh" start "$work" 4 "$base_port"
+BINLOG=$binlog "$repo/scripts/cluster.sh" start "$work" 4 "$base_port"
 mariadb -h127.0.0.1 -P"$meta_port" -uroot -proot -e 'CREATE DATABASE IF NOT EXISTS meta'
 
 cat >"$work/rules.toml" <<RULES
@@ -65,6 +72,7 @@ users = [{ name = "ops", password = "ops" }]
 [metadata]
 url = "mysql://root:root@127.0.0.1:$meta_port/meta"
 poll_ms = 500
+capture = "$capture"
 
 [nodes]
 ds0 = "mysql://root:root@127.0.0.1:$base_port/shop"
@@ -93,3 +101,5 @@ migrate+=" AUTO"
 echo "== $clients clients: ${baseline}s of baseline, then: $migrate"
 "$client" "mysql://app:app@127.0.0.1:$proxy_port/shop" "mysql://ops:ops@127.0.0.1:$admin_port" \
     t_mig "$rows" "$clients" "$baseline" "$migrate"
+# How the move's target got the writes made meanwhile (binlog or images).
+echo "capture=$(mariadb -h127.0.0.1 -P"$admin_port" -uops -pops -N -e 'SHOW MIGRATIONS' | awk -F'\t' '{print $NF}' | head -1)"

@@ -10,6 +10,7 @@
 #   nodeI.pid     pid file, nodeI.sock socket, nodeI.err error log, nodeI.out stdout/stderr
 #
 # Every node accepts root/root over TCP from 127.0.0.1 and has an empty database `shop`.
+# BINLOG=1 in the environment: nodes keep a ROW binary log (moves copy changes from it).
 set -euo pipefail
 
 readonly START_TIMEOUT=60
@@ -159,6 +160,11 @@ cmd_start() {
         if [[ ! -d $dir/node$i ]]; then
             cp -a "$dir/template" "$dir/node$i"
         fi
+        # BINLOG=1: a ROW binary log, so that moves copy their changes from it.
+        local binlog=()
+        if [[ ${BINLOG:-0} == 1 ]]; then
+            binlog=(--log-bin="$dir/node$i/binlog" --binlog-format=ROW --server-id=$((i + 1)))
+        fi
         setsid nohup "$mariadbd" --no-defaults --user=root \
             --datadir="$dir/node$i" \
             --port="$port" \
@@ -171,6 +177,7 @@ cmd_start() {
             --character-set-server=utf8mb4 \
             --collation-server=utf8mb4_general_ci \
             --max-connections=1000 \
+            "${binlog[@]}" \
             </dev/null >"$dir/node$i.out" 2>&1 &
         started_pids[i]=$!
     done

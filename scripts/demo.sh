@@ -171,7 +171,7 @@ cmd_start() {
     [[ -x $bin ]] || die "$bin not found after the build"
 
     mkdir -p "$demo_dir"
-    "$repo/scripts/cluster.sh" start "$demo_dir" "$node_count" "$node_baseport"
+    BINLOG=1 "$repo/scripts/cluster.sh" start "$demo_dir" "$node_count" "$node_baseport"
     # The metadata schema of rules/demo.toml ([metadata]) lives on ds0's server.
     mariadb -h127.0.0.1 -P"$node_baseport" -uroot -proot -e 'CREATE DATABASE IF NOT EXISTS shardproxy_meta'
     start_proxy "$bin"

@@ -211,6 +211,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
                 m.cleaned.to_string(),
                 format!("{acked}/{}", live.len()),
                 m.message.clone().unwrap_or_default(),
+                m.capture.clone().unwrap_or_default(),
             ]
         })
         .collect();
@@ -231,6 +232,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
             "rows_cleaned",
             "proxies_acknowledged",
             "message",
+            "capture",
         ]),
         rows,
     })

@@ -419,7 +419,7 @@ fn table_rule(
             for m in section.moving.iter().flatten() {
                 let step = MoveStep::parse(&m.step).ok_or_else(|| {
                     format!(
-                        "key \"{}\": unknown step `{}` (dual_write, read_target, freeze, cleanup)",
+                        "key \"{}\": unknown step `{}` (dual_write, read_target, freeze, capture, hold, cleanup)",
                         m.key, m.step
                     )
                 })?;
@@ -623,7 +623,7 @@ fn slot_map(
                 })?;
                 let step = MoveStep::parse(step).ok_or_else(|| {
                     format!(
-                        "slots \"{}\": unknown step `{step}` (dual_write, read_target, freeze, cleanup)",
+                        "slots \"{}\": unknown step `{step}` (dual_write, read_target, freeze, capture, hold, cleanup)",
                         entry.slots
                     )
                 })?;

@@ -91,6 +91,21 @@ pub struct MetadataSection {
     /// How many moves of a rebalance plan run at once (each node in one move at a time).
     #[serde(default = "default_max_parallel_moves")]
     pub max_parallel_moves: u32,
+    /// How a move's target gets the writes made while its rows move.
+    #[serde(default)]
+    pub capture: Capture,
+}
+
+/// `[metadata] capture`: where a move's target gets the writes made meanwhile.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Capture {
+    /// From the source's binary log where it keeps one in ROW format with full row images
+    /// (the writes run on the source alone), else by dual writes.
+    #[default]
+    Auto,
+    /// Always by dual writes: each write's row images to the target, synchronously.
+    Images,
 }
 
 pub(super) fn default_max_parallel_moves() -> u32 {

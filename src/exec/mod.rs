@@ -125,6 +125,10 @@ pub async fn run<D: Door, K: Sink>(
         }
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
+        // Counted for the move's freeze by the session; the write itself is the client's.
+        Plan::Captured { write, .. } => {
+            return Box::pin(run(write, topo, access, door, sink)).await
+        }
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
         Plan::Shipped(s) => return shipped(door, sink, s, topo, access).await,
         // The session reads the SELECT and plans the INSERT of its rows.

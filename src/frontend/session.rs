@@ -106,6 +106,9 @@ pub struct Session<S> {
     /// one per target node, counted until they end (a move's freeze step waits for none
     /// toward its target to run).
     dual_write: Vec<crate::shared::Running>,
+    /// The transaction wrote rows of a move whose changes the source's binary log carries
+    /// (`Plan::Captured`): its counts in `dual_write` last until it ends.
+    captured: bool,
     /// What the last statement left that the client may ask about.
     last: super::sink::Last,
     /// A second handle on the client's socket, to notice it hang up mid-statement.
@@ -167,6 +170,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             rows_written: 0,
             single_counters: Vec::new(),
             dual_write: Vec::new(),
+            captured: false,
             last: super::sink::Last::new(conn_id),
             watch: None,
             handshaking: None,

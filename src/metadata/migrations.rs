@@ -55,6 +55,13 @@ pub struct Migration {
     /// The rebalance plan it is a move of (`super::rebalance`), and its place there.
     pub plan: Option<u64>,
     pub seq: Option<u32>,
+    /// How the target gets the writes made while the rows move: `binlog` (copied from the
+    /// source's binary log by the driver) or `images` (dual writes); `None` until the
+    /// prepare step chose.
+    pub capture: Option<String>,
+    /// With `binlog`: the source's binary log position (`file:pos`) up to which every
+    /// change is on the target.
+    pub binlog_pos: Option<String>,
 }
 
 impl Migration {
@@ -92,6 +99,8 @@ impl Migration {
             message: None,
             plan: None,
             seq: None,
+            capture: None,
+            binlog_pos: None,
         }
     }
 
@@ -122,7 +131,7 @@ impl Migration {
 }
 
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq, capture, binlog_pos";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -147,6 +156,8 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         key: r.take(18)?,
         plan: r.take(19)?,
         seq: r.take(20)?,
+        capture: r.take(21)?,
+        binlog_pos: r.take(22)?,
     })
 }
 
@@ -364,6 +375,30 @@ async fn version_under_lock(
     }
     tx.commit().await?;
     Ok(Some(v))
+}
+
+/// How the move's target gets the writes made meanwhile (`binlog` or `images`), and for
+/// `binlog` the source's log position the capture starts from.
+pub async fn set_capture(
+    c: &mut Conn,
+    id: u64,
+    capture: &str,
+    pos: Option<&str>,
+) -> mysql_async::Result<()> {
+    c.exec_drop(
+        format!("UPDATE shard_migrations SET capture = ?, binlog_pos = ? WHERE id = ? AND {FENCE}"),
+        (capture, pos, id),
+    )
+    .await
+}
+
+/// The source's log position up to which every change of the moving rows is on the target.
+pub async fn set_binlog_pos(c: &mut Conn, id: u64, pos: &str) -> mysql_async::Result<()> {
+    c.exec_drop(
+        format!("UPDATE shard_migrations SET binlog_pos = ? WHERE id = ? AND {FENCE}"),
+        (pos, id),
+    )
+    .await
 }
 
 pub async fn progress(

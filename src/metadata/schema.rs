@@ -79,6 +79,8 @@ pub const MIGRATIONS: [&str; 4] = [
         driver VARCHAR(96) NULL,
         plan_id BIGINT NULL,
         seq INT NULL,
+        capture VARCHAR(16) NULL,
+        binlog_pos VARCHAR(600) NULL,
         started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
     "CREATE TABLE IF NOT EXISTS shard_proxies (
@@ -107,8 +109,10 @@ pub const MIGRATIONS: [&str; 4] = [
 
 /// Columns added since a table was first released: (table, column, its definition), added
 /// to a schema that lacks them.
-pub const ADDED_COLUMNS: [(&str, &str, &str); 3] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     ("shard_proxies", "busy", "VARCHAR(1024) NOT NULL DEFAULT ''"),
     ("shard_migrations", "plan_id", "BIGINT NULL"),
     ("shard_migrations", "seq", "INT NULL"),
+    ("shard_migrations", "capture", "VARCHAR(16) NULL"),
+    ("shard_migrations", "binlog_pos", "VARCHAR(600) NULL"),
 ];

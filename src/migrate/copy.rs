@@ -15,18 +15,28 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Value};
 
 use crate::metadata::migrations::Migration;
-use crate::plan::moving::{quote, tuples};
+use crate::plan::moving::{quote, tuples, Moving};
 
 /// What the copy needs to know of the table, read from the source.
 #[derive(Debug, Clone)]
 pub struct Shape {
     /// Quoted name.
     pub table: String,
+    /// The name as the nodes know it (a binary log names tables so).
+    pub name: String,
     /// The moving rows: `CRC32(key) % 1024 BETWEEN a AND b`, or `key = 'v'`.
     pub slots: String,
     /// Quoted primary-key columns, and their positions among `columns`.
     pub key: Vec<String>,
     pub key_pos: Vec<usize>,
+    /// Which key columns are UNSIGNED (a binary log's row images do not say).
+    pub key_unsigned: Vec<bool>,
+    /// The routing column's position among `columns`, where its values read from a binary
+    /// log route as the clients' do (integer and string types); `None`: the move cannot be
+    /// captured from the binary log.
+    pub routing: Option<usize>,
+    /// The rows that move.
+    pub moving: Moving,
     /// Quoted columns, in order.
     pub columns: Vec<String>,
 }
@@ -64,8 +74,10 @@ pub async fn prepare(
     t: &mut Conn,
     m: &Migration,
     table: &str,
-    rows: String,
+    moving: Moving,
+    column: &str,
 ) -> Result<Shape, String> {
+    let rows = moving.predicate(&quote(column));
     let err = |e: mysql_async::Error| e.to_string();
     let columns = names(s, &columns_sql(table)).await.map_err(err)?;
     if columns.is_empty() {
@@ -113,8 +125,53 @@ pub async fn prepare(
         .iter()
         .map(|k| columns.iter().position(|c| c == k).unwrap_or(0))
         .collect();
+    let unsigned = names(
+        s,
+        &format!(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+             AND TABLE_NAME = {} AND COLUMN_TYPE LIKE '%unsigned%'",
+            crate::sql::write::text_literal(table)
+        ),
+    )
+    .await
+    .map_err(err)?;
+    let key_unsigned = key.iter().map(|k| unsigned.contains(k)).collect();
+    let routing = columns.iter().position(|c| c.eq_ignore_ascii_case(column));
+    // Read from a binary log, a routing value must name its move as the client's did:
+    // integers and strings do.
+    let kind: Option<String> = match routing {
+        Some(_) => s
+            .exec_first(
+                "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
+                 AND TABLE_NAME = ? AND COLUMN_NAME = ?",
+                (table, column),
+            )
+            .await
+            .map_err(err)?,
+        None => None,
+    };
+    let logged = routing.filter(|_| {
+        kind.as_deref().is_some_and(|k| {
+            matches!(
+                k.to_ascii_lowercase().as_str(),
+                "tinyint"
+                    | "smallint"
+                    | "mediumint"
+                    | "int"
+                    | "bigint"
+                    | "char"
+                    | "varchar"
+                    | "binary"
+                    | "varbinary"
+            )
+        })
+    });
     Ok(Shape {
         table: quote(table),
+        name: table.to_string(),
+        key_unsigned,
+        routing: logged,
+        moving,
         slots: rows,
         key: key.iter().map(|k| quote(k)).collect(),
         key_pos,
@@ -162,7 +219,11 @@ impl Shape {
 }
 
 /// Writes `rows` to the target (inside its open transaction).
-async fn replace(t: &mut Conn, shape: &Shape, rows: &[Vec<Value>]) -> mysql_async::Result<()> {
+pub(super) async fn replace(
+    t: &mut Conn,
+    shape: &Shape,
+    rows: &[Vec<Value>],
+) -> mysql_async::Result<()> {
     let width = shape.columns.len();
     for chunk in rows.chunks((60_000 / width.max(1)).clamp(1, BATCH)) {
         let sql = format!(
@@ -196,6 +257,10 @@ pub async fn last_key(c: &mut Conn, shape: &Shape) -> mysql_async::Result<Option
 /// Copies the next batch after `cursor`, up to the key `last`: the rows read and locked on the source, written to
 /// the target, committed there, then the source's locks let go. Returns the rows copied
 /// and the new cursor (`None`: nothing was left).
+///
+/// Unless `lock` is false (a move captured from the source's binary log): then the rows are
+/// read as committed, without locks, and written to the target in one statement. A write
+/// the batch missed is in the log, and copied again after it (`super::binlog`).
 pub async fn batch(
     s: &mut Conn,
     t: &mut Conn,
@@ -203,16 +268,28 @@ pub async fn batch(
     cursor: Option<&str>,
     last: &str,
     n: usize,
+    lock: bool,
 ) -> mysql_async::Result<(usize, Option<String>)> {
-    s.query_drop("START TRANSACTION").await?;
     let sql = format!(
-        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n} FOR UPDATE",
+        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n}{}",
         shape.table,
         shape.slots,
         shape.after(cursor),
         shape.upto(Some(last)),
-        shape.key_list()
+        shape.key_list(),
+        if lock { " FOR UPDATE" } else { "" }
     );
+    if !lock {
+        let rows: Vec<mysql_async::Row> = s.query(sql).await?;
+        let last = rows.last().map(|r| shape.cursor_of(r));
+        let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
+        if rows.is_empty() {
+            return Ok((0, None));
+        }
+        replace(t, shape, &rows).await?;
+        return Ok((rows.len(), last));
+    }
+    s.query_drop("START TRANSACTION").await?;
     let r = async {
         let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
         let last = rows.last().map(|r| shape.cursor_of(r));
@@ -245,6 +322,30 @@ pub async fn verify_chunk(
     lo: Option<&str>,
     last: &str,
 ) -> mysql_async::Result<(Option<String>, bool, bool)> {
+    let (hi, range) = chunk(s, shape, lo, last).await?;
+    let mut first_differed = false;
+    for attempt in 0..4 {
+        if sums_agree(s, t, shape, &range).await? {
+            return Ok((hi, first_differed, true));
+        }
+        if attempt == 0 {
+            first_differed = true;
+        }
+        if attempt < 3 {
+            copy_range(s, t, shape, &range).await?;
+        }
+    }
+    Ok((hi, first_differed, false))
+}
+
+/// The verify chunk after `lo`, up to the key `last`: its upper key (`None`: the last
+/// chunk) and its rows as a predicate.
+pub async fn chunk(
+    s: &mut Conn,
+    shape: &Shape,
+    lo: Option<&str>,
+    last: &str,
+) -> mysql_async::Result<(Option<String>, String)> {
     let hi: Option<mysql_async::Row> = s
         .query_first(format!(
             "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT 1 OFFSET {}",
@@ -264,22 +365,10 @@ pub async fn verify_chunk(
         shape.after(lo),
         shape.upto(Some(hi.as_deref().unwrap_or(last)))
     );
-    let mut first_differed = false;
-    for attempt in 0..4 {
-        if sums_agree(s, t, shape, &range).await? {
-            return Ok((hi, first_differed, true));
-        }
-        if attempt == 0 {
-            first_differed = true;
-        }
-        if attempt < 3 {
-            copy_range(s, t, shape, &range).await?;
-        }
-    }
-    Ok((hi, first_differed, false))
+    Ok((hi, range))
 }
 
-fn checksum_sql(shape: &Shape, range: &str, lock: &str) -> String {
+pub(super) fn checksum_sql(shape: &Shape, range: &str, lock: &str) -> String {
     let parts: Vec<String> = shape
         .columns
         .iter()
@@ -326,7 +415,20 @@ async fn copy_range(
     range: &str,
 ) -> mysql_async::Result<()> {
     s.query_drop("START TRANSACTION").await?;
-    let r = async {
+    let r = copy_range_in(s, t, shape, range).await;
+    let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let _ = s.query_drop(end).await;
+    r
+}
+
+/// [`copy_range`] inside the source's open transaction.
+pub(super) async fn copy_range_in(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    range: &str,
+) -> mysql_async::Result<()> {
+    {
         let rows: Vec<mysql_async::Row> = s
             .query(format!(
                 "SELECT * FROM {} WHERE {range} FOR UPDATE",
@@ -349,10 +451,6 @@ async fn copy_range(
             }
         }
     }
-    .await;
-    let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
-    let _ = s.query_drop(end).await;
-    r
 }
 
 /// The rows of the range on `c` (a full scan: once, for the progress of a migration).

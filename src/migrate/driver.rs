@@ -28,37 +28,20 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
 use tracing::{info, warn};
 
+use super::binlog;
 use super::copy::{self, Shape};
+use super::step::{
+    acks, current_version, ends, err, version, Step, ACK_TIMEOUT, FREEZE_TIMEOUT, NOT_DRIVING,
+};
 use crate::config::{TableRule, Topology};
 use crate::metadata::lease;
 use crate::metadata::migrations::{self as store, Migration};
 use crate::metadata::schema::FENCE;
-use crate::plan::moving::{quote, Moving, Which};
-use crate::routing::slot::MoveStep;
 use crate::shared::migration::BLIND_LEASES;
 use crate::shared::Shared;
 
-/// How long a step waits for every proxy to acknowledge its version.
-const ACK_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long the freeze may wait for proxies to finish their running dual writes.
-const FREEZE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Why a step stopped: the lease is no longer certainly this proxy's.
-const NOT_DRIVING: &str = "this proxy's lease on the migrations ran out: it drives no more";
-
-/// Seconds a driver's node connection may sit idle before the node closes it: under the
-/// lease, less the renewal's slack, so that a driver paused long enough for another proxy
-/// to take its lease over has lost them by then.
-fn idle_limit(lease_ms: u64) -> u64 {
-    (lease_ms.saturating_sub(1000) / 1000).max(1)
-}
-
-/// A step that could not go on: said in the migration's `message` and tried again.
-type Step<T> = Result<T, String>;
-
-fn err(e: mysql_async::Error) -> String {
-    e.to_string()
-}
+/// How often the backfill stops to copy what the source's binary log changed meanwhile.
+const CATCH_UP_EVERY: Duration = Duration::from_millis(200);
 
 /// The migrations loop of a proxy (see the module documentation).
 pub async fn run(shared: Arc<Shared>) {
@@ -194,71 +177,6 @@ async fn drive_one(shared: Arc<Shared>, opts: Opts, id: u64, token: u64) {
     let _ = c.disconnect().await;
 }
 
-/// The nodes' connections of a migration, and the shapes of its tables.
-struct Ends {
-    s: Conn,
-    t: Conn,
-    shapes: Vec<Shape>,
-}
-
-/// Opened only while this proxy's lease is its own, and closed by the node itself after
-/// [`idle_limit`] without a statement: a driver paused past its lease (which another proxy
-/// then takes) finds them gone when it wakes, its uncommitted batch rolled back, and its
-/// next step checks the lease before opening others.
-async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Step<Ends> {
-    let node = |name: &str| {
-        topo.node_index(name)
-            .map(|i| topo.nodes[i].opts.clone())
-            .ok_or_else(|| format!("node `{name}` is not in the rules"))
-    };
-    let mut s = Conn::new(node(&m.source)?)
-        .await
-        .map_err(|e| format!("source `{}`: {e}", m.source))?;
-    let mut t = Conn::new(node(&m.target)?)
-        .await
-        .map_err(|e| format!("target `{}`: {e}", m.target))?;
-    let lease = topo.metadata.as_ref().map_or(10_000, |x| x.lease_ms);
-    for c in [&mut s, &mut t] {
-        copy::session(c).await.map_err(err)?;
-        c.exec_drop("SET SESSION wait_timeout = ?", (idle_limit(lease),))
-            .await
-            .map_err(err)?;
-    }
-    if !shared.migration.may_drive() {
-        return Err(NOT_DRIVING.into());
-    }
-    let mut shapes = Vec::new();
-    for table in m.tables() {
-        let (column, which) = match (topo.table(&table), &m.key) {
-            (Some(TableRule::HashSlot { column, .. }), None) => {
-                (column.clone(), Which::Slots(m.first, m.last))
-            }
-            (Some(TableRule::Directory(d)), Some(k)) => {
-                (d.column.clone(), Which::Key(k.as_bytes().to_vec()))
-            }
-            _ => {
-                return Err(format!(
-                    "`{table}` is no longer a {} table",
-                    if m.key.is_some() {
-                        "directory"
-                    } else {
-                        "hash_slot"
-                    }
-                ))
-            }
-        };
-        let rows = Moving {
-            which,
-            from: 0,
-            to: 0,
-            step: MoveStep::DualWrite,
-        }
-        .predicate(&quote(&column));
-        shapes.push(copy::prepare(&mut s, &mut t, m, &table, rows).await?);
-    }
-    Ok(Ends { s, t, shapes })
-}
-
 /// A cursor over the migration's tables: `i:key` (the `i`-th table, after `key`). The
 /// key is spliced into the nodes' SQL, so one read back from the metadata store is taken
 /// only as a tuple of literals the proxy's writer makes; anything else starts the pass
@@ -351,18 +269,32 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 .map_err(err)?;
             // Left-overs of an earlier attempt: no proxy writes images here yet.
             delete_all(shared, &mut e.t, &e.shapes, 0).await?;
+            let pos = super::capture::choose(&topo, &mut e).await;
+            let (how, state) = match &pos {
+                Some(_) => ("binlog", "capture"),
+                None => ("images", "dual_write"),
+            };
+            let pos = pos.map(|p| p.text());
+            store::set_capture(c, m.id, how, pos.as_deref())
+                .await
+                .map_err(err)?;
             let v = version(
                 shared,
                 c,
                 &m,
                 &m.source,
-                "dual_write",
+                state,
                 Some(&m.target),
                 "dual_write",
                 "prepare",
             )
             .await?;
-            info!(migration = m.id, version = v, "dual writes begin");
+            info!(
+                migration = m.id,
+                version = v,
+                capture = how,
+                "the move's writes are captured"
+            );
             Ok(true)
         }
         "dual_write" => {
@@ -384,7 +316,17 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         }
         "backfill" => backfill(shared, c, &topo, m).await,
         "verify" => verify(shared, c, &topo, m).await,
-        "ready" => Ok(false),
+        "ready" => {
+            // The target keeps up with the source's log while the move waits for CUTOVER.
+            let mut e = ends(shared, &topo, &m).await?;
+            if let Some(mut tail) = binlog::Tail::of(&m, &e.opts, &e.shapes)? {
+                super::capture::catch_up(c, &m, &mut tail, &mut e).await?;
+            }
+            Ok(false)
+        }
+        "cutover" if m.capture.as_deref() == Some("binlog") => {
+            super::capture::cutover(shared, c, &topo, &m, lease).await
+        }
         "cutover" => cutover(shared, c, &m, lease).await,
         "cleanup" => {
             let mut e = ends(shared, &topo, &m).await?;
@@ -476,6 +418,8 @@ async fn still(c: &mut Conn, m: &Migration) -> Step<bool> {
 
 async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
     let mut e = ends(shared, topo, &m).await?;
+    let mut tail = binlog::Tail::of(&m, &e.opts, &e.shapes)?;
+    let mut caught = Instant::now();
     let started = Instant::now();
     let mut copied = m.copied;
     let (mut table, mut cursor) = split_cursor(m.cursor.as_deref());
@@ -494,6 +438,13 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             cursor = None;
             continue;
         };
+        if let Some(tail) = tail.as_mut().filter(|_| caught.elapsed() > CATCH_UP_EVERY) {
+            super::capture::catch_up(c, &m, tail, &mut e).await?;
+            caught = Instant::now();
+        }
+        let Some(shape) = e.shapes.get(table) else {
+            break;
+        };
         let (n, next) = copy::batch(
             &mut e.s,
             &mut e.t,
@@ -501,6 +452,7 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             cursor.as_deref(),
             upto,
             batch_size(m.rate),
+            tail.is_none(),
         )
         .await
         .map_err(|e| {
@@ -533,6 +485,9 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
                 return Ok(true);
             }
         }
+    }
+    if let Some(tail) = tail.as_mut() {
+        super::capture::catch_up(c, &m, tail, &mut e).await?;
     }
     // The pass's average rate: what a progress bar ends on.
     let rps = if copied > m.copied {
@@ -567,6 +522,7 @@ async fn failures_now(c: &mut Conn, topo: &Topology) -> Step<u64> {
 
 async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
     let mut e = ends(shared, topo, &m).await?;
+    let mut tail = binlog::Tail::of(&m, &e.opts, &e.shapes)?;
     let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;
     let mut differing = m.chunks_differing;
@@ -584,15 +540,42 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
             lo = None;
             continue;
         };
-        let (hi, differed, agrees) =
-            copy::verify_chunk(&mut e.s, &mut e.t, shape, lo.as_deref(), upto)
+        let what = |e: String| {
+            format!(
+                "verify of {} on `{}` against the target `{}`: {e}",
+                shape.table, m.source, m.target
+            )
+        };
+        let (hi, differed, agrees) = match tail.as_mut() {
+            Some(tail) => {
+                let (hi, range) = copy::chunk(&mut e.s, shape, lo.as_deref(), upto)
+                    .await
+                    .map_err(|e| what(e.to_string()))?;
+                let mut tries = 0;
+                loop {
+                    let r =
+                        binlog::verify_chunk(&mut e.s, &mut e.t, tail, &e.shapes, table, &range)
+                            .await
+                            .map_err(what)?;
+                    if let Some((differed, agrees)) = r {
+                        break (hi, differed, agrees);
+                    }
+                    tries += 1;
+                    if tries > 200 {
+                        return Err(what("its rows stayed locked on the source".into()));
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            None => copy::verify_chunk(&mut e.s, &mut e.t, shape, lo.as_deref(), upto)
                 .await
-                .map_err(|e| {
-                    format!(
-                        "verify of {} on `{}` against the target `{}`: {e}",
-                        shape.table, m.source, m.target
-                    )
-                })?;
+                .map_err(|e| what(e.to_string()))?,
+        };
+        if let (Some(tail), true) = (tail.as_mut(), agrees) {
+            if let Some(pos) = tail.saved_if_clear() {
+                store::set_binlog_pos(c, m.id, &pos).await.map_err(err)?;
+            }
+        }
         chunks += 1;
         if differed {
             differing += 1;
@@ -744,72 +727,6 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     );
     acks(c, v, window, None, ACK_TIMEOUT).await?;
     Ok(true)
-}
-
-/// Writes the migration's next slot-map version, if the migration is still at `expected`
-/// (an ABORT in between wins: nothing is written).
-#[allow(clippy::too_many_arguments)]
-async fn version(
-    shared: &Shared,
-    c: &mut Conn,
-    m: &Migration,
-    node: &str,
-    state: &str,
-    target: Option<&str>,
-    step: &str,
-    expected: &str,
-) -> Step<u64> {
-    let floor = shared.topology().version;
-    match store::write_version(c, m, node, state, target, step, expected, floor)
-        .await
-        .map_err(err)?
-    {
-        Some(v) => Ok(v),
-        None => Err(format!(
-            "the migration left step `{expected}` meanwhile (ABORT?)"
-        )),
-    }
-}
-
-async fn current_version(c: &mut Conn) -> Step<u64> {
-    let v: Option<u64> = c
-        .query_first(crate::metadata::schema::VERSION_SQL)
-        .await
-        .map_err(err)?;
-    Ok(v.unwrap_or(0))
-}
-
-/// Waits until every proxy that heartbeated within `window_ms` runs `version` or newer
-/// (and, with `quiet` a target node, runs no dual write toward it).
-async fn acks(
-    c: &mut Conn,
-    version: u64,
-    window_ms: u64,
-    quiet: Option<&str>,
-    timeout: Duration,
-) -> Step<()> {
-    let started = Instant::now();
-    loop {
-        let live = store::live(c, window_ms).await.map_err(err)?;
-        let behind: Vec<&str> = live
-            .iter()
-            .filter(|p| {
-                p.version < version
-                    || quiet.is_some_and(|t| p.busy.iter().any(|b| b == t || b == "*"))
-            })
-            .map(|p| p.proxy.as_str())
-            .collect();
-        if behind.is_empty() && !live.is_empty() {
-            return Ok(());
-        }
-        if started.elapsed() > timeout {
-            return Err(format!(
-                "proxies {} have not acknowledged version {version}",
-                behind.join(", ")
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the

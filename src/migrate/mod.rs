@@ -13,11 +13,14 @@
 //! its writes to moving slots fail rather than go astray) and its counters, is state every
 //! session reads: [`crate::shared::migration::Local`].
 
+pub mod binlog;
+mod capture;
 pub mod cli;
 pub mod copy;
 pub mod driver;
 pub mod plan_cli;
 pub mod queue;
+mod step;
 
 use crate::config::Topology;
 

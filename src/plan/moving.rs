@@ -230,13 +230,17 @@ fn sees(u: &Use, m: &Moving) -> bool {
 /// run: on the source while it is authoritative, not on the copies reads moved to.
 fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
     let mut from = None;
+    let mut hold = None;
     for u in uses {
         let Some((_, moves)) = moves_of(p, &u.table) else {
             continue;
         };
         for m in moves.iter().filter(|m| sees(u, m)) {
             match (m.step, &u.keys) {
-                (MoveStep::DualWrite | MoveStep::Cleanup, _) => {}
+                (MoveStep::DualWrite | MoveStep::Cleanup | MoveStep::Capture, _) => {}
+                // The source answers until the target has caught up; the lock would hold
+                // up the catch-up, so it waits too (unless its transaction wrote there).
+                (MoveStep::Hold, _) => hold = Some((u.table.clone(), m.to)),
                 (MoveStep::Freeze, Some(_)) => {
                     let unless = match &plan {
                         Plan::Route(t) => Some(Box::new(Plan::Route(Target {
@@ -275,7 +279,16 @@ fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             "the table",
             "a locking read over several nodes while reads move",
         )),
-        (None, plan) => reads(p, plan, uses),
+        (None, plan) => match hold {
+            Some((table, target)) => Plan::Frozen {
+                table,
+                unless: Some(Box::new(Plan::Captured {
+                    target,
+                    write: Box::new(reads(p, plan, uses)),
+                })),
+            },
+            None => reads(p, plan, uses),
+        },
     }
 }
 
@@ -537,6 +550,18 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
     match m.step {
         // The target owns the slots: the plan already writes there.
         MoveStep::Cleanup => plan,
+        // The source's binary log carries the write to the target.
+        MoveStep::Capture => Plan::Captured {
+            target: m.to,
+            write: Box::new(plan),
+        },
+        MoveStep::Hold => Plan::Frozen {
+            table: written,
+            unless: Some(Box::new(Plan::Captured {
+                target: m.to,
+                write: Box::new(plan),
+            })),
+        },
         MoveStep::DualWrite | MoveStep::ReadTarget | MoveStep::Freeze => {
             let schema = schema_of(p.stmt);
             let Some(key) = (p.ctx.primary_key)(schema.as_deref(), &written) else {

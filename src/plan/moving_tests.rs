@@ -314,3 +314,63 @@ fn at_the_freeze_writes_wait_and_at_cleanup_they_go_to_the_target() {
         2
     );
 }
+
+#[test]
+fn a_captured_move_writes_the_source_alone_and_holds_writes_at_its_cutover() {
+    let t = topo("capture");
+    // Key 10 is in slots 0-511: the write runs on the source, counted toward the target.
+    let Plan::Captured { target, write } =
+        plan_in(&t, "UPDATE t_mv SET v = v + 1 WHERE id = 10", &[])
+    else {
+        panic!("captured")
+    };
+    assert_eq!(target, 2);
+    assert_eq!(
+        route(&write),
+        (0, "UPDATE t_mv SET v = v + 1 WHERE id = 10")
+    );
+    // No primary key is needed: the binary log names the rows, not the statement.
+    assert!(matches!(
+        plan_in(&t, "DELETE FROM t_nopk WHERE id = 10", &[]),
+        Plan::Captured { .. }
+    ));
+    // Reads stay on the source, locking reads too.
+    assert_eq!(
+        route(&plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[])).0,
+        0
+    );
+    assert_eq!(
+        route(&plan_in(
+            &t,
+            "SELECT v FROM t_mv WHERE id = 10 FOR UPDATE",
+            &[]
+        ))
+        .0,
+        0
+    );
+    // Other slots are not touched by the move.
+    assert!(matches!(
+        plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 1", &[]),
+        Plan::Route(_) | Plan::Captured { .. }
+    ));
+
+    let t = topo("hold");
+    let Plan::Frozen { table, unless } = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = 10", &[])
+    else {
+        panic!("frozen")
+    };
+    assert_eq!(table, "t_mv");
+    assert!(matches!(
+        unless.as_deref(),
+        Some(Plan::Captured { target: 2, write }) if route(write).0 == 0
+    ));
+    // Reads stay on the source until the target owns the rows; locking reads wait.
+    assert_eq!(
+        route(&plan_in(&t, "SELECT v FROM t_mv WHERE id = 10", &[])).0,
+        0
+    );
+    assert!(matches!(
+        plan_in(&t, "SELECT v FROM t_mv WHERE id = 10 FOR UPDATE", &[]),
+        Plan::Frozen { .. }
+    ));
+}

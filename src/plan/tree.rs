@@ -175,6 +175,13 @@ pub enum Plan {
     Tier(Box<TierPlan>),
     /// A write to slots being moved: on the source, the changed rows' images to the target.
     DualWrite(Box<moving::DualWrite>),
+    /// A write to slots whose move copies changes from the source's binary log: it runs as
+    /// `write` (on the source), counted as writing toward `target` so that the move's
+    /// freeze waits for it (and for its transaction) to end.
+    Captured {
+        target: usize,
+        write: Box<Plan>,
+    },
     /// A read no node answers over its own rows: tables copied to one node, run there.
     Gather(Box<gather::Gather>),
     /// Tables copied to every node a plan runs on, then the plan (reading them there).
@@ -301,6 +308,16 @@ impl Plan {
         }
     }
 
+    /// The node a write to moving slots is counted toward (a move's freeze waits for the
+    /// writes toward its target).
+    pub fn moving_target(&self) -> Option<usize> {
+        match self {
+            Plan::DualWrite(d) => Some(d.target),
+            Plan::Captured { target, .. } => Some(*target),
+            _ => None,
+        }
+    }
+
     /// The nodes this plan touches (empty for session operations and refusals).
     pub fn nodes(&self) -> Vec<usize> {
         match self {
@@ -314,6 +331,7 @@ impl Plan {
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
+            Plan::Captured { write, .. } => write.nodes(),
             Plan::Shipped(s) => {
                 let mut v = s.nodes();
                 for sh in &s.ships {
@@ -556,6 +574,14 @@ impl PlanDescription<'_> {
                         writeln!(f, "  rows by the AUTO_INCREMENT ids the node generates")
                     }
                 }
+            }
+            Plan::Captured { target, write } => {
+                writeln!(
+                    f,
+                    "Captured: slots being moved to {}; the write runs on the source alone, the move copies its rows from the source's binary log",
+                    name(*target)
+                )?;
+                self.node(f, write, 1, false)
             }
             Plan::Gather(g) => {
                 writeln!(

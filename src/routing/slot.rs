@@ -38,6 +38,13 @@ pub enum MoveStep {
     /// Writes wait; reads on `to`. Every proxy stops writing `from` before `to` takes the
     /// writes alone.
     Freeze,
+    /// Writes and reads run on `from` alone; the migration's driver copies the rows they
+    /// change to `to` from `from`'s binary log (`crate::migrate::binlog`). Backfill and
+    /// verify run in this step.
+    Capture,
+    /// Writes wait; reads stay on `from` while the driver brings `to` up to `from`'s binary
+    /// log (the capture's cutover: `to` is behind `from` until then).
+    Hold,
     /// `to` owns the slots; `from` still holds copies of their rows, deleted in batches.
     Cleanup,
 }
@@ -49,6 +56,8 @@ impl MoveStep {
             MoveStep::ReadTarget => "read_target",
             MoveStep::Freeze => "freeze",
             MoveStep::Cleanup => "cleanup",
+            MoveStep::Capture => "capture",
+            MoveStep::Hold => "hold",
         }
     }
 
@@ -56,7 +65,7 @@ impl MoveStep {
     /// reads move, the target after.
     pub fn read_node(self, from: usize, to: usize) -> usize {
         match self {
-            MoveStep::DualWrite => from,
+            MoveStep::DualWrite | MoveStep::Capture | MoveStep::Hold => from,
             _ => to,
         }
     }
@@ -65,7 +74,7 @@ impl MoveStep {
     /// (the target's being filled, or the source's left to clean up).
     pub fn shadow_node(self, from: usize, to: usize) -> usize {
         match self {
-            MoveStep::DualWrite => to,
+            MoveStep::DualWrite | MoveStep::Capture | MoveStep::Hold => to,
             _ => from,
         }
     }
@@ -76,6 +85,8 @@ impl MoveStep {
             "read_target" => MoveStep::ReadTarget,
             "freeze" => MoveStep::Freeze,
             "cleanup" => MoveStep::Cleanup,
+            "capture" => MoveStep::Capture,
+            "hold" => MoveStep::Hold,
             _ => return None,
         })
     }

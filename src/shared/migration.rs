@@ -150,7 +150,10 @@ impl Local {
         if silence <= lease && !never {
             return None;
         }
-        let moving = matches!(plan, Plan::DualWrite(_) | Plan::Frozen { .. });
+        let moving = matches!(
+            plan,
+            Plan::DualWrite(_) | Plan::Captured { .. } | Plan::Frozen { .. }
+        );
         let blind = sharded && (never || silence > lease * BLIND_LEASES);
         (moving || blind).then(|| {
             let since = if never {
@@ -187,6 +190,7 @@ mod tests {
                 poll_ms: 100,
                 lease_ms: 50,
                 max_parallel_moves: 2,
+                capture: Default::default(),
             });
         }
         t

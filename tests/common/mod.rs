@@ -92,15 +92,28 @@ pub struct Cluster {
     mariadbd: PathBuf,
     /// The watchdog `sh` of each running node.
     watchdogs: Vec<Mutex<Option<Child>>>,
+    /// Nodes write a ROW binary log (`binlog.*` in their datadirs); see [`Cluster::shared_binlog`].
+    binlog: bool,
     _reaper: Child,
 }
 
 static CLUSTER: OnceLock<Cluster> = OnceLock::new();
+static BINLOG_CLUSTER: OnceLock<Cluster> = OnceLock::new();
 
 impl Cluster {
     /// The cluster of this test binary, started on first use with `n` nodes.
     pub fn shared(n: usize) -> &'static Cluster {
-        let c = CLUSTER.get_or_init(|| Cluster::start(n));
+        Self::sized(CLUSTER.get_or_init(|| Cluster::start(n, false)), n)
+    }
+
+    /// A second cluster of this test binary, apart from [`Cluster::shared`], whose nodes write
+    /// a binary log: `--log-bin=<datadir>/binlog --binlog-format=ROW --server-id=<i+1>`
+    /// (also after a restart).
+    pub fn shared_binlog(n: usize) -> &'static Cluster {
+        Self::sized(BINLOG_CLUSTER.get_or_init(|| Cluster::start(n, true)), n)
+    }
+
+    fn sized(c: &'static Cluster, n: usize) -> &'static Cluster {
         assert_eq!(
             c.ports.len(),
             n,
@@ -110,7 +123,7 @@ impl Cluster {
         c
     }
 
-    fn start(n: usize) -> Cluster {
+    fn start(n: usize, binlog: bool) -> Cluster {
         assert!(n >= 1, "a cluster needs at least one node");
         let t0 = Instant::now();
         let mariadbd = find_prog("mariadbd");
@@ -157,6 +170,7 @@ impl Cluster {
             dir,
             mariadbd,
             watchdogs: (0..n).map(|_| Mutex::new(None)).collect(),
+            binlog,
             _reaper: reaper,
         };
         // Start every node, then wait for them all: they boot in parallel. A port taken in the
@@ -251,6 +265,15 @@ impl Cluster {
         let datadir = self.datadir(i);
         let out = fs::File::create(self.dir.join(format!("node{i}.out"))).expect("node stdout");
         let _ = fs::remove_file(self.pid_file(i));
+        let log_bin = if self.binlog {
+            vec![
+                format!("--log-bin={}", datadir.join("binlog").display()),
+                "--binlog-format=ROW".to_string(),
+                format!("--server-id={}", i + 1),
+            ]
+        } else {
+            vec!["--skip-log-bin".to_string()]
+        };
         let child = Command::new("sh")
             .arg("-c")
             .arg(WATCHDOG)
@@ -276,7 +299,7 @@ impl Cluster {
             .arg("--character-set-server=utf8mb4")
             .arg("--collation-server=utf8mb4_general_ci")
             .arg("--max-connections=500")
-            .arg("--skip-log-bin")
+            .args(log_bin)
             .arg(format!(
                 "--ssl-cert={}",
                 self.dir.join("node-cert.pem").display()

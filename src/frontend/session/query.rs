@@ -362,12 +362,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         };
         // A transaction that holds row images stays counted until it ends: a freeze waits
         // for its commit, whose images the target must have before it owns the slots.
-        let images = crate::exec::door::Door::state(&self.nodes)
-            .tx
-            .as_ref()
-            .is_some_and(|t| t.branches.iter().any(|b| b.shadow));
-        if !images {
+        // So does one that wrote moving rows whose changes the source's binary log
+        // carries: the target must have its commit before it owns them.
+        let tx = crate::exec::door::Door::state(&self.nodes).tx.as_ref();
+        let images = tx.is_some_and(|t| t.branches.iter().any(|b| b.shadow));
+        if !images && (!self.captured || tx.is_none()) {
             self.dual_write.clear();
+            self.captured = false;
         }
         // (Unless it left warnings of its own, which replace them.)
         if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
@@ -617,6 +618,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     }
                     return (*then, slots);
                 }
+                // A transaction that wrote rows of a captured move goes on: the freeze
+                // waits for it (it is counted toward the target until it ends).
+                Plan::Frozen {
+                    unless: Some(then), ..
+                } if matches!(then.as_ref(), Plan::Captured { target, .. }
+                    if self.captured && self.dual_write.iter().any(|r| r.target() == *target)) =>
+                {
+                    self.captured = true;
+                    return (*then, slots);
+                }
                 // Writes to slots at the cutover of their move wait for the next step.
                 Plan::Frozen { .. } if Instant::now() < frozen_until => {
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -624,10 +635,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     *topo = self.topo.clone();
                     Ok(())
                 }
-                Plan::DualWrite(ref d) => {
+                ref moving if moving.moving_target().is_some() => {
+                    let target = moving.moving_target().unwrap_or_default();
+                    self.captured |= matches!(moving, Plan::Captured { .. });
                     // Counted before the rules are looked at again: a freeze acknowledged
                     // after this cannot miss it, and one applied before is seen here.
-                    let running = crate::shared::Running::new(self.shared.clone(), d.target);
+                    let running = crate::shared::Running::new(self.shared.clone(), target);
                     if self.shared.topology().version != topo.version {
                         drop(running);
                         self.topo = self.shared.topology();
@@ -686,6 +699,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::NeedColumns { .. } | Plan::NeedIds { .. } | Plan::NeedKey { .. } => "lookup",
             Plan::Session(_) => "session",
             Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
+            Plan::Captured { .. } => "captured",
             Plan::Gather(_) => "gather",
             Plan::Shipped(_) => "shipped",
             Plan::InsertSelect(_) => "insert_select",

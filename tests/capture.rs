@@ -1,0 +1,554 @@
+//! Live slot migration in binlog capture mode: the move's source writes a ROW binary log, so
+//! client writes to the moving slots run on the source alone and the migration's driver
+//! copies the rows they changed from the source's binlog to the target. Two proxies on one
+//! metadata schema serve a mixed write load while slots move; afterwards every key holds what
+//! its log of acknowledged writes says, each row lies on the node its slot names, and no
+//! client statement failed. Also: a driver killed in the middle of the backfill, the
+//! `capture = "images"` setting (dual writes on a binlog source) and an abort. Its own test
+//! binary on a cluster whose nodes write a binary log: ds0-ds2 hold data, node 3 the
+//! metadata schemas.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::moves::*;
+use common::workload::*;
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Pool};
+
+const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
+const MOVING: &str = "CRC32(id) % 1024 BETWEEN 0 AND 511";
+const STAYING: &str = "CRC32(id) % 1024 > 511";
+
+/// Tests here share ds2 as a target and restart a node: one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared_binlog(4)
+}
+
+/// `rules` with the admin listener on `port`, for a proxy process (whose listen addresses
+/// `127.0.0.1:0` all become one port).
+fn with_admin_on(rules: String, port: u16) -> String {
+    rules.replacen(
+        "[admin]\nlisten = \"127.0.0.1:0\"",
+        &format!("[admin]\nlisten = \"127.0.0.1:{port}\""),
+        1,
+    )
+}
+
+/// `rules` with `capture = "<mode>"` in its `[metadata]` section.
+fn with_capture(rules: String, mode: &str) -> String {
+    let out = rules.replacen(
+        "[metadata]\n",
+        &format!("[metadata]\ncapture = \"{mode}\"\n"),
+        1,
+    );
+    assert_ne!(out, rules, "no [metadata] section in the rules");
+    out
+}
+
+/// The `capture` column of a migration's SHOW MIGRATIONS row is `want`.
+fn assert_capture(m: &HashMap<String, String>, want: &str) {
+    assert_eq!(
+        m.get("capture").map(String::as_str),
+        Some(want),
+        "the migration's capture mode (SHOW MIGRATIONS row {m:?})"
+    );
+}
+
+/// Waits until the migration has copied at least `rows` rows; its row.
+async fn until_copied(ops: &mut Conn, id: &str, rows: u64) -> HashMap<String, String> {
+    let start = Instant::now();
+    loop {
+        let m = migration(ops, id).await;
+        let copied = m
+            .get("rows_copied")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+        if copied >= rows {
+            return m;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the backfill did not copy {rows} rows: {m:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the proxy runs rules in which no slot of `table` is moving.
+async fn settled(p: &Proxy, table: &str) {
+    let start = Instant::now();
+    loop {
+        let t = p.shared.topology();
+        let moving = match t.table(table) {
+            Some(shardproxy::config::TableRule::HashSlot { map, .. }) => !map.moves().is_empty(),
+            _ => panic!("{table} is not hash_slot"),
+        };
+        if !moving {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the proxy still has slots of {table} moving"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every row of `table` on ds0-ds2 lies in a slot the proxy's rules give that node (which
+/// gives slot 100 to `low` and slot 600 to ds1); the rows on each node.
+async fn rows_where_their_slots_say(c: &Cluster, p: &Proxy, table: &str, low: &str) -> [i64; 3] {
+    settled(p, table).await;
+    let t = p.shared.topology();
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
+        panic!("{table} is not hash_slot");
+    };
+    assert_eq!(t.node_name(map.node_of_slot(100)), low, "owner of slot 100");
+    assert_eq!(
+        t.node_name(map.node_of_slot(600)),
+        "ds1",
+        "owner of slot 600"
+    );
+    let mut held = [0; 3];
+    for (n, held) in held.iter_mut().enumerate() {
+        let pool = c.direct(n);
+        let mut conn = pool.get_conn().await.expect("direct");
+        let r: Result<Vec<(u16, i64)>, _> = conn
+            .query(format!(
+                "SELECT CRC32(id) % 1024, COUNT(*) FROM {table} GROUP BY 1"
+            ))
+            .await;
+        drop(conn);
+        pool.disconnect().await.ok();
+        let by_slot = match r {
+            Ok(rows) => rows,
+            // No such table on the node: it holds none of its rows.
+            Err(mysql_async::Error::Server(e)) if e.code == 1146 => Vec::new(),
+            Err(e) => panic!("rows of {table} by slot on ds{n}: {e}"),
+        };
+        for (s, rows) in by_slot {
+            let owner = t.node_name(map.owner_of_slot(s));
+            assert_eq!(
+                owner,
+                format!("ds{n}"),
+                "{rows} rows of slot {s} lie on ds{n}, which the slot map gives to `{owner}`"
+            );
+            *held += rows;
+        }
+    }
+    held
+}
+
+/// The live keys of `expected` whose slots are 0-511 (those that move).
+fn live_moving(expected: &Expected) -> i64 {
+    expected
+        .iter()
+        .filter(|(k, v)| v.is_some() && node_of_key(&L2, **k) == 0)
+        .count() as i64
+}
+
+/// After slots 0-511 moved to ds2: every key through `pools` as `expected` says (keys past
+/// `touched`, up to `rows`, as loaded unless `expected` has them), the moved rows on ds2 alone,
+/// nothing of 512-1023 on ds2, and ds0 empty.
+async fn check_moved(
+    c: &Cluster,
+    p: &Proxy,
+    pools: &[&Pool],
+    table: &str,
+    mut expected: Expected,
+    touched: i64,
+    rows: i64,
+) {
+    for k in touched + 1..=rows {
+        expected.entry(k).or_insert(Some(k));
+    }
+    keys_match(pools, table, &expected).await;
+    let held = rows_where_their_slots_say(c, p, table, "ds2").await;
+    assert_eq!(held[0], 0, "ds0 keeps rows of the moved slots");
+    assert_eq!(
+        count_on(c, 0, table, MOVING).await,
+        0,
+        "ds0 keeps moved rows"
+    );
+    assert_eq!(
+        count_on(c, 2, table, STAYING).await,
+        0,
+        "ds2 has rows of 512-1023"
+    );
+    assert_eq!(held[2], live_moving(&expected), "ds2's moved rows");
+}
+
+/// The harness: every node writes a ROW binary log of full row images, and a node restarted
+/// still does (a new binlog file).
+#[tokio::test]
+async fn the_binlog_cluster_logs_full_rows_and_still_does_after_a_restart() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let mut files = Vec::new();
+    for n in 0..c.len() {
+        let pool = c.direct(n);
+        let mut conn = pool.get_conn().await.expect("direct");
+        let vars: Option<(i64, String, String, i64)> = conn
+            .query_first("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id")
+            .await
+            .expect("binlog variables");
+        assert_eq!(
+            vars,
+            Some((1, "ROW".into(), "FULL".into(), n as i64 + 1)),
+            "node {n}"
+        );
+        let status: Option<mysql_async::Row> = conn
+            .query_first("SHOW MASTER STATUS")
+            .await
+            .expect("SHOW MASTER STATUS");
+        let file: String = status
+            .and_then(|r| r.get::<Option<String>, _>(0).flatten())
+            .unwrap_or_default();
+        assert!(
+            file.starts_with("binlog."),
+            "node {n}: binlog file `{file}`"
+        );
+        files.push(file);
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    c.stop_node(1);
+    c.start_node(1);
+    let pool = c.direct(1);
+    let mut conn = pool.get_conn().await.expect("direct, restarted");
+    let log_bin: Option<(i64, String)> = conn
+        .query_first("SELECT @@log_bin, @@binlog_format")
+        .await
+        .expect("binlog variables");
+    assert_eq!(log_bin, Some((1, "ROW".into())), "node 1, restarted");
+    let status: Option<mysql_async::Row> = conn
+        .query_first("SHOW MASTER STATUS")
+        .await
+        .expect("SHOW MASTER STATUS");
+    let file: String = status
+        .and_then(|r| r.get::<Option<String>, _>(0).flatten())
+        .unwrap_or_default();
+    assert!(
+        file.starts_with("binlog.") && file > files[1],
+        "node 1's binlog after a restart: `{file}` (before: `{}`)",
+        files[1]
+    );
+    drop(conn);
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn slots_move_by_binlog_capture_under_writes_through_two_proxies_and_nothing_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap";
+    let table = "t_cap";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    // 20,000 rows: the backfill takes a few seconds at its rate, under the writes.
+    const ROWS: i64 = 20_000;
+    const KEYS: i64 = 3000;
+    load(c, &pool_a, table, ROWS).await;
+    let workers = Workers::start(table, 6, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    workers.write(50).await;
+    let mut ops_b = ops(b.admin_port.expect("admin")).await;
+    ops_b
+        .query_drop(format!(
+            "MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 4000 AUTO"
+        ))
+        .await
+        .expect("MIGRATE");
+    let m = until_step(&mut ops_b, "1", "backfill", Duration::from_secs(30)).await;
+    assert_capture(&m, "binlog");
+    // Writes while the rows are copied, the source's binlog behind them.
+    workers.write(200).await;
+    let m = until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
+    assert_capture(&m, "binlog");
+    assert!(
+        m["rows_copied"].parse::<u64>().unwrap_or(0) > 5_000,
+        "{m:?}"
+    );
+    // Writes through the new placement, before the workers stop.
+    workers.write(50).await;
+    let (expected, failed, writes) = workers.stop().await;
+    no_client_failed(&failed);
+    assert!(writes > 500, "the workers wrote little: {writes}");
+    check_moved(c, &a, &[&pool_a, &pool_b], table, expected, KEYS, ROWS).await;
+    rows_where_their_slots_say(c, &b, table, "ds2").await;
+    drop(ops_b);
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}
+
+/// What a writer through one proxy had acknowledged (`acked`), and the one write it had
+/// under way when the proxy died (`unsure`: its key and the value it would have left).
+struct Written {
+    acked: Expected,
+    unsure: Option<(i64, Option<i64>)>,
+    failed_before_kill: Vec<String>,
+}
+
+/// Writes through `pool`, one key each: keys above `from` (up to `rows`) set to `-k` or
+/// deleted, and new keys above `rows` inserted as `-k`, until `stop` or the first error.
+fn writer(
+    pool: Pool,
+    table: &'static str,
+    from: i64,
+    rows: i64,
+    stop: Arc<AtomicBool>,
+    killed: Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<Written> {
+    tokio::spawn(async move {
+        let mut w = Written {
+            acked: Expected::new(),
+            unsure: None,
+            failed_before_kill: Vec::new(),
+        };
+        let mut conn = match pool.get_conn().await {
+            Ok(c) => c,
+            Err(e) => {
+                w.failed_before_kill.push(format!("connect: {e}"));
+                return w;
+            }
+        };
+        for (i, k) in (from + 1..=rows).enumerate() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let (sql, key, after) = match i % 3 {
+                0 => (
+                    format!("UPDATE {table} SET v = {} WHERE id = {k}", -k),
+                    k,
+                    Some(-k),
+                ),
+                1 => (format!("DELETE FROM {table} WHERE id = {k}"), k, None),
+                _ => {
+                    let n = rows + k;
+                    (
+                        format!("INSERT INTO {table} VALUES ({n}, {})", -n),
+                        n,
+                        Some(-n),
+                    )
+                }
+            };
+            match conn.query_drop(&sql).await {
+                Ok(()) => {
+                    w.acked.insert(key, after);
+                }
+                Err(e) => {
+                    if !killed.load(Ordering::SeqCst) {
+                        w.failed_before_kill.push(format!("{sql}: {e}"));
+                    }
+                    w.unsure = Some((key, after));
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(conn);
+        w
+    })
+}
+
+#[tokio::test]
+async fn another_proxy_finishes_a_capture_move_whose_driver_was_killed_in_its_backfill() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap_kill";
+    let table = "t_cap_k";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L2);
+    let admin = free_ports(1)[0];
+    // Proxy a is a process of its own, so it can be killed; it drives the migration.
+    let mut a = ProxyProcess::start(&with_admin_on(rules(c, meta, &tables), admin), &[]);
+    let pool_a = a.pool();
+    const ROWS: i64 = 8_000;
+    const KEYS: i64 = 2000;
+    load(c, &pool_a, table, ROWS).await;
+    let moving_rows = count_on(c, 0, table, MOVING).await as u64;
+    let mut ops_a = ops(admin).await;
+    // About 4,000 rows at 500 a second: a backfill of some seconds.
+    ops_a
+        .query_drop(format!(
+            "MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 500 AUTO"
+        ))
+        .await
+        .expect("MIGRATE");
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    let m = until_copied(&mut ops_a, "1", 1).await;
+    assert_capture(&m, "binlog");
+    // Proxy b joins; the workers write through it, a writer through a (keys of its own).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let pool_b = b.pool();
+    let workers = Workers::start(table, 4, KEYS, &[pool_b.clone(), pool_b.clone()]);
+    let (stop, killed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let through_a = writer(
+        pool_a.clone(),
+        table,
+        KEYS,
+        ROWS,
+        stop.clone(),
+        killed.clone(),
+    );
+    workers.write(100).await;
+    // Some of a's writes acknowledged: they are in ds0's binlog, maybe not yet on ds2.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let m = migration(&mut ops_a, "1").await;
+    assert_eq!(
+        m["step"], "backfill",
+        "the move left its backfill before the kill"
+    );
+    killed.store(true, Ordering::SeqCst);
+    a.kill();
+    stop.store(true, Ordering::Relaxed);
+    let written = through_a.await.expect("writer through a");
+    assert!(
+        written.failed_before_kill.is_empty(),
+        "writes through a failed before it was killed: {:?}",
+        written.failed_before_kill
+    );
+    assert!(
+        written.acked.len() >= 20,
+        "a acknowledged only {} writes",
+        written.acked.len()
+    );
+    let mut ops_b = ops(b.admin_port.expect("admin")).await;
+    let m = migration(&mut ops_b, "1").await;
+    let copied: u64 = m["rows_copied"].parse().unwrap_or(0);
+    assert!(
+        m["step"] == "backfill" && copied < moving_rows,
+        "the backfill was over at the kill ({moving_rows} rows move): {m:?}"
+    );
+    let m = until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
+    assert_capture(&m, "binlog");
+    workers.write(50).await;
+    let (mut expected, failed, _) = workers.stop().await;
+    // Only a's writes could fail (the one under way at its death): none through b.
+    no_client_failed(&failed);
+    for k in KEYS + 1..=ROWS {
+        expected.insert(k, Some(k));
+    }
+    expected.extend(written.acked.iter().map(|(k, v)| (*k, *v)));
+    // The write under way when a died may have committed or not: the key as either.
+    if let Some((k, after)) = written.unsure {
+        let got: Option<i64> = pool_b
+            .get_conn()
+            .await
+            .expect("proxy")
+            .query_first(format!("SELECT v FROM {table} WHERE id = {k}"))
+            .await
+            .expect("read the key");
+        let before = expected.get(&k).copied().flatten();
+        assert!(
+            got == after || got == before,
+            "key {k}, written as a died: {got:?}, neither {before:?} nor {after:?}"
+        );
+        expected.insert(k, got);
+    }
+    check_moved(c, &b, &[&pool_b], table, expected, ROWS, ROWS).await;
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn capture_images_in_the_rules_moves_by_dual_writes_on_a_binlog_source() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap_img";
+    let table = "t_cap_i";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", with_capture(rules(c, meta, &tables), "images"));
+    let pool = a.pool();
+    const ROWS: i64 = 6_000;
+    const KEYS: i64 = 1000;
+    load(c, &pool, table, ROWS).await;
+    let workers = Workers::start(table, 4, KEYS, &[pool.clone(), pool.clone()]);
+    workers.write(50).await;
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop(format!(
+            "MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 2000 AUTO"
+        ))
+        .await
+        .expect("MIGRATE");
+    let m = until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    assert_capture(&m, "images");
+    workers.write(100).await;
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    assert_capture(&m, "images");
+    workers.write(30).await;
+    let (expected, failed, _) = workers.stop().await;
+    no_client_failed(&failed);
+    check_moved(c, &a, &[&pool], table, expected, KEYS, ROWS).await;
+    drop(ops_a);
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn an_aborted_capture_move_leaves_the_slots_on_their_source_and_the_target_empty() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap_abort";
+    let table = "t_cap_a";
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    const ROWS: i64 = 6_000;
+    const KEYS: i64 = 1000;
+    load(c, &pool_a, table, ROWS).await;
+    let workers = Workers::start(table, 4, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop(format!("MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 500"))
+        .await
+        .expect("MIGRATE");
+    until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    // Aborted in the middle of its copy, under writes the binlog carries.
+    let m = until_copied(&mut ops_a, "1", 200).await;
+    assert_capture(&m, "binlog");
+    workers.write(100).await;
+    let m = migration(&mut ops_a, "1").await;
+    assert_eq!(m["step"], "backfill", "the copy was over before the abort");
+    ops_a.query_drop("ABORT 1").await.expect("ABORT 1");
+    until_step(&mut ops_a, "1", "aborted", Duration::from_secs(60)).await;
+    expect_code(
+        ops_a.query_drop("CUTOVER 1").await,
+        1235,
+        "CUTOVER of an aborted move",
+    );
+    workers.write(50).await;
+    let (mut expected, failed, _) = workers.stop().await;
+    no_client_failed(&failed);
+    for k in KEYS + 1..=ROWS {
+        expected.insert(k, Some(k));
+    }
+    keys_match(&[&pool_a, &pool_b], table, &expected).await;
+    for p in [&a, &b] {
+        let held = rows_where_their_slots_say(c, p, table, "ds0").await;
+        assert_eq!(held[2], 0, "the target keeps rows");
+        assert_eq!(held[0], live_moving(&expected), "ds0's rows");
+    }
+    drop(ops_a);
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}
