@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mysql_async::prelude::Queryable;
-use mysql_async::{BinlogStreamRequest, Conn, Opts, Value};
+use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 use mysql_common::binlog::events::EventData;
 use mysql_common::binlog::row::BinlogRow;
 use mysql_common::binlog::value::BinlogValue;
@@ -51,6 +51,11 @@ impl Position {
 
     pub fn text(&self) -> String {
         format!("{}:{}", self.file, self.pos)
+    }
+
+    /// Is this position before `other` (a log's files are numbered in order)?
+    fn before(&self, other: &Position) -> bool {
+        (self.file.as_str(), self.pos) < (other.file.as_str(), other.pos)
     }
 }
 
@@ -100,82 +105,39 @@ impl Keys {
     }
 }
 
-/// A replica's server id for each read: the source drops an older connection that uses the
-/// same id, so no two reads share one.
+/// A replica's server id for a read to the log's end: the source ends an older connection
+/// that uses the same id, so no two such reads share one.
 fn server_id() -> u32 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    0x5000_0000 ^ (std::process::id() << 12) ^ (n & 0xfff)
+    0x4000_0000 ^ (std::process::id() << 12) ^ (n & 0xfff)
+}
+
+/// The server id of a move's open read of the log: one per move, so that the source ends
+/// the connection an earlier read left (a replica's connection that was closed lingers on
+/// the source until it has an event to send), whichever proxy opened it.
+fn move_server_id(migration: u64) -> u32 {
+    0x5000_0000 | (migration as u32 & 0x0fff_ffff)
 }
 
 /// Reads the source's log from `from` to its end and adds the keys of the moving rows of
 /// each shape that changed there to `keys` (one set per shape); returns the position after.
+/// (A request that ends at the log's end: `prepare` proves with it that the log can be read.)
 pub async fn read(
     opts: &Opts,
     from: &Position,
     shapes: &[Shape],
     keys: &mut [Keys],
 ) -> Result<Position, String> {
-    let err = |e: mysql_async::Error| format!("reading the source's binary log: {e}");
+    let mut stream = open(opts, from, server_id(), true).await?;
     let db = opts.db_name().unwrap_or_default().to_string();
-    let conn = Conn::new(opts.clone()).await.map_err(err)?;
-    let request = BinlogStreamRequest::new(server_id())
-        .with_filename(from.file.as_bytes())
-        .with_pos(from.pos)
-        .with_non_blocking();
-    let mut stream = conn.get_binlog_stream(request).await.map_err(err)?;
     let mut at = from.clone();
     let reading = async {
         while let Some(event) = stream.next().await {
-            let event = event.map_err(err)?;
-            let end = u64::from(event.header().log_pos());
-            let data = event
-                .read_data()
-                .map_err(|e| format!("a binary log event: {e}"))?;
-            match data {
-                // The stream opens with an artificial one (its end position 0) naming where
-                // it starts, which is `from`; a real one names the next file.
-                Some(EventData::RotateEvent(r)) if end > 0 => {
-                    let name = r.name();
-                    at = Position {
-                        file: name
-                            .trim_end_matches(|c: char| !c.is_ascii_graphic())
-                            .to_string(),
-                        pos: r.position(),
-                    };
-                    continue;
-                }
-                Some(EventData::RotateEvent(_)) => continue,
-                Some(EventData::RowsEvent(rows)) => {
-                    let Some(tme) = stream.get_tme(rows.table_id()) else {
-                        return Err("a row event without its table map".to_string());
-                    };
-                    let which = (tme.database_name() == db)
-                        .then(|| shapes.iter().position(|s| tme.table_name() == s.name))
-                        .flatten();
-                    if let Some(i) = which {
-                        let shape = &shapes[i];
-                        let types: Vec<Option<ColumnType>> = (0..tme.columns_count() as usize)
-                            .map(|c| tme.get_column_type(c).ok().flatten())
-                            .collect();
-                        for row in rows.rows(tme) {
-                            let (before, after) =
-                                row.map_err(|e| format!("a binary log row: {e}"))?;
-                            for image in [before, after].into_iter().flatten() {
-                                if let Some(key) = moving_key(shape, &types, &image)? {
-                                    keys[i].add(key);
-                                }
-                            }
-                        }
-                    }
-                }
-                _ => {}
-            }
-            if end > 0 {
-                at.pos = end;
-            }
+            let event = event.map_err(log_err)?;
+            take(&stream, event, &mut at, &db, shapes, keys)?;
         }
-        Ok(())
+        Ok::<(), String>(())
     };
     match tokio::time::timeout(READ_LIMIT, reading).await {
         Ok(r) => r?,
@@ -187,6 +149,94 @@ pub async fn read(
     }
     let _ = stream.close().await;
     Ok(at)
+}
+
+fn log_err(e: mysql_async::Error) -> String {
+    format!("reading the source's binary log: {e}")
+}
+
+/// A replica's request for the log from `from`: to its end and no further (`to_end`), or
+/// open, each event sent as it is written.
+async fn open(opts: &Opts, from: &Position, id: u32, to_end: bool) -> Result<BinlogStream, String> {
+    let conn = Conn::new(opts.clone()).await.map_err(log_err)?;
+    let mut request = BinlogStreamRequest::new(id)
+        .with_filename(from.file.as_bytes())
+        .with_pos(from.pos);
+    if to_end {
+        request = request.with_non_blocking();
+    }
+    conn.get_binlog_stream(request).await.map_err(log_err)
+}
+
+/// One event of the log: the position after it in `at`, and the keys of the moving rows it
+/// changed in `keys`.
+fn take(
+    stream: &BinlogStream,
+    event: mysql_async::binlog::events::Event,
+    at: &mut Position,
+    db: &str,
+    shapes: &[Shape],
+    keys: &mut [Keys],
+) -> Result<(), String> {
+    let end = u64::from(event.header().log_pos());
+    let data = event
+        .read_data()
+        .map_err(|e| format!("a binary log event: {e}"))?;
+    match data {
+        // The stream opens with an artificial one (its end position 0) naming where it
+        // starts, which is `at` already; a real one names the next file.
+        Some(EventData::RotateEvent(r)) if end > 0 => {
+            let name = r.name();
+            *at = Position {
+                file: name
+                    .trim_end_matches(|c: char| !c.is_ascii_graphic())
+                    .to_string(),
+                pos: r.position(),
+            };
+            return Ok(());
+        }
+        Some(EventData::RowsEvent(rows)) => {
+            let Some(tme) = stream.get_tme(rows.table_id()) else {
+                return Err("a row event without its table map".to_string());
+            };
+            let which = (tme.database_name() == db)
+                .then(|| shapes.iter().position(|s| tme.table_name() == s.name))
+                .flatten();
+            if let Some(i) = which {
+                let shape = &shapes[i];
+                let types: Vec<Option<ColumnType>> = (0..tme.columns_count() as usize)
+                    .map(|c| tme.get_column_type(c).ok().flatten())
+                    .collect();
+                for row in rows.rows(tme) {
+                    let (before, after) = row.map_err(|e| format!("a binary log row: {e}"))?;
+                    for image in [before, after].into_iter().flatten() {
+                        if let Some(key) = moving_key(shape, &types, &image)? {
+                            keys[i].add(key);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    // Events the stream repeats at its start (the format description) carry no later
+    // position than where it starts.
+    if end > at.pos {
+        at.pos = end;
+    }
+    Ok(())
+}
+
+/// The source's log position now.
+async fn end_of_log(s: &mut Conn) -> Result<Position, String> {
+    let r: Option<mysql_async::Row> = s.query_first("SHOW MASTER STATUS").await.map_err(log_err)?;
+    r.and_then(|r| {
+        Some(Position {
+            file: r.get(0)?,
+            pos: r.get(1)?,
+        })
+    })
+    .ok_or_else(|| "the source's binary log is off".to_string())
 }
 
 /// The primary key of a row image, if the row is one of the moving rows.
@@ -274,8 +324,9 @@ pub async fn recopy(
         for k in locked {
             later.add(k);
         }
-        t.query_drop("START TRANSACTION").await?;
-        let w = async {
+        // Two statements, no transaction around them: the target is written by this task
+        // alone, and a pass that fails is read again from the saved position.
+        {
             if !gone.is_empty() {
                 let params: Vec<Value> = gone.iter().flatten().cloned().collect();
                 t.exec_drop(
@@ -290,15 +341,7 @@ pub async fn recopy(
                 )
                 .await?;
             }
-            super::copy::replace(t, shape, &rows).await
-        }
-        .await;
-        match w {
-            Ok(()) => t.query_drop("COMMIT").await?,
-            Err(e) => {
-                let _ = t.query_drop("ROLLBACK").await;
-                return Err(e);
-            }
+            super::copy::replace(t, shape, &rows).await?;
         }
     }
     Ok(later)
@@ -371,6 +414,10 @@ pub struct Tail {
     at: Position,
     saved: Position,
     keys: Vec<Keys>,
+    /// The log as it is written, read up to `at` (opened at the first pass, again after
+    /// an error).
+    stream: Option<BinlogStream>,
+    id: u32,
 }
 
 impl Tail {
@@ -393,6 +440,8 @@ impl Tail {
             saved: at.clone(),
             at,
             keys: shapes.iter().map(|_| Keys::default()).collect(),
+            stream: None,
+            id: move_server_id(m.id),
         }))
     }
 
@@ -404,7 +453,14 @@ impl Tail {
         t: &mut Conn,
         shapes: &[Shape],
     ) -> Result<(usize, Option<String>), String> {
-        self.at = read(&self.opts, &self.at, shapes, &mut self.keys).await?;
+        let end = end_of_log(s).await?;
+        if self.at.before(&end) {
+            if let Err(e) = self.read_to(&end, shapes).await {
+                // Read again from where it stands, on a new connection, next time.
+                self.stream = None;
+                return Err(e);
+            }
+        }
         let mut copied = 0;
         for (shape, keys) in shapes.iter().zip(self.keys.iter_mut()) {
             copied += keys.len();
@@ -420,6 +476,34 @@ impl Tail {
             self.at.text()
         });
         Ok((copied, save))
+    }
+
+    /// Reads the open log up to `end` (a position it holds already, so the read ends).
+    async fn read_to(&mut self, end: &Position, shapes: &[Shape]) -> Result<(), String> {
+        if self.stream.is_none() {
+            self.stream = Some(open(&self.opts, &self.at, self.id, false).await?);
+        }
+        let db = self.opts.db_name().unwrap_or_default().to_string();
+        let (Some(stream), at, keys) = (self.stream.as_mut(), &mut self.at, &mut self.keys) else {
+            return Ok(());
+        };
+        let reading = async {
+            while at.before(end) {
+                let Some(event) = stream.next().await else {
+                    return Err("the source ended its binary log stream".to_string());
+                };
+                let event = event.map_err(log_err)?;
+                take(stream, event, at, &db, shapes, keys)?;
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(READ_LIMIT, reading).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the source's binary log did not reach {} within {READ_LIMIT:?}",
+                end.text()
+            )),
+        }
     }
 
     /// The position to save after a pass that copied everything it read (and was not
