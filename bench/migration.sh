@@ -101,5 +101,8 @@ migrate+=" AUTO"
 echo "== $clients clients: ${baseline}s of baseline, then: $migrate"
 "$client" "mysql://app:app@127.0.0.1:$proxy_port/shop" "mysql://ops:ops@127.0.0.1:$admin_port" \
     t_mig "$rows" "$clients" "$baseline" "$migrate"
+# The proxy's own account of the cutover (the writes' stall, and for a captured move when
+# the hold was acknowledged and when the target had the log's end).
+sed 's/\x1b\[[0-9;]*m//g' "$work/proxy.log" | grep -oE '(acked_ms|stall_ms)=.*' || true
 # How the move's target got the writes made meanwhile (binlog or images).
 echo "capture=$(mariadb -h127.0.0.1 -P"$admin_port" -uops -pops -N -e 'SHOW MIGRATIONS' | awk -F'\t' '{print $NF}' | head -1)"

@@ -8,7 +8,7 @@ use mysql_async::Conn;
 use tracing::{info, warn};
 
 use super::binlog;
-use super::step::{acks, ends, err, version, Ends, Step, ACK_TIMEOUT, FREEZE_TIMEOUT};
+use super::step::{behind, ends, err, give_back, hand_over, version, Ends, Step, FREEZE_TIMEOUT};
 use crate::config::Topology;
 use crate::metadata::migrations::{self as store, Migration};
 use crate::shared::Shared;
@@ -82,11 +82,32 @@ pub(super) async fn cutover(
     .await?;
     let frozen = Instant::now();
     let held: Step<()> = async {
-        acks(c, v, window, Some(&m.target), FREEZE_TIMEOUT).await?;
+        // The log is copied while the proxies acknowledge: the pass after that has little
+        // left to copy.
+        loop {
+            let late = behind(c, v, window, Some(&m.target)).await?;
+            if late.is_empty() {
+                break;
+            }
+            if frozen.elapsed() > FREEZE_TIMEOUT {
+                return Err(format!(
+                    "proxies {} have not acknowledged version {v}",
+                    late.join(", ")
+                ));
+            }
+            catch_up(c, m, &mut tail, &mut e).await?;
+        }
+        let acked = frozen.elapsed();
         // No write of the rows runs now: the log's end holds every one of them.
         loop {
             catch_up(c, m, &mut tail, &mut e).await?;
             if tail.pending() == 0 {
+                info!(
+                    migration = m.id,
+                    acked_ms = acked.as_millis() as u64,
+                    caught_up_ms = frozen.elapsed().as_millis() as u64,
+                    "held: the target has the source's binary log to its end"
+                );
                 return Ok(());
             }
             if frozen.elapsed() > FREEZE_TIMEOUT {
@@ -100,48 +121,10 @@ pub(super) async fn cutover(
     }
     .await;
     if let Err(why) = held {
-        let (next, then) = if m.auto_cutover {
-            ("cutover", "tried again")
-        } else {
-            ("ready", "back to ready: CUTOVER again")
-        };
-        version(
-            shared,
-            c,
-            m,
-            &m.source,
-            "capture",
-            Some(&m.target),
-            next,
-            "cutover",
-        )
-        .await?;
-        return Err(format!("the hold did not end in time ({why}); {then}"));
+        let why = format!("the hold did not end in time ({why})");
+        return give_back(shared, c, m, "capture", why).await;
     }
     crate::hooks::migration_hold("frozen").await;
     // The point of no return: the target owns the rows.
-    let v = version(
-        shared,
-        c,
-        m,
-        &m.source,
-        "cleanup",
-        Some(&m.target),
-        "cleanup",
-        "cutover",
-    )
-    .await?;
-    let stall = frozen.elapsed();
-    shared
-        .metrics
-        .migration_freeze_seconds
-        .observe(stall.as_secs_f64());
-    info!(
-        migration = m.id,
-        version = v,
-        stall_ms = stall.as_millis() as u64,
-        "cut over"
-    );
-    acks(c, v, window, None, ACK_TIMEOUT).await?;
-    Ok(true)
+    hand_over(shared, c, m, frozen, window).await
 }

@@ -31,7 +31,8 @@ use tracing::{info, warn};
 use super::binlog;
 use super::copy::{self, Shape};
 use super::step::{
-    acks, current_version, ends, err, version, Step, ACK_TIMEOUT, FREEZE_TIMEOUT, NOT_DRIVING,
+    acks, current_version, ends, err, give_back, hand_over, version, Step, ACK_TIMEOUT,
+    FREEZE_TIMEOUT, NOT_DRIVING,
 };
 use crate::config::{TableRule, Topology};
 use crate::metadata::lease;
@@ -659,25 +660,8 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     if let Err(e) = acks(c, v, window, Some(&m.target), FREEZE_TIMEOUT).await {
         // Writes wait while frozen: give them back, and try again later (a transaction
         // holding row images keeps a freeze from being acknowledged).
-        let (next, then) = if m.auto_cutover {
-            ("cutover", "tried again")
-        } else {
-            ("ready", "back to ready: CUTOVER again")
-        };
-        version(
-            shared,
-            c,
-            m,
-            &m.source,
-            "read_target",
-            Some(&m.target),
-            next,
-            "cutover",
-        )
-        .await?;
-        return Err(format!(
-            "the freeze was not acknowledged in time ({e}); {then}"
-        ));
+        let why = format!("the freeze was not acknowledged in time ({e})");
+        return give_back(shared, c, m, "read_target", why).await;
     }
     let topo = shared.topology();
     if failures_now(c, &topo).await? > m.failures_seen {
@@ -703,30 +687,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
     }
     crate::hooks::migration_hold("frozen").await;
     // The point of no return: the target owns the slots.
-    let v = version(
-        shared,
-        c,
-        m,
-        &m.source,
-        "cleanup",
-        Some(&m.target),
-        "cleanup",
-        "cutover",
-    )
-    .await?;
-    let stall = frozen.elapsed();
-    shared
-        .metrics
-        .migration_freeze_seconds
-        .observe(stall.as_secs_f64());
-    info!(
-        migration = m.id,
-        version = v,
-        stall_ms = stall.as_millis() as u64,
-        "cut over"
-    );
-    acks(c, v, window, None, ACK_TIMEOUT).await?;
-    Ok(true)
+    hand_over(shared, c, m, frozen, window).await
 }
 
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts};
+use tracing::info;
 
 use super::copy::{self, Shape};
 use crate::config::{TableRule, Topology};
@@ -147,16 +148,8 @@ pub(super) async fn acks(
 ) -> Step<()> {
     let started = Instant::now();
     loop {
-        let live = store::live(c, window_ms).await.map_err(err)?;
-        let behind: Vec<&str> = live
-            .iter()
-            .filter(|p| {
-                p.version < version
-                    || quiet.is_some_and(|t| p.busy.iter().any(|b| b == t || b == "*"))
-            })
-            .map(|p| p.proxy.as_str())
-            .collect();
-        if behind.is_empty() && !live.is_empty() {
+        let behind = behind(c, version, window_ms, quiet).await?;
+        if behind.is_empty() {
             return Ok(());
         }
         if started.elapsed() > timeout {
@@ -167,4 +160,89 @@ pub(super) async fn acks(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// The live proxies that have not acknowledged `version` yet (or still run writes toward
+/// `quiet`); a proxy's name stands for all of them while none is live.
+pub(super) async fn behind(
+    c: &mut Conn,
+    version: u64,
+    window_ms: u64,
+    quiet: Option<&str>,
+) -> Step<Vec<String>> {
+    let live = store::live(c, window_ms).await.map_err(err)?;
+    if live.is_empty() {
+        return Ok(vec!["(none live)".to_string()]);
+    }
+    Ok(live
+        .iter()
+        .filter(|p| {
+            p.version < version || quiet.is_some_and(|t| p.busy.iter().any(|b| b == t || b == "*"))
+        })
+        .map(|p| p.proxy.clone())
+        .collect())
+}
+
+/// Gives the writes back after a freeze (or a hold) that did not end in time: the slot map
+/// at `state` again, the migration back at `cutover` (AUTO: tried again) or `ready`.
+/// Returns the step's error, saying so.
+pub(super) async fn give_back(
+    shared: &Shared,
+    c: &mut Conn,
+    m: &Migration,
+    state: &str,
+    why: String,
+) -> Step<bool> {
+    let (next, then) = if m.auto_cutover {
+        ("cutover", "tried again")
+    } else {
+        ("ready", "back to ready: CUTOVER again")
+    };
+    version(
+        shared,
+        c,
+        m,
+        &m.source,
+        state,
+        Some(&m.target),
+        next,
+        "cutover",
+    )
+    .await?;
+    Err(format!("{why}; {then}"))
+}
+
+/// The point of no return of a cutover: the target owns the rows (version `cleanup`), the
+/// writes' stall since `frozen` observed, and every proxy's acknowledgement awaited.
+pub(super) async fn hand_over(
+    shared: &Shared,
+    c: &mut Conn,
+    m: &Migration,
+    frozen: Instant,
+    window: u64,
+) -> Step<bool> {
+    let v = version(
+        shared,
+        c,
+        m,
+        &m.source,
+        "cleanup",
+        Some(&m.target),
+        "cleanup",
+        "cutover",
+    )
+    .await?;
+    let stall = frozen.elapsed();
+    shared
+        .metrics
+        .migration_freeze_seconds
+        .observe(stall.as_secs_f64());
+    info!(
+        migration = m.id,
+        version = v,
+        stall_ms = stall.as_millis() as u64,
+        "cut over"
+    );
+    acks(c, v, window, None, ACK_TIMEOUT).await?;
+    Ok(true)
 }
