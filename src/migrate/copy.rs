@@ -464,12 +464,37 @@ pub async fn count(c: &mut Conn, shape: &Shape) -> mysql_async::Result<u64> {
     Ok(n.unwrap_or(0))
 }
 
-/// Deletes up to `n` rows of the range on `c`; how many it deleted.
-pub async fn delete_batch(c: &mut Conn, shape: &Shape, n: usize) -> mysql_async::Result<u64> {
+/// Deletes about `n` rows of the range on `c` after the key `after` (a cursor the caller
+/// keeps: without it each batch would scan again every row the batches before passed);
+/// how many it deleted. Moves `after` on; a batch that deletes nothing is the end.
+pub async fn delete_batch(
+    c: &mut Conn,
+    shape: &Shape,
+    n: usize,
+    after: &mut Option<String>,
+) -> mysql_async::Result<u64> {
+    let hi: Option<mysql_async::Row> = c
+        .query_first(format!(
+            "SELECT * FROM {} WHERE {}{} ORDER BY {} LIMIT 1 OFFSET {}",
+            shape.table,
+            shape.slots,
+            shape.after(after.as_deref()),
+            shape.key_list(),
+            n.max(1) - 1
+        ))
+        .await?;
+    let hi = hi.map(|r| shape.cursor_of(&r));
     c.query_drop(format!(
-        "DELETE FROM {} WHERE {} LIMIT {n}",
-        shape.table, shape.slots
+        "DELETE FROM {} WHERE {}{}{}",
+        shape.table,
+        shape.slots,
+        shape.after(after.as_deref()),
+        shape.upto(hi.as_deref())
     ))
     .await?;
-    Ok(c.affected_rows())
+    let deleted = c.affected_rows();
+    if hi.is_some() {
+        *after = hi;
+    }
+    Ok(deleted)
 }

@@ -208,11 +208,12 @@ async fn delete_all(shared: &Shared, c: &mut Conn, shapes: &[Shape], rate: u64) 
     let started = Instant::now();
     let mut n = 0;
     for shape in shapes {
+        let mut after = None;
         loop {
             if !shared.migration.may_drive() {
                 return Err(NOT_DRIVING.into());
             }
-            let d = copy::delete_batch(c, shape, batch_size(rate))
+            let d = copy::delete_batch(c, shape, batch_size(rate), &mut after)
                 .await
                 .map_err(err)?;
             if d == 0 {
@@ -335,11 +336,12 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             for shape in &e.shapes {
                 let started = Instant::now();
                 let mut mine = 0;
+                let mut after = None;
                 loop {
                     if !shared.migration.may_drive() {
                         return Err(NOT_DRIVING.into());
                     }
-                    let n = copy::delete_batch(&mut e.s, shape, batch_size(m.rate))
+                    let n = copy::delete_batch(&mut e.s, shape, batch_size(m.rate), &mut after)
                         .await
                         .map_err(err)?;
                     if n == 0 {
