@@ -75,11 +75,7 @@ pub async fn usable(s: &mut Conn) -> Option<Position> {
     if on != 1 || !format.eq_ignore_ascii_case("ROW") || !full {
         return None;
     }
-    let r: mysql_async::Row = s.query_first("SHOW MASTER STATUS").await.ok()??;
-    Some(Position {
-        file: r.get(0)?,
-        pos: r.get(1)?,
-    })
+    end_of_log(s).await.ok()
 }
 
 /// Keys of changed rows, each once.
@@ -445,14 +441,14 @@ impl Tail {
         }))
     }
 
-    /// Reads the log to its end and copies the rows that changed there. Returns the rows
-    /// copied and, when nothing read is left to copy, the position to save (if it moved).
+    /// Reads the log to its end and copies the rows that changed there (those locked now
+    /// stay to copy on the next pass: [`Tail::pending`]).
     pub async fn catch_up(
         &mut self,
         s: &mut Conn,
         t: &mut Conn,
         shapes: &[Shape],
-    ) -> Result<(usize, Option<String>), String> {
+    ) -> Result<(), String> {
         let end = end_of_log(s).await?;
         if self.at.before(&end) {
             if let Err(e) = self.read_to(&end, shapes).await {
@@ -461,21 +457,12 @@ impl Tail {
                 return Err(e);
             }
         }
-        let mut copied = 0;
         for (shape, keys) in shapes.iter().zip(self.keys.iter_mut()) {
-            copied += keys.len();
-            let later = recopy(s, t, shape, keys).await.map_err(|e| {
+            *keys = recopy(s, t, shape, keys).await.map_err(|e| {
                 format!("copying the rows the binary log changed to the target: {e}")
             })?;
-            copied -= later.len();
-            *keys = later;
         }
-        let done = self.keys.iter().all(Keys::is_empty);
-        let save = (done && self.at != self.saved).then(|| {
-            self.saved = self.at.clone();
-            self.at.text()
-        });
-        Ok((copied, save))
+        Ok(())
     }
 
     /// Reads the open log up to `end` (a position it holds already, so the read ends).
@@ -506,9 +493,9 @@ impl Tail {
         }
     }
 
-    /// The position to save after a pass that copied everything it read (and was not
-    /// saved then), if any.
-    pub fn saved_if_clear(&mut self) -> Option<String> {
+    /// The position to save once everything read is copied (and it moved since last
+    /// saved), if any: taken as saved.
+    pub fn to_save(&mut self) -> Option<String> {
         (self.pending() == 0 && self.at != self.saved).then(|| {
             self.saved = self.at.clone();
             self.at.text()

@@ -44,8 +44,8 @@ pub(super) async fn catch_up(
     tail: &mut binlog::Tail,
     e: &mut Ends,
 ) -> Step<()> {
-    let (_, save) = tail.catch_up(&mut e.s, &mut e.t, &e.shapes).await?;
-    if let Some(pos) = save {
+    tail.catch_up(&mut e.s, &mut e.t, &e.shapes).await?;
+    if let Some(pos) = tail.to_save() {
         store::set_binlog_pos(c, m.id, &pos).await.map_err(err)?;
     }
     Ok(())

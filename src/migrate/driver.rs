@@ -575,7 +575,7 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
                 .map_err(|e| what(e.to_string()))?,
         };
         if let (Some(tail), true) = (tail.as_mut(), agrees) {
-            if let Some(pos) = tail.saved_if_clear() {
+            if let Some(pos) = tail.to_save() {
                 store::set_binlog_pos(c, m.id, &pos).await.map_err(err)?;
             }
         }
