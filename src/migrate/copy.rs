@@ -79,7 +79,16 @@ pub async fn prepare(
 ) -> Result<Shape, String> {
     let rows = moving.predicate(&quote(column));
     let err = |e: mysql_async::Error| e.to_string();
-    let columns = names(s, &columns_sql(table)).await.map_err(err)?;
+    // The source's columns, each with whether it is UNSIGNED and its type.
+    let described: Vec<(String, bool, String)> = s
+        .query(format!(
+            "SELECT COLUMN_NAME, COLUMN_TYPE LIKE '%unsigned%', DATA_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = {} ORDER BY ORDINAL_POSITION",
+            crate::sql::write::text_literal(table)
+        ))
+        .await
+        .map_err(err)?;
+    let columns: Vec<String> = described.iter().map(|(c, _, _)| c.clone()).collect();
     if columns.is_empty() {
         return Err(format!("the source `{}` has no table `{table}`", m.source));
     }
@@ -121,37 +130,17 @@ pub async fn prepare(
             "`{table}` has no primary key: its rows cannot be copied and compared by key"
         ));
     }
-    let key_pos = key
+    let key_pos: Vec<usize> = key
         .iter()
         .map(|k| columns.iter().position(|c| c == k).unwrap_or(0))
         .collect();
-    let unsigned = names(
-        s,
-        &format!(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
-             AND TABLE_NAME = {} AND COLUMN_TYPE LIKE '%unsigned%'",
-            crate::sql::write::text_literal(table)
-        ),
-    )
-    .await
-    .map_err(err)?;
-    let key_unsigned = key.iter().map(|k| unsigned.contains(k)).collect();
+    let key_unsigned = key_pos.iter().map(|i| described[*i].1).collect();
     let routing = columns.iter().position(|c| c.eq_ignore_ascii_case(column));
     // Read from a binary log, a routing value must name its move as the client's did:
     // integers and strings do.
-    let kind: Option<String> = match routing {
-        Some(_) => s
-            .exec_first(
-                "SELECT DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() \
-                 AND TABLE_NAME = ? AND COLUMN_NAME = ?",
-                (table, column),
-            )
-            .await
-            .map_err(err)?,
-        None => None,
-    };
+    let kind = routing.map(|i| described[i].2.as_str());
     let logged = routing.filter(|_| {
-        kind.as_deref().is_some_and(|k| {
+        kind.is_some_and(|k| {
             matches!(
                 k.to_ascii_lowercase().as_str(),
                 "tinyint"
