@@ -244,17 +244,24 @@ async fn the_binlog_cluster_logs_full_rows_and_still_does_after_a_restart() {
     pool.disconnect().await.ok();
 }
 
+/// A fresh metadata schema `meta` and two proxies on it serving `table` (slots over ds0
+/// and ds1); the temp dir holds their rules files.
+async fn two_proxies(c: &Cluster, meta: &str, table: &str) -> (tempfile::TempDir, Proxy, Proxy) {
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    (dir, a, b)
+}
+
 #[tokio::test]
 async fn slots_move_by_binlog_capture_under_writes_through_two_proxies_and_nothing_is_lost() {
     let _one = ONE_AT_A_TIME.lock().await;
     let c = cluster();
     let meta = "meta_cap";
     let table = "t_cap";
-    fresh_schema(c, meta).await;
-    let tables = hash_slot_table(table, "id", &L2);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules(c, meta, &tables));
-    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (_dir, a, b) = two_proxies(c, meta, table).await;
     let (pool_a, pool_b) = (a.pool(), b.pool());
     // 20,000 rows: the backfill takes a few seconds at its rate, under the writes.
     const ROWS: i64 = 20_000;
@@ -507,11 +514,7 @@ async fn an_aborted_capture_move_leaves_the_slots_on_their_source_and_the_target
     let c = cluster();
     let meta = "meta_cap_abort";
     let table = "t_cap_a";
-    fresh_schema(c, meta).await;
-    let tables = hash_slot_table(table, "id", &L2);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let a = watching(&dir, "a", rules(c, meta, &tables));
-    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (_dir, a, b) = two_proxies(c, meta, table).await;
     let (pool_a, pool_b) = (a.pool(), b.pool());
     const ROWS: i64 = 6_000;
     const KEYS: i64 = 1000;
