@@ -11,9 +11,11 @@ use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::metadata::migrations::{self as store, Migration};
 use crate::shared::migration::BLIND_LEASES;
+use crate::shared::Shared;
 
-async fn connect(t: &Topology) -> Result<Conn, MyError> {
+async fn connect(shared: &Shared, t: &Topology) -> Result<Conn, MyError> {
     super::meta::connect(
+        shared,
         t,
         "slot migrations need a [metadata] schema, where their state and every proxy's heartbeat are kept",
     )
@@ -21,7 +23,12 @@ async fn connect(t: &Topology) -> Result<Conn, MyError> {
 }
 
 /// `MIGRATE SLOTS a-b OF t TO node [RATE n] [AUTO]`.
-pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answer, MyError> {
+pub async fn migrate(
+    shared: &Shared,
+    t: &Topology,
+    words: &[String],
+    text: &str,
+) -> Result<Answer, MyError> {
     let usage = || unsupported("usage: MIGRATE SLOTS a-b OF t TO node [RATE rows_per_sec] [AUTO]");
     let after = |k: &str| {
         words
@@ -88,7 +95,7 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
         rate,
         auto,
     );
-    let id = start(t, &m).await?;
+    let id = start(shared, t, &m).await?;
     let also = if tables.len() > 1 {
         format!(
             " with {} (sharded alike, they move together)",
@@ -108,8 +115,8 @@ pub async fn migrate(t: &Topology, words: &[String], text: &str) -> Result<Answe
 }
 
 /// Inserts the migration if no other runs; its id.
-async fn start(t: &Topology, m: &Migration) -> Result<u64, MyError> {
-    let mut c = connect(t).await?;
+async fn start(shared: &Shared, t: &Topology, m: &Migration) -> Result<u64, MyError> {
+    let mut c = connect(shared, t).await?;
     if let Some(p) = crate::metadata::rebalance::current(&mut c)
         .await
         .map_err(failed)?
@@ -128,13 +135,17 @@ async fn start(t: &Topology, m: &Migration) -> Result<u64, MyError> {
         )));
     }
     let id = store::insert(&mut c, m).await.map_err(failed)?;
-    let _ = c.disconnect().await;
+    drop(c);
     Ok(id)
 }
 
 /// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`: a directory table's tenant to a node;
 /// afterwards its entry names that node.
-pub async fn migrate_key(t: &Topology, words: &[String]) -> Result<Answer, MyError> {
+pub async fn migrate_key(
+    shared: &Shared,
+    t: &Topology,
+    words: &[String],
+) -> Result<Answer, MyError> {
     let usage =
         || unsupported("usage: MIGRATE KEY 'value' OF t TO node [RATE rows_per_sec] [AUTO]");
     let after = |k: &str| {
@@ -173,7 +184,7 @@ pub async fn migrate_key(t: &Topology, words: &[String]) -> Result<Answer, MyErr
         rate,
         auto,
     );
-    let id = start(t, &m).await?;
+    let id = start(shared, t, &m).await?;
     Ok(Answer::Done(format!(
         "migration {id} started: key '{key}' of `{table}` from `{}` to `{target}` (SHOW MIGRATIONS)",
         t.node_name(from)
@@ -181,14 +192,14 @@ pub async fn migrate_key(t: &Topology, words: &[String]) -> Result<Answer, MyErr
 }
 
 /// `SHOW MIGRATIONS`.
-pub async fn show(t: &Topology) -> Result<Answer, MyError> {
-    let mut c = connect(t).await?;
+pub async fn show(shared: &Shared, t: &Topology) -> Result<Answer, MyError> {
+    let mut c = connect(shared, t).await?;
     let list = store::list(&mut c).await.map_err(failed)?;
     let lease = t.metadata.as_ref().map_or(10_000, |m| m.lease_ms);
     let live = store::live(&mut c, lease * u64::from(BLIND_LEASES))
         .await
         .map_err(failed)?;
-    let _ = c.disconnect().await;
+    drop(c);
     let version = live.iter().map(|p| p.version).max().unwrap_or(0);
     let failures: u64 = live.iter().map(|p| p.failures).sum();
     let rows = list
@@ -239,8 +250,13 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
 }
 
 /// `CUTOVER [id]` and `ABORT [id]`: without an id, the one migration that can take it.
-pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<Answer, MyError> {
-    let mut c = connect(t).await?;
+pub async fn command(
+    shared: &Shared,
+    t: &Topology,
+    words: &[String],
+    cutover: bool,
+) -> Result<Answer, MyError> {
+    let mut c = connect(shared, t).await?;
     let (from, to): (&[&str], &str) = if cutover {
         (&["ready"], "cutover")
     } else {
@@ -277,7 +293,7 @@ pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<An
             .await
             .map_err(failed)?
     {
-        let _ = c.disconnect().await;
+        drop(c);
         return Ok(Answer::Done(format!(
             "migration {id}: dropped from its rebalance before it began"
         )));
@@ -286,7 +302,7 @@ pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<An
         .await
         .map_err(failed)?
     {
-        let _ = c.disconnect().await;
+        drop(c);
         return Ok(Answer::Done(if cutover {
             format!("migration {id}: cutover begins")
         } else {
@@ -297,7 +313,7 @@ pub async fn command(t: &Topology, words: &[String], cutover: bool) -> Result<An
         .await
         .map_err(failed)?
         .map(|m| m.step);
-    let _ = c.disconnect().await;
+    drop(c);
     Err(unsupported(match step {
         None => format!("no migration {id}"),
         Some(s) if cutover => format!("migration {id} is at `{s}`, not ready for its cutover"),

@@ -455,22 +455,22 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         return rebalance::drain(shared, &t, &up, name).await;
     }
     if is(0, "MIGRATE") && is(1, "SLOTS") {
-        return migrations::migrate(&t, &w, text).await;
+        return migrations::migrate(shared, &t, &w, text).await;
     }
     if is(0, "MIGRATE") && is(1, "KEY") {
-        return migrations::migrate_key(&t, &w).await;
+        return migrations::migrate_key(shared, &t, &w).await;
     }
     if is(0, "SHOW") && is(1, "REBALANCE") {
-        return rebalance::show(&t).await;
+        return rebalance::show(shared, &t).await;
     }
     if (is(0, "PAUSE") || is(0, "RESUME") || is(0, "ABORT")) && is(1, "REBALANCE") {
-        return rebalance::steer(&t, &up[0]).await;
+        return rebalance::steer(shared, &t, &up[0]).await;
     }
     if is(0, "SHOW") && is(1, "MIGRATIONS") {
-        return migrations::show(&t).await;
+        return migrations::show(shared, &t).await;
     }
     if is(0, "CUTOVER") || is(0, "ABORT") {
-        return migrations::command(&t, &w, is(0, "CUTOVER")).await;
+        return migrations::command(shared, &t, &w, is(0, "CUTOVER")).await;
     }
     if is(0, "SET") && is(1, "SLOTS") {
         // SET SLOTS a-b NODE n FOR t (the words split `0-511`, so the range is read from

@@ -89,7 +89,7 @@ pub async fn add(
         return Ok(Answer::Done(added));
     }
     let now = shared.topology();
-    match super::rebalance::for_added(&now, &name).await? {
+    match super::rebalance::for_added(shared, &now, &name).await? {
         Answer::Done(queued) => Ok(Answer::Done(format!("{added}; {queued}"))),
         rows => Ok(rows),
     }
@@ -252,14 +252,14 @@ pub async fn remove(
         });
     };
     // A move or plan under way may yet name the node.
-    let mut c = super::meta::connect(t, "").await?;
+    let mut c = super::meta::connect(shared, t, "").await?;
     let active = crate::metadata::migrations::active(&mut c)
         .await
         .map_err(failed)?;
     let plan = crate::metadata::rebalance::current(&mut c)
         .await
         .map_err(failed)?;
-    let _ = c.disconnect().await;
+    drop(c);
     if let Some(m) = active.iter().find(|m| m.source == name || m.target == name) {
         return Err(unsupported(format!(
             "migration {} moves {} of `{}` from `{}` to `{}`: wait for it (SHOW MIGRATIONS)",

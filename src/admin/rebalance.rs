@@ -211,8 +211,9 @@ fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec
     v
 }
 
-async fn connect(t: &Topology) -> Result<Conn, MyError> {
+async fn connect(shared: &Shared, t: &Topology) -> Result<Conn, MyError> {
     super::meta::connect(
+        shared,
         t,
         "a rebalance runs as slot migrations, which need a [metadata] schema: add DRY RUN to see the plan",
     )
@@ -221,6 +222,7 @@ async fn connect(t: &Topology) -> Result<Conn, MyError> {
 
 /// Queues the plan for the driver; what is answered.
 pub async fn enqueue(
+    shared: &Shared,
     t: &Topology,
     what: &str,
     plans: &[GroupPlan],
@@ -238,11 +240,11 @@ pub async fn enqueue(
         .flat_map(|(_, _, m)| m.iter().map(PlannedMove::slots))
         .sum();
     let parallel = t.metadata.as_ref().map_or(2, |m| m.max_parallel_moves);
-    let mut c = connect(t).await?;
+    let mut c = connect(shared, t).await?;
     let r = plans::enqueue(&mut c, what, parallel, &moves)
         .await
         .map_err(failed)?;
-    let _ = c.disconnect().await;
+    drop(c);
     let id = r.map_err(unsupported)?;
     Ok(Answer::Done(format!(
         "rebalance {id} queued ({what}): {} moves, {slots} slots{}, up to {parallel} at once (SHOW REBALANCE)",
@@ -305,13 +307,13 @@ pub async fn rebalance(shared: &Shared, t: &Topology, words: &[String]) -> Resul
             Some(x) => format!("REBALANCE TABLE {x}"),
             None => "REBALANCE ALL".into(),
         };
-        return enqueue(t, &what, &plans, &[], rate).await;
+        return enqueue(shared, t, &what, &plans, &[], rate).await;
     }
     Ok(answer(shared, t, plans, &[], moving).await)
 }
 
 /// `ADD NODE n ... REBALANCE`: the moves that give the new node its share, queued.
-pub async fn for_added(t: &Topology, name: &str) -> Result<Answer, MyError> {
+pub async fn for_added(shared: &Shared, t: &Topology, name: &str) -> Result<Answer, MyError> {
     let w = weights(t);
     let (groups, moving) = groups(t);
     if let Some(m) = moving.first() {
@@ -320,7 +322,7 @@ pub async fn for_added(t: &Topology, name: &str) -> Result<Answer, MyError> {
         )));
     }
     let plans = plan_groups(groups, |owner| rebalance::plan(owner, &w));
-    enqueue(t, &format!("ADD NODE {name}"), &plans, &[], 0).await
+    enqueue(shared, t, &format!("ADD NODE {name}"), &plans, &[], 0).await
 }
 
 /// A directory key to move off a drained node.
@@ -396,14 +398,22 @@ pub async fn drain(
                 "slots of `{m}` are being moved (SHOW MIGRATIONS): drain once that move is done"
             )));
         }
-        return enqueue(t, &format!("DRAIN NODE {name}"), &plans, &keys, rate).await;
+        return enqueue(
+            shared,
+            t,
+            &format!("DRAIN NODE {name}"),
+            &plans,
+            &keys,
+            rate,
+        )
+        .await;
     }
     Ok(answer(shared, t, plans, &keys, moving).await)
 }
 
 /// `SHOW REBALANCE`: the newest plan, one row per move.
-pub async fn show(t: &Topology) -> Result<Answer, MyError> {
-    let mut c = connect(t).await?;
+pub async fn show(shared: &Shared, t: &Topology) -> Result<Answer, MyError> {
+    let mut c = connect(shared, t).await?;
     let plan = plans::latest(&mut c).await.map_err(failed)?;
     let moves = match &plan {
         Some(p) => plans::moves(&mut c, p.id).await.map_err(failed)?,
@@ -416,7 +426,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
         Some((who, token, left)) if left > 0 => format!("{who} (token {token})"),
         _ => String::new(),
     };
-    let _ = c.disconnect().await;
+    drop(c);
     let rows = match &plan {
         None => Vec::new(),
         Some(p) => moves
@@ -465,7 +475,7 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
 }
 
 /// `PAUSE REBALANCE`, `RESUME REBALANCE`, `ABORT REBALANCE` (`verb` upper-cased).
-pub async fn steer(t: &Topology, verb: &str) -> Result<Answer, MyError> {
+pub async fn steer(shared: &Shared, t: &Topology, verb: &str) -> Result<Answer, MyError> {
     let (from, to, done): (&[&str], &str, &str) = match verb {
         "PAUSE" => (
             &["running"],
@@ -479,15 +489,15 @@ pub async fn steer(t: &Topology, verb: &str) -> Result<Answer, MyError> {
             "aborting: moves under way abort cleanly unless past their cutover, the others are dropped",
         ),
     };
-    let mut c = connect(t).await?;
+    let mut c = connect(shared, t).await?;
     let Some(plan) = plans::current(&mut c).await.map_err(failed)? else {
-        let _ = c.disconnect().await;
+        drop(c);
         return Err(unsupported("no rebalance is under way (SHOW REBALANCE)"));
     };
     let changed = plans::set_state(&mut c, plan.id, from, to, None)
         .await
         .map_err(failed)?;
-    let _ = c.disconnect().await;
+    drop(c);
     if !changed {
         return Err(unsupported(format!(
             "rebalance {} is {}: it cannot be {}",

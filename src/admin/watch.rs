@@ -104,8 +104,14 @@ impl Watch {
     fn new(shared: &Shared, file: PathBuf) -> Option<Watch> {
         let meta = shared.topology().metadata.clone()?;
         let origin = masked(&meta.url);
+        // Its connections take no lock and leave no transaction: they come back unreset,
+        // so the heartbeat's prepared statement is kept (a reset drops it, and each of the
+        // 50 heartbeats a second while slots move would prepare it again).
         let pool = match mysql_async::Opts::from_url(&meta.url) {
-            Ok(o) => Pool::new(o),
+            Ok(o) => Pool::new(
+                mysql_async::OptsBuilder::from_opts(o)
+                    .pool_opts(mysql_async::PoolOpts::default().with_reset_connection(false)),
+            ),
             Err(e) => {
                 warn!("metadata url {origin}: {e}");
                 return None;

@@ -6,6 +6,7 @@
 //! heartbeats: [`migrations`].
 
 pub mod lease;
+pub mod link;
 pub mod migrations;
 pub mod rebalance;
 pub mod schema;

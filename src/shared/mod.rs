@@ -47,6 +47,8 @@ pub struct Shared {
     pub primary_keys: ColumnCache,
     /// This proxy's part in slot migrations: its heartbeat, fence and counters.
     pub migration: migration::Local,
+    /// The admin statements' kept connections to the metadata schema.
+    pub metadata_links: crate::metadata::link::Links,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
     /// Client connections being served (bounded by `[server] max_connections`).
@@ -288,6 +290,7 @@ impl Shared {
             columns: column_cache(),
             primary_keys: column_cache(),
             migration: Default::default(),
+            metadata_links: Default::default(),
             sequences: Default::default(),
             clients: Default::default(),
             xa_instance: xa_instance(),
