@@ -23,6 +23,7 @@ use crate::sql::Parsed;
 
 mod diagnostics;
 mod handshake;
+mod moves;
 mod prepared;
 mod query;
 

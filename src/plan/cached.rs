@@ -17,7 +17,7 @@ use sqlparser::ast::{
 
 use super::{Plan, Target};
 use crate::config::{TableRule, Topology};
-use crate::routing::slot::slot_of;
+use crate::routing::slot::{slot_of, MoveStep};
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::{self, Parsed};
 
@@ -41,6 +41,10 @@ pub struct Resolved {
     pub node: usize,
     /// The key's slot (hash_slot tables), for the per-slot metrics.
     pub slot: Option<u16>,
+    /// A write to a slot whose move copies its changes from the source's binary log: the
+    /// move's target, toward which the write is counted while it (or its transaction)
+    /// runs, as for the full planner's [`Plan::Captured`].
+    pub captured: Option<usize>,
 }
 
 fn sentinel(i: usize) -> Value {
@@ -189,18 +193,25 @@ impl KeyRoute {
         match rule {
             TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v)?;
-                if map.moving(slot).is_some() && !self.read {
-                    // Planned in full (`super::moving`): writes and locking reads.
-                    return None;
-                }
+                let captured = match map.moving(slot) {
+                    None => None,
+                    Some(_) if self.read => None,
+                    // The write runs on the source alone, as with no move.
+                    Some(m) if m.step == MoveStep::Capture => Some(m.to),
+                    // Planned in full (`super::moving`): other steps' writes, and locking
+                    // reads.
+                    Some(_) => return None,
+                };
                 Some(Resolved {
                     node: map.node_of_slot(slot),
                     slot: Some(slot),
+                    captured,
                 })
             }
             TableRule::Range { map, .. } => Some(Resolved {
                 node: map.node_of(&map.kind.key_of(v)?),
                 slot: None,
+                captured: None,
             }),
             _ => None,
         }
@@ -209,32 +220,15 @@ impl KeyRoute {
     /// Does the full planner's `plan` for this execution (`sql` with `params`) do what this
     /// plan would: run the statement as written on the node of its key?
     pub fn agrees(&self, plan: &Plan, topo: &Topology, sql: &str, params: &[Value]) -> bool {
-        match (plan, self.resolve(topo, params)) {
-            (
-                Plan::Route(Target {
-                    node,
-                    sql: s,
-                    params: p,
-                }),
-                Some(r),
-            ) => *node == r.node && s == sql && p == params,
-            _ => false,
-        }
+        self.resolve(topo, params)
+            .is_some_and(|r| routed_as(plan, r).is_some_and(|t| t.sql == sql && t.params == params))
     }
 
     /// [`KeyRoute::agrees`] for a text statement whose key literal has value `key`.
     pub fn agrees_text(&self, plan: &Plan, topo: &Topology, sql: &str, key: &Value) -> bool {
-        match (plan, self.resolve_value(topo, key)) {
-            (
-                Plan::Route(Target {
-                    node,
-                    sql: s,
-                    params,
-                }),
-                Some(r),
-            ) => *node == r.node && s == sql && params.is_empty(),
-            _ => false,
-        }
+        self.resolve_value(topo, key).is_some_and(|r| {
+            routed_as(plan, r).is_some_and(|t| t.sql == sql && t.params.is_empty())
+        })
     }
 
     /// The plan as `route` and SHOW PLANS describe it.
@@ -246,6 +240,20 @@ impl KeyRoute {
             self.param + 1,
             self.kind
         )
+    }
+}
+
+/// The statement `plan` runs on `r`'s node, when the plan is what `r` stands for: the
+/// statement routed there (wrapped as a captured write when `r` is one).
+fn routed_as(plan: &Plan, r: Resolved) -> Option<&Target> {
+    let route = match (plan, r.captured) {
+        (Plan::Captured { target, write }, Some(to)) if *target == to => write.as_ref(),
+        (p, None) => p,
+        _ => return None,
+    };
+    match route {
+        Plan::Route(t) if t.node == r.node => Some(t),
+        _ => None,
     }
 }
 
@@ -414,6 +422,67 @@ slots = [{ slots = "0-1023", node = "ds1" }]
                 "{sql}"
             );
         }
+    }
+
+    #[test]
+    fn a_point_write_to_a_captured_slot_runs_on_the_source_counted_toward_the_target() {
+        let moving = |step: &str| {
+            test_topology(
+                2,
+                3,
+                &format!(
+                    "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                     slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
+                ),
+            )
+        };
+        let lo = (1..)
+            .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
+            .unwrap();
+        let params = [Value::Int(lo)];
+        let captured = moving("capture");
+        for sql in [
+            "UPDATE t SET c = c + 1 WHERE id = ?",
+            "DELETE FROM t WHERE id = ?",
+            "INSERT INTO t (id, c) VALUES (?, 1)",
+        ] {
+            let k = a(sql).unwrap_or_else(|| panic!("{sql}"));
+            let r = k.resolve(&captured, &params).unwrap_or_else(|| panic!("{sql}"));
+            assert_eq!((r.node, r.captured), (0, Some(2)), "{sql}");
+            let plan = super::super::tests::plan_in(&captured, sql, &params);
+            assert!(k.agrees(&plan, &captured, sql, &params), "{sql}: {plan:?}");
+            // At the hold, and in the dual-write steps, writes are planned in full.
+            for step in ["hold", "dual_write", "freeze"] {
+                assert_eq!(k.resolve(&moving(step), &params), None, "{sql} at {step}");
+            }
+            // A slot that is not moving: no count.
+            let hi = (1..)
+                .find(|v| slot_of(&Value::Int(*v)).unwrap() >= 512)
+                .unwrap();
+            let r = k.resolve(&captured, &[Value::Int(hi)]).unwrap();
+            assert_eq!((r.node, r.captured), (1, None), "{sql}");
+        }
+        // A plain read of a captured slot is not counted.
+        let read = a("SELECT c FROM t WHERE id = ?").unwrap();
+        assert_eq!(read.resolve(&captured, &params).unwrap().captured, None);
+        // The full plan must be the captured write toward that target, or it does not agree.
+        let k = a("DELETE FROM t WHERE id = ?").unwrap();
+        let sql = "DELETE FROM t WHERE id = ?";
+        let wrong = Plan::Captured {
+            target: 1,
+            write: Box::new(Plan::Route(Target {
+                node: 0,
+                sql: sql.into(),
+                params: params.to_vec(),
+            })),
+        };
+        assert!(!k.agrees(&wrong, &captured, sql, &params));
+        let bare = Plan::Route(Target {
+            node: 0,
+            sql: sql.into(),
+            params: params.to_vec(),
+        });
+        assert!(!k.agrees(&bare, &captured, sql, &params));
     }
 
     #[test]

@@ -277,20 +277,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return self.run_statement(&plan, true, read, kind).await;
         }
         let fenced = !stmt.read && self.shared.migration.blind(&topo);
-        if let Some(route) = stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
-            if let Some(r) = route.resolve(&topo, &params) {
+        let cached = match stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
+            Some(route) => route.resolve(&topo, &params).inspect(|r| {
                 if let Some(slot) = r.slot {
                     let shared = &self.shared;
                     stmt.slots
                         .get_or_insert_with(|| shared.metrics.slot_counters(&route.table))
                         .hit(slot, bytes);
                 }
-                let (read, kind, entry, sql) =
-                    (stmt.read, stmt.kind, stmt.entry.clone(), stmt.sql.clone());
+            }),
+            None => None,
+        };
+        if let Some(r) = cached {
+            let (read, kind, entry, sql) =
+                (stmt.read, stmt.kind, stmt.entry.clone(), stmt.sql.clone());
+            // A write to a captured slot is counted toward its move's target; planned in
+            // full below if the rules changed meanwhile (its slot then counted twice).
+            if r.captured
+                .is_none_or(|to| self.count_toward(to, true, topo.version))
+            {
                 self.count_single(kind);
                 let (out, rows) = self
                     .run_routed(r.node, Stmt::new(&sql, &params), true, read)
                     .await;
+                if r.captured.is_some() {
+                    self.release_moves();
+                }
                 if let Some(e) = entry {
                     e.count(rows, out.is_err(), started.elapsed(), true);
                 }

@@ -113,7 +113,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 e.text_plan.get().filter(|tp| !fenced || tp.reads())
             {
                 let key = d.literals.get(route.param).and_then(Literal::value);
-                if let Some(r) = key.and_then(|k| route.resolve_value(&topo, &k)) {
+                if let Some(r) = key
+                    .and_then(|k| route.resolve_value(&topo, &k))
+                    .filter(|r| {
+                        r.captured
+                            .is_none_or(|to| self.count_toward(to, true, topo.version))
+                    })
+                {
                     debug!(
                         conn = self.conn_id,
                         sql = %sql::redacted(sql),
@@ -129,6 +135,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     let (out, rows) = self
                         .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
                         .await;
+                    if r.captured.is_some() {
+                        self.release_moves();
+                    }
                     e.count(rows, out.is_err(), started.elapsed(), true);
                     return out;
                 }
@@ -360,16 +369,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             self.rows_written += rows;
             r
         };
-        // A transaction that holds row images stays counted until it ends: a freeze waits
-        // for its commit, whose images the target must have before it owns the slots.
-        // So does one that wrote moving rows whose changes the source's binary log
-        // carries: the target must have its commit before it owns them.
-        let tx = crate::exec::door::Door::state(&self.nodes).tx.as_ref();
-        let images = tx.is_some_and(|t| t.branches.iter().any(|b| b.shadow));
-        if !images && (!self.captured || tx.is_none()) {
-            self.dual_write.clear();
-            self.captured = false;
-        }
+        self.release_moves();
         // (Unless it left warnings of its own, which replace them.)
         if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
             if !self.last.diagnostics {
@@ -637,22 +637,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
                 ref moving if moving.moving_target().is_some() => {
                     let target = moving.moving_target().unwrap_or_default();
-                    self.captured |= matches!(moving, Plan::Captured { .. });
-                    // Counted before the rules are looked at again: a freeze acknowledged
-                    // after this cannot miss it, and one applied before is seen here.
-                    let running = crate::shared::Running::new(self.shared.clone(), target);
-                    if self.shared.topology().version != topo.version {
-                        drop(running);
+                    let captured = matches!(moving, Plan::Captured { .. });
+                    if !self.count_toward(target, captured, topo.version) {
                         self.topo = self.shared.topology();
                         *topo = self.topo.clone();
                         continue;
-                    }
-                    if !self
-                        .dual_write
-                        .iter()
-                        .any(|r| r.target() == running.target())
-                    {
-                        self.dual_write.push(running);
                     }
                     return (plan, slots);
                 }
