@@ -243,13 +243,10 @@ pub async fn last_key(c: &mut Conn, shape: &Shape) -> mysql_async::Result<Option
     Ok(row.map(|r| shape.cursor_of(&r)))
 }
 
-/// Copies the next batch after `cursor`, up to the key `last`: the rows read and locked on the source, written to
-/// the target, committed there, then the source's locks let go. Returns the rows copied
-/// and the new cursor (`None`: nothing was left).
-///
-/// Unless `lock` is false (a move captured from the source's binary log): then the rows are
-/// read as committed, without locks, and written to the target in one statement. A write
-/// the batch missed is in the log, and copied again after it (`super::binlog`).
+/// Copies the next batch after `cursor`, up to the key `last`: the rows read and locked on
+/// the source, written to the target, committed there, then the source's locks let go.
+/// Returns the rows copied and the new cursor (`None`: nothing was left). A move captured
+/// from the source's binary log copies without locks instead ([`batch_ahead`]).
 pub async fn batch(
     s: &mut Conn,
     t: &mut Conn,
@@ -257,27 +254,15 @@ pub async fn batch(
     cursor: Option<&str>,
     last: &str,
     n: usize,
-    lock: bool,
 ) -> mysql_async::Result<(usize, Option<String>)> {
     let sql = format!(
-        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n}{}",
+        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n} FOR UPDATE",
         shape.table,
         shape.slots,
         shape.after(cursor),
         shape.upto(Some(last)),
         shape.key_list(),
-        if lock { " FOR UPDATE" } else { "" }
     );
-    if !lock {
-        let rows: Vec<mysql_async::Row> = s.query(sql).await?;
-        let last = rows.last().map(|r| shape.cursor_of(r));
-        let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
-        if rows.is_empty() {
-            return Ok((0, None));
-        }
-        replace(t, shape, &rows).await?;
-        return Ok((rows.len(), last));
-    }
     s.query_drop("START TRANSACTION").await?;
     let r = async {
         let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
@@ -299,6 +284,64 @@ pub async fn batch(
     let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let _ = s.query_drop(end).await;
     r
+}
+
+/// A batch of rows read as committed, without locks: up to `n` after `cursor`, up to the
+/// key `last`, and the cursor after them.
+pub type Read = (Vec<Vec<Value>>, Option<String>);
+
+async fn read(
+    s: &mut Conn,
+    shape: &Shape,
+    cursor: Option<&str>,
+    last: &str,
+    n: usize,
+) -> mysql_async::Result<Read> {
+    let rows: Vec<mysql_async::Row> = s
+        .query(format!(
+            "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n}",
+            shape.table,
+            shape.slots,
+            shape.after(cursor),
+            shape.upto(Some(last)),
+            shape.key_list(),
+        ))
+        .await?;
+    let after = rows.last().map(|r| shape.cursor_of(r));
+    Ok((
+        rows.into_iter().map(mysql_async::Row::unwrap).collect(),
+        after,
+    ))
+}
+
+/// [`batch`] for a move captured from the source's binary log: the rows read as committed,
+/// without locks (a write the batch missed is in the log, and copied again after it:
+/// `super::binlog`), written to the target in one statement, and the batch after them read
+/// from the source meanwhile: `ahead` holds that one for the next call. The caller empties `ahead` before it copies the log's
+/// changes: a batch read before them must not be written after them, over the newer rows.
+pub async fn batch_ahead(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    cursor: Option<&str>,
+    last: &str,
+    n: usize,
+    ahead: &mut Option<Read>,
+) -> mysql_async::Result<(usize, Option<String>)> {
+    let (rows, after) = match ahead.take() {
+        Some(read) => read,
+        None => read(s, shape, cursor, last, n).await?,
+    };
+    if rows.is_empty() {
+        return Ok((0, None));
+    }
+    let (written, next) = tokio::join!(
+        replace(t, shape, &rows),
+        read(s, shape, after.as_deref(), last, n)
+    );
+    written?;
+    *ahead = Some(next?);
+    Ok((rows.len(), after))
 }
 
 /// One verify chunk after `lo`, up to the key `last`: its upper key (`None`: the last chunk) and whether both

@@ -41,6 +41,8 @@ use crate::metadata::schema::FENCE;
 use crate::shared::migration::BLIND_LEASES;
 use crate::shared::Shared;
 
+/// How often the backfill saves its progress (rows copied, the cursor to resume from).
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// How often the backfill stops to copy what the source's binary log changed meanwhile.
 const CATCH_UP_EVERY: Duration = Duration::from_millis(200);
 
@@ -428,6 +430,8 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
     let (mut table, mut cursor) = split_cursor(m.cursor.as_deref());
     let mut checked = Instant::now();
     let mut last: Option<(usize, Option<String>)> = None;
+    let mut ahead = None;
+    let mut saved = Instant::now();
     while let Some(shape) = e.shapes.get(table) {
         if !shared.migration.may_drive() {
             return Err(NOT_DRIVING.into());
@@ -442,23 +446,22 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             continue;
         };
         if let Some(tail) = tail.as_mut().filter(|_| caught.elapsed() > CATCH_UP_EVERY) {
+            // Read before the log's changes are copied, the batch ahead would be written
+            // over them.
+            ahead = None;
             super::capture::catch_up(c, &m, tail, &mut e).await?;
             caught = Instant::now();
         }
         let Some(shape) = e.shapes.get(table) else {
             break;
         };
-        let (n, next) = copy::batch(
-            &mut e.s,
-            &mut e.t,
-            shape,
-            cursor.as_deref(),
-            upto,
-            batch_size(m.rate),
-            tail.is_none(),
-        )
-        .await
-        .map_err(|e| {
+        let (from, n) = (cursor.as_deref(), batch_size(m.rate));
+        let copied_now = if tail.is_some() {
+            copy::batch_ahead(&mut e.s, &mut e.t, shape, from, upto, n, &mut ahead).await
+        } else {
+            copy::batch(&mut e.s, &mut e.t, shape, from, upto, n).await
+        };
+        let (n, next) = copied_now.map_err(|e| {
             format!(
                 "backfill of {} from `{}` to the target `{}`: {e}",
                 shape.table, m.source, m.target
@@ -476,11 +479,17 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             .migration_rows
             .with_label_values(&["copied"])
             .inc_by(n as u64);
-        let rps = (copied - m.copied) as f64 / started.elapsed().as_secs_f64().max(0.001);
-        let at = join_cursor(table, cursor.as_deref());
-        store::progress(c, m.id, copied, rps, Some(&at))
-            .await
-            .map_err(err)?;
+        // Saved every PROGRESS_EVERY, not every batch (a hundred a second unthrottled, each
+        // a commit on the metadata node): a driver that dies copies again what it copied
+        // since, which is harmless.
+        if saved.elapsed() > PROGRESS_EVERY {
+            saved = Instant::now();
+            let rps = (copied - m.copied) as f64 / started.elapsed().as_secs_f64().max(0.001);
+            let at = join_cursor(table, cursor.as_deref());
+            store::progress(c, m.id, copied, rps, Some(&at))
+                .await
+                .map_err(err)?;
+        }
         throttle(started, copied - m.copied, m.rate).await;
         if checked.elapsed() > Duration::from_millis(500) {
             checked = Instant::now();

@@ -447,7 +447,9 @@ slots = [{ slots = "0-1023", node = "ds1" }]
             "INSERT INTO t (id, c) VALUES (?, 1)",
         ] {
             let k = a(sql).unwrap_or_else(|| panic!("{sql}"));
-            let r = k.resolve(&captured, &params).unwrap_or_else(|| panic!("{sql}"));
+            let r = k
+                .resolve(&captured, &params)
+                .unwrap_or_else(|| panic!("{sql}"));
             assert_eq!((r.node, r.captured), (0, Some(2)), "{sql}");
             let plan = super::super::tests::plan_in(&captured, sql, &params);
             assert!(k.agrees(&plan, &captured, sql, &params), "{sql}: {plan:?}");
