@@ -14,8 +14,8 @@
 # BIN a shardproxy binary instead of
 # building this checkout, CARGO_TARGET_DIR honoured. Nodes keep MariaDB's durable defaults.
 # Ports: data nodes 3621-3623, metadata node 3624, proxy 3627, admin 3628.
-# The last line of output:
-#   backfill_rows_per_s=N cutover_max_write_ms_moving=F cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N p99_ms_baseline=F p99_ms_backfill=F
+# The client's summary line (the proxy's own account of the cutover follows it):
+#   backfill_rows_per_s=N cutover_max_write_ms_moving=F cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N qps_move=N p99_ms_baseline=F p99_ms_backfill=F
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

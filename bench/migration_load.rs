@@ -191,6 +191,8 @@ async fn main() {
     );
     let (mut qps_base, mut qps_fill, mut p99_base, mut p99_fill) = (0.0, 0.0, 0.0, 0.0);
     let (mut stall_moving, mut stall_other) = (0.0f64, 0.0f64);
+    // Every step of the move, from its first to `done`.
+    let (mut move_ops, mut move_secs) = (0usize, 0.0f64);
     for (name, from, until, v) in by.values() {
         let secs = (until.saturating_sub(*from)) as f64 / 1000.0;
         if secs <= 0.0 {
@@ -216,6 +218,9 @@ async fn main() {
             let mut a: Vec<u64> = v.iter().map(|o| o.us).collect();
             pct(&mut a, 0.99)
         };
+        if !matches!(name.as_str(), "baseline" | "after") {
+            (move_ops, move_secs) = (move_ops + v.len(), move_secs + secs);
+        }
         match name.as_str() {
             "baseline" => (qps_base, p99_base) = (qps, all_p99),
             "backfill" => (qps_fill, p99_fill) = (qps, all_p99),
@@ -243,8 +248,9 @@ async fn main() {
     for e in errors.iter().take(5) {
         println!("  {e}");
     }
+    let qps_move = move_ops as f64 / move_secs.max(0.001);
     println!(
-        "backfill_rows_per_s={rps:.0} cutover_max_write_ms_moving={stall_moving:.1} cutover_max_write_ms_other={stall_other:.1} qps_baseline={qps_base:.0} qps_backfill={qps_fill:.0} p99_ms_baseline={p99_base:.2} p99_ms_backfill={p99_fill:.2}"
+        "backfill_rows_per_s={rps:.0} cutover_max_write_ms_moving={stall_moving:.1} cutover_max_write_ms_other={stall_other:.1} qps_baseline={qps_base:.0} qps_backfill={qps_fill:.0} qps_move={qps_move:.0} p99_ms_baseline={p99_base:.2} p99_ms_backfill={p99_fill:.2}"
     );
     pool.disconnect().await.ok();
 }
