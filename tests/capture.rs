@@ -368,6 +368,45 @@ fn writer(
     })
 }
 
+/// Drivers with autocommit off keep every write in a transaction until their COMMIT: the
+/// hold must wait for those commits (a write of a captured slot counts toward the target
+/// until its transaction ends, from the plan cache too), and none may be lost or refused.
+#[tokio::test]
+async fn a_captured_move_under_drivers_with_autocommit_off_loses_no_commit() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap_ac";
+    let table = "t_cap_ac";
+    let (_dir, a, b) = two_proxies(c, meta, table).await;
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    const ROWS: i64 = 10_000;
+    const KEYS: i64 = 2000;
+    load(c, &pool_a, table, ROWS).await;
+    let workers = Workers::start_autocommit_off(table, 6, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    workers.write(50).await;
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop(format!(
+            "MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 4000 AUTO"
+        ))
+        .await
+        .expect("MIGRATE");
+    let m = until_step(&mut ops_a, "1", "backfill", Duration::from_secs(30)).await;
+    assert_capture(&m, "binlog");
+    workers.write(150).await;
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    assert_capture(&m, "binlog");
+    workers.write(50).await;
+    let (expected, failed, writes) = workers.stop().await;
+    no_client_failed(&failed);
+    assert!(writes > 250, "the workers wrote little: {writes}");
+    check_moved(c, &a, &[&pool_a, &pool_b], table, expected, KEYS, ROWS).await;
+    rows_where_their_slots_say(c, &b, table, "ds2").await;
+    drop(ops_a);
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}
+
 #[tokio::test]
 async fn another_proxy_finishes_a_capture_move_whose_driver_was_killed_in_its_backfill() {
     let _one = ONE_AT_A_TIME.lock().await;

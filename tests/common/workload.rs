@@ -32,6 +32,7 @@ async fn worker(
     stop: Arc<AtomicBool>,
     writes: Arc<AtomicU64>,
     mut expected: Expected,
+    autocommit_off: bool,
 ) -> (Expected, Vec<String>) {
     let mut rng = StdRng::seed_from_u64(me as u64 + 7);
     // A directory table: every statement names the key's tenant too.
@@ -55,7 +56,15 @@ async fn worker(
     };
     let mut conns = Vec::new();
     for p in &pools {
-        conns.push(p.get_conn().await.expect("worker connection"));
+        let mut c = p.get_conn().await.expect("worker connection");
+        if autocommit_off {
+            // As a driver with autocommit off (JDBC's setAutoCommit(false), Python's DB-API)
+            // runs: every statement in a transaction that the next COMMIT ends.
+            c.query_drop("SET autocommit = 0")
+                .await
+                .expect("SET autocommit = 0");
+        }
+        conns.push(c);
     }
     let mine: Vec<i64> = (1..=keys).filter(|k| k % workers == me).collect();
     let mut failed = Vec::new();
@@ -65,6 +74,12 @@ async fn worker(
         let c = &mut conns[rng.gen_range(0..2)];
         let prepared = rng.gen_bool(0.5);
         let op = rng.gen_range(0..6);
+        // Now and then longer than every proxy takes to acknowledge a step.
+        let pause = if rng.gen_bool(0.25) {
+            rng.gen_range(50..150)
+        } else {
+            rng.gen_range(0..5)
+        };
         let r: Result<(), mysql_async::Error> = async {
             match op {
                 0 => {
@@ -118,6 +133,13 @@ async fn worker(
                     }
                 }
             }
+            if autocommit_off {
+                // As an application does its own work before it commits: the transaction
+                // stays open across a step of the move now and then.
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                // The op counts once committed (a failed COMMIT reads the key back below).
+                c.query_drop("COMMIT").await?;
+            }
             Ok(())
         }
         .await;
@@ -154,6 +176,11 @@ impl Workers {
         Self::start_scoped(table, None, n, keys, pools)
     }
 
+    /// Workers whose connections run with autocommit off, each op committed after it.
+    pub fn start_autocommit_off(table: &'static str, n: i64, keys: i64, pools: &[Pool]) -> Workers {
+        Self::spawn(table, None, n, keys, pools, true)
+    }
+
     /// Workers on a directory table whose key `k` belongs to tenant `tenant(k)`.
     pub fn start_scoped(
         table: &'static str,
@@ -161,6 +188,17 @@ impl Workers {
         n: i64,
         keys: i64,
         pools: &[Pool],
+    ) -> Workers {
+        Self::spawn(table, tenant, n, keys, pools, false)
+    }
+
+    fn spawn(
+        table: &'static str,
+        tenant: Option<fn(i64) -> i64>,
+        n: i64,
+        keys: i64,
+        pools: &[Pool],
+        autocommit_off: bool,
     ) -> Workers {
         let stop = Arc::new(AtomicBool::new(false));
         let writes = Arc::new(AtomicU64::new(0));
@@ -180,6 +218,7 @@ impl Workers {
                     stop.clone(),
                     writes.clone(),
                     start,
+                    autocommit_off,
                 ))
             })
             .collect();
