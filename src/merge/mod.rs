@@ -12,7 +12,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 pub use value::Class;
-use value::{class_of, compare, key_of, num_of, Dec, Num};
+use value::{class_of, compare, key_of, num_of, summed, Dec, Num};
 
 use crate::value::{format_float, text_form};
 
@@ -212,6 +212,7 @@ fn collect_distinct(
     g: &Grouping,
     row: &Row,
     classes: &[Class],
+    cols: &[Column],
     cap: usize,
 ) -> Result<(), MergeError> {
     for f in &g.columns {
@@ -221,6 +222,9 @@ fn collect_distinct(
                 continue;
             }
             let class = classes.get(*arg).copied().unwrap_or(Class::Float);
+            let ty = cols
+                .get(*arg)
+                .map_or(ColumnType::MYSQL_TYPE_DOUBLE, Column::column_type);
             let mut key = key_of(&v, class);
             if !also.is_empty() {
                 // A tuple: each part behind its length, so ("ab", "c") and ("a", "bc") differ.
@@ -250,7 +254,11 @@ fn collect_distinct(
                     "more than {cap} distinct values to merge in memory (max_rows_per_statement)"
                 )));
             }
-            set.entry(key).or_insert_with(|| as_num(&v, class));
+            set.entry(key).or_insert_with(|| {
+                v.as_ref()
+                    .filter(|v| **v != Value::NULL)
+                    .and_then(|v| summed(v, class, ty))
+            });
         }
     }
     Ok(())
@@ -296,13 +304,13 @@ pub fn aggregate(
                     sets: HashMap::new(),
                 };
                 let first = acc.row.clone();
-                collect_distinct(&mut acc, g, &first, &classes, cap)?;
+                collect_distinct(&mut acc, g, &first, &classes, cols, cap)?;
                 groups.push(acc);
                 continue;
             }
         };
         let acc = &mut groups[gi];
-        collect_distinct(acc, g, &row, &classes, cap)?;
+        collect_distinct(acc, g, &row, &classes, cols, cap)?;
         for (i, f) in g.columns.iter().enumerate() {
             let class = classes.get(i).copied().unwrap_or(Class::Float);
             let v = row.get(i).cloned().unwrap_or(None);
@@ -362,14 +370,22 @@ pub fn aggregate(
                 }
                 AggFn::Distinct { arg, also, kind } => {
                     let values = acc.sets.get(&(*arg, also.clone()));
-                    let n = values.map(HashMap::len).unwrap_or(0);
-                    let sum = values.and_then(|vs| {
-                        vs.values().flatten().try_fold(None::<Num>, |t, v| {
-                            Some(Some(match t {
-                                None => *v,
-                                Some(t) => t.checked_add(*v)?,
-                            }))
-                        })
+                    // SUM and AVG(DISTINCT) count each number once, as MariaDB's are sets
+                    // of the numbers: the strings 'true' and 'false' are both 0.
+                    let mut nums: Vec<Num> = values
+                        .map(|vs| vs.values().flatten().copied().collect())
+                        .unwrap_or_default();
+                    nums.sort_by(|a, b| a.compare(*b));
+                    nums.dedup_by(|a, b| a.compare(*b) == Ordering::Equal);
+                    let n = match kind {
+                        DistinctKind::Count => values.map(HashMap::len).unwrap_or(0),
+                        _ => nums.len(),
+                    };
+                    let sum = nums.iter().try_fold(None::<Num>, |t, v| {
+                        Some(Some(match t {
+                            None => *v,
+                            Some(t) => t.checked_add(*v)?,
+                        }))
                     });
                     acc.row[i] = match kind {
                         DistinctKind::Count => Some(encode_num(Num::Int(n as i128), col, binary)),

@@ -332,6 +332,107 @@ pub fn num_of(v: &Value, class: Class) -> Option<Num> {
     }
 }
 
+/// The number a value of any column stands for in SUM(DISTINCT) and AVG(DISTINCT), as
+/// MariaDB reads it: numbers as they are; a string by its longest leading number after
+/// spaces (`'12abc'` 12, `' 1e2x'` 100, `'true'` 0), a double; a date or time as its digits
+/// (`2024-01-02` 20240102, `-01:02:03` -10203, a DATETIME's fraction kept).
+pub fn summed(v: &Value, class: Class, ty: ColumnType) -> Option<Num> {
+    let clock = |neg: bool, whole: i128, us: u32| {
+        let n = if us == 0 {
+            Num::Int(whole)
+        } else {
+            Num::Dec(Dec {
+                mantissa: whole * 1_000_000 + i128::from(us),
+                scale: 6,
+            })
+        };
+        match (neg, n) {
+            (true, Num::Int(i)) => Num::Int(-i),
+            (true, Num::Dec(d)) => Num::Dec(d.negate()),
+            (_, n) => n,
+        }
+    };
+    let b = match v {
+        Value::Bytes(b) => b,
+        // The binary protocol's dates and times.
+        Value::Date(y, mo, d, h, mi, sec, us) => {
+            let day = i128::from(*y) * 10_000 + i128::from(*mo) * 100 + i128::from(*d);
+            if matches!(
+                ty,
+                ColumnType::MYSQL_TYPE_DATE | ColumnType::MYSQL_TYPE_NEWDATE
+            ) {
+                return Some(Num::Int(day));
+            }
+            let time = i128::from(*h) * 10_000 + i128::from(*mi) * 100 + i128::from(*sec);
+            return Some(clock(false, day * 1_000_000 + time, *us));
+        }
+        Value::Time(neg, days, h, mi, sec, us) => {
+            let hours = i128::from(*days) * 24 + i128::from(*h);
+            let whole = hours * 10_000 + i128::from(*mi) * 100 + i128::from(*sec);
+            return Some(clock(*neg, whole, *us));
+        }
+        _ => return num_of(v, class),
+    };
+    match class {
+        Class::Binary { .. } | Class::Folded { .. } => Some(Num::Float(leading_number(b))),
+        Class::Temporal => {
+            let s = std::str::from_utf8(b).ok()?;
+            let digits: String = s
+                .chars()
+                .filter(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+            let n = if digits.contains('.') {
+                Num::Dec(Dec::parse(&digits)?)
+            } else {
+                Num::Int(digits.parse::<i128>().ok()?)
+            };
+            // Only a TIME is negative; a date's dashes come after its year.
+            Some(match (s.starts_with('-'), n) {
+                (false, n) => n,
+                (true, Num::Int(i)) => Num::Int(-i),
+                (true, Num::Dec(d)) => Num::Dec(d.negate()),
+                (true, n) => n,
+            })
+        }
+        _ => num_of(v, class),
+    }
+}
+
+/// MariaDB's string to double: the longest prefix that reads as a number, 0 if none.
+fn leading_number(b: &[u8]) -> f64 {
+    let s = b.trim_ascii_start();
+    let mut end = 0;
+    let digits = |from: usize| from + s[from..].iter().take_while(|c| c.is_ascii_digit()).count();
+    if matches!(s.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let int_end = digits(end);
+    let mut seen = int_end > end;
+    end = int_end;
+    if s.get(end) == Some(&b'.') {
+        let frac_end = digits(end + 1);
+        seen |= frac_end > end + 1;
+        end = frac_end;
+    }
+    if !seen {
+        return 0.0;
+    }
+    if matches!(s.get(end), Some(b'e' | b'E')) {
+        let mut e = end + 1;
+        if matches!(s.get(e), Some(b'+' | b'-')) {
+            e += 1;
+        }
+        let exp_end = digits(e);
+        if exp_end > e {
+            end = exp_end;
+        }
+    }
+    std::str::from_utf8(&s[..end])
+        .ok()
+        .and_then(|t| t.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
 /// Accent- and case-folded form of a string under a `_ci` collation, as
 /// utf8mb4_general_ci weighs it: letters by their upper case (`a` = `A` = `á` = `Ä`, so
 /// `\` and `_` sort after every letter, as on the node), one character for one, and every
@@ -484,6 +585,55 @@ mod tests {
 
     fn b(s: &str) -> Option<Value> {
         Some(Value::Bytes(s.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn summed_reads_strings_dates_and_times_as_mariadb_does() {
+        let s = |v: &str, class| {
+            summed(
+                &Value::Bytes(v.as_bytes().to_vec()),
+                class,
+                ColumnType::MYSQL_TYPE_VAR_STRING,
+            )
+            .map(Num::to_f64)
+        };
+        let folded = Class::Folded { pad: true };
+        for (text, want) in [
+            ("true", 0.0),
+            ("", 0.0),
+            ("12abc", 12.0),
+            (" 1e2x", 100.0),
+            (".5", 0.5),
+            ("-3.25e", -3.25),
+            ("+", 0.0),
+            ("1e+2", 100.0),
+        ] {
+            assert_eq!(s(text, folded), Some(want), "{text:?}");
+        }
+        assert_eq!(s("2024-01-02", Class::Temporal), Some(20_240_102.0));
+        assert_eq!(s("-01:02:03", Class::Temporal), Some(-10_203.0));
+        assert_eq!(
+            s("2024-01-02 10:11:12.50", Class::Temporal),
+            Some(20_240_102_101_112.5)
+        );
+        let date = |ty| summed(&Value::Date(2024, 1, 2, 0, 0, 0, 0), Class::Temporal, ty);
+        assert_eq!(
+            date(ColumnType::MYSQL_TYPE_DATE),
+            Some(Num::Int(20_240_102))
+        );
+        assert_eq!(
+            date(ColumnType::MYSQL_TYPE_DATETIME),
+            Some(Num::Int(20_240_102_000_000))
+        );
+        assert_eq!(
+            summed(
+                &Value::Time(true, 0, 1, 2, 3, 500_000),
+                Class::Temporal,
+                ColumnType::MYSQL_TYPE_TIME
+            )
+            .map(Num::to_f64),
+            Some(-10_203.5)
+        );
     }
 
     #[test]
