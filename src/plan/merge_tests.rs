@@ -188,6 +188,19 @@ fn groups_stream_when_the_nodes_can_sort_them() {
         "SELECT status, COUNT(DISTINCT user_id), user_id AS __sp_h0 FROM t_order GROUP BY status, user_id"
     );
     assert!(m.in_memory);
+    // A DISTINCT constant: the nodes must not group by it as a column position.
+    for (arg, by) in [
+        ("76", "76 + 0"),
+        ("- 8", "- 8 + 0"),
+        ("(7)", "(7) + 0"),
+        ("'a'", "'a'"),
+    ] {
+        let (sql, _) = merged(&format!("SELECT SUM(DISTINCT {arg}) FROM t_order"));
+        assert_eq!(
+            sql,
+            format!("SELECT SUM(DISTINCT {arg}), {arg} AS __sp_h0 FROM t_order GROUP BY {by}")
+        );
+    }
     // COUNT(DISTINCT a, b): the nodes group by both; the merge counts distinct pairs.
     let (sql, m) = merged("SELECT COUNT(DISTINCT status, user_id) FROM t_order");
     assert_eq!(

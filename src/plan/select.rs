@@ -122,6 +122,20 @@ fn func_name(f: &Function) -> String {
 }
 
 /// Normalised text of an expression, to find "the same expression" in two places.
+/// An expression that MariaDB reads as a column position in GROUP BY: a number, signed or
+/// in brackets.
+fn position_like(e: &Expr) -> bool {
+    match e {
+        Expr::Value(v) => matches!(v.value, SqlValue::Number(..)),
+        Expr::UnaryOp {
+            op: UnaryOperator::Plus | UnaryOperator::Minus,
+            expr,
+        }
+        | Expr::Nested(expr) => position_like(expr),
+        _ => false,
+    }
+}
+
 fn norm(e: &Expr) -> String {
     e.to_string().replace('`', "").to_ascii_lowercase()
 }
@@ -773,7 +787,14 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
     if !b.distinct_args.is_empty() {
         let mut parts = Vec::with_capacity(b.distinct_args.len());
         for d in &b.distinct_args {
-            parts.push(base.own(d)?);
+            let own = base.own(d)?;
+            // A number written alone (`76`, `(76)`, `- 8`) would group by that column
+            // position; `+ 0` makes it the constant it is in the aggregate.
+            parts.push(if position_like(d) {
+                format!("{own} + 0")
+            } else {
+                own
+            });
         }
         let list = parts.join(", ");
         match c.group_by {
