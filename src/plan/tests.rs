@@ -678,6 +678,39 @@ fn deeply_nested_conditions_do_not_overflow_the_stack() {
     assert!(matches!(p, Plan::Unroutable { .. }), "not unroutable");
 }
 
+#[test]
+fn long_and_deep_conditions_mariadb_runs_are_planned() {
+    // 255 AND / OR terms in brackets 30 deep (about 4.5 KB), and 400 levels of brackets:
+    // MariaDB runs both; sqlparser's default nesting limit refused them.
+    let mut w = String::from("user_id = 1");
+    for i in 0..254 {
+        let op = if i % 3 == 0 { "OR" } else { "AND" };
+        w = if i % 8 == 0 {
+            format!("({w}) {op} status <> 'x{i}'")
+        } else {
+            format!("{w} {op} order_id > {i}")
+        };
+    }
+    let long = format!("SELECT * FROM t_order WHERE {w}");
+    let deep = format!(
+        "SELECT * FROM t_order WHERE {}user_id = 1{}",
+        "(".repeat(400),
+        ")".repeat(400)
+    );
+    for sql in [long, deep] {
+        let p = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || plan_of(&sql))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(
+            !matches!(p, Plan::Unroutable { .. } | Plan::Refuse { .. }),
+            "{p:?}"
+        );
+    }
+}
+
 /// The plan of a merged scatter over `t_order` (for the merge primitives' tests), with its
 /// Scatter leaf sent to nodes `0..nodes`.
 pub(crate) fn merge_plan_of(sql: &str, nodes: usize) -> Plan {

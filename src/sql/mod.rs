@@ -102,6 +102,23 @@ impl Parsed {
     }
 }
 
+/// How deep the parser nests (brackets, subqueries, operators of different precedence)
+/// before it gives up. sqlparser's own default, 50, refused WHEREs of a few hundred terms
+/// in 30 levels of brackets that MariaDB runs; its parser, visitors and printing grow their
+/// stack as they recurse, so the bound is only against unbounded work (about 500 levels of
+/// brackets).
+pub const NESTING_LIMIT: usize = 1000;
+
+/// A parser of `sql` in `dialect`, nesting up to [`NESTING_LIMIT`].
+pub fn parser<'a>(
+    dialect: &'a dyn sqlparser::dialect::Dialect,
+    sql: &str,
+) -> Result<Parser<'a>, sqlparser::parser::ParserError> {
+    Parser::new(dialect)
+        .with_recursion_limit(NESTING_LIMIT)
+        .try_with_sql(sql)
+}
+
 /// Parses exactly one statement (a trailing `;` is allowed), read as MariaDB's default
 /// `sql_mode` reads it.
 pub fn parse(sql: &str) -> Result<Parsed, String> {
@@ -110,8 +127,9 @@ pub fn parse(sql: &str) -> Result<Parsed, String> {
 
 /// Parses exactly one statement as `mode` reads it.
 pub fn parse_in(sql: &str, mode: lex::Mode) -> Result<Parsed, String> {
-    let mut stmts =
-        Parser::parse_sql(&dialect::ModeDialect(mode), sql).map_err(|e| e.to_string())?;
+    let mut stmts = parser(&dialect::ModeDialect(mode), sql)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| e.to_string())?;
     if stmts.len() != 1 {
         return Err(format!(
             "expected one statement, found {} (multiple statements in one query are not supported)",
@@ -301,8 +319,40 @@ pub fn literal(expr: &Expr, parsed: &Parsed, params: &[Value]) -> Option<Value> 
             op: UnaryOperator::Plus,
             expr,
         } => literal(expr, parsed, params),
+        Expr::Prefixed { prefix, value } => introduced(&prefix.value, value),
         _ => None,
     }
+}
+
+/// A string with a character set introducer (`_utf8mb4 X'64'`, `_utf8mb4'd'`: how the
+/// proxy's own literal writer spells strings) as the bytes a quoted string of that text
+/// has: for the UTF-8 sets and `_binary` as written, for single-byte sets only when ASCII
+/// (their other bytes are other characters in UTF-8).
+fn introduced(charset: &str, value: &Expr) -> Option<Value> {
+    let Expr::Value(v) = value else {
+        return None;
+    };
+    let bytes = match &v.value {
+        SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => raw::bytes(s),
+        SqlValue::HexStringLiteral(h) => hex(h)?,
+        _ => return None,
+    };
+    let charset = charset.to_ascii_lowercase();
+    match charset.as_str() {
+        "_utf8mb4" | "_utf8mb3" | "_utf8" | "_binary" => Some(Value::Bytes(bytes)),
+        "_latin1" | "_ascii" if bytes.is_ascii() => Some(Value::Bytes(bytes)),
+        _ => None,
+    }
+}
+
+fn hex(h: &str) -> Option<Vec<u8>> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 fn is_decimal(b: &[u8]) -> bool {
@@ -618,6 +668,17 @@ mod tests {
         assert_eq!(lit("42"), Some(Value::Int(42)));
         assert_eq!(lit("-7"), Some(Value::Int(-7)));
         assert_eq!(lit("'abc'"), Some(Value::Bytes(b"abc".to_vec())));
+        // Strings as the proxy's literal writer spells them.
+        assert_eq!(lit("_utf8mb4 X'64'"), Some(Value::Bytes(b"d".to_vec())));
+        assert_eq!(
+            lit("_utf8mb3 X'C3A9'"),
+            Some(Value::Bytes("é".as_bytes().to_vec()))
+        );
+        assert_eq!(lit("_binary X''"), Some(Value::Bytes(Vec::new())));
+        assert_eq!(lit("_latin1 'ab'"), Some(Value::Bytes(b"ab".to_vec())));
+        // Not the same bytes in UTF-8, and a bare X'' is a number in a numeric column.
+        assert_eq!(lit("_latin1 X'E9'"), None);
+        assert_eq!(lit("X'64'"), None);
         assert_eq!(lit("3.50"), Some(Value::Bytes(b"3.50".to_vec())));
         assert_eq!(lit("18446744073709551615"), Some(Value::UInt(u64::MAX)));
         assert_eq!(lit("NULL"), Some(Value::NULL));

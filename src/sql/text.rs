@@ -11,7 +11,6 @@
 
 use mysql_common::value::Value;
 use sqlparser::ast::{Expr, Spanned};
-use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
 use super::dialect::ModeDialect;
@@ -402,7 +401,7 @@ impl<'s> Text<'s> {
     /// Does `text` parse, in this text's mode, to exactly `e`?
     pub fn parses_as(&self, text: &str, e: &Expr) -> bool {
         let dialect = ModeDialect(self.mode);
-        let Ok(mut p) = Parser::new(&dialect).try_with_sql(text) else {
+        let Ok(mut p) = super::parser(&dialect, text) else {
             return false;
         };
         match p.parse_expr() {
