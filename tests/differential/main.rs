@@ -9,12 +9,14 @@
 //!
 //! - `shardingsphere_corpus`: Apache ShardingSphere's `db` scenario (`tests/corpus/shardingsphere-db/`), every
 //!   query in the text and in the binary (prepared) protocol.
+//! - `what_generated_queries_found_...`: the defects random queries found, as fixed cases.
 //! - `generated_queries`: seeded random SELECTs over a sharded table with NULLs, duplicates,
 //!   mixed-case strings, negative and DECIMAL values (`DIFF_SEED=N` replays another seed).
 
 #[path = "../common/mod.rs"]
 mod common;
 mod corpus;
+mod defects;
 mod generated;
 mod judge;
 mod tpch;
