@@ -21,6 +21,7 @@ pub mod dual_write;
 pub mod fake;
 pub mod gather;
 pub mod held;
+pub mod key_update;
 pub mod lookup;
 pub mod merge;
 pub mod poll;
@@ -131,6 +132,12 @@ pub async fn run<D: Door, K: Sink>(
         }
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
         Plan::Shipped(s) => return shipped(door, sink, s, topo, access).await,
+        // The session plans the read of its rows, then runs it ([`key_update::run`]).
+        Plan::KeyUpdate(_) => {
+            return Err(MyError::internal(
+                "shardproxy: an UPDATE of a shard key reached execution unplanned".to_string(),
+            ))
+        }
         // The session reads the SELECT and plans the INSERT of its rows.
         Plan::InsertSelect(_) => {
             return Err(MyError::internal(

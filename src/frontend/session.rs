@@ -23,6 +23,7 @@ use crate::sql::Parsed;
 
 mod diagnostics;
 mod handshake;
+mod key_update;
 mod moves;
 mod prepared;
 mod query;

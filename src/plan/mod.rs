@@ -6,6 +6,7 @@ pub mod cached;
 pub mod decompose;
 pub mod gather;
 pub mod insert;
+pub mod key_update;
 pub mod moving;
 mod select;
 pub mod tier;
@@ -721,9 +722,7 @@ impl<'a> Planner<'a> {
                     sqlparser::ast::AssignmentTarget::Tuple(ns) => ns.iter().collect(),
                 };
                 if targets.iter().any(|n| sql::table_name(n) == *column) {
-                    return refuse(format!(
-                        "UPDATE of the shard key `{column}` of `{table}` would move rows to another node; DELETE and INSERT them instead"
-                    ));
+                    return key_update::plan(self, u, &table, alias.as_deref(), column);
                 }
             }
         }

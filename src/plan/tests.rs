@@ -94,6 +94,7 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     };
     let primary_key = |_: Option<&str>, t: &str| match t {
         "t_mv" => Some(vec!["`id`".to_string()].into()),
+        "t_order" => Some(vec!["`order_id`".to_string()].into()),
         "t_gen" => Some(vec!["`oid`".to_string()].into()),
         "t_dir" => Some(vec!["`id`".to_string()].into()),
         "t_nopk" => Some(Vec::<String>::new().into()),
@@ -480,10 +481,44 @@ fn updates_and_deletes() {
             ..
         }
     ));
-    assert!(refused(&plan_of(
-        "UPDATE t_order SET user_id = 5 WHERE order_id = 1"
-    ))
-    .contains("shard key"));
+    // An UPDATE of the shard key reads its rows with their new values, locked, on the
+    // nodes its WHERE names, then moves them.
+    match plan_with(
+        "UPDATE t_order AS o SET status = ?, user_id = user_id + 1 WHERE (o.order_id IN (1, ?))",
+        &[Value::Bytes(b"it's".to_vec()), Value::Int(2)],
+    ) {
+        Plan::KeyUpdate(k) => {
+            assert_eq!(
+                k.select,
+                "SELECT `o`.`order_id`, `o`.`user_id`, `o`.`status`, (_utf8mb4 X'69742773'), (user_id + 1) FROM `t_order` AS `o` WHERE (o.order_id IN (1, 2)) FOR UPDATE"
+            );
+            assert_eq!(
+                (k.key.clone(), k.assigned.clone(), k.shard),
+                (vec![0], vec![2, 1], 1)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    for (sql, why) in [
+        (
+            "UPDATE t_order SET user_id = 5, status = user_id WHERE order_id = 1",
+            "changes before it",
+        ),
+        (
+            "UPDATE t_order SET user_id = 5 WHERE order_id = 1 ORDER BY order_id LIMIT 1",
+            "LIMIT",
+        ),
+        ("UPDATE t_order SET user_id = 5, user_id = 6", "twice"),
+        ("UPDATE t_merchant SET id = 5", "single"),
+    ] {
+        let plan = plan_of(sql);
+        if sql.contains("t_merchant") {
+            // A single table's key places nothing: an ordinary UPDATE.
+            assert!(matches!(plan, Plan::Route(_)), "{sql}: {plan:?}");
+            continue;
+        }
+        assert!(refused(&plan).contains(why), "{sql}: {plan:?}");
+    }
     assert_eq!(
         plan_of(&format!("DELETE FROM t_order WHERE user_id = {a}")).nodes(),
         vec![0]

@@ -188,6 +188,9 @@ pub enum Plan {
     Shipped(Box<gather::Shipped>),
     /// An INSERT ... SELECT whose rows must move: the SELECT read, its rows inserted.
     InsertSelect(Box<insert::InsertSelect>),
+    /// An UPDATE of a shard key: its rows read (a read planned of its own), then moved or
+    /// updated by the session ([`crate::exec::key_update`]).
+    KeyUpdate(Box<super::key_update::KeyUpdate>),
     /// A write to slots at the freeze step of their move: it waits for the next step, then
     /// is planned again; unless the session's transaction holds row images of the move
     /// already: then it runs `unless` (the freeze waits for that transaction to end).
@@ -621,6 +624,14 @@ impl PlanDescription<'_> {
                     i.table
                 )?;
                 writeln!(f, "  {}", i.select)
+            }
+            Plan::KeyUpdate(k) => {
+                writeln!(
+                    f,
+                    "KeyUpdate: the rows of `{}` it matches are read with their new values (planned as a statement of its own: PREVIEW it), then each row whose new shard key belongs elsewhere is deleted on its node and inserted on the new one, the others updated by primary key, in one transaction:",
+                    k.table
+                )?;
+                writeln!(f, "  {}", k.select)
             }
             Plan::Frozen { table, .. } => writeln!(
                 f,

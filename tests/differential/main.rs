@@ -12,6 +12,7 @@
 //! - `what_generated_queries_found_...`: the defects random queries found, as fixed cases.
 //! - `generated_queries`: seeded random SELECTs over a sharded table with NULLs, duplicates,
 //!   mixed-case strings, negative and DECIMAL values (`DIFF_SEED=N` replays another seed).
+//! - `an_update_of_the_shard_key_...`: rows moved between nodes by UPDATE, against the reference.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -19,6 +20,7 @@ mod corpus;
 mod defects;
 mod generated;
 mod judge;
+mod key_update;
 mod tpch;
 
 use common::*;

@@ -272,8 +272,17 @@ pub async fn statement_savepoint<D: Door>(
     door: &mut D,
     nodes: &[usize],
 ) -> Result<bool, NodeError> {
+    if nodes.len() < 2 {
+        return Ok(false);
+    }
+    savepoint_on(door, nodes).await
+}
+
+/// [`statement_savepoint`] on any number of nodes: for a statement the proxy runs as several
+/// writes, even on one node.
+pub async fn savepoint_on<D: Door>(door: &mut D, nodes: &[usize]) -> Result<bool, NodeError> {
     let st = door.state();
-    if nodes.len() < 2 || st.ddl || (st.tx.is_none() && st.autocommit) {
+    if nodes.is_empty() || st.ddl || (st.tx.is_none() && st.autocommit) {
         return Ok(false);
     }
     door.enter(nodes, Access::Write).await?;

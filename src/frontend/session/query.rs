@@ -348,6 +348,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         read: bool,
         kind: &str,
     ) -> Outcome {
+        if let Plan::KeyUpdate(k) = plan {
+            return self.key_update(k, binary).await;
+        }
         if let Plan::InsertSelect(is) = plan {
             return self.insert_select(is, binary).await;
         }
@@ -692,6 +695,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Gather(_) => "gather",
             Plan::Shipped(_) => "shipped",
             Plan::InsertSelect(_) => "insert_select",
+            Plan::KeyUpdate(_) => "key_update",
             Plan::Refuse { message, .. }
             | Plan::Unroutable {
                 reason: message, ..
