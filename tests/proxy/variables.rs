@@ -54,7 +54,7 @@ async fn show_warnings_tells_of_an_error_the_proxy_raised_itself() {
     assert_eq!(want_rows.len(), 1);
     let (want_count_cols, _) = described(&mut d, "SHOW COUNT(*) ERRORS", false).await;
 
-    let refused = "UPDATE t_own_err SET user_id = user_id + 1";
+    let refused = "UPDATE t_own_err SET user_id = user_id + 1 ORDER BY user_id LIMIT 1";
     for prepared in [false, true] {
         let message = expect_code(a.query_drop(refused).await, 1235, "a refusal");
         let (cols, rows) = described(&mut a, "SHOW WARNINGS", prepared).await;
