@@ -451,6 +451,9 @@ fn avg(total: Num, n: i128, col: &Column, binary: bool) -> Result<Value, MergeEr
     }
 }
 
+/// A column's `decimals` from which on a DOUBLE's are not fixed.
+const NOT_FIXED_DEC: u32 = 31;
+
 /// A merged number in the column's type, in the protocol the client reads.
 fn encode_num(n: Num, col: &Column, binary: bool) -> Value {
     let ty = col.column_type();
@@ -481,7 +484,13 @@ fn encode_num(n: Num, col: &Column, binary: bool) -> Value {
     }
     let dec = u32::from(col.decimals());
     let text = if is_float_col {
-        format_float(n.to_f64())
+        // A DOUBLE of fixed decimals (AVG(ROUND(d, 1)) has 5) is written with exactly
+        // those, as the node writes it; 31 and above mean none fixed.
+        if dec < NOT_FIXED_DEC {
+            format!("{:.*}", dec as usize, n.to_f64())
+        } else {
+            format_float(n.to_f64())
+        }
     } else {
         match n {
             Num::Int(i) if dec > 0 && !is_int_col => Dec::from_int(i).format(dec),

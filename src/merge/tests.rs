@@ -181,6 +181,24 @@ fn binary_aggregates_take_the_column_type() {
 }
 
 #[test]
+fn a_double_of_fixed_decimals_is_written_with_them() {
+    // SUM(ROUND(d, 1)) has 1 decimal, so 6.0; of 31, none fixed.
+    for (decimals, want) in [(1, "6.0"), (5, "6.00000"), (31, "6")] {
+        let cols = vec![col(ColumnType::MYSQL_TYPE_DOUBLE, 63, decimals)];
+        let g = Grouping {
+            keys: vec![],
+            columns: vec![AggFn::Sum],
+        };
+        let out = aggregate(vec![vec![b("2.5")], vec![b("3.5")]], &g, &cols, false, 10).unwrap();
+        assert_eq!(
+            text(&out),
+            vec![vec![want.to_string()]],
+            "decimals {decimals}"
+        );
+    }
+}
+
+#[test]
 fn rows_compare_by_several_keys() {
     let classes = vec![Class::Folded { pad: true }, Class::Integer];
     let order = vec![
