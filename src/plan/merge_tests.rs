@@ -122,8 +122,13 @@ fn aggregates_are_rewritten_for_the_merge() {
     );
     assert_eq!(
         sql,
-        "SELECT status, COUNT(*) AS c, AVG(amount), SUM(amount) AS __sp_h0, COUNT(amount) AS __sp_h1 FROM t_order GROUP BY status"
+        "SELECT status, COUNT(*) AS c, AVG(amount), SUM(amount) AS __sp_h0, COUNT(amount) AS __sp_h1 FROM t_order GROUP BY status HAVING TRUE OR (c > 1)"
     );
+    // The node keeps the HAVING for its names only (MariaDB's 1054 for a column neither
+    // grouped nor selected); one with a subquery is left out.
+    let (sql, _) =
+        merged("SELECT status, COUNT(*) FROM t_order GROUP BY status HAVING COUNT(*) > (SELECT 1)");
+    assert!(!sql.contains("HAVING"), "{sql}");
     let g = m.group.unwrap();
     assert_eq!(g.keys, vec![0]);
     assert_eq!(

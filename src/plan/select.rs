@@ -755,7 +755,7 @@ impl<'a> Base<'a> {
 }
 
 /// The SQL each node runs: the client's SELECT text with the hidden columns appended,
-/// HAVING removed when groups are merged, the DISTINCT aggregates' arguments grouped, and
+/// HAVING made `TRUE OR (...)` when groups are merged (removed if it has a subquery), the DISTINCT aggregates' arguments grouped, and
 /// ORDER BY / LIMIT as the merge needs them (LIMIT covering offset + count, no offset);
 /// every other byte as the client sent it, the `?` written as their values.
 fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String, String> {
@@ -780,8 +780,23 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
     }
     if m.group.is_some() {
         if let Some(h) = c.having {
-            let (a, z) = c.removal(h);
-            e.replace(a, z, "");
+            let (from, to) = h.body;
+            let sql = base.text.sql;
+            let subquery = base
+                .text
+                .toks
+                .iter()
+                .any(|t| t.start >= from && t.end <= to && t.is(sql, "SELECT"));
+            if subquery {
+                let (a, z) = c.removal(h);
+                e.replace(a, z, "");
+            } else {
+                // Kept for the node to resolve its names (MariaDB rejects a column neither
+                // grouped nor selected, 1054), never to filter: the groups are whole only
+                // after the merge. `TRUE OR` keeps every group and evaluates nothing.
+                e.insert(from, "TRUE OR (");
+                e.insert(to, ")");
+            }
         }
     }
     if !b.distinct_args.is_empty() {
