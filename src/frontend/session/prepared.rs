@@ -392,19 +392,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 }
 
-/// The node a statement is prepared on (to learn its parameter and column metadata): a node
-/// holding the first configured table it names.
+/// The node a statement is prepared on (to learn its parameter and column metadata): the
+/// first node that holds every table it names (a broadcast table and a single table on
+/// another node than the default one: the single table's node), else a node holding the
+/// first table it names.
 fn prepare_node(parsed: &Parsed, topo: &Topology) -> Option<usize> {
-    let mut node = None;
+    use crate::config::TableRule;
+    let mut first = None;
+    let mut common: Option<Vec<usize>> = None;
     let _ = sqlparser::ast::visit_relations(&parsed.stmt, |n| {
-        use crate::config::TableRule;
-        node = match topo.table(&sql::table_name(n)) {
-            Some(TableRule::Broadcast) | None => Some(topo.default_node),
-            Some(r) => r.all_nodes(topo).first().copied(),
+        let holders = match topo.table(&sql::table_name(n)) {
+            Some(TableRule::Broadcast) => topo.all_nodes(),
+            None => vec![topo.default_node],
+            Some(r) => r.all_nodes(topo),
         };
-        std::ops::ControlFlow::Break(())
+        let preferred = match topo.table(&sql::table_name(n)) {
+            Some(TableRule::Broadcast) | None => Some(topo.default_node),
+            Some(_) => holders.first().copied(),
+        };
+        first = first.or(preferred);
+        common = Some(match common.take() {
+            None => holders,
+            Some(c) => c.into_iter().filter(|x| holders.contains(x)).collect(),
+        });
+        std::ops::ControlFlow::<()>::Continue(())
     });
-    node
+    match common {
+        Some(c) if first.is_some_and(|f| c.contains(&f)) => first,
+        Some(c) if !c.is_empty() => c.first().copied(),
+        _ => first,
+    }
 }
 
 /// Decodes COM_STMT_EXECUTE parameters (after statement id, flags and iteration count).
@@ -464,4 +481,34 @@ fn decode_params(stmt: &mut Prepared, mut rest: &[u8]) -> Result<Vec<Value>, Str
         }
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepare_node;
+    use crate::config::test_topology;
+
+    #[test]
+    fn a_statement_is_prepared_where_every_table_it_names_is() {
+        let t = test_topology(
+            1,
+            2,
+            "[tables.b]\nrule = \"broadcast\"\n[tables.s]\nrule = \"single\"\nnode = \"ds1\"\n\
+             [tables.h]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
+        );
+        let at = |sql: &str| prepare_node(&crate::sql::parse(sql).unwrap(), &t);
+        assert_eq!(
+            at("SELECT * FROM b JOIN s ON b.id = s.id WHERE b.id = ?"),
+            Some(1)
+        );
+        assert_eq!(at("SELECT * FROM s JOIN b ON b.id = s.id"), Some(1));
+        assert_eq!(at("SELECT * FROM b WHERE id = ?"), Some(0));
+        assert_eq!(at("SELECT * FROM h WHERE id = ?"), Some(0));
+        // No node holds both: the first table's node.
+        assert_eq!(
+            at("SELECT * FROM s JOIN unknown_t u ON u.id = s.id"),
+            Some(1)
+        );
+    }
 }
