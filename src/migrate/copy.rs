@@ -255,14 +255,7 @@ pub async fn batch(
     last: &str,
     n: usize,
 ) -> mysql_async::Result<(usize, Option<String>)> {
-    let sql = format!(
-        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n} FOR UPDATE",
-        shape.table,
-        shape.slots,
-        shape.after(cursor),
-        shape.upto(Some(last)),
-        shape.key_list(),
-    );
+    let sql = batch_sql(shape, cursor, last, n) + " FOR UPDATE";
     s.query_drop("START TRANSACTION").await?;
     let r = async {
         let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
@@ -286,6 +279,18 @@ pub async fn batch(
     r
 }
 
+/// The next `n` moving rows after `cursor`, up to the key `last`, in key order.
+fn batch_sql(shape: &Shape, cursor: Option<&str>, last: &str, n: usize) -> String {
+    format!(
+        "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n}",
+        shape.table,
+        shape.slots,
+        shape.after(cursor),
+        shape.upto(Some(last)),
+        shape.key_list(),
+    )
+}
+
 /// A batch of rows read as committed, without locks: up to `n` after `cursor`, up to the
 /// key `last`, and the cursor after them.
 pub type Read = (Vec<Vec<Value>>, Option<String>);
@@ -297,16 +302,7 @@ async fn read(
     last: &str,
     n: usize,
 ) -> mysql_async::Result<Read> {
-    let rows: Vec<mysql_async::Row> = s
-        .query(format!(
-            "SELECT * FROM {} WHERE {}{}{} ORDER BY {} LIMIT {n}",
-            shape.table,
-            shape.slots,
-            shape.after(cursor),
-            shape.upto(Some(last)),
-            shape.key_list(),
-        ))
-        .await?;
+    let rows: Vec<mysql_async::Row> = s.query(batch_sql(shape, cursor, last, n)).await?;
     let after = rows.last().map(|r| shape.cursor_of(r));
     Ok((
         rows.into_iter().map(mysql_async::Row::unwrap).collect(),

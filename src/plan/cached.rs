@@ -383,21 +383,28 @@ slots = [{ slots = "0-1023", node = "ds1" }]
         assert_eq!(r.resolve(&t, &[Value::Int(500)]).unwrap().node, 1);
     }
 
+    /// `t` with slots 0-511 moving from ds0 to ds2 at `step`.
+    fn moving(step: &str) -> Topology {
+        test_topology(
+            2,
+            3,
+            &format!(
+                "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+                 slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
+            ),
+        )
+    }
+
+    /// A key in the moving slots.
+    fn low_key() -> i64 {
+        (1..)
+            .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
+            .unwrap()
+    }
+
     #[test]
     fn a_plain_read_of_a_moving_slot_goes_where_its_reads_go_and_nothing_else_is_cached() {
-        let moving = |step: &str| {
-            test_topology(
-                2,
-                3,
-                &format!(
-                    "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
-                     slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
-                ),
-            )
-        };
-        let lo = (1..)
-            .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
-            .unwrap();
+        let lo = low_key();
         let read = a("SELECT c FROM t WHERE id = ?").unwrap();
         let at = |t: &Topology| read.resolve(t, &[Value::Int(lo)]).map(|r| r.node);
         assert_eq!(
@@ -426,19 +433,7 @@ slots = [{ slots = "0-1023", node = "ds1" }]
 
     #[test]
     fn a_point_write_to_a_captured_slot_runs_on_the_source_counted_toward_the_target() {
-        let moving = |step: &str| {
-            test_topology(
-                2,
-                3,
-                &format!(
-                    "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
-                     slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n"
-                ),
-            )
-        };
-        let lo = (1..)
-            .find(|v| slot_of(&Value::Int(*v)).unwrap() < 512)
-            .unwrap();
+        let lo = low_key();
         let params = [Value::Int(lo)];
         let captured = moving("capture");
         for sql in [

@@ -292,13 +292,7 @@ fn with_column_list(
     values: &sqlparser::ast::Values,
 ) -> Plan {
     let table = table_name(name);
-    let schema = name
-        .0
-        .len()
-        .checked_sub(2)
-        .and_then(|i| name.0.get(i))
-        .and_then(|part| part.as_ident())
-        .map(|i| i.value.clone());
+    let schema = crate::sql::schema_name(name);
     let Some(cols) = (p.ctx.columns)(schema.as_deref(), &table) else {
         return Plan::NeedColumns { schema, table };
     };

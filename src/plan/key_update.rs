@@ -70,13 +70,7 @@ pub(super) fn plan(
     let sqlparser::ast::TableFactor::Table { name, .. } = &u.table.relation else {
         return no("of something other than a table");
     };
-    let schema = name
-        .0
-        .len()
-        .checked_sub(2)
-        .and_then(|i| name.0.get(i))
-        .and_then(|part| part.as_ident())
-        .map(|i| i.value.clone());
+    let schema = sql::schema_name(name);
     let Some(columns) = (p.ctx.columns)(schema.as_deref(), table) else {
         return Plan::NeedColumns {
             schema,

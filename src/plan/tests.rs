@@ -686,30 +686,29 @@ fn unparsable_statements() {
     );
 }
 
+/// Runs `f` where the stack is as small as a runtime worker's.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
 #[test]
 fn deeply_nested_conditions_do_not_overflow_the_stack() {
     let (a, _) = keys_on_both();
     let chain = vec![format!("user_id = {a}"); 50_000].join(" AND ");
     let sql = format!("SELECT * FROM t_order WHERE {chain}");
-    // Run where the stack is as small as a runtime worker's.
-    let p = std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn(move || plan_of(&sql).nodes())
-        .unwrap()
-        .join()
-        .unwrap();
+    let p = on_small_stack(move || plan_of(&sql).nodes());
     assert_eq!(p, vec![0]);
     let nested = format!(
         "SELECT * FROM t_order WHERE {}user_id = 1{}",
         "(".repeat(5000),
         ")".repeat(5000)
     );
-    let p = std::thread::Builder::new()
-        .stack_size(2 << 20)
-        .spawn(move || plan_of(&nested))
-        .unwrap()
-        .join()
-        .unwrap();
+    let p = on_small_stack(move || plan_of(&nested));
     assert!(matches!(p, Plan::Unroutable { .. }), "not unroutable");
 }
 
@@ -733,12 +732,7 @@ fn long_and_deep_conditions_mariadb_runs_are_planned() {
         ")".repeat(400)
     );
     for sql in [long, deep] {
-        let p = std::thread::Builder::new()
-            .stack_size(2 << 20)
-            .spawn(move || plan_of(&sql))
-            .unwrap()
-            .join()
-            .unwrap();
+        let p = on_small_stack(move || plan_of(&sql));
         assert!(
             !matches!(p, Plan::Unroutable { .. } | Plan::Refuse { .. }),
             "{p:?}"

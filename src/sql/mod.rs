@@ -102,6 +102,16 @@ impl Parsed {
     }
 }
 
+/// The schema a qualified name names (`shop` of `shop.t`), as written.
+pub fn schema_name(name: &sqlparser::ast::ObjectName) -> Option<String> {
+    name.0
+        .len()
+        .checked_sub(2)
+        .and_then(|i| name.0.get(i))
+        .and_then(|part| part.as_ident())
+        .map(|i| i.value.clone())
+}
+
 /// How deep the parser nests (brackets, subqueries, operators of different precedence)
 /// before it gives up. sqlparser's own default, 50, refused WHEREs of a few hundred terms
 /// in 30 levels of brackets that MariaDB runs; its parser, visitors and printing grow their
