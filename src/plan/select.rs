@@ -124,14 +124,28 @@ fn func_name(f: &Function) -> String {
 /// Normalised text of an expression, to find "the same expression" in two places.
 /// An expression that MariaDB reads as a column position in GROUP BY: a number, signed or
 /// in brackets.
-fn position_like(e: &Expr) -> bool {
+/// A `?` is written in as its value, so one bound to a number is like one.
+fn position_like(e: &Expr, base: &Base<'_>) -> bool {
     match e {
-        Expr::Value(v) => matches!(v.value, SqlValue::Number(..)),
+        Expr::Value(v) => match &v.value {
+            SqlValue::Number(..) => true,
+            SqlValue::Placeholder(_) => base
+                .parsed
+                .param_index(v.span.start)
+                .and_then(|i| base.params.values.get(i))
+                .is_some_and(|v| {
+                    matches!(
+                        v,
+                        Value::Int(_) | Value::UInt(_) | Value::Float(_) | Value::Double(_)
+                    )
+                }),
+            _ => false,
+        },
         Expr::UnaryOp {
             op: UnaryOperator::Plus | UnaryOperator::Minus,
             expr,
         }
-        | Expr::Nested(expr) => position_like(expr),
+        | Expr::Nested(expr) => position_like(expr, base),
         _ => false,
     }
 }
@@ -805,7 +819,7 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
             let own = base.own(d)?;
             // A number written alone (`76`, `(76)`, `- 8`) would group by that column
             // position; `+ 0` makes it the constant it is in the aggregate.
-            parts.push(if position_like(d) {
+            parts.push(if position_like(d, base) {
                 format!("{own} + 0")
             } else {
                 own

@@ -204,12 +204,25 @@ fn normalize(row: &[Value], check: &Check) -> Vec<Value> {
 
 /// Exactly compared columns first, so that rows differing only in the last bits of a tolerant
 /// column still sort alike.
-fn sort_key(row: &[Value], check: &Check) -> Vec<String> {
+/// Each value whole: a string's bytes (Value's Debug form shows only the first 8, so rows
+/// sharing such a prefix sorted apart on the two sides and compared as different).
+fn sort_key(row: &[Value], check: &Check) -> Vec<Vec<u8>> {
     let exact = (0..row.len()).filter(|i| !check.tolerant.contains(i));
     let tolerant = (0..row.len()).filter(|i| check.tolerant.contains(i));
     exact
         .chain(tolerant)
-        .map(|i| format!("{:?}", row[i]))
+        .map(|i| match &row[i] {
+            Value::Bytes(b) => {
+                let mut k = vec![1];
+                k.extend_from_slice(b);
+                k
+            }
+            other => {
+                let mut k = vec![0];
+                k.extend_from_slice(format!("{other:?}").as_bytes());
+                k
+            }
+        })
         .collect()
 }
 

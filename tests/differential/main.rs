@@ -13,6 +13,8 @@
 //! - `generated_queries`: seeded random SELECTs over a sharded table with NULLs, duplicates,
 //!   mixed-case strings, negative and DECIMAL values (`DIFF_SEED=N` replays another seed).
 //! - `an_update_of_the_shard_key_...`: rows moved between nodes by UPDATE, against the reference.
+//! - `random_queries_answer_like_one_mariadb`: random tables (types, placements) and random
+//!   SELECTs over them, seeded (`RANDOM_SEED`, `RANDOM_SEEDS`, `RANDOM_QUERIES`; see `random.rs`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -21,6 +23,7 @@ mod defects;
 mod generated;
 mod judge;
 mod key_update;
+mod random;
 mod tpch;
 
 use common::*;
