@@ -463,7 +463,8 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
 
 async fn expect_refused(app: &mut mysql_async::Conn) {
     common::expect_code(
-        app.query_drop("UPDATE t_adm SET id = 6 WHERE id = 5 LIMIT 1").await,
+        app.query_drop("UPDATE t_adm SET id = 6 WHERE id = 5 LIMIT 1")
+            .await,
         1235,
         "UPDATE of the shard key with LIMIT",
     );
