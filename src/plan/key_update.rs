@@ -81,7 +81,8 @@ pub(super) fn plan(
         let node = p
             .topo
             .table(table)
-            .map_or(p.topo.default_node, |r| r.all_nodes(p.topo)[0]);
+            .and_then(|r| r.all_nodes(p.topo).first().copied())
+            .unwrap_or(p.topo.default_node);
         return Plan::NeedKey {
             schema,
             table: table.to_string(),
