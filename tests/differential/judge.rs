@@ -278,7 +278,8 @@ fn show_columns(cols: &[(String, ColumnType)]) -> String {
     truncate(&text.join(", "), 400)
 }
 
-fn truncate(s: &str, max: usize) -> String {
+/// `s` cut to `max` bytes (at a character boundary).
+pub(crate) fn truncate(s: &str, max: usize) -> String {
     if s.len() <= max {
         return s.to_string();
     }

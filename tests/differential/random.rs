@@ -42,7 +42,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::common::{start_proxy_on, Proxy};
-use crate::judge::{judge, must, Answer, Check, Compare, Outcome, Pair, ResultSet};
+use crate::judge::{
+    judge, must, truncate as cut, Answer, Check, Compare, Outcome, Pair, ResultSet,
+};
 use crate::{cluster, REFERENCE, SHARDS};
 use cases::{Diff, FixedSetup, Regression, KNOWN, REGRESSIONS, SETUPS};
 use params::parameterize;
@@ -126,18 +128,6 @@ impl Report {
             took.as_secs_f64()
         )
     }
-}
-
-/// `s` cut to `max` bytes (at a character boundary).
-fn cut(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}... ({} bytes)", &s[..end], s.len())
 }
 
 /// A string as its equals under a PAD SPACE collation (trailing spaces dropped) and, for
