@@ -436,15 +436,16 @@ impl Fixture {
 
     fn fixed(f: &FixedSetup) -> Fixture {
         let load: Vec<String> = f.load.iter().map(|s| s.to_string()).collect();
+        let rules = f.rules.toml();
         Fixture {
             id: f.name.to_string(),
-            rules: f.rules.to_string(),
             tables: created_tables(&load),
             describe: format!(
                 "    {}\n    {}\n",
-                f.rules.replace('\n', " "),
+                rules.replace('\n', " "),
                 load.join(";\n    ")
             ),
+            rules,
             load,
             random: None,
         }

@@ -5,6 +5,7 @@
 //! tables to [`SETUPS`] (or name the seed, `seed:N`), its statement to [`REGRESSIONS`], and,
 //! while the proxy still gets it wrong, a [`KNOWN`] entry naming the defect.
 
+use crate::common::hash_slot_table;
 use crate::judge::Compare;
 
 /// A small hand-made set of tables: the `[tables.*]` rules and the statements that create
@@ -12,8 +13,29 @@ use crate::judge::Compare;
 /// their type as in the random tables (`bin_*` utf8mb4_bin, `ci_*` utf8mb4_general_ci).
 pub(crate) struct FixedSetup {
     pub(crate) name: &'static str,
-    pub(crate) rules: &'static str,
+    pub(crate) rules: Rules,
     pub(crate) load: &'static [&'static str],
+}
+
+/// The rules of a setup.
+pub(crate) enum Rules {
+    /// Tables hash_slot by a column over two nodes (slots 0-511 on ds0, 512-1023 on ds1):
+    /// `(table, column)`.
+    TwoNodes(&'static [(&'static str, &'static str)]),
+    /// `[tables.*]` rules as written.
+    Text(&'static str),
+}
+
+impl Rules {
+    pub(crate) fn toml(&self) -> String {
+        match self {
+            Rules::TwoNodes(tables) => tables
+                .iter()
+                .map(|(t, c)| hash_slot_table(t, c, &[(0, 511), (512, 1023)]))
+                .collect(),
+            Rules::Text(t) => t.to_string(),
+        }
+    }
 }
 
 pub(crate) const SETUPS: &[FixedSetup] = &[
@@ -21,7 +43,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // across the nodes.
     FixedSetup {
         name: "bin_strings",
-        rules: rules_text::BIN,
+        rules: Rules::TwoNodes(&[("rqr_bin", "id")]),
         load: &[
             "CREATE TABLE rqr_bin (id INT PRIMARY KEY, bin_s VARCHAR(10) COLLATE utf8mb4_bin)",
             "INSERT INTO rqr_bin VALUES (1, 'B'), (2, 'b'), (10, 'a'), (11, 'A')",
@@ -31,8 +53,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // 'Abc' (802) on ds1, all three equal under the collation.
     FixedSetup {
         name: "ci_string_key",
-        rules: "[tables.rqr_cik]\nrule = \"hash_slot\"\ncolumn = \"ci_k\"\n\
-            slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
+        rules: Rules::TwoNodes(&[("rqr_cik", "ci_k")]),
         load: &[
             "CREATE TABLE rqr_cik (id INT PRIMARY KEY, ci_k VARCHAR(10) COLLATE utf8mb4_general_ci NOT NULL)",
             "INSERT INTO rqr_cik VALUES (1, 'abc'), (2, 'ABC'), (3, 'Abc')",
@@ -41,7 +62,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // Two tables sharded by id over two nodes; strings some of which are not numbers.
     FixedSetup {
         name: "two_sharded",
-        rules: rules_text::TWO,
+        rules: Rules::TwoNodes(&[("rqr_str", "id"), ("rqr_key", "id")]),
         load: &[
             "CREATE TABLE rqr_str (id INT PRIMARY KEY, ci_s VARCHAR(10))",
             "INSERT INTO rqr_str VALUES (1, 'abc'), (2, '5'), (10, 'x'), (11, 'zzz')",
@@ -52,8 +73,10 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // A broadcast table and a single table on ds3 (not ds0).
     FixedSetup {
         name: "single_and_broadcast",
-        rules: "[tables.rqr_s]\nrule = \"single\"\nnode = \"ds3\"\n\n\
+        rules: Rules::Text(
+            "[tables.rqr_s]\nrule = \"single\"\nnode = \"ds3\"\n\n\
             [tables.rqr_bc]\nrule = \"broadcast\"\n",
+        ),
         load: &[
             "CREATE TABLE rqr_s (id INT PRIMARY KEY, int_v INT)",
             "INSERT INTO rqr_s VALUES (1, 10), (2, 20)",
@@ -64,7 +87,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // Doubles on two nodes by id.
     FixedSetup {
         name: "doubles",
-        rules: rules_text::DBL,
+        rules: Rules::TwoNodes(&[("rqr_dbl", "id")]),
         load: &[
             "CREATE TABLE rqr_dbl (id INT PRIMARY KEY, dbl_d DOUBLE)",
             "INSERT INTO rqr_dbl VALUES (1, 1.0), (2, 2.0), (10, 2.0)",
@@ -73,7 +96,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // Integers on two nodes by id.
     FixedSetup {
         name: "decimal_division",
-        rules: rules_text::DIV,
+        rules: Rules::TwoNodes(&[("rqr_div", "id")]),
         load: &[
             "CREATE TABLE rqr_div (id INT PRIMARY KEY)",
             "INSERT INTO rqr_div VALUES (1), (2), (10)",
@@ -82,7 +105,7 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
     // DATETIMEs on two nodes by id, two of them at midnight.
     FixedSetup {
         name: "datetimes",
-        rules: rules_text::DT,
+        rules: Rules::TwoNodes(&[("rqr_dt", "id")]),
         load: &[
             "CREATE TABLE rqr_dt (id INT PRIMARY KEY, dt_v DATETIME)",
             "INSERT INTO rqr_dt VALUES (1, '2020-01-01 00:00:00'), (2, '2020-01-01 00:00:00'), \
@@ -90,38 +113,6 @@ pub(crate) const SETUPS: &[FixedSetup] = &[
         ],
     },
 ];
-
-/// Rules of the setups above: two nodes by `id`, ids 10 and 11 on ds0, 1 and 2 on ds1.
-mod rules_text {
-    pub(super) const BIN: &str = concat!(
-        "[tables.rqr_bin]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
-    );
-    pub(super) const DBL: &str = concat!(
-        "[tables.rqr_dbl]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
-    );
-    pub(super) const DIV: &str = concat!(
-        "[tables.rqr_div]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
-    );
-    pub(super) const DT: &str = concat!(
-        "[tables.rqr_dt]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
-    );
-    pub(super) const TWO: &str = concat!(
-        "[tables.rqr_str]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n\n",
-        "[tables.rqr_key]\n",
-        "rule = \"hash_slot\"\ncolumn = \"id\"\n",
-        "slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
-    );
-}
 
 /// A difference found once, kept: `sql` runs on every run (text and prepared) over the
 /// tables of `setup` (`seed:N`: `schema::gen_setup(N)`; else a [`SETUPS`] name).

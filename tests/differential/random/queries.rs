@@ -231,15 +231,20 @@ fn plain(rng: &mut StdRng, setup: &Setup) -> Query {
         );
         return Query::new(sql, ordered(&order), &outs, false, "plain *");
     }
+    listed(rng, &scope, &from, &filter, "plain")
+}
+
+/// `SELECT` 1 to 4 items of `scope` `FROM from` `filter`, perhaps ordered.
+fn listed(rng: &mut StdRng, scope: &Scope, from: &str, filter: &str, shape: &'static str) -> Query {
     let n = rng.gen_range(1..=4);
-    let items = select_items(rng, &scope, n);
-    let order = order_by_keys(rng, &scope, &items);
+    let items = select_items(rng, scope, n);
+    let order = order_by_keys(rng, scope, &items);
     let sql = format!(
         "SELECT {} FROM {from}{filter}{}",
         list(&items),
         order.clone().unwrap_or_default()
     );
-    Query::new(sql, ordered(&order), &exprs(&items), false, "plain")
+    Query::new(sql, ordered(&order), &exprs(&items), false, shape)
 }
 
 fn agg_items(rng: &mut StdRng, scope: &Scope, first: usize) -> Vec<(String, E, Option<String>)> {
@@ -467,15 +472,7 @@ fn join(rng: &mut StdRng, setup: &Setup) -> Query {
     if rng.gen_bool(0.35) {
         return grouped_over(rng, &scope, &from, Some(filter), shape);
     }
-    let n = rng.gen_range(1..=4);
-    let items = select_items(rng, &scope, n);
-    let order = order_by_keys(rng, &scope, &items);
-    let sql = format!(
-        "SELECT {} FROM {from}{filter}{}",
-        list(&items),
-        order.clone().unwrap_or_default()
-    );
-    Query::new(sql, ordered(&order), &exprs(&items), false, shape)
+    listed(rng, &scope, &from, &filter, shape)
 }
 
 /// A predicate with a subquery on `inner` (alias `s`) for the outer table (alias `o`).
