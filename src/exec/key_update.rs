@@ -174,11 +174,13 @@ fn plan_writes(
         s.push(')');
         s
     };
+    // Where in a read row a column's new value is: after the table's columns if the SET
+    // assigns it, else the column itself.
+    let set_at = |i: usize| k.assigned.iter().position(|a| *a == i).map(|j| width + j);
+    let new_key = set_at(k.shard).unwrap_or(k.shard);
     let mut w = Writes::default();
     for row in rows {
         let old = node_of(topo, &k.table, row.get(k.shard).and_then(Option::as_ref))?;
-        let set_at = |i: usize| k.assigned.iter().position(|a| *a == i).map(|j| width + j);
-        let new_key = set_at(k.shard).unwrap_or(k.shard);
         let new = node_of(topo, &k.table, row.get(new_key).and_then(Option::as_ref))?;
         if new == old {
             let mut s = format!("UPDATE {} SET ", k.target);

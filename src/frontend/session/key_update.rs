@@ -7,20 +7,11 @@ use super::{Outcome, Session};
 use crate::error::MyError;
 use crate::plan::key_update::KeyUpdate;
 use crate::plan::Plan;
-use crate::sql;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn key_update(&mut self, k: &KeyUpdate, binary: bool) -> Outcome {
         let topo = self.topo.clone();
-        let parsed = sql::parse_in(&k.select, self.mode());
-        let (read, _) = self
-            .plan_with_lookups(
-                &k.select,
-                parsed.as_ref().map_err(String::as_str),
-                &[],
-                &topo,
-            )
-            .await;
+        let read = self.plan_own(&k.select, &topo).await;
         match &read {
             Plan::KeyUpdate(_) | Plan::InsertSelect(_) | Plan::Session(_) => {
                 return Err(MyError::internal(format!(

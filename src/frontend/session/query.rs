@@ -400,15 +400,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
     ) -> Outcome {
         let topo = self.topo.clone();
-        let parsed = sql::parse_in(&is.select, self.mode());
-        let (plan, _) = self
-            .plan_with_lookups(
-                &is.select,
-                parsed.as_ref().map_err(String::as_str),
-                &[],
-                &topo,
-            )
-            .await;
+        let plan = self.plan_own(&is.select, &topo).await;
         if matches!(plan, Plan::InsertSelect(_)) {
             return Err(MyError::internal(
                 "shardproxy: the SELECT of an INSERT ... SELECT planned as an INSERT".to_string(),
@@ -447,10 +439,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         sql.push_str(&is.tail);
         drop(read);
-        let parsed = sql::parse_in(&sql, self.mode());
-        let (plan, _) = self
-            .plan_with_lookups(&sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
-            .await;
+        let plan = self.plan_own(&sql, &topo).await;
         if matches!(plan, Plan::InsertSelect(_)) {
             return Err(MyError::internal(
                 "shardproxy: an INSERT ... SELECT's rows planned as another INSERT ... SELECT"
@@ -515,6 +504,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 
     /// Plans a statement; directory keys the lookup caches lack are read from their lookup
     /// tables first, then it is planned again. A lookup failure fails the statement.
+    /// A statement of the proxy's own making from the client's (the read of an INSERT ...
+    /// SELECT or of a shard-key UPDATE, the INSERT of its rows), without parameters,
+    /// planned as a client's would be.
+    pub(super) async fn plan_own(&mut self, sql: &str, topo: &Arc<Topology>) -> Plan {
+        let parsed = sql::parse_in(sql, self.mode());
+        let (plan, _) = self
+            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], topo)
+            .await;
+        plan
+    }
+
     pub(super) async fn plan_with_lookups(
         &mut self,
         sql: &str,
