@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use mysql_common::value::Value;
 use sqlparser::ast::{
     visit_relations, BinaryOperator, Expr, InTarget, JoinConstraint, JoinOperator, ObjectName,
-    Query, Select, SelectItem, SetExpr, Spanned, Statement, TableFactor, Visit, Visitor,
+    Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
 use super::uses::{Placement, Use};
@@ -407,6 +407,25 @@ fn has_into(q: &Query) -> bool {
     }
 }
 
+/// The statement's text with each reference to a copied table renamed to its copy
+/// (`super::rename::renamed`).
+fn renamed(
+    sql: &str,
+    stmt: &Statement,
+    renames: &[(String, String)],
+    ctes: &[String],
+    mode: crate::sql::lex::Mode,
+) -> Option<String> {
+    let copy = |name: &ObjectName| {
+        let t = table_name(name);
+        renames
+            .iter()
+            .find(|(l, _)| *l == t)
+            .map(|(_, temp)| quoted(temp))
+    };
+    super::rename::renamed(sql, stmt, &copy, ctes, mode)
+}
+
 /// The names WITH clauses give (lower-cased): relations by those names are not tables.
 fn cte_names(stmt: &Statement) -> Vec<String> {
     struct Ctes(Vec<String>);
@@ -424,118 +443,6 @@ fn cte_names(stmt: &Statement) -> Vec<String> {
     let mut c = Ctes(Vec::new());
     let _ = stmt.visit(&mut c);
     c.0
-}
-
-/// The statement's text with each reference to a copied table renamed to its copy, aliased by
-/// the name it had (`__sp_ship_0 AS t_user`); everything else as the client wrote it. A
-/// top-level select item without an alias that reads a copied table (a scalar subquery) gets
-/// its own text as alias, since MariaDB names such a column by its text.
-fn renamed(
-    sql: &str,
-    stmt: &Statement,
-    renames: &[(String, String)],
-    ctes: &[String],
-    mode: crate::sql::lex::Mode,
-) -> Option<String> {
-    struct Refs<'r> {
-        renames: &'r [(String, String)],
-        ctes: &'r [String],
-        sql: &'r str,
-        /// (start, end, replacement)
-        edits: Vec<(usize, usize, String)>,
-        failed: bool,
-    }
-    impl Visitor for Refs<'_> {
-        type Break = ();
-        fn pre_visit_table_factor(&mut self, f: &TableFactor) -> ControlFlow<()> {
-            if let TableFactor::Table { name, alias, .. } = f {
-                let t = table_name(name);
-                if self.ctes.contains(&t) {
-                    return ControlFlow::Continue(());
-                }
-                if let Some((_, temp)) = self.renames.iter().find(|(l, _)| *l == t) {
-                    let span = Spanned::span(name);
-                    let (Some(a), Some(mut b)) = (
-                        crate::sql::byte_offset(self.sql, span.start),
-                        crate::sql::byte_offset(self.sql, span.end),
-                    ) else {
-                        self.failed = true;
-                        return ControlFlow::Break(());
-                    };
-                    // A quoted name's span may stop before its closing quote.
-                    if matches!(self.sql.as_bytes().get(b), Some(b'`' | b'"'))
-                        && matches!(self.sql.as_bytes().get(a), Some(b'`' | b'"'))
-                        && b == a + name.to_string().len() - 1
-                    {
-                        b += 1;
-                    }
-                    let own = &self.sql[a..b];
-                    let with = match alias {
-                        Some(_) => quoted(temp),
-                        None => format!("{} AS {own}", quoted(temp)),
-                    };
-                    self.edits.push((a, b, with));
-                }
-            }
-            ControlFlow::Continue(())
-        }
-    }
-    let mut refs = Refs {
-        renames,
-        ctes,
-        sql,
-        edits: Vec::new(),
-        failed: false,
-    };
-    let _ = stmt.visit(&mut refs);
-    if refs.failed {
-        return None;
-    }
-    let mut edits = refs.edits;
-    // Unaliased top-level items that read a copy: named by their own text.
-    if let Statement::Query(q) = stmt {
-        if let Some(s) = naming_select(q) {
-            for item in &s.projection {
-                let SelectItem::UnnamedExpr(e) = item else {
-                    continue;
-                };
-                if matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_)) {
-                    continue;
-                }
-                let (a, b) = crate::sql::item_range(sql, e, mode)?;
-                if a >= b || !edits.iter().any(|(x, y, _)| a <= *x && *y <= b) {
-                    continue;
-                }
-                edits.push((b, b, format!(" AS {}", quoted(&sql[a..b]))));
-            }
-        }
-    }
-    edits.sort_by_key(|(a, b, _)| (*a, *b));
-    if edits.windows(2).any(|w| w[0].1 > w[1].0) {
-        return None;
-    }
-    let mut out = String::with_capacity(sql.len() + 32 * edits.len());
-    let mut at = 0;
-    for (a, b, with) in &edits {
-        out.push_str(&sql[at..*a]);
-        out.push_str(with);
-        at = *b;
-    }
-    out.push_str(&sql[at..]);
-    Some(out)
-}
-
-/// The SELECT whose items name the result's columns: the body's, or a UNION's first.
-fn naming_select(q: &Query) -> Option<&Select> {
-    let mut body = q.body.as_ref();
-    loop {
-        match body {
-            SetExpr::Select(s) => return Some(s),
-            SetExpr::SetOperation { left, .. } => body = left,
-            SetExpr::Query(q) => body = q.body.as_ref(),
-            _ => return None,
-        }
-    }
 }
 
 /// The filter for the copy of `table` when the statement uses it once, in a place where rows
@@ -789,17 +696,7 @@ fn alone(e: &Expr, q: &Scope<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rename(sql: &str) -> Option<String> {
-        let p = crate::sql::parse(sql).expect("parses");
-        renamed(
-            sql,
-            &p.stmt,
-            &[("t_order".into(), "__sp_ship_0".into())],
-            &[],
-            Default::default(),
-        )
-    }
+    use sqlparser::ast::SelectItem;
 
     #[test]
     fn unaliased_items_are_named_by_their_text() {
@@ -830,21 +727,5 @@ mod tests {
             Some("( (select max(a) from t) )")
         );
         assert_eq!(name("SELECT 1, a FROM t", 0), None);
-    }
-
-    #[test]
-    fn renames_keep_the_clients_text() {
-        assert_eq!(
-            rename("select (select count(*) from t_order) , code from t_country").as_deref(),
-            Some("select (select count(*) from `__sp_ship_0` AS t_order) AS `(select count(*) from t_order)` , code from t_country")
-        );
-        assert_eq!(
-            rename("SELECT ((SELECT MAX(x) FROM `t_order` o) + 1), 'a)' FROM t_country").as_deref(),
-            Some("SELECT ((SELECT MAX(x) FROM `__sp_ship_0` o) + 1) AS `((SELECT MAX(x) FROM ``t_order`` o) + 1)`, 'a)' FROM t_country")
-        );
-        assert_eq!(
-            rename("SELECT t_order.*, o2.x FROM t_order JOIN t_order o2 USING (id)").as_deref(),
-            Some("SELECT t_order.*, o2.x FROM `__sp_ship_0` AS t_order JOIN `__sp_ship_0` o2 USING (id)")
-        );
     }
 }

@@ -8,6 +8,7 @@ pub mod gather;
 pub mod insert;
 pub mod key_update;
 pub mod moving;
+mod rename;
 mod select;
 pub mod tier;
 pub mod tree;
