@@ -13,6 +13,7 @@ mod select;
 pub mod tier;
 pub mod tree;
 mod uses;
+pub mod views;
 mod words;
 
 use mysql_common::value::Value;
