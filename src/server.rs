@@ -123,6 +123,11 @@ impl Server {
         tokio::spawn(crate::exec::txn::recovery::run(self.shared.clone()));
         tokio::spawn(crate::exec::txn::deadlock::run(self.shared.clone()));
         tokio::spawn(crate::migrate::driver::run(self.shared.clone()));
+        // The views are known before the first client's statement (within a bound: a
+        // metadata node that does not answer leaves them to the next poll).
+        let _ =
+            tokio::time::timeout(std::time::Duration::from_secs(5), self.shared.poll_views()).await;
+        tokio::spawn(crate::shared::views::watch(self.shared.clone()));
         if let (Some(_), Some(file)) = (&self.shared.topology().metadata, &self.rules) {
             crate::admin::watch::first_sync(
                 &self.shared,

@@ -27,6 +27,7 @@ mod key_update;
 mod moves;
 mod prepared;
 mod query;
+mod views;
 
 const COM_QUIT: u8 = 0x01;
 const COM_INIT_DB: u8 = 0x02;

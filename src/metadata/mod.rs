@@ -10,6 +10,7 @@ pub mod link;
 pub mod migrations;
 pub mod rebalance;
 pub mod schema;
+pub mod views;
 
 use self::schema::VERSION_SQL;
 
@@ -268,7 +269,12 @@ pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
 
 /// Creates the schema's tables, and the columns an older schema lacks.
 pub async fn ensure_schema<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
-    for ddl in schema::RULES.iter().chain(schema::MIGRATIONS.iter()) {
+    let views = [schema::VIEWS];
+    for ddl in schema::RULES
+        .iter()
+        .chain(schema::MIGRATIONS.iter())
+        .chain(views.iter())
+    {
         c.query_drop(*ddl).await?;
     }
     for (table, column, definition) in schema::ADDED_COLUMNS {

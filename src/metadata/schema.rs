@@ -107,6 +107,16 @@ pub const MIGRATIONS: [&str; 4] = [
         expires DATETIME(3) NOT NULL)",
 ];
 
+/// Views the proxy keeps (`crate::plan::views`): one row per name ever created, its
+/// `definition` NULL once dropped, so `version` (unique, taken under the table's lock) only
+/// grows and its maximum tells a proxy that something changed.
+pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS shard_views (
+        name VARCHAR(64) NOT NULL PRIMARY KEY,
+        definition LONGTEXT NULL,
+        sql_mode VARCHAR(64) NOT NULL DEFAULT '',
+        charset VARCHAR(32) NOT NULL DEFAULT 'utf8mb4',
+        version BIGINT NOT NULL)";
+
 /// Columns added since a table was first released: (table, column, its definition), added
 /// to a schema that lacks them.
 pub const ADDED_COLUMNS: [(&str, &str, &str); 5] = [

@@ -3,6 +3,7 @@
 //! directory lookup caches.
 
 pub mod migration;
+pub mod views;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -49,6 +50,8 @@ pub struct Shared {
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
     pub metadata_links: crate::metadata::link::Links,
+    /// The views this proxy keeps (`crate::plan::views`), as the metadata last told.
+    pub views: ArcSwap<crate::plan::views::Views>,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
     pub sequences: std::sync::Mutex<HashMap<String, (u64, u64)>>,
     /// Client connections being served (bounded by `[server] max_connections`).
@@ -291,6 +294,7 @@ impl Shared {
             primary_keys: column_cache(),
             migration: Default::default(),
             metadata_links: Default::default(),
+            views: Default::default(),
             sequences: Default::default(),
             clients: Default::default(),
             xa_instance: xa_instance(),

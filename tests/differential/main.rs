@@ -15,6 +15,7 @@
 //! - `an_update_of_the_shard_key_...`: rows moved between nodes by UPDATE, against the reference.
 //! - `random_queries_answer_like_one_mariadb`: random tables (types, placements) and random
 //!   SELECTs over them, seeded (`RANDOM_SEED`, `RANDOM_SEEDS`, `RANDOM_QUERIES`; see `random.rs`).
+//! - `views_over_sharded_tables_...`: views kept by the proxy, read and made like the reference's.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -25,6 +26,7 @@ mod judge;
 mod key_update;
 mod random;
 mod tpch;
+mod views;
 
 use common::*;
 

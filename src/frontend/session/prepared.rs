@@ -37,6 +37,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 ),
             ));
         }
+        // Views are read as their SELECTs from here on (as MariaDB does at PREPARE).
+        let sql = match self.expanded(&sql)? {
+            Some(x) => x,
+            None => sql,
+        };
         let topo = self.topo.clone();
         let parsed = sql::parse_in(&sql, self.mode());
         let sticky = self.sticky_node();

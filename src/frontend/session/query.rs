@@ -88,6 +88,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn statement(&mut self, sql: &str) -> Outcome {
+        if let Some(out) = self.view_statement(sql).await {
+            return out;
+        }
+        let expanded = self.expanded(sql)?;
+        let sql = expanded.as_deref().unwrap_or(sql);
         // (A SET of user variables and autocommit is the first's: each part in its turn.)
         if let Some(out) = self.user_variables_or_locks(sql, &[], false).await {
             return out;
