@@ -145,6 +145,10 @@ pub struct FakeDoor {
     pub shadow_failures: std::sync::Mutex<Vec<usize>>,
     /// Nodes whose connection the session holds (`Door::holds`).
     pub held: HashSet<usize>,
+    /// What `Door::collations` answers (the schema's collation of each result column);
+    /// the statements it was asked about.
+    pub collations: Option<Arc<[u16]>>,
+    pub collations_asked: Vec<(usize, String)>,
 }
 
 impl FakeDoor {
@@ -466,6 +470,11 @@ impl Door for FakeDoor {
     async fn prepare(&mut self, node: usize, sql: &str) -> Result<Prepared, NodeError> {
         self.check(node, sql)?;
         Ok(Prepared::default())
+    }
+
+    async fn collations(&mut self, node: usize, sql: &str) -> Option<Arc<[u16]>> {
+        self.collations_asked.push((node, sql.to_string()));
+        self.collations.clone()
     }
 
     async fn reachable(&mut self, node: usize) -> Result<(), MyError> {

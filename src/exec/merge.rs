@@ -69,6 +69,11 @@ async fn merged<D: Door, K: Sink>(
     let run = Run { access, binary };
     let status = door.status();
     let first_node = stmts.first().map(|(n, _)| *n);
+    // What the merge compares as strings, it compares in the columns' own collations.
+    let collations = match stmts.first() {
+        Some((node, stmt)) if compares(plan) => door.collations(*node, stmt.sql).await,
+        _ => None,
+    };
     let results = door.start_all(stmts, run).await?;
     let parts = Parts::new(started(results).await?, cap);
     let (outcome, parts) = match parts.columns() {
@@ -79,7 +84,11 @@ async fn merged<D: Door, K: Sink>(
             parts,
         ),
         Some(cols) => {
-            let cx = Ctx::new(plan, cols.clone(), binary, cap, before);
+            let compared = match &collations {
+                Some(ids) => crate::merge::with_collations(&cols, ids),
+                None => cols.clone(),
+            };
+            let cx = Ctx::new(plan, compared, binary, cap, before);
             let mut rows = build(plan, parts, &cx);
             let outcome = write(&mut rows, sink, &cols[..], cx.visible, status).await;
             (outcome, rows.into_parts())
@@ -104,6 +113,18 @@ async fn merged<D: Door, K: Sink>(
     }
     sink.end(status, warnings, false);
     Ok(())
+}
+
+/// Whether a merge node of the tree compares values (sorts, groups, MIN / MAX, DISTINCT).
+fn compares(plan: &Plan) -> bool {
+    let mut p = Some(plan);
+    while let Some(node) = p {
+        if matches!(node, Plan::MergeSort { .. } | Plan::Aggregate { .. }) {
+            return true;
+        }
+        p = node.input();
+    }
+    false
 }
 
 /// The client's columns, then every row of the top stream.

@@ -6,6 +6,7 @@ pub mod value;
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
@@ -47,6 +48,14 @@ pub enum AggFn {
     First,
     Count,
     Sum,
+    /// SUM of an expression with a division: the column holds each node's sum, rounded to
+    /// the quotient's scale, and gives the result type; column `exact` the same sum at
+    /// the precision MariaDB keeps inside SUM (`CAST(SUM(..) AS DECIMAL(65,18))`). A DECIMAL
+    /// result is the exact sums added, then rounded once, as one MariaDB's SUM is; any
+    /// other type is the column's own sums added.
+    SumExact {
+        exact: usize,
+    },
     Min,
     Max,
     /// AVG: the column itself holds each node's average (kept for its type); the merged value
@@ -157,6 +166,26 @@ pub fn resolve_keys(keys: &[SortKey], base: usize) -> Vec<SortKey> {
 /// A merge that cannot be completed correctly.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeError(pub String);
+
+/// `cols` with each string column's collation the one `ids` gives (the schema's, where the
+/// result metadata gives the connection's); the others as they are. Unchanged when the
+/// counts differ.
+pub fn with_collations(cols: &Arc<[Column]>, ids: &[u16]) -> Arc<[Column]> {
+    if ids.len() != cols.len() {
+        return cols.clone();
+    }
+    cols.iter()
+        .zip(ids)
+        .map(|(c, id)| {
+            let string = matches!(class_of(c), Class::Binary { .. } | Class::Folded { .. });
+            if string && c.character_set() != 63 && *id != c.character_set() {
+                c.clone().with_character_set(*id)
+            } else {
+                c.clone()
+            }
+        })
+        .collect()
+}
 
 /// Per-column comparison classes.
 pub fn classes(cols: &[Column]) -> Vec<Class> {
@@ -316,7 +345,7 @@ pub fn aggregate(
             let v = row.get(i).cloned().unwrap_or(None);
             match f {
                 AggFn::First | AggFn::Avg { .. } | AggFn::Expr(_) | AggFn::Distinct { .. } => {}
-                AggFn::Count | AggFn::Sum => {
+                AggFn::Count | AggFn::Sum | AggFn::SumExact { .. } => {
                     let n = as_num(&v, class);
                     acc.nums[i] = match (acc.nums[i], n) {
                         (Some(a), Some(b)) => Some(a.checked_add(b).ok_or_else(|| {
@@ -355,6 +384,17 @@ pub fn aggregate(
             match f {
                 AggFn::Count | AggFn::Sum => {
                     acc.row[i] = acc.nums[i].map(|n| encode_num(n, col, binary));
+                }
+                AggFn::SumExact { exact } => {
+                    let decimal = matches!(
+                        col.column_type(),
+                        ColumnType::MYSQL_TYPE_NEWDECIMAL | ColumnType::MYSQL_TYPE_DECIMAL
+                    );
+                    let n = match acc.nums.get(*exact).copied().flatten() {
+                        Some(exact) if decimal => Some(exact),
+                        _ => acc.nums[i],
+                    };
+                    acc.row[i] = n.map(|n| encode_num(n, col, binary));
                 }
                 AggFn::Avg { sum, count } => {
                     let total = acc.nums.get(*sum).copied().flatten();
@@ -419,7 +459,7 @@ pub fn aggregate(
             if let AggFn::Expr(c) = f {
                 acc.row[i] = match eval(c, &acc.row, &classes) {
                     CVal::Num(n) => Some(encode_num(n, &cols[i], binary)),
-                    CVal::Str(s) => Some(Value::Bytes(s)),
+                    CVal::Str(s, _) => Some(Value::Bytes(s)),
                     CVal::Null => None,
                 };
             }
@@ -529,7 +569,8 @@ pub fn distinct(rows: Vec<Row>, cols: &[usize], classes: &[Class]) -> Vec<Row> {
 enum CVal {
     Null,
     Num(Num),
-    Str(Vec<u8>),
+    /// A string, with the comparison class of the column it came from (`None`: a literal).
+    Str(Vec<u8>, Option<Class>),
 }
 
 fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
@@ -543,14 +584,14 @@ fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
                         num_of(&v, class).map(CVal::Num).unwrap_or(CVal::Null)
                     }
                     _ => match v {
-                        Value::Bytes(b) => CVal::Str(b),
-                        other => CVal::Str(text_form(&other).unwrap_or_default()),
+                        Value::Bytes(b) => CVal::Str(b, Some(class)),
+                        other => CVal::Str(text_form(&other).unwrap_or_default(), Some(class)),
                     },
                 }
             }
         },
         Cond::Num(n) => CVal::Num(*n),
-        Cond::Str(s) => CVal::Str(s.clone()),
+        Cond::Str(s) => CVal::Str(s.clone(), None),
         Cond::Null => CVal::Null,
         Cond::Arith(op, a, b) => {
             let (CVal::Num(x), CVal::Num(y)) =
@@ -570,9 +611,7 @@ fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
             let (x, y) = (eval(a, row, classes), eval(b, row, classes));
             let o = match (&x, &y) {
                 (CVal::Null, _) | (_, CVal::Null) => return CVal::Null,
-                (CVal::Str(p), CVal::Str(q)) => value::fold(&String::from_utf8_lossy(p))
-                    .trim_end()
-                    .cmp(value::fold(&String::from_utf8_lossy(q)).trim_end()),
+                (CVal::Str(p, cp), CVal::Str(q, cq)) => value::compare_text(p, q, cp.or(*cq)),
                 _ => match (to_num(x), to_num(y)) {
                     (CVal::Num(p), CVal::Num(q)) => p.compare(q),
                     _ => return CVal::Null,
@@ -611,7 +650,7 @@ fn eval(c: &Cond, row: &Row, classes: &[Class]) -> CVal {
 
 fn to_num(v: CVal) -> CVal {
     match v {
-        CVal::Str(s) => {
+        CVal::Str(s, _) => {
             let text = String::from_utf8_lossy(&s);
             num_of(&Value::Bytes(text.trim().as_bytes().to_vec()), Class::Float)
                 .map(CVal::Num)
@@ -625,7 +664,7 @@ fn truth(v: &CVal) -> Option<bool> {
     match v {
         CVal::Null => None,
         CVal::Num(n) => Some(n.to_f64() != 0.0),
-        CVal::Str(_) => match to_num(v.clone()) {
+        CVal::Str(..) => match to_num(v.clone()) {
             CVal::Num(n) => Some(n.to_f64() != 0.0),
             _ => None,
         },

@@ -265,6 +265,30 @@ pub(super) fn contains_agg(e: &Expr) -> bool {
 enum Written {
     Own,
     Call(&'static str, Box<Expr>),
+    /// `CAST(SUM(arg) AS DECIMAL(65,18))`: a sum at the precision MariaDB keeps inside SUM
+    /// (a quotient's digits past its shown scale: `AggFn::SumExact`).
+    ExactSum(Box<Expr>),
+}
+
+/// Does `e` divide (`/`)? MariaDB shows a quotient at its scale plus
+/// `div_precision_increment` but sums it at nine digits more: partial sums rounded to the
+/// shown scale would add up to another total.
+fn divides(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = sqlparser::ast::visit_expressions(e, |x| {
+        if matches!(
+            x,
+            Expr::BinaryOp {
+                op: BinaryOperator::Divide,
+                ..
+            }
+        ) {
+            found = true;
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found
 }
 
 struct Builder<'a> {
@@ -339,7 +363,17 @@ impl Builder<'_> {
     fn agg_fn(&mut self, name: &str, arg: Option<Expr>) -> Result<AggFn, String> {
         Ok(match name {
             "COUNT" => AggFn::Count,
-            "SUM" => AggFn::Sum,
+            "SUM" => match arg {
+                Some(arg) if divides(&arg) => {
+                    let exact = self.add_hidden(
+                        call("SUM", arg.clone()),
+                        Written::ExactSum(Box::new(arg)),
+                        AggFn::Sum,
+                    );
+                    AggFn::SumExact { exact }
+                }
+                _ => AggFn::Sum,
+            },
             "MIN" => AggFn::Min,
             "MAX" => AggFn::Max,
             "COUNT DISTINCT" | "SUM DISTINCT" | "AVG DISTINCT" => {
@@ -374,11 +408,12 @@ impl Builder<'_> {
             }
             "AVG" => {
                 let arg = arg.ok_or("AVG(*)")?;
-                let sum = self.add_hidden(
-                    call("SUM", arg.clone()),
-                    Written::Call("SUM", Box::new(arg.clone())),
-                    AggFn::Sum,
-                );
+                let written = if divides(&arg) {
+                    Written::ExactSum(Box::new(arg.clone()))
+                } else {
+                    Written::Call("SUM", Box::new(arg.clone()))
+                };
+                let sum = self.add_hidden(call("SUM", arg.clone()), written, AggFn::Sum);
                 let count = self.add_hidden(
                     call("COUNT", arg.clone()),
                     Written::Call("COUNT", Box::new(arg)),
@@ -785,6 +820,11 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
                 add.push('(');
                 add.push_str(&base.own(arg)?);
                 add.push(')');
+            }
+            Written::ExactSum(arg) => {
+                add.push_str("CAST(SUM(");
+                add.push_str(&base.own(arg)?);
+                add.push_str(") AS DECIMAL(65,18))");
             }
         }
         add.push_str(&format!(" AS __sp_h{i}"));

@@ -50,6 +50,10 @@ pub struct Shared {
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
     pub metadata_links: crate::metadata::link::Links,
+    /// The true collations of merged statements' result columns, by the node statement's
+    /// shape (`crate::exec::door::Door::collations`): kept [`COLLATIONS_TTL`], emptied by
+    /// this proxy's DDL.
+    pub collations: moka::sync::Cache<String, Arc<[u16]>>,
     /// The views this proxy keeps (`crate::plan::views`), as the metadata last told.
     pub views: ArcSwap<crate::plan::views::Views>,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
@@ -93,6 +97,10 @@ fn xa_instance() -> String {
     h.write_u32(std::process::id());
     format!("{:012x}", h.finish() & 0xFFFF_FFFF_FFFF)
 }
+
+/// How long a statement shape's column collations are trusted: a collation changed on the
+/// nodes directly, or through another proxy, is seen within this.
+pub const COLLATIONS_TTL: Duration = Duration::from_secs(10);
 
 fn column_cache() -> ColumnCache {
     moka::sync::Cache::builder()
@@ -295,6 +303,10 @@ impl Shared {
             migration: Default::default(),
             metadata_links: Default::default(),
             views: Default::default(),
+            collations: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(COLLATIONS_TTL)
+                .build(),
             sequences: Default::default(),
             clients: Default::default(),
             xa_instance: xa_instance(),

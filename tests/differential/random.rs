@@ -99,7 +99,6 @@ impl Report {
                     sql,
                     why: &why,
                     params: matches!(mode, Mode::Params(..)),
-                    binary: !matches!(mode, Mode::Text),
                     rules,
                 };
                 match KNOWN.iter().find(|k| (k.matches)(&diff)) {

@@ -296,6 +296,17 @@ impl Door for NodeSession {
         }
     }
 
+    async fn collations(&mut self, node: usize, sql: &str) -> Option<Arc<[u16]>> {
+        let shape = crate::sql::digest::digest(sql).map_or_else(|| sql.to_string(), |d| d.text);
+        let key = format!("{}\0{shape}", self.db.as_deref().unwrap_or_default());
+        if let Some(ids) = self.shared.collations.get(&key) {
+            return Some(ids);
+        }
+        let ids = crate::exec::door::probe_collations(self, node, sql).await?;
+        self.shared.collations.insert(key, ids.clone());
+        Some(ids)
+    }
+
     async fn reachable(&mut self, node: usize) -> Result<(), MyError> {
         self.open(node).await.map_err(|e| e.error)
     }

@@ -112,6 +112,49 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn strings_are_compared_in_the_collation_of_their_column() {
+        // The nodes' metadata says utf8mb4_general_ci (the connection's, as MariaDB always
+        // answers); the column's own is utf8mb4_bin.
+        let answer = |rows: &[&[&str]]| match Canned::rows(&["s"], rows) {
+            Canned::Rows { cols, rows, .. } => Canned::Rows {
+                cols: cols
+                    .iter()
+                    .map(|c| c.clone().with_character_set(45))
+                    .collect(),
+                rows,
+                fail_after: None,
+            },
+            other => other,
+        };
+        let key = SortKey {
+            index: 0,
+            desc: false,
+            fixed: false,
+        };
+        let plan = sorted(vec![key], 2, "SELECT s FROM t ORDER BY s");
+        // Each node sorted its rows in the column's collation (byte order).
+        for (collations, want) in [
+            // Merged as general_ci: a wrong order.
+            (None, vec!["B", "b", "Z", "a"]),
+            (Some(vec![46u16]), vec!["B", "Z", "a", "b"]),
+        ] {
+            let mut door = FakeDoor::new(2);
+            door.answer(0, "SELECT", answer(&[&["Z"], &["a"]]));
+            door.answer(1, "SELECT", answer(&[&["B"], &["b"]]));
+            door.collations = collations.map(Into::into);
+            let mut sink = RecordSink::text();
+            run(&mut door, &mut sink, &plan, 1000, Access::Read)
+                .await
+                .unwrap();
+            assert_eq!(sink.lines(), want);
+            assert_eq!(
+                door.collations_asked,
+                vec![(0, "SELECT s FROM t ORDER BY s".to_string())]
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn a_node_that_dies_mid_merge_fails_the_statement() {
         let mut door = FakeDoor::new(2);
         let int = ColumnType::MYSQL_TYPE_LONG;

@@ -173,6 +173,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let before = self.rows_written;
         let out = self.run_statement(&plan, false, read, kind).await;
+        if kind == "ddl" {
+            // A column's collation may have changed.
+            self.shared.collations.invalidate_all();
+        }
         if let Some(e) = &entry {
             let rows = self.rows_written - before;
             e.count(rows, out.is_err(), started.elapsed(), false);

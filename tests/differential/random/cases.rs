@@ -308,8 +308,6 @@ pub(crate) struct Diff<'a> {
     pub(crate) why: &'a str,
     /// Run prepared with `?` parameters bound.
     pub(crate) params: bool,
-    /// Run in the binary protocol (prepared, with or without parameters).
-    pub(crate) binary: bool,
     /// The `[tables.*]` rules the statement ran under.
     pub(crate) rules: &'a str,
 }
@@ -324,23 +322,15 @@ pub(crate) struct Known {
 
 pub(crate) const KNOWN: &[Known] = &[
     Known {
-        // MariaDB's result metadata names the connection's collation (utf8mb4_general_ci,
-        // id 45) also for a utf8mb4_bin column, and the merge (`merge::value::class_of`)
-        // takes that: ORDER BY, MIN / MAX, DISTINCT, GROUP BY and COUNT(DISTINCT) over
-        // several nodes fold case and accents of utf8mb4_bin strings. Matched: a row
-        // difference in a statement naming a `bin_*` column.
-        defect: "utf8mb4_bin strings merged case-insensitively",
-        matches: |d| d.sql.contains("bin_") && d.why.starts_with("rows differ"),
-    },
-    Known {
-        // A row's slot is the CRC32 of its key's exact bytes, so keys equal under a `_ci`
-        // collation ('abc', 'ABC') live on different nodes, while `k = 'abc'` is routed to
-        // one node and a join on the key is run per node. Matched: a row difference in a
-        // statement naming the `ci_*` shard key of a hash_slot or directory table.
-        defect: "hash_slot / directory key of a _ci string column",
+        // A row's slot is the CRC32 of its key's exact bytes, so keys equal under the key's
+        // collation live on different nodes: 'abc' and 'ABC' under a `_ci` collation, 'abc'
+        // and 'abc ' under any PAD SPACE one (utf8mb4_bin too). `k = 'abc'` is routed to one
+        // node and a join on the key is run per node. Matched: a row difference in a
+        // statement naming the `ci_*` or `bin_*` shard key of a hash_slot or directory table.
+        defect: "hash_slot / directory key of a string column: keys its collation equates",
         matches: |d| {
             d.why.starts_with("rows differ")
-                && ci_string_keys(d.rules)
+                && string_keys(d.rules)
                     .iter()
                     .any(|(table, key)| names(d.sql, table) && names(d.sql, key))
         },
@@ -357,18 +347,6 @@ pub(crate) const KNOWN: &[Known] = &[
         },
     },
     Known {
-        // MariaDB keeps a DECIMAL quotient's full precision inside SUM / AVG (`SUM(id / 3)`
-        // over ids 1 and 10 is 3.6667, `AVG(1 / 3)` 0.33333333) unless it groups through a
-        // temporary table; the proxy adds the nodes' partial sums, each rounded to the
-        // quotient's scale (3.6666, and AVG rebuilt from them: 0.33330000).
-        defect: "SUM / AVG of a DECIMAL division summed from rounded partial sums",
-        matches: |d| {
-            d.why.starts_with("rows differ")
-                && (d.sql.contains("SUM(") || d.sql.contains("AVG("))
-                && d.sql.contains(" / ")
-        },
-    },
-    Known {
         // A prepared statement's parameters are written into the SQL the nodes get as
         // literals, so a column named by its expression shows the values (`MAX(id + 1)`,
         // `_utf8mb4 X'78'` where MariaDB shows `MAX(id + ?)`, `?`), and a column's type is
@@ -377,20 +355,6 @@ pub(crate) const KNOWN: &[Known] = &[
         // statement run with parameters.
         defect: "prepared statement's parameters written as literals: column names and types",
         matches: |d| d.params && d.why.starts_with("columns differ"),
-    },
-    Known {
-        // In the binary protocol a DATETIME at midnight comes as a date alone; the HAVING
-        // the proxy evaluates after the merge then fails `dt = '2020-01-01 00:00:00'` and
-        // `dt >= '2020-01-01 00:00:00'` for that group. Matched: a row difference in the
-        // binary protocol with a HAVING naming a DATETIME (`dt_*`) column.
-        defect: "binary protocol: merged HAVING compares a midnight DATETIME as a DATE",
-        matches: |d| {
-            d.binary
-                && d.why.starts_with("rows differ")
-                && d.sql
-                    .split_once(" HAVING ")
-                    .is_some_and(|(_, having)| having.contains("dt_"))
-        },
     },
     Known {
         // Not the proxy's: MariaDB 10.11 answers `-6 <> ALL (SELECT x FROM u)` (x an INT
@@ -412,6 +376,44 @@ pub(crate) const KNOWN: &[Known] = &[
                 && d.sql.contains(" DESC")
                 && d.why.contains("only the reference has 0 row(s)")
                 && d.why.contains("only the proxy has 1 row(s): (NULL")
+        },
+    },
+    Known {
+        // A `range` rule over text compares keys as a `_ci` collation does (upper-cased,
+        // trailing spaces cut: README, "range"), so over a `utf8mb4_bin` key it places 'abc'
+        // with 'ABC' and prunes `k BETWEEN '' AND 'alpha'` to the ranges below 'ALPHA',
+        // missing 'Zz'. Matched: a row difference in a statement naming the `bin_*` key of a
+        // range table.
+        defect: "range rule over a _bin string key compares as _ci",
+        matches: |d| {
+            d.why.starts_with("rows differ")
+                && bin_range_keys(d.rules)
+                    .iter()
+                    .any(|(table, key)| names(d.sql, table) && names(d.sql, key))
+        },
+    },
+    Known {
+        // Not the proxy's: MariaDB 10.11 (the reference) answers a correlated `(SELECT
+        // COUNT(*) FROM s WHERE s.bin_x = o.ci_y)` (a `_bin` column compared with a `_ci`
+        // one: the `_bin` collation decides) differently for the same row depending on the
+        // rest of the statement: its subquery cache keys the outer value in the `_ci`
+        // collation, so 'b' reuses the count of 'B' (seeds 116, 145: a row whose count is 7,
+        // or 5, alone, is 19, or 1, under ORDER BY; the proxy's nodes, running the same text
+        // over fewer outer rows, answer 7 and 5). Matched: a row difference in a statement
+        // with such a subquery.
+        defect: "reference (MariaDB) subquery cache equates _ci values in a _bin = _ci comparison",
+        matches: |d| {
+            let mixed = |a: &str, b: &str| {
+                d.sql.match_indices(a).any(|(at, _)| {
+                    let rest = &d.sql[at + a.len()..];
+                    let digits =
+                        rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                    rest[digits..].starts_with(b)
+                })
+            };
+            d.why.starts_with("rows differ")
+                && d.sql.contains("(SELECT COUNT(*) FROM ")
+                && (mixed("s.bin_", " = o.ci_") || mixed("s.ci_", " = o.bin_"))
         },
     },
     Known {
@@ -460,8 +462,30 @@ fn names(sql: &str, word: &str) -> bool {
     })
 }
 
-/// `(table, key column)` of every hash_slot or directory table keyed by a `ci_*` column.
-fn ci_string_keys(rules: &str) -> Vec<(String, String)> {
+/// `(table, key column)` of every range table keyed by a `bin_*` column.
+fn bin_range_keys(rules: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut table: Option<String> = None;
+    let mut range = false;
+    for line in rules.lines().map(str::trim) {
+        if let Some(t) = line.strip_prefix("[tables.") {
+            table = Some(t.trim_end_matches(']').to_string());
+            range = false;
+        } else if line.starts_with("rule = \"range\"") {
+            range = true;
+        } else if let Some(c) = line.strip_prefix("column = \"") {
+            let c = c.trim_end_matches('"');
+            if let (Some(t), true, true) = (&table, range, c.starts_with("bin_")) {
+                out.push((t.clone(), c.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// `(table, key column)` of every hash_slot or directory table keyed by a `ci_*` or `bin_*`
+/// column.
+fn string_keys(rules: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut table: Option<String> = None;
     let mut hashed = false;
@@ -475,7 +499,8 @@ fn ci_string_keys(rules: &str) -> Vec<(String, String)> {
             hashed = true;
         } else if let Some(c) = line.strip_prefix("column = \"") {
             let c = c.trim_end_matches('"');
-            if let (Some(t), true, true) = (&table, hashed, c.starts_with("ci_")) {
+            let string = c.starts_with("ci_") || c.starts_with("bin_");
+            if let (Some(t), true, true) = (&table, hashed, string) {
                 out.push((t.clone(), c.to_string()));
             }
         }
@@ -486,10 +511,19 @@ fn ci_string_keys(rules: &str) -> Vec<(String, String)> {
 #[test]
 fn the_known_matchers_read_rules_and_names() {
     let rules = "[tables.t1]\nrule = \"hash_slot\"\ncolumn = \"ci_2\"\nslots = []\n\n\
-                 [tables.t2]\nrule = \"range\"\ncolumn = \"ci_1\"\n";
+                 [tables.t2]\nrule = \"range\"\ncolumn = \"ci_1\"\n\n\
+                 [tables.t3]\nrule = \"range\"\ncolumn = \"bin_1\"\n\n\
+                 [tables.t4]\nrule = \"directory\"\ncolumn = \"bin_4\"\n";
     assert_eq!(
-        ci_string_keys(rules),
-        vec![("t1".to_string(), "ci_2".to_string())]
+        string_keys(rules),
+        vec![
+            ("t1".to_string(), "ci_2".to_string()),
+            ("t4".to_string(), "bin_4".to_string())
+        ]
+    );
+    assert_eq!(
+        bin_range_keys(rules),
+        vec![("t3".to_string(), "bin_1".to_string())]
     );
     assert!(names("SELECT ci_2 FROM t1", "ci_2"));
     assert!(!names("SELECT ci_22 FROM t1", "ci_2"));
