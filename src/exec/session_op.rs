@@ -26,12 +26,16 @@ pub async fn apply_quietly<D: Door>(door: &mut D, op: &SessionOp) -> Result<(), 
         SessionOp::SetAutocommit(on) => door.set_autocommit(*on).await,
         SessionOp::Use(db) => door.use_db(db).await,
         SessionOp::Set(sql) => door.set(sql).await,
-        SessionOp::Lock { sql, nodes } => {
+        SessionOp::Lock { locks } => {
             unlock(door).await?;
             // LOCK TABLES commits the open transaction, as in MySQL.
             door.end(true).await?;
-            for node in nodes {
-                door.run_on(*node, sql).await?;
+            for (node, sql) in locks {
+                if let Err(e) = door.run_on(*node, sql).await {
+                    // All or nothing, as one server's LOCK TABLES.
+                    unlock(door).await?;
+                    return Err(e.into());
+                }
                 door.state_mut().locked.push(*node);
             }
             Ok(())
@@ -124,14 +128,15 @@ mod tests {
         let mut door = FakeDoor::new(3);
         let mut sink = RecordSink::text();
         let lock = SessionOp::Lock {
-            sql: "LOCK TABLES t WRITE".into(),
-            nodes: vec![0, 2],
+            locks: vec![
+                (0, "LOCK TABLES t WRITE".into()),
+                (2, "LOCK TABLES t WRITE".into()),
+            ],
         };
         apply(&mut door, &mut sink, &lock).await.unwrap();
         // A second LOCK TABLES releases the first one's locks first, as MySQL does.
         let again = SessionOp::Lock {
-            sql: "LOCK TABLES u READ".into(),
-            nodes: vec![1],
+            locks: vec![(1, "LOCK TABLES u READ".into())],
         };
         apply(&mut door, &mut sink, &again).await.unwrap();
         apply(&mut door, &mut sink, &SessionOp::Unlock)

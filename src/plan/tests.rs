@@ -551,18 +551,35 @@ fn ddl_on_sharded_and_broadcast_tables_runs_everywhere() {
 
 #[test]
 fn table_locks_and_key_toggles_go_where_the_tables_are() {
+    // Each node locks the tables it holds: t_order is on ds0 and ds1, t_merchant on ds1.
     assert_eq!(
         plan_of("LOCK TABLES `t_order` WRITE, t_merchant AS m READ"),
         Plan::Session(SessionOp::Lock {
-            sql: "LOCK TABLES `t_order` WRITE, t_merchant AS m READ".into(),
-            nodes: vec![0, 1]
+            locks: vec![
+                (0, "LOCK TABLES `t_order` WRITE".into()),
+                (
+                    1,
+                    "LOCK TABLES `t_order` WRITE, t_merchant AS m READ".into()
+                ),
+            ]
         })
     );
     assert_eq!(
         plan_of("lock table shop.t_merchant write"),
         Plan::Session(SessionOp::Lock {
-            sql: "lock table shop.t_merchant write".into(),
-            nodes: vec![1]
+            locks: vec![(1, "lock table shop.t_merchant write".into())]
+        })
+    );
+    // A dump's: every table where it is, the executable comments kept.
+    assert_eq!(
+        plan_of(
+            "LOCK TABLES `t_merchant` READ /*!32311 LOCAL */,`t_other` READ /*!32311 LOCAL */;"
+        ),
+        Plan::Session(SessionOp::Lock {
+            locks: vec![
+                (0, "LOCK TABLES `t_other` READ /*!32311 LOCAL */".into()),
+                (1, "LOCK TABLES `t_merchant` READ /*!32311 LOCAL */".into()),
+            ]
         })
     );
     assert_eq!(plan_of("UNLOCK TABLES"), Plan::Session(SessionOp::Unlock));

@@ -47,11 +47,11 @@ pub enum SessionOp {
     Use(String),
     /// A session `SET` sent to every node the session holds and replayed on new ones.
     Set(String),
-    /// `LOCK TABLES`: on every node holding one of the tables (the locks of an earlier LOCK
-    /// TABLES released first, as MySQL does).
+    /// `LOCK TABLES`: on every node holding one of the tables, each node's statement naming
+    /// the tables it holds, in node order (so two sessions take their locks in one order);
+    /// the locks of an earlier LOCK TABLES released first, as MySQL does.
     Lock {
-        sql: String,
-        nodes: Vec<usize>,
+        locks: Vec<(usize, String)>,
     },
     /// `UNLOCK TABLES`: where the session holds locks.
     Unlock,

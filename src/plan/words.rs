@@ -11,37 +11,53 @@ use crate::sql::{self};
 /// `LOCK TABLES t1 READ, t2 AS a WRITE, ...`: the nodes holding any of the tables (a table in
 /// no rule: the default node).
 pub(super) fn lock_tables(sql: &str, topo: &Topology) -> Plan {
-    let mut nodes = Vec::new();
-    // Each item: `name [AS alias | alias] lock_type`, items separated by commas.
-    let list = sql
-        .trim()
-        .split_once(|c: char| c.is_whitespace())
-        .and_then(|(_, rest)| rest.trim_start().split_once(|c: char| c.is_whitespace()))
-        .map(|(_, items)| items)
-        .unwrap_or_default();
-    for item in list.split(',') {
-        let mut words = sql::words(item).into_iter();
-        let Some(first) = words.next() else {
-            continue;
+    use crate::sql::lex::{lex, Kind, Mode};
+    let body = sql.trim().trim_end_matches(';').trim_end();
+    let toks = lex(body, Mode::default()).toks;
+    // Each item: `name [AS alias | alias] lock_type`, items separated by commas; kept as
+    // written (a dump's `READ /*!32311 LOCAL */` too) for the nodes that hold its table.
+    let mut per_node: std::collections::BTreeMap<usize, Vec<&str>> = Default::default();
+    let mut start = toks.get(2).map(|t| t.start);
+    let mut i = 2;
+    while let Some(from) = start {
+        let end = toks[i..]
+            .iter()
+            .position(|t| t.kind == Kind::Comma)
+            .map(|p| i + p);
+        let to = end.map_or(body.len(), |e| toks[e].start);
+        let item = body[from..to].trim();
+        let name_at = if toks.get(i + 1).is_some_and(|t| t.kind == Kind::Dot) {
+            i + 2
+        } else {
+            i
         };
-        // `db.t`: the words are `db`, `t`.
-        let name = match words.next() {
-            Some(t) if item.contains('.') => t,
-            _ => first,
+        let Some(name) = toks.get(name_at).map(|t| strip_quotes(t.text(body))) else {
+            return refuse("LOCK TABLES without tables");
         };
-        match topo.table(&name) {
-            Some(rule) => nodes.extend(rule.all_nodes(topo)),
-            None => nodes.push(topo.default_node),
+        let nodes = match topo.table(&name) {
+            Some(rule) => rule.all_nodes(topo),
+            None => vec![topo.default_node],
+        };
+        for n in nodes {
+            per_node.entry(n).or_default().push(item);
+        }
+        match end {
+            Some(e) => {
+                i = e + 1;
+                start = toks.get(i).map(|t| t.start);
+            }
+            None => start = None,
         }
     }
-    if nodes.is_empty() {
+    if per_node.is_empty() {
         return refuse("LOCK TABLES without tables");
     }
-    nodes.sort_unstable();
-    nodes.dedup();
+    let head = toks.get(1).map_or("LOCK TABLES", |t| &body[..t.end]);
     Plan::Session(SessionOp::Lock {
-        sql: sql.trim().to_string(),
-        nodes,
+        locks: per_node
+            .into_iter()
+            .map(|(n, items)| (n, format!("{head} {}", items.join(", "))))
+            .collect(),
     })
 }
 
