@@ -26,6 +26,7 @@ use crate::pools::Pooled;
 use crate::shared::Shared;
 
 mod door;
+mod outside;
 
 /// Failures seen while results were being read (the results borrow the connections, so the
 /// session deals with them when the statement is over): node, message, connection broken,
@@ -572,40 +573,6 @@ impl NodeSession {
                 Err(err)
             }
         }
-    }
-
-    /// Statements on a pooled connection of their own to `node`, outside the session, on
-    /// the URL's database: the rows of the last. `dirty`: they leave state on it.
-    async fn outside(
-        &self,
-        node: usize,
-        sqls: &[&str],
-        dirty: bool,
-    ) -> Result<Vec<Vec<Value>>, NodeError> {
-        let mut conn = self
-            .shared
-            .backends
-            .connect(node)
-            .await
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: true,
-            })?;
-        if dirty {
-            conn.mark_dirty();
-        }
-        let r = async {
-            conn.ensure_url_db().await?;
-            let mut last = Vec::new();
-            for sql in sqls {
-                last = conn.query_rows(sql).await?;
-            }
-            Ok::<_, WireError>(last)
-        }
-        .await;
-        r.map(|rows| rows.into_iter().map(typed).collect())
-            .map_err(|e| self.node_error(node, &e))
     }
 
     /// The connection to `node` has `db` as its database now.

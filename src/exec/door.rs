@@ -213,15 +213,13 @@ pub trait Door: Send + Sized {
     /// The collation of each of `sql`'s result columns as `node`'s schema has them: MariaDB's
     /// result metadata gives the connection's collation for every string column (a
     /// `utf8mb4_bin` one too), the true one only under `character_set_results = NULL`. The
-    /// statement is prepared under that setting, not run. `None` when the node could not
-    /// say (the statement's own run then fails the same way).
+    /// statement is prepared under that setting, not run, outside the session. `None` when
+    /// the node could not say (the statement's own run then fails the same way).
     fn collations(
         &mut self,
         node: usize,
         sql: &str,
-    ) -> impl Future<Output = Option<Arc<[u16]>>> + Send {
-        probe_collations(self, node, sql)
-    }
+    ) -> impl Future<Output = Option<Arc<[u16]>>> + Send;
 
     /// Can the session reach `node` (connecting when it holds no connection there)? The
     /// error says why not.
@@ -313,14 +311,6 @@ pub trait Door: Send + Sized {
     fn count_tx(&self, outcome: &str);
     /// Counts lookup-table reads (metrics: read, failed).
     fn count_lookups(&self, outcome: &str, n: u64);
-}
-
-/// [`Door::collations`] asked of the node: `sql` prepared (not run) under
-/// `character_set_results = NULL`.
-pub async fn probe_collations<D: Door>(door: &mut D, node: usize, sql: &str) -> Option<Arc<[u16]>> {
-    let probe = format!("SET STATEMENT character_set_results = NULL FOR {sql}");
-    let p = door.prepare(node, &probe).await.ok()?;
-    (!p.columns.is_empty()).then(|| p.columns.iter().map(|c| c.character_set()).collect())
 }
 
 /// Where results go: the client, as MySQL packets (the frontend), or a test's record.

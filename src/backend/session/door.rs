@@ -302,7 +302,12 @@ impl Door for NodeSession {
         if let Some(ids) = self.shared.collations.get(&key) {
             return Some(ids);
         }
-        let ids = crate::exec::door::probe_collations(self, node, sql).await?;
+        let probe = format!("SET STATEMENT character_set_results = NULL FOR {sql}");
+        let cols = self.columns_outside(node, &probe).await.ok()?;
+        if cols.is_empty() {
+            return None;
+        }
+        let ids: Arc<[u16]> = cols.iter().map(|c| c.character_set()).collect();
         self.shared.collations.insert(key, ids.clone());
         Some(ids)
     }
