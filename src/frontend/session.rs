@@ -21,6 +21,7 @@ use crate::protocol::stream::ClientStream;
 use crate::shared::Shared;
 use crate::sql::Parsed;
 
+mod catalog;
 mod diagnostics;
 mod handshake;
 mod key_update;

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod cached;
+mod catalog;
 pub mod decompose;
 pub mod gather;
 pub mod insert;
@@ -475,6 +476,9 @@ impl<'a> Planner<'a> {
     }
 
     fn select(&self, q: &Query) -> Plan {
+        if let Some(node) = self.catalog_node(q) {
+            return self.on(node);
+        }
         let (uses, links) = uses::collect_linked(self.stmt, self);
         if uses.is_empty() {
             return self.sticky();

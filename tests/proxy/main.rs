@@ -8,6 +8,7 @@
 mod common;
 
 mod connections;
+mod dump;
 mod placements;
 mod session;
 mod statements;

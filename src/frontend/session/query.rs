@@ -88,6 +88,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn statement(&mut self, sql: &str) -> Outcome {
+        if let Some(out) = self.show_tables(sql).await {
+            return out;
+        }
         if let Some(out) = self.view_statement(sql).await {
             return out;
         }

@@ -5,15 +5,12 @@
 //! statement read with its views expanded. A view over tables the rules do not name lives on
 //! the default node as before.
 
-use std::sync::Arc;
-
 use mysql_common::constants::{ColumnFlags, ColumnType};
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Outcome, Session};
-use crate::config::Topology;
 use crate::error::MyError;
 use crate::exec::door::{Access, Sink};
 use crate::exec::txn::Transactions;
@@ -101,7 +98,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     /// Whether a qualified name's schema is the session's database.
-    fn own_schema(&self, schema: Option<&str>) -> bool {
+    pub(super) fn own_schema(&self, schema: Option<&str>) -> bool {
         match (schema, self.nodes.db()) {
             (None, _) => true,
             (Some(s), Some(db)) => s.eq_ignore_ascii_case(db),
@@ -375,8 +372,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    /// `SHOW CREATE VIEW v` / `SHOW CREATE TABLE v` of a kept view, and `SHOW [FULL]
-    /// TABLES [FROM db] [LIKE 'p']` with the kept views listed.
+    /// `SHOW CREATE VIEW v` / `SHOW CREATE TABLE v` of a kept view; `SHOW COLUMNS` of one.
     async fn show_views(&mut self, sql: &str) -> Option<Outcome> {
         let kept = self.shared.views.load_full();
         if kept.is_empty() {
@@ -405,29 +401,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let view = kept.get(&name)?;
             return Some(Err(refused_describe(&view.name)));
         }
-        if !is(at, "TABLES") {
-            return None;
-        }
-        let mut i = at + 1;
-        if is(i, "FROM") || is(i, "IN") {
-            let (_, db) = name_at(sql, toks, i + 1).map(|(_, n)| (None::<String>, n))?;
-            if !self.own_schema(Some(&db)) {
-                return None;
-            }
-            i += 2;
-        }
-        let pattern = if is(i, "LIKE") {
-            let t = toks.get(i + 1).filter(|t| t.kind == Kind::Str)?;
-            i += 2;
-            Some(string_value(t.text(sql), mode)?)
-        } else {
-            None
-        };
-        if i != toks.len() {
-            // WHERE: the default node's answer.
-            return None;
-        }
-        Some(self.show_tables(sql, full, pattern.as_deref(), &kept).await)
+        None
     }
 
     /// `DESCRIBE v [col]` of a kept view: its columns' types are what MariaDB infers from
@@ -482,53 +456,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         sink.end(status, 0, false);
         Ok(())
     }
-
-    async fn show_tables(
-        &mut self,
-        sql: &str,
-        full: bool,
-        pattern: Option<&str>,
-        kept: &Arc<views::Views>,
-    ) -> Outcome {
-        let topo: Arc<Topology> = self.topo.clone();
-        let parsed = crate::sql::parse_in(sql, self.mode());
-        let (plan, _) = self
-            .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
-            .await;
-        let mut out = crate::exec::collect::Collect::new(u64::MAX);
-        crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut out).await?;
-        let (Some(cols), false) = (out.cols.clone(), out.over || out.bad) else {
-            return Err(MyError::internal(
-                "shardproxy: SHOW TABLES gave no whole answer",
-            ));
-        };
-        let mut rows = out.rows;
-        for v in kept.all() {
-            if pattern.is_some_and(|p| !like(v.name.as_bytes(), p.as_bytes())) {
-                continue;
-            }
-            let mut row = vec![Some(Value::Bytes(v.name.clone().into_bytes()))];
-            if full {
-                row.push(Some(Value::Bytes(b"VIEW".to_vec())));
-            }
-            if row.len() == cols.len() {
-                rows.push(row);
-            }
-        }
-        let key = |r: &crate::merge::Row| match r.first() {
-            Some(Some(Value::Bytes(b))) => b.clone(),
-            _ => Vec::new(),
-        };
-        rows.sort_by_key(key);
-        let status = self.status();
-        let (_, mut sink) = self.sink(false);
-        sink.columns(&cols, status);
-        for r in &rows {
-            sink.row(r, &cols);
-        }
-        sink.end(status, 0, false);
-        Ok(())
-    }
 }
 
 fn refused_describe(view: &str) -> MyError {
@@ -538,7 +465,11 @@ fn refused_describe(view: &str) -> MyError {
 }
 
 /// `[schema.]name` at `toks[i]`, the end of the statement after it.
-fn name_at(sql: &str, toks: &[crate::sql::lex::Tok], i: usize) -> Option<(Option<String>, String)> {
+pub(super) fn name_at(
+    sql: &str,
+    toks: &[crate::sql::lex::Tok],
+    i: usize,
+) -> Option<(Option<String>, String)> {
     let ident = |t: &crate::sql::lex::Tok| -> Option<String> {
         let text = t.text(sql);
         match t.kind {
@@ -557,52 +488,6 @@ fn name_at(sql: &str, toks: &[crate::sql::lex::Tok], i: usize) -> Option<(Option
         return (toks.len() == i + 3).then_some((Some(first), second));
     }
     (toks.len() == i + 1).then_some((None, first))
-}
-
-/// The value of a string literal token (quotes off, escapes read as `mode` reads them).
-fn string_value(text: &str, mode: Mode) -> Option<String> {
-    let q = text.chars().next()?;
-    let inner = text.get(1..text.len().checked_sub(1)?)?;
-    let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' && !mode.no_backslash_escapes {
-            match chars.next()? {
-                'n' => out.push('\n'),
-                't' => out.push('\t'),
-                '0' => out.push('\0'),
-                // `\%` and `\_` stay escaped for LIKE.
-                e @ ('%' | '_') => {
-                    out.push('\\');
-                    out.push(e);
-                }
-                e => out.push(e),
-            }
-        } else if c == q && chars.peek() == Some(&q) {
-            chars.next();
-            out.push(q);
-        } else {
-            out.push(c);
-        }
-    }
-    Some(out)
-}
-
-/// SQL LIKE, case-sensitive as MariaDB matches table names (`lower_case_table_names=0`):
-/// `%` any run, `_` one character, `\` escapes.
-fn like(s: &[u8], p: &[u8]) -> bool {
-    let s = String::from_utf8_lossy(s).chars().collect::<Vec<_>>();
-    let p = String::from_utf8_lossy(p).chars().collect::<Vec<_>>();
-    fn go(s: &[char], p: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('%') => (0..=s.len()).any(|i| go(&s[i..], &p[1..])),
-            Some('_') => !s.is_empty() && go(&s[1..], &p[1..]),
-            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && go(&s[1..], &p[2..]),
-            Some(c) => s.first() == Some(c) && go(&s[1..], &p[1..]),
-        }
-    }
-    go(&s, &p)
 }
 
 /// The `sql_mode` flags that change how a view's text reads.
@@ -624,31 +509,5 @@ fn default_collation(charset: &str) -> String {
         "latin1" => "latin1_swedish_ci".into(),
         "utf8" => "utf8mb3_general_ci".into(),
         cs => format!("{cs}_general_ci"),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn like_matches_as_show_tables_does() {
-        assert!(like(b"v_orders", b"v\\_%"));
-        assert!(!like(b"vxorders", b"v\\_%"));
-        assert!(like(b"abc", b"a_c"));
-        assert!(!like(b"Abc", b"a%"));
-        assert!(like(b"", b"%"));
-    }
-
-    #[test]
-    fn string_values_keep_like_escapes() {
-        assert_eq!(
-            string_value("'v\\_%'", Mode::default()).as_deref(),
-            Some("v\\_%")
-        );
-        assert_eq!(
-            string_value("'it''s'", Mode::default()).as_deref(),
-            Some("it's")
-        );
     }
 }

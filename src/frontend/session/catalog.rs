@@ -1,0 +1,406 @@
+//! The proxy's own answers about the database as a whole: `SHOW [FULL] TABLES` and `SHOW
+//! TABLE STATUS` list every table once, whichever nodes hold it (a `single` table on another
+//! node than the default, a table only the rules' nodes have), with the views the proxy
+//! keeps. Each node answers the client's own statement (its LIKE or WHERE filters there) and
+//! the answers are united by name, in name order, as one server lists them; a sharded
+//! table's status is summed over its nodes.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::views::name_at;
+use super::{Outcome, Session};
+use crate::error::MyError;
+use crate::exec::door::{Access, Sink};
+use crate::merge::Row;
+use crate::plan::{OkMerge, Plan, Target};
+use crate::sql::lex::{Kind, Mode};
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// `SHOW [FULL] TABLES [FROM db] [LIKE 'p' | WHERE ...]` of the session's database,
+    /// answered over every node; `None` for any other statement.
+    pub(super) async fn show_tables(&mut self, sql: &str) -> Option<Outcome> {
+        if !crate::sql::first_word(sql).is_some_and(|w| w.eq_ignore_ascii_case("SHOW")) {
+            return None;
+        }
+        let mode = self.mode();
+        let toks = crate::sql::lex::lex(sql, mode).toks;
+        let mut toks: &[crate::sql::lex::Tok] = &toks;
+        while toks.last().is_some_and(|t| t.kind == Kind::Semi) {
+            toks = &toks[..toks.len() - 1];
+        }
+        let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is(sql, w));
+        if !is(0, "SHOW") {
+            return None;
+        }
+        let full = is(1, "FULL");
+        let status = is(1, "TABLE") && is(2, "STATUS");
+        let mut i = if status { 3 } else { usize::from(full) + 1 };
+        if !status {
+            if !is(i, "TABLES") {
+                return None;
+            }
+            i += 1;
+        }
+        if is(i, "FROM") || is(i, "IN") {
+            let db = toks.get(i + 1)?;
+            let (_, db) = name_at(sql, std::slice::from_ref(db), 0)?;
+            if !self.own_schema(Some(&db)) {
+                return None;
+            }
+            i += 2;
+        }
+        let pattern = if is(i, "LIKE") {
+            let t = toks.get(i + 1).filter(|t| t.kind == Kind::Str)?;
+            i += 2;
+            Some(string_value(t.text(sql), mode)?)
+        } else {
+            None
+        };
+        // A WHERE filters each node's rows; the views are listed only without one.
+        let filtered = is(i, "WHERE");
+        if i != toks.len() && !filtered {
+            return None;
+        }
+        if status {
+            return Some(
+                self.status_everywhere(sql, pattern.as_deref(), filtered)
+                    .await,
+            );
+        }
+        Some(
+            self.tables_everywhere(sql, full, pattern.as_deref(), filtered)
+                .await,
+        )
+    }
+
+    /// `sql` on every node, the default node first: its answer's columns, and each node's
+    /// rows.
+    async fn on_every_node(
+        &mut self,
+        sql: &str,
+    ) -> Result<(Arc<[Column]>, Vec<(usize, Vec<Row>)>), MyError> {
+        let topo = self.topo.clone();
+        let mut nodes = topo.all_nodes();
+        nodes.sort_by_key(|n| (*n != topo.default_node, *n));
+        let mut cols = None;
+        let mut answers = Vec::with_capacity(nodes.len());
+        for node in nodes {
+            let plan = Plan::Route(Target {
+                node,
+                sql: sql.to_string(),
+                params: Vec::new(),
+            });
+            let mut out = crate::exec::collect::Collect::new(u64::MAX);
+            crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut out).await?;
+            if out.over || out.bad {
+                return Err(MyError::internal(format!(
+                    "shardproxy: `{}` gave no whole answer on {}",
+                    sql.trim(),
+                    topo.node_name(node)
+                )));
+            }
+            if cols.is_none() {
+                cols = out.cols;
+            }
+            answers.push((node, out.rows));
+        }
+        let cols = cols.ok_or_else(|| MyError::internal("shardproxy: no node answered"))?;
+        Ok((cols, answers))
+    }
+
+    /// `SHOW TABLE STATUS`: one row per table, as its rule places it: a sharded table's
+    /// rows and sizes summed over its nodes, a broadcast table's from one copy, a `single`
+    /// table's from its node, any other table's from the default node (or the node that
+    /// has it); the kept views as MariaDB lists views.
+    async fn status_everywhere(
+        &mut self,
+        sql: &str,
+        pattern: Option<&str>,
+        filtered: bool,
+    ) -> Outcome {
+        let topo = self.topo.clone();
+        let (cols, answers) = self.on_every_node(sql).await?;
+        let at = |name: &str| {
+            cols.iter()
+                .position(|c| c.name_str().eq_ignore_ascii_case(name))
+        };
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        let mut by_name: std::collections::HashMap<Vec<u8>, Vec<(usize, Row)>> = Default::default();
+        for (node, rows) in answers {
+            for r in rows {
+                let n = first_bytes(&r);
+                if !by_name.contains_key(&n) {
+                    names.push(n.clone());
+                }
+                by_name.entry(n).or_default().push((node, r));
+            }
+        }
+        let mut out = Vec::with_capacity(names.len());
+        for n in names {
+            let Some(found) = by_name.remove(&n) else {
+                continue;
+            };
+            let table = String::from_utf8_lossy(&n).to_ascii_lowercase();
+            let row = match topo.table(&table) {
+                Some(crate::routing::TableRule::Broadcast) => found.into_iter().next().map(|f| f.1),
+                Some(crate::routing::TableRule::Single { node }) => pick(found, |n| n == *node),
+                Some(rule) => {
+                    let held = rule.all_nodes(&topo);
+                    let parts: Vec<Row> = found
+                        .into_iter()
+                        .filter(|(node, _)| held.contains(node))
+                        .map(|f| f.1)
+                        .collect();
+                    summed(parts, &at)
+                }
+                None => pick(found, |n| n == topo.default_node),
+            };
+            out.extend(row);
+        }
+        if !filtered {
+            for v in self.shared.views.load().all() {
+                if pattern.is_some_and(|p| !like(v.name.as_bytes(), p.as_bytes()))
+                    || out.iter().any(|r| first_bytes(r) == v.name.as_bytes())
+                {
+                    continue;
+                }
+                let mut row: Row = vec![None; cols.len()];
+                row[0] = Some(Value::Bytes(v.name.clone().into_bytes()));
+                if let Some(c) = at("Comment") {
+                    row[c] = Some(Value::Bytes(b"VIEW".to_vec()));
+                }
+                out.push(row);
+            }
+        }
+        out.sort_by_key(first_bytes);
+        self.write_rows(&cols, &out);
+        Ok(())
+    }
+
+    fn write_rows(&mut self, cols: &[Column], rows: &[Row]) {
+        let status = self.status();
+        let (_, mut sink) = self.sink(false);
+        sink.columns(cols, status);
+        for r in rows {
+            sink.row(r, cols);
+        }
+        sink.end(status, 0, false);
+    }
+
+    async fn tables_everywhere(
+        &mut self,
+        sql: &str,
+        full: bool,
+        pattern: Option<&str>,
+        filtered: bool,
+    ) -> Outcome {
+        let topo = self.topo.clone();
+        // The default node first: its column names (`Tables_in_<its database>`) stand.
+        let mut nodes = topo.all_nodes();
+        nodes.sort_by_key(|n| (*n != topo.default_node, *n));
+        let plan = Plan::Scatter {
+            targets: nodes
+                .iter()
+                .map(|&node| Target {
+                    node,
+                    sql: sql.to_string(),
+                    params: Vec::new(),
+                })
+                .collect(),
+            ok: OkMerge::Copies,
+        };
+        let mut out = crate::exec::collect::Collect::new(u64::MAX);
+        crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut out).await?;
+        let (Some(cols), false) = (out.cols.clone(), out.over || out.bad) else {
+            return Err(MyError::internal(
+                "shardproxy: SHOW TABLES gave no whole answer",
+            ));
+        };
+        let name = |r: &crate::merge::Row| match r.first() {
+            Some(Some(Value::Bytes(b))) => b.clone(),
+            _ => Vec::new(),
+        };
+        let mut seen = HashSet::new();
+        let mut rows: Vec<crate::merge::Row> = out
+            .rows
+            .into_iter()
+            .filter(|r| seen.insert(name(r)))
+            .collect();
+        if !filtered {
+            for v in self.shared.views.load().all() {
+                if pattern.is_some_and(|p| !like(v.name.as_bytes(), p.as_bytes()))
+                    || !seen.insert(v.name.as_bytes().to_vec())
+                {
+                    continue;
+                }
+                let mut row = vec![Some(Value::Bytes(v.name.clone().into_bytes()))];
+                if full {
+                    row.push(Some(Value::Bytes(b"VIEW".to_vec())));
+                }
+                if row.len() == cols.len() {
+                    rows.push(row);
+                }
+            }
+        }
+        rows.sort_by_key(name);
+        self.write_rows(&cols, &rows);
+        Ok(())
+    }
+}
+
+/// The first column's bytes (a table's name).
+fn first_bytes(r: &Row) -> Vec<u8> {
+    match r.first() {
+        Some(Some(Value::Bytes(b))) => b.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// The row of the node `wanted` says, else the first.
+fn pick(found: Vec<(usize, Row)>, wanted: impl Fn(usize) -> bool) -> Option<Row> {
+    let mut first = None;
+    for (node, row) in found {
+        if wanted(node) {
+            return Some(row);
+        }
+        first.get_or_insert(row);
+    }
+    first
+}
+
+/// One status row of a table from its nodes' rows: counts and sizes summed, the average row
+/// length recomputed, the next AUTO_INCREMENT the highest, times the earliest creation and
+/// the latest update; the rest the first node's.
+fn summed(parts: Vec<Row>, at: &dyn Fn(&str) -> Option<usize>) -> Option<Row> {
+    let mut it = parts.into_iter();
+    let mut out = it.next()?;
+    let num = |r: &Row, i: usize| -> Option<u64> {
+        match r.get(i) {
+            Some(Some(Value::Bytes(b))) => std::str::from_utf8(b).ok()?.parse().ok(),
+            Some(Some(Value::UInt(u))) => Some(*u),
+            Some(Some(Value::Int(i))) => u64::try_from(*i).ok(),
+            _ => None,
+        }
+    };
+    let put = |r: &mut Row, i: usize, v: u64| r[i] = Some(Value::Bytes(v.to_string().into_bytes()));
+    for r in it {
+        for name in [
+            "Rows",
+            "Data_length",
+            "Index_length",
+            "Data_free",
+            "Max_index_length",
+        ] {
+            if let Some(i) = at(name) {
+                if let (Some(a), Some(b)) = (num(&out, i), num(&r, i)) {
+                    put(&mut out, i, a.saturating_add(b));
+                }
+            }
+        }
+        if let Some(i) = at("Auto_increment") {
+            if let Some(b) = num(&r, i) {
+                if num(&out, i).is_none_or(|a| b > a) {
+                    put(&mut out, i, b);
+                }
+            }
+        }
+        for (name, later) in [("Create_time", false), ("Update_time", true)] {
+            if let Some(i) = at(name) {
+                let (a, b) = (out[i].clone(), r.get(i).cloned().flatten());
+                let take = match (&a, &b) {
+                    (None, Some(_)) => true,
+                    (Some(Value::Bytes(x)), Some(Value::Bytes(y))) => (y > x) == later && y != x,
+                    _ => false,
+                };
+                if take {
+                    out[i] = b;
+                }
+            }
+        }
+    }
+    if let (Some(rows), Some(data), Some(avg)) =
+        (at("Rows"), at("Data_length"), at("Avg_row_length"))
+    {
+        if let (Some(n), Some(d)) = (num(&out, rows), num(&out, data)) {
+            put(&mut out, avg, d.checked_div(n).unwrap_or(0));
+        }
+    }
+    Some(out)
+}
+
+/// The value of a string literal token (quotes off, escapes read as `mode` reads them).
+fn string_value(text: &str, mode: Mode) -> Option<String> {
+    let q = text.chars().next()?;
+    let inner = text.get(1..text.len().checked_sub(1)?)?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && !mode.no_backslash_escapes {
+            match chars.next()? {
+                'n' => out.push('\n'),
+                't' => out.push('\t'),
+                '0' => out.push('\0'),
+                // `\%` and `\_` stay escaped for LIKE.
+                e @ ('%' | '_') => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                e => out.push(e),
+            }
+        } else if c == q && chars.peek() == Some(&q) {
+            chars.next();
+            out.push(q);
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+/// SQL LIKE, case-sensitive as MariaDB matches table names (`lower_case_table_names=0`):
+/// `%` any run, `_` one character, `\` escapes.
+fn like(s: &[u8], p: &[u8]) -> bool {
+    let s = String::from_utf8_lossy(s).chars().collect::<Vec<_>>();
+    let p = String::from_utf8_lossy(p).chars().collect::<Vec<_>>();
+    fn go(s: &[char], p: &[char]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some('%') => (0..=s.len()).any(|i| go(&s[i..], &p[1..])),
+            Some('_') => !s.is_empty() && go(&s[1..], &p[1..]),
+            Some('\\') if p.len() > 1 => s.first() == Some(&p[1]) && go(&s[1..], &p[2..]),
+            Some(c) => s.first() == Some(c) && go(&s[1..], &p[1..]),
+        }
+    }
+    go(&s, &p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn like_matches_as_show_tables_does() {
+        assert!(like(b"v_orders", b"v\\_%"));
+        assert!(!like(b"vxorders", b"v\\_%"));
+        assert!(like(b"abc", b"a_c"));
+        assert!(!like(b"Abc", b"a%"));
+        assert!(like(b"", b"%"));
+    }
+
+    #[test]
+    fn string_values_keep_like_escapes() {
+        assert_eq!(
+            string_value("'v\\_%'", Mode::default()).as_deref(),
+            Some("v\\_%")
+        );
+        assert_eq!(
+            string_value("'it''s'", Mode::default()).as_deref(),
+            Some("it's")
+        );
+    }
+}

@@ -1,0 +1,223 @@
+//! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES` and `SHOW TABLE
+//! STATUS` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
+//! where it is; and `mariadb-dump` through the proxy, with its defaults, with
+//! `--single-transaction` and with `--no-data`, holds every table, and restored through the
+//! proxy gives the same rows on the same nodes. The test has a database of its own on every
+//! node, so a dump of it sees no other test's tables.
+
+use std::process::{Command, Stdio};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+use super::*;
+
+const DB: &str = "dumpdb";
+
+/// hash_slot `t_dh` over the four nodes, broadcast `t_db`, `t_ds` on ds2 alone, and `t_dd`
+/// on the default node (named by no rule).
+fn rules(c: &Cluster) -> String {
+    let mut s = String::from(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{ name = \"app\", password = \"app\" }]\n\n[nodes]\n",
+    );
+    for i in 0..NODES {
+        s.push_str(&format!("ds{i} = \"{}\"\n", c.root_url(i, DB)));
+    }
+    s.push('\n');
+    s.push_str(&sharded("t_dh"));
+    s.push_str("[tables.t_db]\nrule = \"broadcast\"\n\n[tables.t_ds]\nrule = \"single\"\nnode = \"ds2\"\n\n");
+    s
+}
+
+const TABLES: [&str; 4] = ["t_db", "t_dd", "t_dh", "t_ds"];
+
+async fn node_conn(c: &Cluster, node: usize) -> (mysql_async::Pool, Conn) {
+    let pool = mysql_async::Pool::new(
+        mysql_async::Opts::from_url(&c.root_url(node, DB)).expect("node URL"),
+    );
+    let conn = pool.get_conn().await.expect("connect to a node");
+    (pool, conn)
+}
+
+/// Every table's rows through the proxy, as text.
+async fn contents(p: &mut Conn) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for t in TABLES {
+        let rows: Vec<String> = p
+            .query(format!(
+                "SELECT CONCAT_WS('|', id, user_id, v) FROM {t} ORDER BY id"
+            ))
+            .await
+            .expect("read a table");
+        out.push((t.to_string(), rows));
+    }
+    out
+}
+
+/// Rows of `table` on each node, read there.
+async fn counts(c: &Cluster, table: &str) -> Vec<i64> {
+    let mut out = Vec::new();
+    for node in 0..NODES {
+        let (_pool, mut conn) = node_conn(c, node).await;
+        let n: Option<i64> = conn
+            .query_first(format!("SELECT COUNT(*) FROM {table}"))
+            .await
+            .unwrap_or(Some(-1));
+        out.push(n.unwrap_or(-1));
+    }
+    out
+}
+
+fn dump(port: u16, extra: &[&str]) -> String {
+    let out = Command::new("mariadb-dump")
+        .args(["-h127.0.0.1", &format!("-P{port}"), "-uapp", "-papp"])
+        .args(extra)
+        .arg(DB)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run mariadb-dump");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "mariadb-dump {extra:?} failed: {stderr}"
+    );
+    // mariadb-dump goes on (exit 0) past a table whose status it cannot read.
+    assert!(
+        !stderr.contains("Error") && !stderr.contains("error"),
+        "mariadb-dump {extra:?} complained: {stderr}"
+    );
+    String::from_utf8(out.stdout).expect("a dump is text")
+}
+
+fn restore(port: u16, file: &str) {
+    let mut child = Command::new("mariadb")
+        .args(["-h127.0.0.1", &format!("-P{port}"), "-uapp", "-papp", DB])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run mariadb");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(file.as_bytes()).expect("feed the dump");
+    }
+    let out = child.wait_with_output().expect("mariadb ends");
+    assert!(
+        out.status.success(),
+        "restoring the dump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they_were() {
+    let c = cluster();
+    for node in 0..NODES {
+        let pool = c.direct(node);
+        let mut conn = pool.get_conn().await.expect("node");
+        conn.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
+            .await
+            .expect("drop");
+        conn.query_drop(format!("CREATE DATABASE {DB}"))
+            .await
+            .expect("create");
+    }
+    let proxy = start_proxy_with_rules(rules(c));
+    let mut p = Conn::new(mysql_async::Opts::from_url(&proxy.url(DB)).expect("proxy URL"))
+        .await
+        .expect("connect to the proxy");
+    let keys = spread_keys(3, 0);
+    for t in TABLES {
+        p.query_drop(format!(
+            "CREATE TABLE {t} (id INT PRIMARY KEY, user_id BIGINT NOT NULL, v VARCHAR(20))"
+        ))
+        .await
+        .expect("create a table");
+        for (i, k) in keys.iter().enumerate() {
+            p.exec_drop(
+                format!("INSERT INTO {t} VALUES (?, ?, ?)"),
+                (i as i64 + 1, *k, format!("{t}-{i}")),
+            )
+            .await
+            .expect("insert");
+        }
+    }
+    // Every table once, in name order, as one server lists them.
+    let names: Vec<String> = p.query("SHOW TABLES").await.expect("SHOW TABLES");
+    assert_eq!(names, TABLES);
+    let full: Vec<(String, String)> = p
+        .query("SHOW FULL TABLES LIKE 't\\_d%'")
+        .await
+        .expect("SHOW FULL TABLES");
+    assert_eq!(
+        full,
+        TABLES.map(|t| (t.to_string(), "BASE TABLE".to_string()))
+    );
+    let status: Vec<mysql_async::Row> = p.query("SHOW TABLE STATUS").await.expect("status");
+    let status_names: Vec<String> = status
+        .iter()
+        .map(|r| r.get::<String, _>("Name").expect("Name"))
+        .collect();
+    assert_eq!(status_names, TABLES);
+    // LOCK TABLES of tables on different nodes: each where it is.
+    p.query_drop("LOCK TABLES t_ds READ, t_dd READ, t_dh READ, t_db READ")
+        .await
+        .expect("LOCK TABLES over every placement");
+    p.query_drop("UNLOCK TABLES").await.expect("UNLOCK TABLES");
+
+    let before = contents(&mut p).await;
+    let placed: Vec<Vec<i64>> = {
+        let mut v = Vec::new();
+        for t in TABLES {
+            v.push(counts(c, t).await);
+        }
+        v
+    };
+    let n = keys.len() as i64;
+    assert_eq!(placed[0], vec![n; NODES], "broadcast t_db");
+    assert_eq!(placed[3][2], n, "t_ds on ds2");
+
+    let defaults = dump(proxy.port, &[]);
+    let single = dump(proxy.port, &["--single-transaction"]);
+    let schema = dump(proxy.port, &["--no-data"]);
+    for t in TABLES {
+        for (what, file) in [("default", &defaults), ("--single-transaction", &single)] {
+            assert!(
+                file.contains(&format!("CREATE TABLE `{t}`"))
+                    && file.contains(&format!("INSERT INTO `{t}` VALUES")),
+                "the {what} dump lacks {t}"
+            );
+        }
+        assert!(
+            schema.contains(&format!("CREATE TABLE `{t}`")),
+            "--no-data lacks {t}"
+        );
+    }
+
+    // Restored through the proxy into the emptied database: the same rows, where they were.
+    for t in TABLES {
+        p.query_drop(format!("DROP TABLE {t}")).await.expect("drop");
+    }
+    restore(proxy.port, &defaults);
+    let mut p = Conn::new(mysql_async::Opts::from_url(&proxy.url(DB)).expect("proxy URL"))
+        .await
+        .expect("connect to the proxy");
+    assert_eq!(contents(&mut p).await, before, "rows after the round trip");
+    for (i, t) in TABLES.iter().enumerate() {
+        assert_eq!(
+            counts(c, t).await,
+            placed[i],
+            "{t} per node after the round trip"
+        );
+    }
+    drop(p);
+    for node in 0..NODES {
+        let pool = c.direct(node);
+        let mut conn = pool.get_conn().await.expect("node");
+        let _ = conn
+            .query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
+            .await;
+    }
+}
