@@ -481,11 +481,7 @@ impl NodeSession {
                 .backends
                 .connect_with(node, self.found_rows, &self.sets)
                 .await
-                .map_err(|error| NodeError {
-                    node,
-                    error,
-                    broke: true,
-                })?;
+                .map_err(|error| broken_at(node, error))?;
             let mut c = c;
             self.bring_to_state(node, &mut c).await?;
             self.conns[node] = Some(NodeConn::new(c));
@@ -915,6 +911,15 @@ async fn start_on(
         Ok((head, Some(cols)))
     } else {
         Ok((nc.conn.query(stmt.sql).await?, None))
+    }
+}
+
+/// A node that could not be reached: its connection is gone, nothing was answered.
+fn broken_at(node: usize, error: MyError) -> NodeError {
+    NodeError {
+        node,
+        error,
+        broke: true,
     }
 }
 

@@ -248,14 +248,8 @@ pub const ER_VIEW_SELECT_VARIABLE: u16 = 1351;
 /// Reads a view statement; `None` for any other statement, `Some(Err(reason))` for one that
 /// is malformed (MariaDB's parser answers it).
 pub fn ddl(sql: &str, mode: Mode) -> Option<Result<ViewDdl, String>> {
-    let lexed = lex::lex(sql, mode);
-    let mut toks: &[Tok] = &lexed.toks;
-    while let Some((last, rest)) = toks.split_last() {
-        if last.kind != Kind::Semi {
-            break;
-        }
-        toks = rest;
-    }
+    let toks = lex::statement_tokens(sql, mode);
+    let toks: &[Tok] = &toks;
     let first = toks.first()?;
     if first.is(sql, "DROP") {
         return (toks.get(1)?.is(sql, "VIEW")).then(|| drop_view(sql, &toks[2..]));
@@ -452,7 +446,7 @@ fn drop_view(sql: &str, toks: &[Tok]) -> Result<ViewDdl, String> {
 }
 
 /// `[schema.]name` at `toks[i]`: `(schema, name, the index after it)`.
-fn object_name(sql: &str, toks: &[Tok], i: usize) -> Option<(Option<String>, String, usize)> {
+pub fn object_name(sql: &str, toks: &[Tok], i: usize) -> Option<(Option<String>, String, usize)> {
     let first = ident(sql, toks.get(i)?)?;
     if toks.get(i + 1).is_some_and(|t| t.kind == Kind::Dot) {
         let second = ident(sql, toks.get(i + 2)?)?;

@@ -130,6 +130,15 @@ fn quoted_end(b: &[u8], open: usize, backslash: bool) -> Option<usize> {
     None
 }
 
+/// The tokens of one statement, its trailing `;` left out.
+pub fn statement_tokens(sql: &str, mode: Mode) -> Vec<Tok> {
+    let mut toks = lex(sql, mode).toks;
+    while toks.last().is_some_and(|t| t.kind == Kind::Semi) {
+        toks.pop();
+    }
+    toks
+}
+
 /// Reads `sql` as MariaDB would under `mode`.
 pub fn lex(sql: &str, mode: Mode) -> Lexed {
     let b = sql.as_bytes();

@@ -4,6 +4,15 @@
 use super::*;
 
 impl NodeSession {
+    /// A pooled connection to `node`, not the session's.
+    async fn pooled(&self, node: usize) -> Result<crate::pools::Pooled, NodeError> {
+        self.shared
+            .backends
+            .connect(node)
+            .await
+            .map_err(|error| broken_at(node, error))
+    }
+
     /// Statements on a pooled connection of their own to `node`, outside the session, on
     /// the URL's database: the rows of the last. `dirty`: they leave state on it.
     pub(super) async fn outside(
@@ -12,16 +21,7 @@ impl NodeSession {
         sqls: &[&str],
         dirty: bool,
     ) -> Result<Vec<Vec<Value>>, NodeError> {
-        let mut conn = self
-            .shared
-            .backends
-            .connect(node)
-            .await
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: true,
-            })?;
+        let mut conn = self.pooled(node).await?;
         if dirty {
             conn.mark_dirty();
         }
@@ -47,16 +47,7 @@ impl NodeSession {
         node: usize,
         sql: &str,
     ) -> Result<Arc<[Column]>, NodeError> {
-        let mut conn = self
-            .shared
-            .backends
-            .connect(node)
-            .await
-            .map_err(|error| NodeError {
-                node,
-                error,
-                broke: true,
-            })?;
+        let mut conn = self.pooled(node).await?;
         conn.mark_dirty();
         let r = async {
             conn.ensure_url_db().await?;

@@ -28,11 +28,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return None;
         }
         let mode = self.mode();
-        let toks = crate::sql::lex::lex(sql, mode).toks;
-        let mut toks: &[crate::sql::lex::Tok] = &toks;
-        while toks.last().is_some_and(|t| t.kind == Kind::Semi) {
-            toks = &toks[..toks.len() - 1];
-        }
+        let toks = crate::sql::lex::statement_tokens(sql, mode);
+        let toks: &[crate::sql::lex::Tok] = &toks;
         let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is(sql, w));
         if !is(0, "SHOW") {
             return None;

@@ -97,6 +97,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
     }
 
+    /// A kept connection to the metadata schema at `url`.
+    async fn metadata_conn(&self, url: &str) -> Result<mysql_async::Conn, MyError> {
+        self.shared.metadata_links.conn(url).await.map_err(failed)
+    }
+
     /// Whether a qualified name's schema is the session's database.
     pub(super) fn own_schema(&self, schema: Option<&str>) -> bool {
         match (schema, self.nodes.db()) {
@@ -192,13 +197,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let checked = self.check_view(&view).await;
         self.nodes.ddl(false).await?;
         checked?;
-        let failed = |e: mysql_async::Error| MyError::new(1105, format!("metadata: {e}"));
-        let mut c = self
-            .shared
-            .metadata_links
-            .conn(&meta.url)
-            .await
-            .map_err(failed)?;
+        let mut c = self.metadata_conn(&meta.url).await?;
         {
             let mut tx = c
                 .start_transaction(mysql_async::TxOpts::default())
@@ -315,13 +314,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return Err(MyError::unsupported("shardproxy: no [metadata] for views"));
         };
         self.nodes.ddl(true).await?;
-        let failed = |e: mysql_async::Error| MyError::new(1105, format!("metadata: {e}"));
-        let mut c = self
-            .shared
-            .metadata_links
-            .conn(&meta.url)
-            .await
-            .map_err(failed)?;
+        let mut c = self.metadata_conn(&meta.url).await?;
         for (_, name) in &ours {
             let key = name.to_ascii_lowercase();
             let mut tx = c
@@ -378,12 +371,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if kept.is_empty() {
             return None;
         }
-        let mode = self.mode();
-        let toks = crate::sql::lex::lex(sql, mode).toks;
-        let mut toks: &[crate::sql::lex::Tok] = &toks;
-        while toks.last().is_some_and(|t| t.kind == Kind::Semi) {
-            toks = &toks[..toks.len() - 1];
-        }
+        let toks = crate::sql::lex::statement_tokens(sql, self.mode());
+        let toks: &[crate::sql::lex::Tok] = &toks;
         let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is(sql, w));
         if is(1, "CREATE") && (is(2, "VIEW") || is(2, "TABLE")) {
             let (schema, name) = name_at(sql, toks, 3)?;
@@ -411,11 +400,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if kept.is_empty() {
             return None;
         }
-        let toks: Vec<crate::sql::lex::Tok> = crate::sql::lex::lex(sql, self.mode())
-            .toks
-            .into_iter()
-            .filter(|t| t.kind != Kind::Semi)
-            .collect();
+        let toks = crate::sql::lex::statement_tokens(sql, self.mode());
         let qualified = toks.get(2).is_some_and(|d| d.kind == Kind::Dot);
         let name_end = if qualified { 4 } else { 2 };
         // `DESCRIBE v` or `DESCRIBE v col`.
@@ -458,6 +443,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 }
 
+/// A failure of the metadata schema, as the admin statements answer one.
+fn failed(e: mysql_async::Error) -> MyError {
+    MyError::new(1105, format!("metadata: {e}"))
+}
+
 fn refused_describe(view: &str) -> MyError {
     MyError::unsupported(format!(
         "shardproxy: the columns of `{view}`, a view it keeps over sharded tables, have the types MariaDB infers from its SELECT on one server: SHOW CREATE VIEW gives the SELECT, and SELECT * FROM {view} LIMIT 0 its columns"
@@ -470,24 +460,8 @@ pub(super) fn name_at(
     toks: &[crate::sql::lex::Tok],
     i: usize,
 ) -> Option<(Option<String>, String)> {
-    let ident = |t: &crate::sql::lex::Tok| -> Option<String> {
-        let text = t.text(sql);
-        match t.kind {
-            Kind::Word => Some(text.to_string()),
-            Kind::Quoted => {
-                let q = text.chars().next()?;
-                let inner = text.get(1..text.len().checked_sub(1)?)?;
-                Some(inner.replace(&format!("{q}{q}"), &q.to_string()))
-            }
-            _ => None,
-        }
-    };
-    let first = ident(toks.get(i)?)?;
-    if toks.get(i + 1).is_some_and(|t| t.kind == Kind::Dot) {
-        let second = ident(toks.get(i + 2)?)?;
-        return (toks.len() == i + 3).then_some((Some(first), second));
-    }
-    (toks.len() == i + 1).then_some((None, first))
+    let (schema, name, next) = views::object_name(sql, toks, i)?;
+    (next == toks.len()).then_some((schema, name))
 }
 
 /// The `sql_mode` flags that change how a view's text reads.
