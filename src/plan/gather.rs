@@ -53,9 +53,12 @@ pub struct Ship {
     pub reads: Vec<(usize, String)>,
 }
 
+/// What the names of the copies begin with.
+pub const TEMP_PREFIX: &str = "__sp_ship_";
+
 /// The temporary table of the `i`-th copied table.
 pub fn temp_name(i: usize) -> String {
-    format!("__sp_ship_{i}")
+    format!("{TEMP_PREFIX}{i}")
 }
 
 pub use crate::sql::write::quoted;

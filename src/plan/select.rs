@@ -500,6 +500,66 @@ impl Builder<'_> {
     }
 }
 
+/// A column HAVING names outside its aggregates and subqueries that MariaDB cannot resolve:
+/// it looks among the select list (aliases and bare columns) and the GROUP BY's bare columns
+/// only (`GROUP BY (id - 5) HAVING (id - 5) > 0` is 1054 Unknown column 'id' in 'HAVING').
+/// The merge would resolve it by adding the column to the nodes' select list, answering
+/// what MariaDB rejects.
+fn unresolved_in_having(
+    h: &Expr,
+    items: &[(Option<Expr>, Option<String>)],
+    group: &[Expr],
+) -> Option<String> {
+    use sqlparser::ast::Spanned;
+    let bare = |e: &Expr| match e {
+        Expr::Identifier(i) => Some(i.value.clone()),
+        Expr::CompoundIdentifier(p) => p.last().map(|i| i.value.clone()),
+        _ => None,
+    };
+    let known = |name: &str| {
+        items.iter().any(|(e, alias)| {
+            alias
+                .as_deref()
+                .is_some_and(|a| a.eq_ignore_ascii_case(name))
+                || e.as_ref()
+                    .and_then(bare)
+                    .is_some_and(|c| c.eq_ignore_ascii_case(name))
+        }) || group
+            .iter()
+            .filter_map(bare)
+            .any(|c| c.eq_ignore_ascii_case(name))
+    };
+    // Where aggregates and subqueries are (their columns are the nodes' to resolve).
+    let mut inside: Vec<(u64, u64, u64, u64)> = Vec::new();
+    let key =
+        |s: sqlparser::tokenizer::Span| (s.start.line, s.start.column, s.end.line, s.end.column);
+    let _ = sqlparser::ast::visit_expressions(h, |e| {
+        let opaque = matches!(e, Expr::Subquery(_) | Expr::Exists { .. })
+            || matches!(agg_call(e), Ok(Some(_)));
+        if opaque {
+            inside.push(key(e.span()));
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    let within = |s: sqlparser::tokenizer::Span| {
+        let (l, c, _, _) = key(s);
+        inside
+            .iter()
+            .any(|&(l0, c0, l1, c1)| (l0, c0) <= (l, c) && (l, c) < (l1, c1))
+    };
+    let mut found = None;
+    let _ = sqlparser::ast::visit_expressions(h, |e| {
+        if let Some(name) = bare(e) {
+            if !within(e.span()) && !known(&name) {
+                found = Some(name);
+                return std::ops::ControlFlow::Break(());
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found
+}
+
 fn call(name: &str, arg: Expr) -> Expr {
     Expr::Function(Function {
         name: sqlparser::ast::ObjectName::from(vec![Ident::new(name)]),
@@ -638,6 +698,14 @@ pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
     let mut keys = Vec::new();
     for g in &group_exprs {
         keys.push(b.column_of(g, true)?);
+    }
+    if let Some(h) = &s.having {
+        if let Some(name) = unresolved_in_having(h, &b.items, &group_exprs) {
+            // Gathered instead, the statement as written: its node gives MariaDB's verdict.
+            return Err(format!(
+                "the column `{name}` in HAVING, neither selected nor grouped,"
+            ));
+        }
     }
     let having = match &s.having {
         Some(h) if b.grouping => Some(b.cond(h)?),

@@ -1,6 +1,7 @@
 //! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES` and `SHOW TABLE
 //! STATUS` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
-//! where it is; and `mariadb-dump` through the proxy, with its defaults, with
+//! where it is, two sessions in opposite orders without a deadlock; and `mariadb-dump`
+//! through the proxy, with its defaults, with
 //! `--single-transaction` and with `--no-data`, holds every table, and restored through the
 //! proxy gives the same rows on the same nodes. The test has a database of its own on every
 //! node, so a dump of it sees no other test's tables.
@@ -166,6 +167,35 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .await
         .expect("LOCK TABLES over every placement");
     p.query_drop("UNLOCK TABLES").await.expect("UNLOCK TABLES");
+    // Two sessions locking tables of two nodes in opposite orders: the second waits for the
+    // first, and neither deadlocks (each node's locks are taken in node order).
+    let mut other = Conn::new(mysql_async::Opts::from_url(&proxy.url(DB)).expect("proxy URL"))
+        .await
+        .expect("a second session");
+    p.query_drop("LOCK TABLES t_ds WRITE, t_dd WRITE")
+        .await
+        .expect("the first session's locks");
+    let waiter = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        other
+            .query_drop("LOCK TABLES t_dd WRITE, t_ds WRITE")
+            .await
+            .expect("the second session's locks, once the first releases them");
+        let waited = started.elapsed();
+        other.query_drop("UNLOCK TABLES").await.expect("UNLOCK");
+        waited
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "the second LOCK TABLES did not wait");
+    p.query_drop("UNLOCK TABLES").await.expect("UNLOCK TABLES");
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+        .await
+        .expect("the second session finished")
+        .expect("its task");
+    assert!(
+        waited >= std::time::Duration::from_millis(250),
+        "waited {waited:?}"
+    );
 
     let before = contents(&mut p).await;
     let placed: Vec<Vec<i64>> = {

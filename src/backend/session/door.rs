@@ -303,7 +303,15 @@ impl Door for NodeSession {
             return Some(ids);
         }
         let probe = format!("SET STATEMENT character_set_results = NULL FOR {sql}");
-        let cols = self.columns_outside(node, &probe).await.ok()?;
+        // Temporary copies exist on the session's connections only: probed there, and the
+        // session's character set set again after (see `columns_outside`).
+        let cols = if sql.contains(crate::plan::gather::TEMP_PREFIX) {
+            let cols = self.prepare(node, &probe).await.ok()?.columns;
+            self.names_again(node).await.ok()?;
+            cols.into()
+        } else {
+            self.columns_outside(node, &probe).await.ok()?
+        };
         if cols.is_empty() {
             return None;
         }

@@ -1,5 +1,6 @@
 //! What the session asks of a node on a connection of its own, outside its transaction and
-//! state: lookups, reservations, and the columns of a statement prepared apart.
+//! state (lookups, reservations, the columns of a statement prepared apart), and the
+//! character set it sets again on its own connection after such a probe.
 
 use super::*;
 
@@ -58,5 +59,29 @@ impl NodeSession {
         }
         .await;
         r.map_err(|e| self.node_error(node, &e))
+    }
+
+    /// The session's character-set SETs (the handshake's `SET NAMES x COLLATE y`, the
+    /// client's own) run again on its connection to `node`: after a prepared `SET STATEMENT
+    /// character_set_results = ...` MariaDB 10.11 describes later prepared statements in the
+    /// character set's default collation until they are.
+    pub(super) async fn names_again(&mut self, node: usize) -> Result<(), NodeError> {
+        let sets: Vec<String> = self
+            .sets
+            .iter()
+            .filter(|s| {
+                let u = s.to_ascii_uppercase();
+                u.starts_with("SET NAMES")
+                    || u.starts_with("SET CHARACTER SET")
+                    || u.starts_with("SET CHARSET")
+                    || u.contains("CHARACTER_SET_")
+                    || u.contains("COLLATION_")
+            })
+            .cloned()
+            .collect();
+        for s in sets {
+            self.run_own(node, &s).await?;
+        }
+        Ok(())
     }
 }

@@ -336,17 +336,6 @@ pub(crate) const KNOWN: &[Known] = &[
         },
     },
     Known {
-        // MariaDB rejects a HAVING that repeats a grouped expression over a column
-        // (`GROUP BY (id - 5) HAVING (id - 5) > 0`: 1054 Unknown column 'id' in 'HAVING');
-        // the proxy answers it (text protocol; a merged GROUP BY over several nodes).
-        defect: "HAVING repeating a GROUP BY expression answered instead of 1054",
-        matches: |d| {
-            d.why.starts_with("the reference failed (ERROR 1054")
-                && d.why.contains("in 'HAVING'")
-                && d.why.contains("but the proxy answered")
-        },
-    },
-    Known {
         // A prepared statement's parameters are written into the SQL the nodes get as
         // literals, so a column named by its expression shows the values (`MAX(id + 1)`,
         // `_utf8mb4 X'78'` where MariaDB shows `MAX(id + ?)`, `?`), and a column's type is
