@@ -392,6 +392,11 @@ fn create_view(
         .filter(|b| !b.is_empty())
         .ok_or("a SELECT")?;
     let body = sql[body_toks[0].start..body_toks[body_toks.len() - 1].end].to_string();
+    // One SELECT (or UNION, WITH), nothing after it: what is inlined where the view is read.
+    match crate::sql::parse_in(&body, mode) {
+        Ok(p) if matches!(p.stmt, Statement::Query(_)) => {}
+        _ => return Err("a SELECT".into()),
+    }
     if body_toks.iter().any(|t| t.kind == Kind::Param)
         || body_toks
             .iter()

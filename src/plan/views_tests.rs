@@ -72,6 +72,8 @@ fn view_statements_are_read_with_their_select_as_written() {
         "CREATE VIEW v (a AS SELECT 1",
         "CREATE VIEW v AS SELECT ?",
         "CREATE VIEW v AS SELECT @x",
+        "CREATE VIEW v AS SELECT 1; DROP TABLE t",
+        "CREATE VIEW v AS DELETE FROM t",
         "DROP VIEW v w",
     ] {
         assert!(matches!(ddl(sql, Mode::default()), Some(Err(_))), "{sql}");
