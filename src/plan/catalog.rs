@@ -34,7 +34,7 @@ impl Planner<'_> {
         };
         let mut named = Vec::new();
         if let Some(w) = &s.selection {
-            self.tables_named(w, &mut named);
+            tables_named(w, self.parsed, self.params, &mut named);
         }
         // A table the rules place: a node that holds it (the default node when it is one).
         let node = named.iter().find_map(|t| {
@@ -47,43 +47,49 @@ impl Planner<'_> {
         });
         Some(node.unwrap_or(self.topo.default_node))
     }
+}
 
-    /// The table names the conjuncts of `e` compare a table-name column with.
-    fn tables_named(&self, e: &Expr, out: &mut Vec<String>) {
-        match e {
-            Expr::Nested(x) => self.tables_named(x, out),
-            Expr::BinaryOp {
-                left,
-                op: BinaryOperator::And,
-                right,
-            } => {
-                self.tables_named(left, out);
-                self.tables_named(right, out);
-            }
-            Expr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
-            } => {
-                for (col, value) in [(left, right), (right, left)] {
-                    let name = match col.as_ref() {
-                        Expr::Identifier(i) => &i.value,
-                        Expr::CompoundIdentifier(parts) => match parts.last() {
-                            Some(i) => &i.value,
-                            None => continue,
-                        },
-                        _ => continue,
-                    };
-                    if !TABLE_COLUMNS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
-                        continue;
-                    }
-                    let v = crate::sql::literal(value, self.parsed, self.params);
-                    if let Some(mysql_common::value::Value::Bytes(b)) = v {
-                        out.push(String::from_utf8_lossy(&b).to_ascii_lowercase());
-                    }
+/// The table names the conjuncts of `e` compare a table-name column with (`table_name =
+/// 't'`), lower-cased.
+pub fn tables_named(
+    e: &Expr,
+    parsed: &crate::sql::Parsed,
+    params: &[mysql_common::value::Value],
+    out: &mut Vec<String>,
+) {
+    match e {
+        Expr::Nested(x) => tables_named(x, parsed, params, out),
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            tables_named(left, parsed, params, out);
+            tables_named(right, parsed, params, out);
+        }
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } => {
+            for (col, value) in [(left, right), (right, left)] {
+                let name = match col.as_ref() {
+                    Expr::Identifier(i) => &i.value,
+                    Expr::CompoundIdentifier(parts) => match parts.last() {
+                        Some(i) => &i.value,
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                if !TABLE_COLUMNS.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+                    continue;
+                }
+                let v = crate::sql::literal(value, parsed, params);
+                if let Some(mysql_common::value::Value::Bytes(b)) = v {
+                    out.push(String::from_utf8_lossy(&b).to_ascii_lowercase());
                 }
             }
-            _ => {}
         }
+        _ => {}
     }
 }

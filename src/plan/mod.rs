@@ -3,7 +3,7 @@
 
 pub mod cache;
 pub mod cached;
-mod catalog;
+pub mod catalog;
 pub mod decompose;
 pub mod gather;
 pub mod insert;

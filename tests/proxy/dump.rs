@@ -1,5 +1,5 @@
-//! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES` and `SHOW TABLE
-//! STATUS` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
+//! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES`, `SHOW TABLE
+//! STATUS` and `information_schema.TABLES` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
 //! where it is, two sessions in opposite orders without a deadlock; and `mariadb-dump`
 //! through the proxy, with its defaults, with
 //! `--single-transaction` and with `--no-data`, holds every table, and restored through the
@@ -162,6 +162,48 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .map(|r| r.get::<String, _>("Name").expect("Name"))
         .collect();
     assert_eq!(status_names, TABLES);
+    // information_schema.TABLES listed as one database: each table once, a sharded table's
+    // row estimate the sum of its nodes', a broadcast table's one copy's.
+    let mut estimates = Vec::new();
+    for t in ["t_dh", "t_db"] {
+        let mut per_node = Vec::new();
+        for node in 0..NODES {
+            let (_pool, mut conn) = node_conn(c, node).await;
+            conn.query_drop(format!("ANALYZE TABLE {t}"))
+                .await
+                .expect("analyze");
+            let n: Option<u64> = conn
+                .exec_first(
+                    "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+                    (t,),
+                )
+                .await
+                .expect("a node's estimate");
+            per_node.push(n.unwrap_or(0));
+        }
+        estimates.push(per_node);
+    }
+    let listed: Vec<(String, u64)> = p
+        .query(
+            "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME",
+        )
+        .await
+        .expect("information_schema.TABLES through the proxy");
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, TABLES);
+    let rows_of = |t: &str| listed.iter().find(|(n, _)| n == t).map(|r| r.1);
+    assert_eq!(rows_of("t_dh"), Some(estimates[0].iter().sum::<u64>()));
+    assert_eq!(rows_of("t_db"), Some(estimates[1][0]));
+    // What cannot be merged is refused, not answered from one node.
+    expect_code(
+        p.query_drop(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
+        )
+        .await,
+        1235,
+        "an aggregate over the listing",
+    );
     // LOCK TABLES of tables on different nodes: each where it is.
     p.query_drop("LOCK TABLES t_ds READ, t_dd READ, t_dh READ, t_db READ")
         .await

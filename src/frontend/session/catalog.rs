@@ -75,9 +75,110 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         )
     }
 
+    /// `SELECT <columns> FROM information_schema.TABLES [WHERE ...] [ORDER BY ...]` naming no
+    /// table in its WHERE (a listing: one naming a table runs where that table is,
+    /// `crate::plan::catalog`): run on every node, a row per table as its rule places it,
+    /// summed where it is sharded. `None` for any other statement; 1235 for a listing of a
+    /// form the proxy cannot merge (joins, grouping, LIMIT, subqueries, expressions).
+    pub(super) async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
+        if !crate::sql::first_word(sql).is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
+            || !crate::sql::contains_ci(sql.as_bytes(), b"information_schema")
+        {
+            return None;
+        }
+        let parsed = crate::sql::parse_in(sql, self.mode()).ok()?;
+        let listing = listing_of(&parsed)?;
+        let order = match listing {
+            Ok(order) => order,
+            Err(why) => {
+                return Some(Err(MyError::unsupported(format!(
+                    "shardproxy: a listing of information_schema.TABLES {why}: the nodes' rows cannot be merged into one database's"
+                ))))
+            }
+        };
+        Some(self.merged_listing(sql, &order).await)
+    }
+
+    async fn merged_listing(&mut self, sql: &str, order: &[(ListKey, bool)]) -> Outcome {
+        let topo = self.topo.clone();
+        let db = self.nodes.db().unwrap_or_default().to_string();
+        // Each row's schema and table, as two columns after the client's.
+        let text = crate::sql::text::Text::new(sql, self.mode()).map_err(MyError::unsupported)?;
+        let select = text.toks.first().map_or(0, |t| t.start);
+        let end = text
+            .clauses(select)
+            .map_err(MyError::unsupported)?
+            .projection
+            .1;
+        let node_sql = format!(
+            "{}, TABLE_SCHEMA AS __sp_schema, TABLE_NAME AS __sp_table{}",
+            &sql[..end],
+            &sql[end..]
+        );
+        let (all_cols, answers) = self.on_every_node(&node_sql).await?;
+        let visible = all_cols.len().saturating_sub(2);
+        let (schema, table) = (visible, visible + 1);
+        let cols: Arc<[Column]> = all_cols[..visible].to_vec().into();
+        let by_org = |name: &str| {
+            cols.iter()
+                .position(|c| c.org_name_str().eq_ignore_ascii_case(name))
+        };
+        let text = |r: &Row, i: usize| match r.get(i) {
+            Some(Some(Value::Bytes(b))) => b.clone(),
+            _ => Vec::new(),
+        };
+        // The session's database: one row per table by its rule. Other schemas (mysql,
+        // information_schema): the same on every node, the first node's row.
+        let (mut ours, mut others): (Vec<(usize, Vec<Row>)>, Vec<Row>) = (Vec::new(), Vec::new());
+        let mut seen = HashSet::new();
+        for (node, rows) in answers {
+            let mut mine = Vec::new();
+            for r in rows {
+                if String::from_utf8_lossy(&text(&r, schema)).eq_ignore_ascii_case(&db) {
+                    mine.push(r);
+                } else if seen.insert((text(&r, schema), text(&r, table))) {
+                    others.push(r);
+                }
+            }
+            ours.push((node, mine));
+        }
+        let at = |n: &str| by_org(if n == "Rows" { "TABLE_ROWS" } else { n });
+        let mut rows = per_table(&topo, ours, &|r| text(r, table), &at);
+        rows.append(&mut others);
+        for r in &mut rows {
+            r.truncate(visible);
+        }
+        if !order.is_empty() {
+            let mut keys = Vec::with_capacity(order.len());
+            for (key, desc) in order {
+                let index = match key {
+                    ListKey::Position(p) => p.checked_sub(1).filter(|i| *i < cols.len()),
+                    ListKey::Name(n) => cols.iter().position(|c| {
+                        c.name_str().eq_ignore_ascii_case(n)
+                            || c.org_name_str().eq_ignore_ascii_case(n)
+                    }),
+                };
+                let Some(index) = index else {
+                    return Err(MyError::unsupported(
+                        "shardproxy: a listing of information_schema.TABLES ordered by what it does not select",
+                    ));
+                };
+                keys.push(crate::merge::SortKey {
+                    index,
+                    desc: *desc,
+                    fixed: true,
+                });
+            }
+            let classes = crate::merge::classes(&cols);
+            rows.sort_by(|a, b| crate::merge::cmp_rows(a, b, &keys, &classes));
+        }
+        self.write_rows(&cols, &rows);
+        Ok(())
+    }
+
     /// `sql` on every node, the default node first: its answer's columns, and each node's
     /// rows.
-    async fn on_every_node(
+    pub(super) async fn on_every_node(
         &mut self,
         sql: &str,
     ) -> Result<(Arc<[Column]>, Vec<(usize, Vec<Row>)>), MyError> {
@@ -126,39 +227,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             cols.iter()
                 .position(|c| c.name_str().eq_ignore_ascii_case(name))
         };
-        let mut names: Vec<Vec<u8>> = Vec::new();
-        let mut by_name: std::collections::HashMap<Vec<u8>, Vec<(usize, Row)>> = Default::default();
-        for (node, rows) in answers {
-            for r in rows {
-                let n = first_bytes(&r);
-                if !by_name.contains_key(&n) {
-                    names.push(n.clone());
-                }
-                by_name.entry(n).or_default().push((node, r));
-            }
-        }
-        let mut out = Vec::with_capacity(names.len());
-        for n in names {
-            let Some(found) = by_name.remove(&n) else {
-                continue;
-            };
-            let table = String::from_utf8_lossy(&n).to_ascii_lowercase();
-            let row = match topo.table(&table) {
-                Some(crate::routing::TableRule::Broadcast) => found.into_iter().next().map(|f| f.1),
-                Some(crate::routing::TableRule::Single { node }) => pick(found, |n| n == *node),
-                Some(rule) => {
-                    let held = rule.all_nodes(&topo);
-                    let parts: Vec<Row> = found
-                        .into_iter()
-                        .filter(|(node, _)| held.contains(node))
-                        .map(|f| f.1)
-                        .collect();
-                    summed(parts, &at)
-                }
-                None => pick(found, |n| n == topo.default_node),
-            };
-            out.extend(row);
-        }
+        let mut out = per_table(&topo, answers, &first_bytes, &at);
         if !filtered {
             for v in self.shared.views.load().all() {
                 if pattern.is_some_and(|p| !like(v.name.as_bytes(), p.as_bytes()))
@@ -179,7 +248,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    fn write_rows(&mut self, cols: &[Column], rows: &[Row]) {
+    pub(super) fn write_rows(&mut self, cols: &[Column], rows: &[Row]) {
         let status = self.status();
         let (_, mut sink) = self.sink(false);
         sink.columns(cols, status);
@@ -248,6 +317,150 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.write_rows(&cols, &rows);
         Ok(())
     }
+}
+
+/// One row per table from every node's rows about tables (`name` tells a row's table), as
+/// its rule places it: a sharded table's counts and sizes summed over its nodes
+/// ([`summed`]), a broadcast table's from one copy, a `single` table's from its node, any
+/// other table's from the default node (or the node that has it). In the order tables first
+/// appear, the default node's first.
+pub(super) fn per_table(
+    topo: &crate::config::Topology,
+    answers: Vec<(usize, Vec<Row>)>,
+    name: &dyn Fn(&Row) -> Vec<u8>,
+    at: &dyn Fn(&str) -> Option<usize>,
+) -> Vec<Row> {
+    let mut names: Vec<Vec<u8>> = Vec::new();
+    let mut by_name: std::collections::HashMap<Vec<u8>, Vec<(usize, Row)>> = Default::default();
+    for (node, rows) in answers {
+        for r in rows {
+            let n = name(&r);
+            if !by_name.contains_key(&n) {
+                names.push(n.clone());
+            }
+            by_name.entry(n).or_default().push((node, r));
+        }
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for n in names {
+        let Some(found) = by_name.remove(&n) else {
+            continue;
+        };
+        let table = String::from_utf8_lossy(&n).to_ascii_lowercase();
+        let row = match topo.table(&table) {
+            Some(crate::routing::TableRule::Broadcast) => found.into_iter().next().map(|f| f.1),
+            Some(crate::routing::TableRule::Single { node }) => pick(found, |n| n == *node),
+            Some(rule) => {
+                let held = rule.all_nodes(topo);
+                let parts: Vec<Row> = found
+                    .into_iter()
+                    .filter(|(node, _)| held.contains(node))
+                    .map(|f| f.1)
+                    .collect();
+                summed(parts, at)
+            }
+            None => pick(found, |n| n == topo.default_node),
+        };
+        out.extend(row);
+    }
+    out
+}
+
+/// A key of a listing's ORDER BY: a select-list position or a column's name.
+pub(super) enum ListKey {
+    Position(usize),
+    Name(String),
+}
+
+/// Whether `parsed` lists information_schema.TABLES without naming a table: `None` when it
+/// is not such a listing; `Some(Err(why))` when it is one the proxy cannot merge; else its
+/// ORDER BY.
+fn listing_of(parsed: &crate::sql::Parsed) -> Option<Result<Vec<(ListKey, bool)>, &'static str>> {
+    use sqlparser::ast::{
+        Expr, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, TableFactor,
+    };
+    let Statement::Query(q) = &parsed.stmt else {
+        return None;
+    };
+    let SetExpr::Select(s) = q.body.as_ref() else {
+        return None;
+    };
+    let [from] = s.from.as_slice() else {
+        return None;
+    };
+    let TableFactor::Table { name, .. } = &from.relation else {
+        return None;
+    };
+    let schema = crate::sql::schema_name(name);
+    if !schema.is_some_and(|x| x.eq_ignore_ascii_case("information_schema"))
+        || crate::sql::table_name(name) != "tables"
+    {
+        return None;
+    }
+    if let Some(w) = &s.selection {
+        let mut named = Vec::new();
+        crate::plan::catalog::tables_named(w, parsed, &[], &mut named);
+        if !named.is_empty() {
+            return None;
+        }
+    }
+    struct Queries(usize);
+    impl sqlparser::ast::Visitor for Queries {
+        type Break = ();
+        fn pre_visit_query(&mut self, _: &sqlparser::ast::Query) -> std::ops::ControlFlow<()> {
+            self.0 += 1;
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+    let mut queries = Queries(0);
+    let _ = sqlparser::ast::Visit::visit(&parsed.stmt, &mut queries);
+    let queries = queries.0 - 1;
+    let grouped = !matches!(&s.group_by, GroupByExpr::Expressions(e, _) if e.is_empty());
+    let plain = s.projection.iter().all(|i| match i {
+        SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..) => true,
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_))
+        }
+        _ => false,
+    });
+    let why = if !from.joins.is_empty() || q.with.is_some() || queries > 0 {
+        Some("with joins or subqueries")
+    } else if grouped || s.having.is_some() || s.distinct.is_some() || !plain {
+        Some("with expressions, aggregates, grouping or DISTINCT")
+    } else if q.limit_clause.is_some() || q.fetch.is_some() {
+        Some("with LIMIT")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Some(Err(why));
+    }
+    let mut order = Vec::new();
+    if let Some(ob) = &q.order_by {
+        let OrderByKind::Expressions(exprs) = &ob.kind else {
+            return Some(Err("with ORDER BY ALL"));
+        };
+        for o in exprs {
+            let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+            let key = match &o.expr {
+                Expr::Identifier(i) => ListKey::Name(i.value.clone()),
+                Expr::CompoundIdentifier(p) => match p.last() {
+                    Some(i) => ListKey::Name(i.value.clone()),
+                    None => return Some(Err("ordered by an expression")),
+                },
+                Expr::Value(v) => match &v.value {
+                    sqlparser::ast::Value::Number(n, _) => match n.parse() {
+                        Ok(p) => ListKey::Position(p),
+                        Err(_) => return Some(Err("ordered by an expression")),
+                    },
+                    _ => return Some(Err("ordered by an expression")),
+                },
+                _ => return Some(Err("ordered by an expression")),
+            };
+            order.push((key, desc));
+        }
+    }
+    Some(Ok(order))
 }
 
 /// The first column's bytes (a table's name).

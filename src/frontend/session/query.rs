@@ -91,6 +91,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Some(out) = self.show_tables(sql).await {
             return out;
         }
+        if let Some(out) = self.tables_listing(sql).await {
+            return out;
+        }
         if let Some(out) = self.view_statement(sql).await {
             return out;
         }
