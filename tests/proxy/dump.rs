@@ -195,6 +195,19 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
     let rows_of = |t: &str| listed.iter().find(|(n, _)| n == t).map(|r| r.1);
     assert_eq!(rows_of("t_dh"), Some(estimates[0].iter().sum::<u64>()));
     assert_eq!(rows_of("t_db"), Some(estimates[1][0]));
+    // information_schema.COLUMNS the same: each table's columns once, in the asked order.
+    let columns: Vec<(String, String)> = p
+        .query(
+            "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        )
+        .await
+        .expect("information_schema.COLUMNS through the proxy");
+    let want: Vec<(String, String)> = TABLES
+        .iter()
+        .flat_map(|t| ["id", "user_id", "v"].map(|c| (t.to_string(), c.to_string())))
+        .collect();
+    assert_eq!(columns, want);
     // What cannot be merged is refused, not answered from one node.
     expect_code(
         p.query_drop(

@@ -75,9 +75,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         )
     }
 
-    /// `SELECT <columns> FROM information_schema.TABLES [WHERE ...] [ORDER BY ...]` naming no
-    /// table in its WHERE (a listing: one naming a table runs where that table is,
-    /// `crate::plan::catalog`): run on every node, a row per table as its rule places it,
+    /// `SELECT <columns> FROM information_schema.<TABLES, COLUMNS, STATISTICS, ...> [WHERE
+    /// ...] [ORDER BY ...]` naming no table in its WHERE (a listing: one naming a table runs
+    /// where that table is, `crate::plan::catalog`): run on every node, a row per table (per
+    /// column, index part, ...) as its table's rule places it, TABLES' counts and sizes
     /// summed where it is sharded. `None` for any other statement; 1235 for a listing of a
     /// form the proxy cannot merge (joins, grouping, LIMIT, subqueries, expressions).
     pub(super) async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
@@ -88,18 +89,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let parsed = crate::sql::parse_in(sql, self.mode()).ok()?;
         let listing = listing_of(&parsed)?;
-        let order = match listing {
-            Ok(order) => order,
+        let (catalog, order) = match listing {
+            Ok(l) => l,
             Err(why) => {
                 return Some(Err(MyError::unsupported(format!(
-                    "shardproxy: a listing of information_schema.TABLES {why}: the nodes' rows cannot be merged into one database's"
+                    "shardproxy: a listing of information_schema {why}: the nodes' rows cannot be merged into one database's"
                 ))))
             }
         };
-        Some(self.merged_listing(sql, &order).await)
+        Some(self.merged_listing(sql, catalog, &order).await)
     }
 
-    async fn merged_listing(&mut self, sql: &str, order: &[(ListKey, bool)]) -> Outcome {
+    async fn merged_listing(
+        &mut self,
+        sql: &str,
+        catalog: &Catalog,
+        order: &[(ListKey, bool)],
+    ) -> Outcome {
         let topo = self.topo.clone();
         let db = self.nodes.db().unwrap_or_default().to_string();
         // Each row's schema and table, as two columns after the client's.
@@ -110,13 +116,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .map_err(MyError::unsupported)?
             .projection
             .1;
-        let node_sql = format!(
-            "{}, TABLE_SCHEMA AS __sp_schema, TABLE_NAME AS __sp_table{}",
-            &sql[..end],
-            &sql[end..]
-        );
+        // Then the columns the ORDER BY names (selected or not), to sort by.
+        let sort_names: Vec<&str> = order
+            .iter()
+            .filter_map(|(k, _)| match k {
+                ListKey::Name(n) => Some(n.as_str()),
+                ListKey::Position(_) => None,
+            })
+            .collect();
+        let mut hidden: Vec<String> = catalog
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!(", {k} AS __sp_k{i}"))
+            .collect();
+        for (i, n) in sort_names.iter().enumerate() {
+            hidden.push(format!(", {} AS __sp_o{i}", crate::sql::write::quoted(n)));
+        }
+        let node_sql = format!("{}{}{}", &sql[..end], hidden.concat(), &sql[end..]);
         let (all_cols, answers) = self.on_every_node(&node_sql).await?;
-        let visible = all_cols.len().saturating_sub(2);
+        let extra = catalog.keys.len() + sort_names.len();
+        let visible = all_cols.len().saturating_sub(extra);
+        let keys_end = visible + catalog.keys.len();
         let (schema, table) = (visible, visible + 1);
         let cols: Arc<[Column]> = all_cols[..visible].to_vec().into();
         let by_org = |name: &str| {
@@ -127,7 +148,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(Some(Value::Bytes(b))) => b.clone(),
             _ => Vec::new(),
         };
-        // The session's database: one row per table by its rule. Other schemas (mysql,
+        let key = |r: &Row| {
+            let mut k = Vec::new();
+            for i in visible..keys_end {
+                k.extend_from_slice(&text(r, i));
+                k.push(0);
+            }
+            k
+        };
+        // The session's database: a row per key by its table's rule. Other schemas (mysql,
         // information_schema): the same on every node, the first node's row.
         let (mut ours, mut others): (Vec<(usize, Vec<Row>)>, Vec<Row>) = (Vec::new(), Vec::new());
         let mut seen = HashSet::new();
@@ -136,31 +165,31 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             for r in rows {
                 if String::from_utf8_lossy(&text(&r, schema)).eq_ignore_ascii_case(&db) {
                     mine.push(r);
-                } else if seen.insert((text(&r, schema), text(&r, table))) {
+                } else if seen.insert(key(&r)) {
                     others.push(r);
                 }
             }
             ours.push((node, mine));
         }
         let at = |n: &str| by_org(if n == "Rows" { "TABLE_ROWS" } else { n });
-        let mut rows = per_table(&topo, ours, &|r| text(r, table), &at);
+        let table_of = |r: &Row| String::from_utf8_lossy(&text(r, table)).to_ascii_lowercase();
+        let sum: Option<&ColumnAt> = catalog.sums.then_some(&at);
+        let mut rows = combined(&topo, ours, &key, &table_of, sum);
         rows.append(&mut others);
-        for r in &mut rows {
-            r.truncate(visible);
-        }
         if !order.is_empty() {
             let mut keys = Vec::with_capacity(order.len());
+            let mut named = keys_end;
             for (key, desc) in order {
                 let index = match key {
-                    ListKey::Position(p) => p.checked_sub(1).filter(|i| *i < cols.len()),
-                    ListKey::Name(n) => cols.iter().position(|c| {
-                        c.name_str().eq_ignore_ascii_case(n)
-                            || c.org_name_str().eq_ignore_ascii_case(n)
-                    }),
+                    ListKey::Position(p) => p.checked_sub(1).filter(|i| *i < visible),
+                    ListKey::Name(_) => {
+                        named += 1;
+                        Some(named - 1)
+                    }
                 };
                 let Some(index) = index else {
                     return Err(MyError::unsupported(
-                        "shardproxy: a listing of information_schema.TABLES ordered by what it does not select",
+                        "shardproxy: a listing of information_schema ordered by a position it does not have",
                     ));
                 };
                 keys.push(crate::merge::SortKey {
@@ -169,8 +198,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     fixed: true,
                 });
             }
-            let classes = crate::merge::classes(&cols);
+            let classes = crate::merge::classes(&all_cols);
             rows.sort_by(|a, b| crate::merge::cmp_rows(a, b, &keys, &classes));
+        }
+        for r in &mut rows {
+            r.truncate(visible);
         }
         self.write_rows(&cols, &rows);
         Ok(())
@@ -330,27 +362,47 @@ pub(super) fn per_table(
     name: &dyn Fn(&Row) -> Vec<u8>,
     at: &dyn Fn(&str) -> Option<usize>,
 ) -> Vec<Row> {
-    let mut names: Vec<Vec<u8>> = Vec::new();
-    let mut by_name: std::collections::HashMap<Vec<u8>, Vec<(usize, Row)>> = Default::default();
+    let table = |r: &Row| String::from_utf8_lossy(&name(r)).to_ascii_lowercase();
+    combined(topo, answers, name, &table, Some(at))
+}
+
+/// One row per `key` from every node's rows, as the rule of the row's table (`table`) places
+/// it: a `single` table's from its node, a sharded or broadcast table's from the default node
+/// when it holds the table (else the first node that does), summed over its nodes where `sum`
+/// names the status columns to add; any other table's from the default node (or the node
+/// that has it). In the order keys first appear, the default node's first.
+fn combined(
+    topo: &crate::config::Topology,
+    answers: Vec<(usize, Vec<Row>)>,
+    key: &dyn Fn(&Row) -> Vec<u8>,
+    table: &dyn Fn(&Row) -> String,
+    sum: Option<&ColumnAt>,
+) -> Vec<Row> {
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    let mut by_key: std::collections::HashMap<Vec<u8>, Vec<(usize, Row)>> = Default::default();
     for (node, rows) in answers {
         for r in rows {
-            let n = name(&r);
-            if !by_name.contains_key(&n) {
-                names.push(n.clone());
+            let k = key(&r);
+            if !by_key.contains_key(&k) {
+                keys.push(k.clone());
             }
-            by_name.entry(n).or_default().push((node, r));
+            by_key.entry(k).or_default().push((node, r));
         }
     }
-    let mut out = Vec::with_capacity(names.len());
-    for n in names {
-        let Some(found) = by_name.remove(&n) else {
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let Some(found) = by_key.remove(&k) else {
             continue;
         };
-        let table = String::from_utf8_lossy(&n).to_ascii_lowercase();
-        let row = match topo.table(&table) {
-            Some(crate::routing::TableRule::Broadcast) => found.into_iter().next().map(|f| f.1),
-            Some(crate::routing::TableRule::Single { node }) => pick(found, |n| n == *node),
-            Some(rule) => {
+        let Some(t) = found.first().map(|f| table(&f.1)) else {
+            continue;
+        };
+        let row = match (topo.table(&t), sum) {
+            (Some(crate::routing::TableRule::Single { node }), _) => pick(found, |n| n == *node),
+            (Some(crate::routing::TableRule::Broadcast), _) | (Some(_), None) => {
+                pick(found, |n| n == topo.default_node)
+            }
+            (Some(rule), Some(at)) => {
                 let held = rule.all_nodes(topo);
                 let parts: Vec<Row> = found
                     .into_iter()
@@ -359,12 +411,15 @@ pub(super) fn per_table(
                     .collect();
                 summed(parts, at)
             }
-            None => pick(found, |n| n == topo.default_node),
+            (None, _) => pick(found, |n| n == topo.default_node),
         };
         out.extend(row);
     }
     out
 }
+
+/// Where a status column (by its `SHOW TABLE STATUS` name) is in a row.
+type ColumnAt<'a> = dyn Fn(&str) -> Option<usize> + 'a;
 
 /// A key of a listing's ORDER BY: a select-list position or a column's name.
 pub(super) enum ListKey {
@@ -372,10 +427,72 @@ pub(super) enum ListKey {
     Name(String),
 }
 
-/// Whether `parsed` lists information_schema.TABLES without naming a table: `None` when it
-/// is not such a listing; `Some(Err(why))` when it is one the proxy cannot merge; else its
-/// ORDER BY.
-fn listing_of(parsed: &crate::sql::Parsed) -> Option<Result<Vec<(ListKey, bool)>, &'static str>> {
+/// An `information_schema` table a listing may read: its name, the columns that tell its
+/// rows apart (the schema's and the table's first), and whether its rows are tables' counts
+/// and sizes, to be added up over a sharded table's nodes.
+pub(super) struct Catalog {
+    name: &'static str,
+    keys: &'static [&'static str],
+    sums: bool,
+}
+
+const CATALOGS: [Catalog; 8] = [
+    Catalog {
+        name: "tables",
+        keys: &["TABLE_SCHEMA", "TABLE_NAME"],
+        sums: true,
+    },
+    Catalog {
+        name: "columns",
+        keys: &["TABLE_SCHEMA", "TABLE_NAME", "COLUMN_NAME"],
+        sums: false,
+    },
+    Catalog {
+        name: "statistics",
+        keys: &["TABLE_SCHEMA", "TABLE_NAME", "INDEX_NAME", "SEQ_IN_INDEX"],
+        sums: false,
+    },
+    Catalog {
+        name: "key_column_usage",
+        keys: &[
+            "TABLE_SCHEMA",
+            "TABLE_NAME",
+            "CONSTRAINT_NAME",
+            "COLUMN_NAME",
+        ],
+        sums: false,
+    },
+    Catalog {
+        name: "table_constraints",
+        keys: &["TABLE_SCHEMA", "TABLE_NAME", "CONSTRAINT_NAME"],
+        sums: false,
+    },
+    Catalog {
+        name: "referential_constraints",
+        keys: &["CONSTRAINT_SCHEMA", "TABLE_NAME", "CONSTRAINT_NAME"],
+        sums: false,
+    },
+    Catalog {
+        name: "triggers",
+        keys: &["EVENT_OBJECT_SCHEMA", "EVENT_OBJECT_TABLE", "TRIGGER_NAME"],
+        sums: false,
+    },
+    Catalog {
+        name: "views",
+        keys: &["TABLE_SCHEMA", "TABLE_NAME"],
+        sums: false,
+    },
+];
+
+/// A listing's ORDER BY.
+type Order = Vec<(ListKey, bool)>;
+
+/// Whether `parsed` lists one of [`CATALOGS`] without naming a table: `None` when it is not
+/// such a listing; `Some(Err(why))` when it is one the proxy cannot merge; else which, and
+/// its ORDER BY.
+fn listing_of(
+    parsed: &crate::sql::Parsed,
+) -> Option<Result<(&'static Catalog, Order), &'static str>> {
     use sqlparser::ast::{
         Expr, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, TableFactor,
     };
@@ -392,11 +509,11 @@ fn listing_of(parsed: &crate::sql::Parsed) -> Option<Result<Vec<(ListKey, bool)>
         return None;
     };
     let schema = crate::sql::schema_name(name);
-    if !schema.is_some_and(|x| x.eq_ignore_ascii_case("information_schema"))
-        || crate::sql::table_name(name) != "tables"
-    {
+    if !schema.is_some_and(|x| x.eq_ignore_ascii_case("information_schema")) {
         return None;
     }
+    let table = crate::sql::table_name(name);
+    let catalog = CATALOGS.iter().find(|c| c.name == table)?;
     if let Some(w) = &s.selection {
         let mut named = Vec::new();
         crate::plan::catalog::tables_named(w, parsed, &[], &mut named);
@@ -442,8 +559,16 @@ fn listing_of(parsed: &crate::sql::Parsed) -> Option<Result<Vec<(ListKey, bool)>
         };
         for o in exprs {
             let desc = matches!(o.options.sort, Some(sqlparser::ast::OrderBySort::Desc));
+            let alias_at = |name: &str| {
+                s.projection.iter().position(|i| {
+                    matches!(i, SelectItem::ExprWithAlias { alias, .. } if alias.value.eq_ignore_ascii_case(name))
+                })
+            };
             let key = match &o.expr {
-                Expr::Identifier(i) => ListKey::Name(i.value.clone()),
+                Expr::Identifier(i) => match alias_at(&i.value) {
+                    Some(p) => ListKey::Position(p + 1),
+                    None => ListKey::Name(i.value.clone()),
+                },
                 Expr::CompoundIdentifier(p) => match p.last() {
                     Some(i) => ListKey::Name(i.value.clone()),
                     None => return Some(Err("ordered by an expression")),
@@ -460,7 +585,7 @@ fn listing_of(parsed: &crate::sql::Parsed) -> Option<Result<Vec<(ListKey, bool)>
             order.push((key, desc));
         }
     }
-    Some(Ok(order))
+    Some(Ok((catalog, order)))
 }
 
 /// The first column's bytes (a table's name).
