@@ -583,6 +583,16 @@ fn table_locks_and_key_toggles_go_where_the_tables_are() {
         })
     );
     assert_eq!(plan_of("UNLOCK TABLES"), Plan::Session(SessionOp::Unlock));
+    // The global read lock: every node's.
+    assert_eq!(
+        plan_of("flush tables with read lock;"),
+        Plan::Session(SessionOp::Lock {
+            locks: vec![
+                (0, "flush tables with read lock".into()),
+                (1, "flush tables with read lock".into())
+            ]
+        })
+    );
     // A dump's DISABLE / ENABLE KEYS: every node of the table.
     let Plan::Scatter { targets, ok, .. } = plan_of("ALTER TABLE `t_order` DISABLE KEYS") else {
         panic!()

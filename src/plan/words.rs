@@ -205,6 +205,20 @@ pub(super) fn session_statement(sql: &str, topo: &Topology) -> Option<Plan> {
     if is(0, "LOCK") && (is(1, "TABLES") || is(1, "TABLE")) {
         return Some(lock_tables(sql, topo));
     }
+    // The global read lock of one database is every node's (`mariadb-dump
+    // --lock-all-tables`): taken in node order like LOCK TABLES, released by UNLOCK TABLES.
+    let all = sql::leading_words(sql.trim().trim_end_matches(';'), 6);
+    let words: Vec<String> = all.iter().map(|w| w.to_ascii_uppercase()).collect();
+    if words == ["FLUSH", "TABLES", "WITH", "READ", "LOCK"] {
+        let body = sql.trim().trim_end_matches(';').trim_end().to_string();
+        return Some(Plan::Session(SessionOp::Lock {
+            locks: topo
+                .all_nodes()
+                .into_iter()
+                .map(|n| (n, body.clone()))
+                .collect(),
+        }));
+    }
     if is(0, "UNLOCK") && (is(1, "TABLES") || is(1, "TABLE")) && w.len() == 2 {
         return Some(Plan::Session(SessionOp::Unlock));
     }

@@ -1,6 +1,7 @@
 //! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES`, `SHOW TABLE
 //! STATUS` and `information_schema.TABLES` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
-//! where it is, two sessions in opposite orders without a deadlock; and `mariadb-dump`
+//! where it is, two sessions in opposite orders without a deadlock; `FLUSH TABLES WITH READ
+//! LOCK` locks every node; and `mariadb-dump`
 //! through the proxy, with its defaults, with
 //! `--single-transaction` and with `--no-data`, holds every table, and restored through the
 //! proxy gives the same rows on the same nodes. The test has a database of its own on every
@@ -252,6 +253,25 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         "waited {waited:?}"
     );
 
+    // FLUSH TABLES WITH READ LOCK holds every node's global read lock until UNLOCK TABLES:
+    // a write on ds2, made there directly, waits for it.
+    p.query_drop("FLUSH TABLES WITH READ LOCK")
+        .await
+        .expect("the global read lock");
+    let (_pool, mut ds2) = node_conn(c, 2).await;
+    ds2.query_drop("SET SESSION lock_wait_timeout = 1")
+        .await
+        .expect("a short lock wait");
+    expect_code(
+        ds2.query_drop("UPDATE t_ds SET v = v WHERE id = 1").await,
+        1205,
+        "a write on ds2 under the proxy's global read lock",
+    );
+    p.query_drop("UNLOCK TABLES").await.expect("UNLOCK TABLES");
+    ds2.query_drop("UPDATE t_ds SET v = v WHERE id = 1")
+        .await
+        .expect("the write once the lock is gone");
+    drop(ds2);
     let before = contents(&mut p).await;
     let placed: Vec<Vec<i64>> = {
         let mut v = Vec::new();
