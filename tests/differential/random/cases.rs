@@ -328,12 +328,7 @@ pub(crate) const KNOWN: &[Known] = &[
         // node and a join on the key is run per node. Matched: a row difference in a
         // statement naming the `ci_*` or `bin_*` shard key of a hash_slot or directory table.
         defect: "hash_slot / directory key of a string column: keys its collation equates",
-        matches: |d| {
-            d.why.starts_with("rows differ")
-                && string_keys(d.rules)
-                    .iter()
-                    .any(|(table, key)| names(d.sql, table) && names(d.sql, key))
-        },
+        matches: |d| d.why.starts_with("rows differ") && names_a_key(d.sql, &string_keys(d.rules)),
     },
     Known {
         // A prepared statement's parameters are written into the SQL the nodes get as
@@ -375,10 +370,7 @@ pub(crate) const KNOWN: &[Known] = &[
         // range table.
         defect: "range rule over a _bin string key compares as _ci",
         matches: |d| {
-            d.why.starts_with("rows differ")
-                && bin_range_keys(d.rules)
-                    .iter()
-                    .any(|(table, key)| names(d.sql, table) && names(d.sql, key))
+            d.why.starts_with("rows differ") && names_a_key(d.sql, &bin_range_keys(d.rules))
         },
     },
     Known {
@@ -453,18 +445,31 @@ fn names(sql: &str, word: &str) -> bool {
 
 /// `(table, key column)` of every range table keyed by a `bin_*` column.
 fn bin_range_keys(rules: &str) -> Vec<(String, String)> {
+    keys_of(rules, &["range"], &["bin_"])
+}
+
+/// `(table, key column)` of every hash_slot or directory table keyed by a `ci_*` or `bin_*`
+/// column.
+fn string_keys(rules: &str) -> Vec<(String, String)> {
+    keys_of(rules, &["hash_slot", "directory"], &["ci_", "bin_"])
+}
+
+/// `(table, key column)` of every table of `rules` whose rule is one of `kinds` and whose
+/// key column's name starts with one of `prefixes`.
+fn keys_of(rules: &str, kinds: &[&str], prefixes: &[&str]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut table: Option<String> = None;
-    let mut range = false;
+    let mut kind = false;
     for line in rules.lines().map(str::trim) {
         if let Some(t) = line.strip_prefix("[tables.") {
             table = Some(t.trim_end_matches(']').to_string());
-            range = false;
-        } else if line.starts_with("rule = \"range\"") {
-            range = true;
+            kind = false;
+        } else if let Some(r) = line.strip_prefix("rule = \"") {
+            kind = kinds.contains(&r.trim_end_matches('"'));
         } else if let Some(c) = line.strip_prefix("column = \"") {
             let c = c.trim_end_matches('"');
-            if let (Some(t), true, true) = (&table, range, c.starts_with("bin_")) {
+            let named = prefixes.iter().any(|p| c.starts_with(p));
+            if let (Some(t), true, true) = (&table, kind, named) {
                 out.push((t.clone(), c.to_string()));
             }
         }
@@ -472,29 +477,10 @@ fn bin_range_keys(rules: &str) -> Vec<(String, String)> {
     out
 }
 
-/// `(table, key column)` of every hash_slot or directory table keyed by a `ci_*` or `bin_*`
-/// column.
-fn string_keys(rules: &str) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut table: Option<String> = None;
-    let mut hashed = false;
-    for line in rules.lines().map(str::trim) {
-        if let Some(t) = line.strip_prefix("[tables.") {
-            table = Some(t.trim_end_matches(']').to_string());
-            hashed = false;
-        } else if line.starts_with("rule = \"hash_slot\"")
-            || line.starts_with("rule = \"directory\"")
-        {
-            hashed = true;
-        } else if let Some(c) = line.strip_prefix("column = \"") {
-            let c = c.trim_end_matches('"');
-            let string = c.starts_with("ci_") || c.starts_with("bin_");
-            if let (Some(t), true, true) = (&table, hashed, string) {
-                out.push((t.clone(), c.to_string()));
-            }
-        }
-    }
-    out
+/// Does the statement name one of `keys`' tables and its key column?
+fn names_a_key(sql: &str, keys: &[(String, String)]) -> bool {
+    keys.iter()
+        .any(|(table, key)| names(sql, table) && names(sql, key))
 }
 
 #[test]
