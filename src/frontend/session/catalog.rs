@@ -17,16 +17,29 @@ use super::{Outcome, Session};
 use crate::error::MyError;
 use crate::exec::door::{Access, Sink};
 use crate::merge::Row;
-use crate::plan::{OkMerge, Plan, Target};
+use crate::plan::{Plan, Target};
 use crate::sql::lex::{Kind, Mode};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
-    /// `SHOW [FULL] TABLES [FROM db] [LIKE 'p' | WHERE ...]` of the session's database,
-    /// answered over every node; `None` for any other statement.
-    pub(super) async fn show_tables(&mut self, sql: &str) -> Option<Outcome> {
-        if !crate::sql::first_word(sql).is_some_and(|w| w.eq_ignore_ascii_case("SHOW")) {
-            return None;
+    /// A statement the proxy answers itself about the database as a whole (this module) or
+    /// about the views it keeps (`super::views`), told by its first word, read once; `None`
+    /// for any other.
+    pub(super) async fn own_answer(&mut self, sql: &str) -> Option<Outcome> {
+        let first = crate::sql::first_word(sql)?;
+        if first.eq_ignore_ascii_case("SELECT") {
+            return self.tables_listing(sql).await;
         }
+        if first.eq_ignore_ascii_case("SHOW") {
+            if let Some(out) = self.show_tables(sql).await {
+                return Some(out);
+            }
+        }
+        self.view_statement(sql, first).await
+    }
+
+    /// `SHOW [FULL] TABLES [FROM db] [LIKE 'p' | WHERE ...]` of the session's database,
+    /// answered over every node; `None` for any other `SHOW`.
+    async fn show_tables(&mut self, sql: &str) -> Option<Outcome> {
         let mode = self.mode();
         let toks = crate::sql::lex::statement_tokens(sql, mode);
         let toks: &[crate::sql::lex::Tok] = &toks;
@@ -80,11 +93,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// where that table is, `crate::plan::catalog`): run on every node, a row per table (per
     /// column, index part, ...) as its table's rule places it, TABLES' counts and sizes
     /// summed where it is sharded. `None` for any other statement; 1235 for a listing of a
-    /// form the proxy cannot merge (joins, grouping, LIMIT, subqueries, expressions).
-    pub(super) async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
-        if !crate::sql::first_word(sql).is_some_and(|w| w.eq_ignore_ascii_case("SELECT"))
-            || !crate::sql::contains_ci(sql.as_bytes(), b"information_schema")
-        {
+    /// form the proxy cannot merge (joins, grouping, LIMIT, subqueries, expressions). Of
+    /// `SELECT`s only.
+    async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
+        if !crate::sql::contains_ci(sql.as_bytes(), b"information_schema") {
             return None;
         }
         let parsed = crate::sql::parse_in(sql, self.mode()).ok()?;
@@ -297,37 +309,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         pattern: Option<&str>,
         filtered: bool,
     ) -> Outcome {
-        let topo = self.topo.clone();
         // The default node first: its column names (`Tables_in_<its database>`) stand.
-        let mut nodes = topo.all_nodes();
-        nodes.sort_by_key(|n| (*n != topo.default_node, *n));
-        let plan = Plan::Scatter {
-            targets: nodes
-                .iter()
-                .map(|&node| Target {
-                    node,
-                    sql: sql.to_string(),
-                    params: Vec::new(),
-                })
-                .collect(),
-            ok: OkMerge::Copies,
-        };
-        let mut out = crate::exec::collect::Collect::new(u64::MAX);
-        crate::exec::run(&plan, &topo, Access::Read, &mut self.nodes, &mut out).await?;
-        let (Some(cols), false) = (out.cols.clone(), out.over || out.bad) else {
-            return Err(MyError::internal(
-                "shardproxy: SHOW TABLES gave no whole answer",
-            ));
-        };
-        let name = |r: &crate::merge::Row| match r.first() {
-            Some(Some(Value::Bytes(b))) => b.clone(),
-            _ => Vec::new(),
-        };
+        let (cols, answers) = self.on_every_node(sql).await?;
         let mut seen = HashSet::new();
-        let mut rows: Vec<crate::merge::Row> = out
-            .rows
+        let mut rows: Vec<Row> = answers
             .into_iter()
-            .filter(|r| seen.insert(name(r)))
+            .flat_map(|(_, rows)| rows)
+            .filter(|r| seen.insert(first_bytes(r)))
             .collect();
         if !filtered {
             for v in self.shared.views.load().all() {
@@ -345,7 +333,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
             }
         }
-        rows.sort_by_key(name);
+        rows.sort_by_key(first_bytes);
         self.write_rows(&cols, &rows);
         Ok(())
     }

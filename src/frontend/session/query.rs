@@ -88,13 +88,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn statement(&mut self, sql: &str) -> Outcome {
-        if let Some(out) = self.show_tables(sql).await {
-            return out;
-        }
-        if let Some(out) = self.tables_listing(sql).await {
-            return out;
-        }
-        if let Some(out) = self.view_statement(sql).await {
+        if let Some(out) = self.own_answer(sql).await {
             return out;
         }
         let expanded = self.expanded(sql)?;

@@ -39,9 +39,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .map_err(|r| MyError::new(r.code, r.message))
     }
 
-    /// A statement about views the proxy keeps, answered; `None` for any other.
-    pub(super) async fn view_statement(&mut self, sql: &str) -> Option<Outcome> {
-        let first = crate::sql::first_word(sql)?;
+    /// A statement about views the proxy keeps, answered; `None` for any other. `first`:
+    /// its first word.
+    pub(super) async fn view_statement(&mut self, sql: &str, first: &str) -> Option<Outcome> {
         if first.eq_ignore_ascii_case("SHOW") {
             return self.show_views(sql).await;
         }
