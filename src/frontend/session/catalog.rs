@@ -21,25 +21,9 @@ use crate::plan::{Plan, Target};
 use crate::sql::lex::{Kind, Mode};
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
-    /// A statement the proxy answers itself about the database as a whole (this module) or
-    /// about the views it keeps (`super::views`), told by its first word, read once; `None`
-    /// for any other.
-    pub(super) async fn own_answer(&mut self, sql: &str) -> Option<Outcome> {
-        let first = crate::sql::first_word(sql)?;
-        if first.eq_ignore_ascii_case("SELECT") {
-            return self.tables_listing(sql).await;
-        }
-        if first.eq_ignore_ascii_case("SHOW") {
-            if let Some(out) = self.show_tables(sql).await {
-                return Some(out);
-            }
-        }
-        self.view_statement(sql, first).await
-    }
-
     /// `SHOW [FULL] TABLES [FROM db] [LIKE 'p' | WHERE ...]` of the session's database,
     /// answered over every node; `None` for any other `SHOW`.
-    async fn show_tables(&mut self, sql: &str) -> Option<Outcome> {
+    pub(super) async fn show_tables(&mut self, sql: &str) -> Option<Outcome> {
         let mode = self.mode();
         let toks = crate::sql::lex::statement_tokens(sql, mode);
         let toks: &[crate::sql::lex::Tok] = &toks;
@@ -95,7 +79,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// summed where it is sharded. `None` for any other statement; 1235 for a listing of a
     /// form the proxy cannot merge (joins, grouping, LIMIT, subqueries, expressions). Of
     /// `SELECT`s only.
-    async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
+    pub(super) async fn tables_listing(&mut self, sql: &str) -> Option<Outcome> {
         if !crate::sql::contains_ci(sql.as_bytes(), b"information_schema") {
             return None;
         }

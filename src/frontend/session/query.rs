@@ -88,8 +88,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn statement(&mut self, sql: &str) -> Outcome {
-        if let Some(out) = self.own_answer(sql).await {
-            return out;
+        // What the proxy answers itself, about the database as a whole
+        // (`super::catalog`) and the views it keeps (`super::views`), told by the first
+        // word. (Called from here, not through one more async layer: the session's future
+        // is as deep as the compiler lays out.)
+        if let Some(first) = sql::first_word(sql) {
+            let own = if first.eq_ignore_ascii_case("SELECT") {
+                self.tables_listing(sql).await
+            } else if first.eq_ignore_ascii_case("SHOW") {
+                match self.show_tables(sql).await {
+                    Some(out) => Some(out),
+                    None => self.view_statement(sql, first).await,
+                }
+            } else {
+                self.view_statement(sql, first).await
+            };
+            if let Some(out) = own {
+                return out;
+            }
         }
         let expanded = self.expanded(sql)?;
         let sql = expanded.as_deref().unwrap_or(sql);
