@@ -28,6 +28,7 @@ mod key_update;
 mod moves;
 mod prepared;
 mod query;
+mod view_columns;
 mod views;
 
 const COM_QUIT: u8 = 0x01;

@@ -14,6 +14,7 @@ mod select;
 pub mod tier;
 pub mod tree;
 mod uses;
+pub mod view_catalog;
 pub mod views;
 mod words;
 

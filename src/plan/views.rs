@@ -674,3 +674,14 @@ fn written_view<'v>(
 #[cfg(test)]
 #[path = "views_tests.rs"]
 mod tests;
+
+/// A character set's default collation, as SHOW CREATE VIEW and information_schema.VIEWS
+/// name the connection's.
+pub fn default_collation(charset: &str) -> String {
+    match charset {
+        "binary" => "binary".into(),
+        "latin1" => "latin1_swedish_ci".into(),
+        "utf8" => "utf8mb3_general_ci".into(),
+        cs => format!("{cs}_general_ci"),
+    }
+}

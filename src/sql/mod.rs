@@ -220,6 +220,28 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
 /// (`Shared::server_version`).
 pub const VERSION_ID: u32 = 50799;
 
+/// `sql` as its tokens, without its comments: an executable comment's body stays (`/*!50001
+/// CREATE ALGORITHM=UNDEFINED */ /*!50013 DEFINER=... */ /*!50001 VIEW v AS ... */`, the
+/// way a dump writes a view, reads `CREATE ALGORITHM=UNDEFINED DEFINER=... VIEW v AS ...`),
+/// a plain comment goes; tokens that touched still touch, others are one space apart. As
+/// it is when it has no comment.
+pub fn without_comments(sql: &str, mode: lex::Mode) -> std::borrow::Cow<'_, str> {
+    if !sql.contains("/*") && !sql.contains('#') && !sql.contains("--") {
+        return std::borrow::Cow::Borrowed(sql.trim());
+    }
+    let toks = lex::statement_tokens(sql, mode);
+    let mut out = String::with_capacity(sql.len());
+    let mut last: Option<usize> = None;
+    for t in &toks {
+        if last.is_some_and(|end| end < t.start) {
+            out.push(' ');
+        }
+        out.push_str(t.text(sql));
+        last = Some(t.end);
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A statement that is one MySQL executable comment, `/*!NNNNN body */` or `/*! body */`
 /// (dump files wrap their SETs, `ALTER TABLE ... DISABLE KEYS` and more in them), whose
 /// version the proxy's satisfies: its body, which MySQL runs as the statement. `None` for
@@ -654,6 +676,19 @@ mod tests {
         assert_eq!(executable_comment("SELECT 1 /*!40101 , 2 */"), None);
         assert_eq!(executable_comment("/* plain */ SELECT 1"), None);
         assert_eq!(executable_comment("/*!40101 */"), None);
+    }
+
+    #[test]
+    fn a_dumps_view_reads_without_its_comments() {
+        let m = lex::Mode::default();
+        assert_eq!(
+            without_comments(
+                "/*!50001 CREATE ALGORITHM=UNDEFINED */\n/*!50013 DEFINER=`app`@`%` SQL SECURITY DEFINER */\n/*!50001 VIEW `v` AS SELECT a.id, 'x /* y */' FROM a /* plain */ WHERE a.id>1 */",
+                m
+            ),
+            "CREATE ALGORITHM=UNDEFINED DEFINER=`app`@`%` SQL SECURITY DEFINER VIEW `v` AS SELECT a.id, 'x /* y */' FROM a WHERE a.id>1"
+        );
+        assert_eq!(without_comments(" SELECT 1 ", m), "SELECT 1");
     }
 
     #[test]

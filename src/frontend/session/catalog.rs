@@ -130,6 +130,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             hidden.push(format!(", {} AS __sp_o{i}", crate::sql::write::quoted(n)));
         }
         let node_sql = format!("{}{}{}", &sql[..end], hidden.concat(), &sql[end..]);
+        let node_sql = self
+            .catalog_with_views(&node_sql)
+            .await?
+            .unwrap_or(node_sql);
         let (all_cols, answers) = self.on_every_node(&node_sql).await?;
         let extra = catalog.keys.len() + sort_names.len();
         let visible = all_cols.len().saturating_sub(extra);
@@ -160,7 +164,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let mut mine = Vec::new();
             for r in rows {
                 if String::from_utf8_lossy(&text(&r, schema)).eq_ignore_ascii_case(&db) {
-                    mine.push(r);
+                    if !internal(&text(&r, table)) {
+                        mine.push(r);
+                    }
                 } else if seen.insert(key(&r)) {
                     others.push(r);
                 }
@@ -256,6 +262,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .position(|c| c.name_str().eq_ignore_ascii_case(name))
         };
         let mut out = per_table(&topo, answers, &first_bytes, &at);
+        out.retain(|r| !internal(&first_bytes(r)));
         if !filtered {
             for v in self.shared.views.load().all() {
                 if pattern.is_some_and(|p| !like(v.name.as_bytes(), p.as_bytes()))
@@ -299,7 +306,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let mut rows: Vec<Row> = answers
             .into_iter()
             .flat_map(|(_, rows)| rows)
-            .filter(|r| seen.insert(first_bytes(r)))
+            .filter(|r| !internal(&first_bytes(r)) && seen.insert(first_bytes(r)))
             .collect();
         if !filtered {
             for v in self.shared.views.load().all() {
@@ -558,6 +565,15 @@ fn listing_of(
         }
     }
     Some(Ok((catalog, order)))
+}
+
+/// Whether a table is one the proxy keeps for itself in the nodes' databases (a sequence's
+/// blocks, XA decisions): not the application's, so no listing shows it (a dump would carry
+/// it, a migration tool would drop it).
+fn internal(name: &[u8]) -> bool {
+    [crate::exec::sequence::TABLE, crate::exec::txn::DECISIONS]
+        .iter()
+        .any(|t| name.eq_ignore_ascii_case(t.as_bytes()))
 }
 
 /// The first column's bytes (a table's name).

@@ -106,7 +106,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if let Some(out) = own {
                 return out;
             }
+        } else if sql.contains("/*!") {
+            // Only executable comments: a dump's view (`/*!50001 CREATE ALGORITHM=UNDEFINED
+            // */ /*!50013 DEFINER=... */ /*!50001 VIEW v AS ... */`).
+            let toks = crate::sql::lex::statement_tokens(sql, self.mode());
+            if let Some(first) = toks.first().map(|t| t.text(sql)) {
+                if let Some(out) = self.view_statement(sql, first).await {
+                    return out;
+                }
+            }
         }
+        // The kept views' rows in information_schema, and their tables in LOCK TABLES.
+        let first = sql::first_word(sql).unwrap_or_default();
+        let cataloged = if first.eq_ignore_ascii_case("SELECT") {
+            self.catalog_with_views(sql).await?
+        } else if first.eq_ignore_ascii_case("LOCK") {
+            self.locks_with_views(sql)
+        } else {
+            None
+        };
+        let sql = cataloged.as_deref().unwrap_or(sql);
         let expanded = self.expanded(sql)?;
         let sql = expanded.as_deref().unwrap_or(sql);
         // (A SET of user variables and autocommit is the first's: each part in its turn.)

@@ -49,7 +49,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .iter()
             .any(|w| first.eq_ignore_ascii_case(w))
         {
-            return self.describe_view(sql);
+            return self.describe_view(sql).await;
         }
         if !["CREATE", "ALTER", "DROP"]
             .iter()
@@ -57,6 +57,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         {
             return None;
         }
+        // A dump's view, its clauses in executable comments, reads as the statement.
+        let plain;
+        let sql = if sql.contains("/*!") || sql.contains("/*M!") {
+            plain = crate::sql::without_comments(sql, self.mode());
+            plain.as_ref()
+        } else {
+            sql
+        };
         let ddl = match views::ddl(sql, self.mode())? {
             Ok(d) => d,
             Err(why) if why == "variable" && self.keeps_view_named(sql) => {
@@ -385,18 +393,28 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let full = is(1, "FULL");
         let at = usize::from(full) + 1;
         if (is(at, "COLUMNS") || is(at, "FIELDS")) && (is(at + 1, "FROM") || is(at + 1, "IN")) {
-            let t = toks.get(at + 2)?;
-            let name = name_at(sql, std::slice::from_ref(t), 0)?.1;
-            let view = kept.get(&name)?;
-            return Some(Err(refused_describe(&view.name)));
+            let (schema, name, mut next) = views::object_name(sql, toks, at + 2)?;
+            let view = kept.get(&name)?.clone();
+            if is(next, "FROM") || is(next, "IN") {
+                let (_, db) = name_at(sql, toks.get(next + 1..next + 2)?, 0)?;
+                if !self.own_schema(Some(&db)) {
+                    return None;
+                }
+                next += 2;
+            }
+            if !self.own_schema(schema.as_deref()) {
+                return None;
+            }
+            let tail = toks.get(next).map_or("", |t| &sql[t.start..]);
+            let tail = tail.trim_end().trim_end_matches(';').to_string();
+            return Some(self.view_columns(view, full, &tail).await);
         }
         None
     }
 
-    /// `DESCRIBE v [col]` of a kept view: its columns' types are what MariaDB infers from
-    /// the SELECT on one server, which no node can answer for rows spread over several.
-    fn describe_view(&self, sql: &str) -> Option<Outcome> {
-        let kept = self.shared.views.load();
+    /// `DESCRIBE v [col]` of a kept view: `SHOW COLUMNS FROM v [LIKE 'col']`.
+    async fn describe_view(&mut self, sql: &str) -> Option<Outcome> {
+        let kept = self.shared.views.load_full();
         if kept.is_empty() {
             return None;
         }
@@ -410,8 +428,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let (schema, name) = name_at(sql, toks.get(..name_end)?, 1)?;
         let view = kept
             .get(&name)
-            .filter(|_| self.own_schema(schema.as_deref()))?;
-        Some(Err(refused_describe(&view.name)))
+            .filter(|_| self.own_schema(schema.as_deref()))?
+            .clone();
+        let mut tail = String::new();
+        if let Some(col) = toks.get(name_end) {
+            tail.push_str("LIKE ");
+            match col.kind {
+                Kind::Str => tail.push_str(col.text(sql)),
+                _ => {
+                    let (_, c) = name_at(sql, std::slice::from_ref(col), 0)?;
+                    crate::sql::write::text(&mut tail, &c);
+                }
+            }
+        }
+        Some(self.view_columns(view, false, &tail).await)
     }
 
     fn write_create_view(&mut self, view: &View) -> Outcome {
@@ -432,7 +462,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(Value::Bytes(view.name.clone().into_bytes())),
             Some(Value::Bytes(view.create_statement().into_bytes())),
             Some(Value::Bytes(view.charset.clone().into_bytes())),
-            Some(Value::Bytes(default_collation(&view.charset).into_bytes())),
+            Some(Value::Bytes(
+                views::default_collation(&view.charset).into_bytes(),
+            )),
         ];
         let status = self.status();
         let (_, mut sink) = self.sink(false);
@@ -448,9 +480,9 @@ fn failed(e: mysql_async::Error) -> MyError {
     MyError::new(1105, format!("metadata: {e}"))
 }
 
-fn refused_describe(view: &str) -> MyError {
+pub(super) fn refused_describe(view: &str) -> MyError {
     MyError::unsupported(format!(
-        "shardproxy: the columns of `{view}`, a view it keeps over sharded tables, have the types MariaDB infers from its SELECT on one server: SHOW CREATE VIEW gives the SELECT, and SELECT * FROM {view} LIMIT 0 its columns"
+        "shardproxy: the columns of `{view}`, a view it keeps, have the types MariaDB infers from its SELECT on one server, and no node holds every table it reads: SHOW CREATE VIEW gives the SELECT, and SELECT * FROM {view} LIMIT 0 its columns"
     ))
 }
 
@@ -474,14 +506,4 @@ fn mode_flags(m: Mode) -> String {
         f.push("NO_BACKSLASH_ESCAPES");
     }
     f.join(",")
-}
-
-/// A character set's default collation, as SHOW CREATE VIEW names the connection's.
-fn default_collation(charset: &str) -> String {
-    match charset {
-        "binary" => "binary".into(),
-        "latin1" => "latin1_swedish_ci".into(),
-        "utf8" => "utf8mb3_general_ci".into(),
-        cs => format!("{cs}_general_ci"),
-    }
 }
