@@ -1,11 +1,13 @@
-//! One database to the tools (issue 29, in part): `SHOW [FULL] TABLES`, `SHOW TABLE
-//! STATUS` and `information_schema.TABLES` list every table once, wherever its rule puts it; `LOCK TABLES` locks each table
-//! where it is, two sessions in opposite orders without a deadlock; `FLUSH TABLES WITH READ
-//! LOCK` locks every node; and `mariadb-dump`
-//! through the proxy, with its defaults, with
-//! `--single-transaction` and with `--no-data`, holds every table, and restored through the
-//! proxy gives the same rows on the same nodes. The test has a database of its own on every
-//! node, so a dump of it sees no other test's tables.
+//! One database to the tools (issue 29): `SHOW [FULL] TABLES`, `SHOW TABLE STATUS` and
+//! `information_schema.TABLES` list every table and kept view once, wherever its rule puts
+//! it, and not the proxy's own tables; `LOCK TABLES` locks each table where it is (a view's
+//! tables too), two sessions in opposite orders without a deadlock; `FLUSH TABLES WITH READ
+//! LOCK` locks every node; and `mariadb-dump` through the proxy, with its defaults, with
+//! `--single-transaction` and with `--no-data`, holds every table and view of every rule
+//! kind (hash, range, directory, time-tier, broadcast, single, default node), and restored
+//! through the proxy into emptied nodes gives the same rows on the same nodes, the view
+//! again, and a sequence that continues above the restored ids. The test has a database of
+//! its own on every node, so a dump of it sees no other test's tables.
 
 use std::process::{Command, Stdio};
 
@@ -16,23 +18,44 @@ use super::*;
 
 const DB: &str = "dumpdb";
 
-/// hash_slot `t_dh` over the four nodes, broadcast `t_db`, `t_ds` on ds2 alone, and `t_dd`
+const META: &str = "dumpmeta";
+
+/// hash_slot `t_dh` over the four nodes, `t_dq` the same with a sequence for its ids,
+/// broadcast `t_db`, `t_ds` on ds2 alone, range `t_dr` by id, directory `t_dy` (one key on
+/// ds3, the rest hashed), time-tier `t_dt` (hot on ds0 from 2024, cold on ds1), and `t_dd`
 /// on the default node (named by no rule).
-fn rules(c: &Cluster) -> String {
-    let mut s = String::from(
+fn rules(c: &Cluster, directed: i64) -> String {
+    let mut s = format!(
         "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
-         users = [{ name = \"app\", password = \"app\" }]\n\n[nodes]\n",
+         users = [{{ name = \"app\", password = \"app\" }}]\n\n[metadata]\nurl = \"{}\"\n\n[nodes]\n",
+        c.root_url(0, META)
     );
     for i in 0..NODES {
         s.push_str(&format!("ds{i} = \"{}\"\n", c.root_url(i, DB)));
     }
     s.push('\n');
     s.push_str(&sharded("t_dh"));
-    s.push_str("[tables.t_db]\nrule = \"broadcast\"\n\n[tables.t_ds]\nrule = \"single\"\nnode = \"ds2\"\n\n");
+    s.push_str(&sharded("t_dq"));
+    s.insert_str(
+        s.trim_end().len(),
+        "\nkey_generator = { column = \"id\", kind = \"sequence\" }",
+    );
+    s.push_str(&format!(
+        "\n[tables.t_db]\nrule = \"broadcast\"\n\n[tables.t_ds]\nrule = \"single\"\nnode = \"ds2\"\n\n\
+         [tables.t_dr]\nrule = \"range\"\ncolumn = \"id\"\n\
+         ranges = [{{ below = 5, node = \"ds0\" }}, {{ below = 9, node = \"ds1\" }}, {{ node = \"ds3\" }}]\n\n\
+         [tables.t_dy]\nrule = \"directory\"\ncolumn = \"user_id\"\nentries = {{ \"{directed}\" = \"ds3\" }}\n\
+         fallback = {{ rule = \"hash_slot\", slots = [{{ slots = \"0-511\", node = \"ds0\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}] }}\n\n\
+         [tables.t_dt]\nrule = \"time_tier\"\ncolumn = \"d\"\n\
+         tiers = [{{ name = \"hot\", node = \"ds0\", lower = \"2024-01-01\" }}, {{ name = \"cold\", node = \"ds1\" }}]\n\n"
+    ));
     s
 }
 
-const TABLES: [&str; 4] = ["t_db", "t_dd", "t_dh", "t_ds"];
+const TABLES: [&str; 8] = [
+    "t_db", "t_dd", "t_dh", "t_dq", "t_dr", "t_ds", "t_dt", "t_dy",
+];
+const VIEW: &str = "v_dump";
 
 async fn node_conn(c: &Cluster, node: usize) -> (mysql_async::Pool, Conn) {
     let pool = mysql_async::Pool::new(
@@ -42,18 +65,25 @@ async fn node_conn(c: &Cluster, node: usize) -> (mysql_async::Pool, Conn) {
     (pool, conn)
 }
 
-/// Every table's rows through the proxy, as text.
+/// Every table's and the view's rows through the proxy, as text.
 async fn contents(p: &mut Conn) -> Vec<(String, Vec<String>)> {
     let mut out = Vec::new();
     for t in TABLES {
         let rows: Vec<String> = p
             .query(format!(
-                "SELECT CONCAT_WS('|', id, user_id, v) FROM {t} ORDER BY id"
+                "SELECT CONCAT_WS('|', id, user_id, v, d) FROM {t} ORDER BY id"
             ))
             .await
             .expect("read a table");
         out.push((t.to_string(), rows));
     }
+    let rows: Vec<String> = p
+        .query(format!(
+            "SELECT CONCAT_WS('|', id, v, bv) FROM {VIEW} ORDER BY id"
+        ))
+        .await
+        .expect("read the view");
+    out.push((VIEW.to_string(), rows));
     out
 }
 
@@ -116,39 +146,54 @@ fn restore(port: u16, file: &str) {
 #[tokio::test]
 async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they_were() {
     let c = cluster();
-    for node in 0..NODES {
-        let pool = c.direct(node);
-        let mut conn = pool.get_conn().await.expect("node");
-        conn.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
-            .await
-            .expect("drop");
-        conn.query_drop(format!("CREATE DATABASE {DB}"))
-            .await
-            .expect("create");
-    }
-    let proxy = start_proxy_with_rules(rules(c));
+    emptied(c, &[DB, META]).await;
+    let keys = spread_keys(3, 0);
+    let proxy = start_proxy_with_rules(rules(c, keys[0]));
     let mut p = Conn::new(mysql_async::Opts::from_url(&proxy.url(DB)).expect("proxy URL"))
         .await
         .expect("connect to the proxy");
-    let keys = spread_keys(3, 0);
     for t in TABLES {
         p.query_drop(format!(
-            "CREATE TABLE {t} (id INT PRIMARY KEY, user_id BIGINT NOT NULL, v VARCHAR(20))"
+            "CREATE TABLE {t} (id INT PRIMARY KEY, user_id BIGINT NOT NULL, v VARCHAR(20), d DATE NOT NULL)"
         ))
         .await
         .expect("create a table");
         for (i, k) in keys.iter().enumerate() {
+            // Every other row hot, the others cold.
+            let d = if i % 2 == 0 {
+                "2025-03-01"
+            } else {
+                "2022-03-01"
+            };
+            if t == "t_dq" {
+                // Ids from the table's sequence.
+                p.exec_drop(
+                    "INSERT INTO t_dq (user_id, v, d) VALUES (?, ?, ?)",
+                    (*k, format!("{t}-{i}"), d),
+                )
+                .await
+                .expect("insert with a generated id");
+                continue;
+            }
             p.exec_drop(
-                format!("INSERT INTO {t} VALUES (?, ?, ?)"),
-                (i as i64 + 1, *k, format!("{t}-{i}")),
+                format!("INSERT INTO {t} VALUES (?, ?, ?, ?)"),
+                (i as i64 + 1, *k, format!("{t}-{i}"), d),
             )
             .await
             .expect("insert");
         }
     }
-    // Every table once, in name order, as one server lists them.
+    p.query_drop(format!(
+        "CREATE VIEW {VIEW} AS SELECT h.id, h.v, b.v AS bv FROM t_dh h JOIN t_db b ON b.id = h.id"
+    ))
+    .await
+    .expect("a view over a hashed and a broadcast table");
+    // Every table once and the view, in name order, as one server lists them; not the
+    // sequence's table the proxy keeps beside them.
     let names: Vec<String> = p.query("SHOW TABLES").await.expect("SHOW TABLES");
-    assert_eq!(names, TABLES);
+    let mut all: Vec<&str> = TABLES.to_vec();
+    all.push(VIEW);
+    assert_eq!(names, all);
     let full: Vec<(String, String)> = p
         .query("SHOW FULL TABLES LIKE 't\\_d%'")
         .await
@@ -162,7 +207,30 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .iter()
         .map(|r| r.get::<String, _>("Name").expect("Name"))
         .collect();
-    assert_eq!(status_names, TABLES);
+    assert_eq!(status_names, all);
+    // The view's columns as MariaDB infers them, asked of a node holding its tables.
+    let fields: Vec<mysql_async::Row> = p
+        .query(format!("DESCRIBE {VIEW}"))
+        .await
+        .expect("DESCRIBE a kept view");
+    let fields: Vec<(String, String)> = fields
+        .iter()
+        .map(|r| {
+            (
+                r.get::<String, _>("Field").expect("Field"),
+                r.get::<String, _>("Type").expect("Type"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("id", "int(11)"),
+            ("v", "varchar(20)"),
+            ("bv", "varchar(20)")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
     // information_schema.TABLES listed as one database: each table once, a sharded table's
     // row estimate the sum of its nodes', a broadcast table's one copy's.
     let mut estimates = Vec::new();
@@ -184,7 +252,7 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         }
         estimates.push(per_node);
     }
-    let listed: Vec<(String, u64)> = p
+    let listed: Vec<(String, Option<u64>)> = p
         .query(
             "SELECT TABLE_NAME, TABLE_ROWS FROM information_schema.TABLES \
              WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME",
@@ -192,8 +260,16 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .await
         .expect("information_schema.TABLES through the proxy");
     let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, TABLES);
-    let rows_of = |t: &str| listed.iter().find(|(n, _)| n == t).map(|r| r.1);
+    assert_eq!(names, all);
+    let kinds: Vec<(String, Option<String>)> = p
+        .query(format!(
+            "SELECT table_type, engine FROM information_schema.TABLES \
+             WHERE table_schema = DATABASE() AND table_name = '{VIEW}'"
+        ))
+        .await
+        .expect("the view's row in information_schema.TABLES");
+    assert_eq!(kinds, [("VIEW".to_string(), None)]);
+    let rows_of = |t: &str| listed.iter().find(|(n, _)| n == t).and_then(|r| r.1);
     assert_eq!(rows_of("t_dh"), Some(estimates[0].iter().sum::<u64>()));
     assert_eq!(rows_of("t_db"), Some(estimates[1][0]));
     // information_schema.COLUMNS the same: each table's columns once, in the asked order.
@@ -206,7 +282,7 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .expect("information_schema.COLUMNS through the proxy");
     let want: Vec<(String, String)> = TABLES
         .iter()
-        .flat_map(|t| ["id", "user_id", "v"].map(|c| (t.to_string(), c.to_string())))
+        .flat_map(|t| ["id", "user_id", "v", "d"].map(|c| (t.to_string(), c.to_string())))
         .collect();
     assert_eq!(columns, want);
     // What cannot be merged is refused, not answered from one node.
@@ -219,9 +295,16 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         "an aggregate over the listing",
     );
     // LOCK TABLES of tables on different nodes: each where it is.
-    p.query_drop("LOCK TABLES t_ds READ, t_dd READ, t_dh READ, t_db READ")
+    p.query_drop(format!(
+        "LOCK TABLES t_ds READ, t_dd READ, t_dh READ, t_db READ, t_dr READ, t_dt READ, t_dy READ, {VIEW} READ"
+    ))
+    .await
+    .expect("LOCK TABLES over every placement and a view");
+    let viewed: Vec<i64> = p
+        .query(format!("SELECT id FROM {VIEW} ORDER BY id"))
         .await
-        .expect("LOCK TABLES over every placement");
+        .expect("the view read under its tables' locks");
+    assert_eq!(viewed.len(), keys.len());
     p.query_drop("UNLOCK TABLES").await.expect("UNLOCK TABLES");
     // Two sessions locking tables of two nodes in opposite orders: the second waits for the
     // first, and neither deadlocks (each node's locks are taken in node order).
@@ -282,11 +365,24 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
     };
     let n = keys.len() as i64;
     assert_eq!(placed[0], vec![n; NODES], "broadcast t_db");
-    assert_eq!(placed[3][2], n, "t_ds on ds2");
+    assert_eq!(placed[5], vec![-1, -1, n, -1], "t_ds on ds2 alone");
+    assert_eq!(placed[4], vec![4, 4, 0, n - 8], "t_dr by its ranges");
+    assert_eq!(placed[6], vec![n / 2, n / 2, 0, 0], "t_dt hot and cold");
+    assert_eq!(placed[7][3], 1, "t_dy's directed key on ds3");
 
     let defaults = dump(proxy.port, &[]);
     let single = dump(proxy.port, &["--single-transaction"]);
     let schema = dump(proxy.port, &["--no-data"]);
+    for (what, file) in [("default", &defaults), ("--single-transaction", &single)] {
+        assert!(
+            file.contains(&format!("VIEW `{VIEW}` AS")),
+            "the {what} dump lacks the view"
+        );
+        assert!(
+            !file.contains("shardproxy_sequences"),
+            "the {what} dump holds the proxy's own table"
+        );
+    }
     for t in TABLES {
         for (what, file) in [("default", &defaults), ("--single-transaction", &single)] {
             assert!(
@@ -301,10 +397,13 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         );
     }
 
-    // Restored through the proxy into the emptied database: the same rows, where they were.
-    for t in TABLES {
-        p.query_drop(format!("DROP TABLE {t}")).await.expect("drop");
-    }
+    // Restored through the proxy into emptied nodes (the view dropped too): the same rows,
+    // where they were, and the view again.
+    p.query_drop(format!("DROP VIEW {VIEW}"))
+        .await
+        .expect("drop the view");
+    drop(p);
+    emptied(c, &[DB]).await;
     restore(proxy.port, &defaults);
     let mut p = Conn::new(mysql_async::Opts::from_url(&proxy.url(DB)).expect("proxy URL"))
         .await
@@ -317,12 +416,49 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
             "{t} per node after the round trip"
         );
     }
+    // The sequence goes on above the restored ids.
+    let restored_max: Option<i64> = p
+        .query_first("SELECT MAX(id) FROM t_dq")
+        .await
+        .expect("the largest restored id");
+    p.exec_drop(
+        "INSERT INTO t_dq (user_id, v, d) VALUES (?, 'after', '2025-05-05')",
+        (keys[1],),
+    )
+    .await
+    .expect("an insert after the restore");
+    let next: Option<i64> = p
+        .query_first("SELECT LAST_INSERT_ID()")
+        .await
+        .expect("its id");
+    assert!(
+        next > restored_max,
+        "the id {next:?} after the restore is not above {restored_max:?}"
+    );
     drop(p);
     for node in 0..NODES {
         let pool = c.direct(node);
         let mut conn = pool.get_conn().await.expect("node");
-        let _ = conn
-            .query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
-            .await;
+        for db in [DB, META] {
+            let _ = conn
+                .query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+                .await;
+        }
+    }
+}
+
+/// Each database made anew, empty, on every node.
+async fn emptied(c: &Cluster, dbs: &[&str]) {
+    for node in 0..NODES {
+        let pool = c.direct(node);
+        let mut conn = pool.get_conn().await.expect("node");
+        for db in dbs {
+            conn.query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+                .await
+                .expect("drop");
+            conn.query_drop(format!("CREATE DATABASE {db}"))
+                .await
+                .expect("create");
+        }
     }
 }
