@@ -32,6 +32,10 @@ enum Command {
     Check {
         #[arg(long)]
         config: PathBuf,
+        /// Also connect to every node and report tables missing on some of their rule's
+        /// nodes (or, named by no rule, missing on the default node); non-zero when any is.
+        #[arg(long)]
+        nodes: bool,
     },
     /// Move slots between nodes through a proxy's admin interface, and follow the move.
     Migrate {
@@ -197,7 +201,7 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
-        Command::Check { config } => match config::load(&config)
+        Command::Check { config, nodes } => match config::load(&config)
             .map_err(|e| e.to_string())
             .and_then(|t| {
                 // The TLS files are read when the proxy starts: check them now too.
@@ -214,6 +218,31 @@ fn main() -> ExitCode {
                 for n in names {
                     if let Some(r) = t.tables.get(n) {
                         println!("  {n}: {}", r.describe(&t));
+                    }
+                }
+                if nodes {
+                    let faults = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt.block_on(tables_on_nodes(&t)),
+                        Err(e) => Err(format!("cannot start the runtime: {e}")),
+                    };
+                    match faults {
+                        Ok(f) if f.is_empty() => {
+                            println!("  every node holds the tables its rules place there")
+                        }
+                        Ok(f) => {
+                            for line in &f {
+                                println!("  fault: {line}");
+                            }
+                            eprintln!("error: {} table placement fault(s)", f.len());
+                            return ExitCode::FAILURE;
+                        }
+                        Err(e) => {
+                            eprintln!("error: {e}");
+                            return ExitCode::FAILURE;
+                        }
                     }
                 }
                 println!(
@@ -468,4 +497,29 @@ fn serve(config: PathBuf, now: Option<chrono::NaiveDate>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Every node's tables, asked over its URL, and the faults in where they are
+/// (`config::misplaced`). A node that cannot be asked fails the check.
+async fn tables_on_nodes(t: &config::Topology) -> Result<Vec<String>, String> {
+    use mysql_async::prelude::Queryable;
+    let mut have = Vec::new();
+    for node in t.all_nodes() {
+        let n = &t.nodes[node];
+        let mut conn = mysql_async::Conn::new(n.opts.clone())
+            .await
+            .map_err(|e| format!("{}: {e}", n.name))?;
+        let rows: Vec<(String, String)> = conn
+            .query("SHOW FULL TABLES")
+            .await
+            .map_err(|e| format!("{}: {e}", n.name))?;
+        let _ = conn.disconnect().await;
+        let names = rows
+            .into_iter()
+            .map(|r| r.0)
+            .filter(|x| !shardproxy::exec::proxy_table(x))
+            .collect();
+        have.push((node, names));
+    }
+    Ok(config::misplaced(t, &have))
 }

@@ -12,10 +12,12 @@ use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
 pub use crate::routing::TableRule;
 
+mod placement;
 mod shape;
 #[cfg(test)]
 mod tests;
 
+pub use placement::misplaced;
 pub use shape::*;
 
 /// Reads, parses and validates a rules file.

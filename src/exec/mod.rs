@@ -217,3 +217,11 @@ pub async fn shipped<D: Door, K: Sink>(
         .map_err(MyError::from)
         .and(r)
 }
+
+/// Whether a table is one the proxy keeps for itself in the nodes' databases (a sequence's
+/// blocks, XA decisions), not the application's.
+pub fn proxy_table(name: &str) -> bool {
+    [sequence::TABLE, txn::DECISIONS]
+        .iter()
+        .any(|t| name.eq_ignore_ascii_case(t))
+}

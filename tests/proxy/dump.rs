@@ -436,6 +436,37 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         "the id {next:?} after the restore is not above {restored_max:?}"
     );
     drop(p);
+
+    // `shardproxy check --nodes` finds every table where its rule puts it, until a node
+    // loses one: then it names the table and the node, and fails.
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let file = dir.path().join("rules.toml");
+    std::fs::write(&file, rules(c, keys[0])).expect("write the rules");
+    let check = || {
+        Command::new(env!("CARGO_BIN_EXE_shardproxy"))
+            .args(["check", "--nodes", "--config"])
+            .arg(&file)
+            .output()
+            .expect("run shardproxy check")
+    };
+    let out = check();
+    assert!(
+        out.status.success(),
+        "check --nodes: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_pool, mut ds1) = node_conn(c, 1).await;
+    ds1.query_drop("DROP TABLE t_dh")
+        .await
+        .expect("lose a table on ds1");
+    drop(ds1);
+    let out = check();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "check --nodes passed: {said}");
+    assert!(
+        said.contains("table `t_dh` is missing on ds1"),
+        "check --nodes said: {said}"
+    );
     for node in 0..NODES {
         let pool = c.direct(node);
         let mut conn = pool.get_conn().await.expect("node");

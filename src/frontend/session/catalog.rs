@@ -302,6 +302,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> Outcome {
         // The default node first: its column names (`Tables_in_<its database>`) stand.
         let (cols, answers) = self.on_every_node(sql).await?;
+        // A table missing on some of its rule's nodes is a fault ops must see.
+        let have: Vec<(usize, Vec<String>)> = answers
+            .iter()
+            .map(|(n, rows)| {
+                let names = rows
+                    .iter()
+                    .map(|r| String::from_utf8_lossy(&first_bytes(r)).into_owned())
+                    .filter(|t| !crate::exec::proxy_table(t))
+                    .collect();
+                (*n, names)
+            })
+            .collect();
+        for fault in crate::config::misplaced(&self.topo, &have) {
+            tracing::warn!(conn = self.conn_id, "{fault}");
+        }
         let mut seen = HashSet::new();
         let mut rows: Vec<Row> = answers
             .into_iter()
@@ -567,13 +582,10 @@ fn listing_of(
     Some(Ok((catalog, order)))
 }
 
-/// Whether a table is one the proxy keeps for itself in the nodes' databases (a sequence's
-/// blocks, XA decisions): not the application's, so no listing shows it (a dump would carry
-/// it, a migration tool would drop it).
+/// Whether a table is one the proxy keeps for itself (`crate::exec::proxy_table`): no
+/// listing shows it (a dump would carry it, a migration tool would drop it).
 fn internal(name: &[u8]) -> bool {
-    [crate::exec::sequence::TABLE, crate::exec::txn::DECISIONS]
-        .iter()
-        .any(|t| name.eq_ignore_ascii_case(t.as_bytes()))
+    std::str::from_utf8(name).is_ok_and(crate::exec::proxy_table)
 }
 
 /// The first column's bytes (a table's name).
