@@ -103,7 +103,13 @@ pub fn with_view_rows(which: CatalogTable, cols: &[String], views: &[&View], db:
             }
             match value_of(which, c, v, db) {
                 Some(x) => text(&mut s, &x),
-                None => s.push_str("NULL"),
+                // A NULL of the column's own type (a bare NULL would make a BIGINT
+                // UNSIGNED column of the union a DECIMAL).
+                None => s.push_str(&format!(
+                    "(SELECT {} FROM information_schema.{} WHERE 0)",
+                    quoted(c),
+                    which.name()
+                )),
             }
         }
     }
@@ -335,7 +341,7 @@ mod tests {
         .to_vec();
         assert_eq!(
             with_view_rows(CatalogTable::Tables, &cols, &[v.as_ref()], "shop"),
-            "(SELECT * FROM information_schema.TABLES UNION ALL SELECT 'def', 'shop', 'va', 'VIEW', NULL)"
+            "(SELECT * FROM information_schema.TABLES UNION ALL SELECT 'def', 'shop', 'va', 'VIEW', (SELECT `ENGINE` FROM information_schema.TABLES WHERE 0))"
         );
         let cols: Vec<String> = [
             "TABLE_NAME",

@@ -244,7 +244,9 @@ def run(engine, md, c):
         else:
             extra = sorted(set(got) - set(want))
             missing = sorted(set(want) - set(got))
-            c.fail(name, f"missing {missing}, extra {extra}",
+            what = [f"missing {missing}"] if missing else []
+            what += [f"extra {extra}"] if extra else []
+            c.fail(name, ", ".join(what),
                    [f"model:  {want}", f"server: {got}"])
     except Exception as exc:  # noqa: BLE001
         c.error(name, exc)
@@ -334,8 +336,8 @@ def check_revision(c, engine, md):
         if up == ["pass"] and down == ["pass"] and not ops:
             c.ok(name, "the migration's upgrade() and downgrade() are empty (pass)")
         else:
-            c.fail(name, "the migration is not empty: upgrade() is",
-                   [*(up or ["(no upgrade() found)"]), *(repr(o) for o in ops)])
+            c.fail(name, f"the migration is not empty ({len(ops)} operation(s)); its upgrade():",
+                   up or ["(no upgrade() found in the generated file)"])
     except Exception as exc:  # noqa: BLE001
         c.error(name, exc)
     finally:

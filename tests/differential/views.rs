@@ -76,6 +76,20 @@ const READS: &[(&str, Compare)] = &[
     ("SHOW TABLES LIKE 'v_s%'", Compare::Ordered),
 ];
 
+/// Their shape, as tools and mariadb-dump read it: answered like the reference to a text
+/// query; prepared, answered alike or refused (a listing over every node, a view's columns).
+const CATALOG: &[(&str, Compare)] = &[
+    ("DESCRIBE v_o", Compare::Ordered),
+    ("DESCRIBE v_sum uid", Compare::Ordered),
+    ("SHOW FULL COLUMNS FROM v_named", Compare::Ordered),
+    ("SHOW COLUMNS FROM v_top LIKE 't%'", Compare::Ordered),
+    ("SHOW FIELDS FROM v_lbl WHERE Field = 'label'", Compare::Ordered),
+    ("SELECT TABLE_NAME, TABLE_TYPE, ENGINE, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE 'v\\_%' ORDER BY TABLE_NAME", Compare::Ordered),
+    ("SELECT engine, table_type FROM INFORMATION_SCHEMA.TABLES WHERE table_schema = DATABASE() AND table_name = 'v_o'", Compare::Ordered),
+    ("SELECT TABLE_NAME, CHECK_OPTION, SECURITY_TYPE, ALGORITHM FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME", Compare::Ordered),
+    ("SELECT v.TABLE_NAME FROM information_schema.VIEWS v WHERE v.TABLE_SCHEMA = 'shop' AND v.TABLE_NAME = 'v_top'", Compare::Ordered),
+];
+
 /// View statements whose outcome (OK, or the error code) must be the reference's.
 const DDL: &[&str] = &[
     "CREATE VIEW v_o AS SELECT 1",
@@ -164,6 +178,20 @@ async fn views_over_sharded_tables_answer_like_one_mariadb() {
                 Outcome::Refused(r) => {
                     wrong.push(format!("{sql} (prepared {prepared}): refused: {r}"))
                 }
+                Outcome::Wrong(w) => wrong.push(format!("{sql} (prepared {prepared}): {w}")),
+            }
+        }
+    }
+    for (sql, compare) in CATALOG {
+        for prepared in [false, true] {
+            if prepared && sql.starts_with("SHOW") {
+                continue;
+            }
+            let (want, got) = pair.both(sql, prepared).await;
+            match judge(&want, &got, &Check::exact(*compare)) {
+                Outcome::Matched => {}
+                Outcome::Refused(_) if prepared => {}
+                Outcome::Refused(r) => wrong.push(format!("{sql}: refused: {r}")),
                 Outcome::Wrong(w) => wrong.push(format!("{sql} (prepared {prepared}): {w}")),
             }
         }

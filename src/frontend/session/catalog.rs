@@ -96,6 +96,21 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Some(self.merged_listing(sql, catalog, &order).await)
     }
 
+    /// A listing of information_schema (as [`Self::tables_listing`] answers) asked to be
+    /// prepared: refused with the reason, since one node's answer would leave tables out.
+    pub(super) fn prepared_listing(&self, sql: &str) -> Option<MyError> {
+        if !crate::sql::contains_ci(sql.as_bytes(), b"information_schema") {
+            return None;
+        }
+        let parsed = crate::sql::parse_in(sql, self.mode()).ok()?;
+        if listing_of(&parsed).is_none() {
+            return None;
+        }
+        Some(MyError::unsupported(
+            "shardproxy: a listing of information_schema over every node is answered to a text query, not a prepared statement (one node's answer would leave tables out)",
+        ))
+    }
+
     async fn merged_listing(
         &mut self,
         sql: &str,

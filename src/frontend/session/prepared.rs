@@ -37,6 +37,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 ),
             ));
         }
+        // A listing of information_schema over every node is merged in the text protocol
+        // only; the kept views' rows are in the catalog from here on.
+        if let Some(e) = self
+            .prepared_listing(&sql)
+            .or_else(|| self.prepared_view_columns(&sql))
+        {
+            return Err(e);
+        }
+        let sql = match self.catalog_with_views(&sql).await? {
+            Some(x) => x,
+            None => sql,
+        };
         // Views are read as their SELECTs from here on (as MariaDB does at PREPARE).
         let sql = match self.expanded(&sql)? {
             Some(x) => x,

@@ -90,6 +90,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         view_catalog::lock_views(sql, self.mode(), &kept)
     }
 
+    /// `DESCRIBE v` or `SHOW COLUMNS FROM v` of a kept view asked to be prepared: refused
+    /// with the reason (the node would not know the view).
+    pub(super) fn prepared_view_columns(&self, sql: &str) -> Option<MyError> {
+        let kept = self.shared.views.load();
+        let first = crate::sql::first_word(sql)?;
+        if kept.is_empty()
+            || !["DESCRIBE", "DESC", "EXPLAIN", "SHOW"]
+                .iter()
+                .any(|w| first.eq_ignore_ascii_case(w))
+        {
+            return None;
+        }
+        let words = crate::sql::words(sql);
+        let columns = first.eq_ignore_ascii_case("SHOW")
+            && words.iter().any(|w| w == "columns" || w == "fields");
+        let describe = !first.eq_ignore_ascii_case("SHOW") && words.len() <= 4;
+        let view = words.iter().find(|w| kept.get(w).is_some())?;
+        (columns || describe).then(|| {
+            MyError::unsupported(format!(
+                "shardproxy: the columns of `{view}`, a view it keeps, are shown to a text query, not a prepared statement"
+            ))
+        })
+    }
+
     /// `SHOW [FULL] COLUMNS FROM v <tail>` of a kept view: its SELECT made into a temporary
     /// table, with no rows, on a node that holds every table it reads, on a connection of
     /// its own (reset after), and that table's columns shown with the client's LIKE or
@@ -171,7 +195,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let cols: Vec<Column> = names
             .iter()
             .map(|n| {
-                let c = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING)
+                // As MariaDB describes them: Type and Default are TEXT.
+                let kind = if ["Type", "Default"].contains(n) {
+                    ColumnType::MYSQL_TYPE_BLOB
+                } else {
+                    ColumnType::MYSQL_TYPE_VAR_STRING
+                };
+                let c = Column::new(kind)
                     .with_name(n.as_bytes())
                     .with_org_name(n.as_bytes())
                     .with_character_set(33)
