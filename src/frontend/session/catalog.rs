@@ -103,9 +103,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return None;
         }
         let parsed = crate::sql::parse_in(sql, self.mode()).ok()?;
-        if listing_of(&parsed).is_none() {
-            return None;
-        }
+        let _listing = listing_of(&parsed)?;
         Some(MyError::unsupported(
             "shardproxy: a listing of information_schema over every node is answered to a text query, not a prepared statement (one node's answer would leave tables out)",
         ))
