@@ -838,6 +838,9 @@ impl<'a> Planner<'a> {
                 .iter()
                 .any(|k| w.eq_ignore_ascii_case(k))
         });
+        if names.is_empty() && is_read {
+            names.extend(words::show_index_table(self.sql));
+        }
         if names.is_empty() {
             return self.sticky();
         }

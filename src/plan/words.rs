@@ -61,6 +61,24 @@ pub(super) fn lock_tables(sql: &str, topo: &Topology) -> Plan {
     })
 }
 
+/// `SHOW [EXTENDED] {INDEX | INDEXES | KEYS} {FROM | IN} [db.]t [...]`: the table's name,
+/// lower-cased (sqlparser reads no table in it), so it runs where the table is.
+pub(super) fn show_index_table(sql: &str) -> Option<String> {
+    use crate::sql::lex::{statement_tokens, Mode};
+    let toks = statement_tokens(sql, Mode::default());
+    let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is(sql, w));
+    let mut i = 1 + usize::from(is(1, "EXTENDED"));
+    if !is(0, "SHOW") || !(is(i, "INDEX") || is(i, "INDEXES") || is(i, "KEYS")) {
+        return None;
+    }
+    i += 1;
+    if !(is(i, "FROM") || is(i, "IN")) {
+        return None;
+    }
+    let (_, name, _) = super::views::object_name(sql, &toks, i + 1)?;
+    Some(name.to_ascii_lowercase())
+}
+
 /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (dump files wrap them in executable comments;
 /// sqlparser does not read them): the table's name.
 pub(super) fn alter_keys(sql: &str) -> Option<String> {

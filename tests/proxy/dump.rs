@@ -285,6 +285,36 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         .flat_map(|t| ["id", "user_id", "v", "d"].map(|c| (t.to_string(), c.to_string())))
         .collect();
     assert_eq!(columns, want);
+    // An ORM reflects in a transaction: SHOW CREATE TABLE and SHOW INDEX of tables on two
+    // nodes are reads, committed with no two-phase commit (no decision table appears).
+    p.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
+    for sql in [
+        "SHOW CREATE TABLE t_dd",
+        "SHOW CREATE TABLE t_ds",
+        "DESCRIBE t_ds",
+        "SHOW INDEX FROM t_ds",
+        "SHOW KEYS IN `t_dh`",
+    ] {
+        let rows: Vec<mysql_async::Row> = p.query(sql).await.expect(sql);
+        assert!(!rows.is_empty(), "{sql} answered nothing");
+    }
+    p.query_drop("COMMIT").await.expect("COMMIT");
+    p.query_drop("SET autocommit = 1")
+        .await
+        .expect("autocommit on");
+    for node in 0..NODES {
+        let (_pool, mut conn) = node_conn(c, node).await;
+        let xa: Vec<String> = conn
+            .query("SHOW TABLES LIKE 'shardproxy_xa'")
+            .await
+            .expect("a node's tables");
+        assert!(
+            xa.is_empty(),
+            "reflection made a decision table on ds{node}"
+        );
+    }
     // What cannot be merged is refused, not answered from one node.
     expect_code(
         p.query_drop(

@@ -788,13 +788,20 @@ pub(super) fn statement_kind(parsed: Option<&Parsed>, sql: &str) -> &'static str
 
 /// Is this a statement that only reads (may run outside the session's transaction node)?
 pub(super) fn is_read(parsed: Option<&Parsed>, sql: &str) -> bool {
+    // SHOW, DESCRIBE and EXPLAIN read the catalog: a transaction that asked two nodes
+    // (an ORM reflecting tables) commits them as reads, with no two-phase commit.
+    let catalog = || {
+        sql::first_word(sql).is_some_and(|w| {
+            ["SHOW", "DESCRIBE", "DESC", "EXPLAIN"]
+                .iter()
+                .any(|k| w.eq_ignore_ascii_case(k))
+        })
+    };
     match parsed {
         Some(p) => match &p.stmt {
             sqlparser::ast::Statement::Query(q) => q.locks.is_empty(),
-            _ => false,
+            _ => catalog(),
         },
-        None => sql::leading_words(sql, 1)
-            .first()
-            .is_some_and(|w| w.eq_ignore_ascii_case("SHOW")),
+        None => catalog(),
     }
 }
