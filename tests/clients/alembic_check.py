@@ -4,7 +4,7 @@ SQLAlchemy's inspector and Alembic's autogenerate, through the proxy, against a 
 of exactly the demo's tables (demo/shop.sql and demo/tiers.sql, loaded through the proxy):
 
   1. inspect(engine).get_table_names() returns exactly the model's eight tables (no table
-     missing, none extra: not one of the proxy's own, such as shardproxy_sequences);
+     missing, none extra: not one of the proxy's own, shardproxy_xa or shardproxy_sequences);
   2. for every table, get_columns, get_pk_constraint and get_indexes answer, with the model's
      columns (in order), primary key and indexes;
   3. alembic.autogenerate.compare_metadata(MigrationContext.configure(conn), metadata) is
@@ -12,8 +12,9 @@ of exactly the demo's tables (demo/shop.sql and demo/tiers.sql, loaded through t
   4. `alembic revision --autogenerate` itself (alembic.command.revision in a scratch script
      directory whose env.py uses the model) writes a migration whose upgrade() and
      downgrade() are empty. This also takes Alembic's version-table path: DESCRIBE
-     `db`.`alembic_version`, CREATE TABLE alembic_version (Alembic creates it on an
-     unversioned database), SELECT version_num FROM alembic_version. When the database had
+     `db`.`alembic_version` (error 1146 means "no such table"), then CREATE TABLE
+     alembic_version (Alembic creates it on an unversioned database even for a revision),
+     and the reflection inside that one transaction, ended by COMMIT. When the database had
      no alembic_version the check drops it again; when it had one the check is skipped (its
      revision is not one of the scratch directory's).
 

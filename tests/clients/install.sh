@@ -3,7 +3,7 @@
 #   Debian: mariadb-client, sysbench, libmariadb-java, a JDK (javac), node and npm,
 #           python3 with venv, and libmariadb-dev pkg-config build-essential python3-dev
 #           (mysqlclient compiles against them);
-#   PyPI:   requirements.txt (PyMySQL, mysqlclient, SQLAlchemy, and tpchgen-cli for the
+#   PyPI:   requirements.txt (PyMySQL, mysqlclient, SQLAlchemy, Alembic, and tpchgen-cli for the
 #           TPC-H differential test) into tests/clients/.venv;
 #   npm:    node/package-lock.json into node/node_modules (npm ci).
 set -euo pipefail
@@ -42,7 +42,7 @@ venv=$here/.venv
 if [[ ! -x $venv/bin/python ]]; then
     python3 -m venv "$venv" || die "python3 -m venv failed"
 fi
-if ! "$venv/bin/python" -c 'import pymysql, MySQLdb, sqlalchemy' >/dev/null 2>&1 ||
+if ! "$venv/bin/python" -c 'import pymysql, MySQLdb, sqlalchemy, alembic' >/dev/null 2>&1 ||
     [[ ! -x $venv/bin/tpchgen-cli ]]; then
     "$venv/bin/pip" install --disable-pip-version-check -q -r "$here/requirements.txt" ||
         die "pip install -r tests/clients/requirements.txt failed"

@@ -12,6 +12,7 @@ mod dump;
 mod placements;
 mod session;
 mod statements;
+mod tools;
 mod variables;
 mod wire;
 
