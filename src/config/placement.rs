@@ -4,7 +4,7 @@
 //! holds (the proxy reads such a table on the default node), is a fault ops must see.
 //! `shardproxy check --nodes` and every `SHOW TABLES` through the proxy report them.
 
-use super::Topology;
+use super::shape::Topology;
 
 /// The faults in where the tables are: `have` is each asked node's tables (names as the
 /// node lists them). A table no asked node holds is no fault (the rules may name a table

@@ -103,9 +103,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return None;
         }
         let words = crate::sql::words(sql);
-        let columns = first.eq_ignore_ascii_case("SHOW")
-            && words.iter().any(|w| w == "columns" || w == "fields");
-        let describe = !first.eq_ignore_ascii_case("SHOW") && words.len() <= 4;
+        let show = first.eq_ignore_ascii_case("SHOW");
+        let columns = show && words.iter().any(|w| w == "columns" || w == "fields");
+        // `DESCRIBE v [col]`, `DESCRIBE db.v [col]` (not `EXPLAIN SELECT ... FROM v`).
+        let named_at = |i: usize| words.get(i).is_some_and(|w| kept.get(w).is_some());
+        let describe = !show
+            && words.len() <= 4
+            && (named_at(1) || (named_at(2) && self.own_schema(words.get(1).map(String::as_str))));
         let view = words.iter().find(|w| kept.get(w).is_some())?;
         (columns || describe).then(|| {
             MyError::unsupported(format!(
