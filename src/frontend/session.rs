@@ -25,6 +25,7 @@ mod catalog;
 mod diagnostics;
 mod handshake;
 mod key_update;
+mod maintenance;
 mod moves;
 mod prepared;
 mod query;

@@ -88,6 +88,10 @@ const CATALOG: &[(&str, Compare)] = &[
     ("SELECT engine, table_type FROM INFORMATION_SCHEMA.TABLES WHERE table_schema = DATABASE() AND table_name = 'v_o'", Compare::Ordered),
     ("SELECT TABLE_NAME, CHECK_OPTION, SECURITY_TYPE, ALGORITHM FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME", Compare::Ordered),
     ("SELECT v.TABLE_NAME FROM information_schema.VIEWS v WHERE v.TABLE_SCHEMA = 'shop' AND v.TABLE_NAME = 'v_top'", Compare::Ordered),
+    // Table maintenance, each node holding a table running it.
+    ("ANALYZE TABLE t_vo, t_vc", Compare::Ordered),
+    ("CHECK TABLE t_vo QUICK", Compare::Ordered),
+    ("CHECK TABLE t_vo, t_nosuch", Compare::Ordered),
 ];
 
 /// View statements whose outcome (OK, or the error code) must be the reference's.

@@ -315,6 +315,39 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
             "reflection made a decision table on ds{node}"
         );
     }
+    // Table maintenance runs where each table is; a checksum over nodes is refused.
+    let analyzed: Vec<(String, String, String, String)> = p
+        .query("ANALYZE TABLE t_dh, t_ds, t_dt")
+        .await
+        .expect("ANALYZE TABLE over nodes");
+    let tables: Vec<&str> = analyzed.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(
+        tables,
+        [
+            format!("{DB}.t_dh"),
+            format!("{DB}.t_ds"),
+            format!("{DB}.t_dt")
+        ]
+    );
+    expect_code(
+        p.query_drop("CHECKSUM TABLE t_dh").await,
+        1235,
+        "a checksum over nodes",
+    );
+    let sum: Vec<(String, u64)> = p
+        .query("CHECKSUM TABLE t_ds")
+        .await
+        .expect("the checksum of a table on one node");
+    assert_eq!(sum.len(), 1);
+    // A routine, created on the default node, is listed once.
+    p.query_drop("CREATE PROCEDURE p_dump() SELECT 1")
+        .await
+        .expect("a procedure");
+    let routines: Vec<String> = p
+        .query("SELECT ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = DATABASE()")
+        .await
+        .expect("information_schema.ROUTINES");
+    assert_eq!(routines, ["p_dump"]);
     // What cannot be merged is refused, not answered from one node.
     expect_code(
         p.query_drop(

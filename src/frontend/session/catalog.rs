@@ -443,7 +443,7 @@ pub(super) struct Catalog {
     sums: bool,
 }
 
-const CATALOGS: [Catalog; 8] = [
+const CATALOGS: [Catalog; 9] = [
     Catalog {
         name: "tables",
         keys: &["TABLE_SCHEMA", "TABLE_NAME"],
@@ -487,6 +487,13 @@ const CATALOGS: [Catalog; 8] = [
     Catalog {
         name: "views",
         keys: &["TABLE_SCHEMA", "TABLE_NAME"],
+        sums: false,
+    },
+    // A routine is no table: its row from the default node, else the first node that has
+    // it (a procedure created on one node only is listed once all the same).
+    Catalog {
+        name: "routines",
+        keys: &["ROUTINE_SCHEMA", "ROUTINE_NAME", "ROUTINE_TYPE"],
         sums: false,
     },
 ];

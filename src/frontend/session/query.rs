@@ -101,7 +101,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     None => self.view_statement(sql, first).await,
                 }
             } else {
-                self.view_statement(sql, first).await
+                match self.table_maintenance(sql, first).await {
+                    Some(out) => Some(out),
+                    None => self.view_statement(sql, first).await,
+                }
             };
             if let Some(out) = own {
                 return out;
