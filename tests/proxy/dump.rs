@@ -272,6 +272,44 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
     let rows_of = |t: &str| listed.iter().find(|(n, _)| n == t).and_then(|r| r.1);
     assert_eq!(rows_of("t_dh"), Some(estimates[0].iter().sum::<u64>()));
     assert_eq!(rows_of("t_db"), Some(estimates[1][0]));
+    // An index's cardinality summed over a sharded table's nodes, as its rows are.
+    let mut cardinality = 0u64;
+    for node in 0..NODES {
+        let (_pool, mut conn) = node_conn(c, node).await;
+        let n: Option<u64> = conn
+            .query_first(
+                "SELECT CARDINALITY FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+                 AND TABLE_NAME = 't_dh' AND INDEX_NAME = 'PRIMARY'",
+            )
+            .await
+            .expect("a node's cardinality");
+        cardinality += n.unwrap_or(0);
+    }
+    let shown: Vec<mysql_async::Row> = p
+        .query("SHOW INDEX FROM t_dh")
+        .await
+        .expect("SHOW INDEX over nodes");
+    let shown: Vec<(String, Option<u64>)> = shown
+        .iter()
+        .map(|r| {
+            (
+                r.get::<String, _>("Key_name").expect("Key_name"),
+                r.get::<Option<u64>, _>("Cardinality").expect("Cardinality"),
+            )
+        })
+        .collect();
+    assert_eq!(shown, [("PRIMARY".to_string(), Some(cardinality))]);
+    let listed: Vec<(String, Option<u64>)> = p
+        .query(
+            "SELECT TABLE_NAME, CARDINALITY FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = DATABASE() AND INDEX_NAME = 'PRIMARY' ORDER BY TABLE_NAME",
+        )
+        .await
+        .expect("information_schema.STATISTICS");
+    assert_eq!(
+        listed.iter().find(|r| r.0 == "t_dh").map(|r| r.1),
+        Some(Some(cardinality))
+    );
     // information_schema.COLUMNS the same: each table's columns once, in the asked order.
     let columns: Vec<(String, String)> = p
         .query(

@@ -31,6 +31,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if !is(0, "SHOW") {
             return None;
         }
+        let extended = usize::from(is(1, "EXTENDED"));
+        if ["INDEX", "INDEXES", "KEYS"]
+            .iter()
+            .any(|w| is(1 + extended, w))
+            && (is(2 + extended, "FROM") || is(2 + extended, "IN"))
+        {
+            let (schema, name, _) = crate::plan::views::object_name(sql, toks, 3 + extended)?;
+            if !self.own_schema(schema.as_deref()) {
+                return None;
+            }
+            return self.show_index(sql, &name).await;
+        }
         let full = is(1, "FULL");
         let status = is(1, "TABLE") && is(2, "STATUS");
         let mut i = if status { 3 } else { usize::from(full) + 1 };
@@ -229,8 +241,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         &mut self,
         sql: &str,
     ) -> Result<(Arc<[Column]>, Vec<(usize, Vec<Row>)>), MyError> {
+        let nodes = self.topo.all_nodes();
+        self.on_nodes(sql, nodes).await
+    }
+
+    /// `sql` on each of `nodes`, the default node first: as [`Self::on_every_node`].
+    pub(super) async fn on_nodes(
+        &mut self,
+        sql: &str,
+        mut nodes: Vec<usize>,
+    ) -> Result<(Arc<[Column]>, Vec<(usize, Vec<Row>)>), MyError> {
         let topo = self.topo.clone();
-        let mut nodes = topo.all_nodes();
         nodes.sort_by_key(|n| (*n != topo.default_node, *n));
         let mut cols = None;
         let mut answers = Vec::with_capacity(nodes.len());
@@ -294,6 +315,53 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         out.sort_by_key(first_bytes);
         self.write_rows(&cols, &out);
         Ok(())
+    }
+
+    /// `SHOW INDEX FROM t [...]` of a table on several nodes: each node's rows united by
+    /// index and column position, its `Cardinality` summed as `SHOW TABLE STATUS` sums
+    /// rows; `None` for a table on one node (it runs there, `crate::plan`).
+    async fn show_index(&mut self, sql: &str, table: &str) -> Option<Outcome> {
+        let topo = self.topo.clone();
+        let rule = topo.table(table)?;
+        let mut held = rule.all_nodes(&topo);
+        held.sort_unstable();
+        held.dedup();
+        if held.len() < 2 || matches!(rule, crate::routing::TableRule::Broadcast) {
+            return None;
+        }
+        let out = async {
+            let (cols, answers) = self.on_nodes(sql, held).await?;
+            let at = |name: &str| {
+                cols.iter()
+                    .position(|c| c.name_str().eq_ignore_ascii_case(name))
+            };
+            let (Some(key), Some(seq)) = (at("Key_name"), at("Seq_in_index")) else {
+                return Err(MyError::internal(
+                    "shardproxy: SHOW INDEX answered without Key_name and Seq_in_index",
+                ));
+            };
+            let id = |r: &Row| {
+                let mut k = Vec::new();
+                for i in [key, seq] {
+                    if let Some(Some(Value::Bytes(b))) = r.get(i) {
+                        k.extend_from_slice(b);
+                    }
+                    k.push(0);
+                }
+                k
+            };
+            let rows = combined(
+                &topo,
+                answers,
+                &id,
+                &|_| table.to_ascii_lowercase(),
+                Some(&at),
+            );
+            self.write_rows(&cols, &rows);
+            Ok(())
+        }
+        .await;
+        Some(out)
     }
 
     pub(super) fn write_rows(&mut self, cols: &[Column], rows: &[Row]) {
@@ -457,7 +525,7 @@ const CATALOGS: [Catalog; 9] = [
     Catalog {
         name: "statistics",
         keys: &["TABLE_SCHEMA", "TABLE_NAME", "INDEX_NAME", "SEQ_IN_INDEX"],
-        sums: false,
+        sums: true,
     },
     Catalog {
         name: "key_column_usage",
@@ -650,6 +718,9 @@ fn summed(parts: Vec<Row>, at: &dyn Fn(&str) -> Option<usize>) -> Option<Row> {
             "Index_length",
             "Data_free",
             "Max_index_length",
+            // An index's distinct values: exact for a unique key (and one led by the shard
+            // key), an upper bound for others, as one server's estimate is an estimate.
+            "Cardinality",
         ] {
             if let Some(i) = at(name) {
                 if let (Some(a), Some(b)) = (num(&out, i), num(&r, i)) {
