@@ -123,24 +123,7 @@ fn dump(port: u16, extra: &[&str]) -> String {
 }
 
 fn restore(port: u16, file: &str) {
-    let mut child = Command::new("mariadb")
-        .args(["-h127.0.0.1", &format!("-P{port}"), "-uapp", "-papp", DB])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mariadb");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(file.as_bytes()).expect("feed the dump");
-    }
-    let out = child.wait_with_output().expect("mariadb ends");
-    assert!(
-        out.status.success(),
-        "restoring the dump failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mariadb_feed(port, DB, file.as_bytes(), "restoring the dump");
 }
 
 #[tokio::test]

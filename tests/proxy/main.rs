@@ -86,3 +86,28 @@ fn negative_key_on(node: usize) -> i64 {
 fn sql_string(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }
+
+/// `sql` fed to the `mariadb` CLI as `app` through the proxy on `port`, database `db` (a
+/// dump restored, a demo file loaded); `what` names it when it fails.
+fn mariadb_feed(port: u16, db: &str, sql: &[u8], what: &str) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("mariadb")
+        .args(["-h127.0.0.1", &format!("-P{port}"), "-uapp", "-papp", db])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mariadb");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(sql)
+        .expect("feed mariadb");
+    let out = child.wait_with_output().expect("mariadb ends");
+    assert!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -6,7 +6,7 @@
 //! model of them finds nothing to change.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use mysql_async::prelude::Queryable;
 
@@ -50,24 +50,7 @@ fn repo() -> PathBuf {
 
 fn load(port: u16, file: &str) {
     let sql = std::fs::read(repo().join(file)).expect("a demo file");
-    let mut child = Command::new("mariadb")
-        .args(["-h127.0.0.1", &format!("-P{port}"), "-uapp", "-papp", DB])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mariadb");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().expect("stdin");
-        stdin.write_all(&sql).expect("feed the file");
-    }
-    let out = child.wait_with_output().expect("mariadb ends");
-    assert!(
-        out.status.success(),
-        "loading {file} through the proxy failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mariadb_feed(port, DB, &sql, &format!("loading {file} through the proxy"));
 }
 
 #[tokio::test]
