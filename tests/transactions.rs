@@ -773,3 +773,33 @@ async fn a_node_killed_with_a_prepared_branch_gets_it_committed_when_it_is_back(
         "the prepared branch survived the node's crash and was committed"
     );
 }
+
+/// The decision table dropped under the proxy (a database emptied and restored from a dump,
+/// which does not carry it): the next transaction over two nodes makes it again and
+/// commits, instead of failing its COMMIT.
+#[tokio::test]
+async fn a_decision_table_dropped_under_the_proxy_is_made_again_at_the_next_commit() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct_gone", "id", &L2));
+    let mut conn = proxy.conn().await;
+    let (a, b) = accounts(&mut conn, "acct_gone", 1).await;
+    transfer(&mut conn, "acct_gone", a[0], b[0], 5)
+        .await
+        .expect("the first transfer, which makes the decision table");
+    for node in 0..2 {
+        let mut direct = c.direct(node).get_conn().await.expect("a node");
+        direct
+            .query_drop("DROP TABLE IF EXISTS shardproxy_xa")
+            .await
+            .expect("drop the decision table");
+    }
+    transfer(&mut conn, "acct_gone", a[0], b[0], 5)
+        .await
+        .expect("a transfer after the decision table went away");
+    transfer_as(&mut conn, "acct_gone", b[0], a[0], 3, false)
+        .await
+        .expect("and one more, as text");
+    assert_eq!(total(&mut conn, "acct_gone").await, 200);
+    assert_eq!(balance(&c.direct(0), "acct_gone", a[0]).await, Some(93));
+}

@@ -295,6 +295,10 @@ pub trait Door: Send + Sized {
         node: usize,
     ) -> impl Future<Output = Result<String, NodeError>> + Send;
 
+    /// Forgets that `node`'s decision table was made: the next [`Door::decision_table`]
+    /// makes it again (it went away under the proxy: a database emptied and restored).
+    fn forget_decision_table(&mut self, node: usize);
+
     /// Closes the session's connection to `node` instead of giving it back (a branch on
     /// it was left prepared, or failed to roll back: the node decides, or recovery does).
     fn discard(&mut self, node: usize);

@@ -543,6 +543,11 @@ impl Door for FakeDoor {
         Ok(table)
     }
 
+    fn forget_decision_table(&mut self, node: usize) {
+        self.outside
+            .push((node, "-- forget the decision table".into()));
+    }
+
     fn discard(&mut self, node: usize) {
         self.discarded.push(node);
     }

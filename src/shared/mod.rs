@@ -372,6 +372,13 @@ impl Shared {
             .insert(node);
     }
 
+    pub fn decision_table_gone(&self, node: usize) {
+        self.decision_tables
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&node);
+    }
+
     /// Offers a new rules snapshot: swapped in atomically if its version is newer (running
     /// statements keep the snapshot they took), otherwise ignored. Node indexes stay stable
     /// and the pools follow the new node list.

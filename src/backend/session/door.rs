@@ -528,6 +528,10 @@ impl Door for NodeSession {
         Ok(table)
     }
 
+    fn forget_decision_table(&mut self, node: usize) {
+        self.shared.decision_table_gone(node);
+    }
+
     fn discard(&mut self, node: usize) {
         if let Some(c) = self.conns.get_mut(node).and_then(Option::as_mut) {
             c.conn.discard();

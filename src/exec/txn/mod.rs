@@ -116,6 +116,9 @@ impl<D: Door> Transactions for D {}
 /// The decision records' table, in the database of each node's URL.
 pub const DECISIONS: &str = "shardproxy_xa";
 
+/// MariaDB's error for a table that does not exist.
+const ER_NO_SUCH_TABLE: u16 = 1146;
+
 /// The decision table in database `db`, qualified.
 pub fn decisions_in(db: &str) -> String {
     format!("`{}`.{DECISIONS}", db.replace('`', "``"))
@@ -632,7 +635,20 @@ async fn two_phase<D: Door>(door: &mut D, tx: &Tx, x: &str) -> Result<(), MyErro
             .iter()
             .map(|n| (*n, format!("XA END {x}; XA COMMIT {x} ONE PHASE"))),
     );
-    let results = door.run_each(&stmts).await;
+    let mut results = door.run_each(&stmts).await;
+    // The decision table went away under the proxy (the database emptied and restored):
+    // made again on a connection of its own (the branch holds no lock on a table it could
+    // not open) and the record written once more, in the same transaction.
+    if matches!(results.first(), Some(Err(e)) if e.error.code == ER_NO_SUCH_TABLE && !e.broke) {
+        door.forget_decision_table(first);
+        let again = match door.decision_table(first).await {
+            Ok(_) => door.run_each(&stmts[..1]).await.into_iter().next(),
+            Err(e) => Some(Err(e)),
+        };
+        if let (Some(r), Some(slot)) = (again, results.first_mut()) {
+            *slot = r;
+        }
+    }
     let mut failure = None;
     let mut prepared = Vec::new();
     for (i, r) in results.into_iter().enumerate() {

@@ -81,6 +81,34 @@ async fn two_writers_commit_in_two_phases_with_the_decision_on_the_first_branch(
 }
 
 #[tokio::test]
+async fn a_decision_table_gone_under_the_proxy_is_made_again_and_the_commit_goes_on() {
+    let mut door = FakeDoor::new(2);
+    // The table was dropped on node 0 since the proxy made it: the record's first INSERT
+    // finds none.
+    door.fail_times(
+        0,
+        "INSERT INTO",
+        1146,
+        "Table 'db.shardproxy_xa' doesn't exist",
+        1,
+    );
+    door.begin("BEGIN").await.unwrap();
+    write(&mut door, 0).await;
+    write(&mut door, 1).await;
+    door.end(true).await.unwrap();
+    let insert = "INSERT INTO `db`.shardproxy_xa (gtrid, outcome) VALUES ('sp:test:1', 'commit')";
+    assert_eq!(
+        door.sql_on(0),
+        ["BEGIN", "UPDATE t SET v = v + 1", insert, insert, "COMMIT"]
+    );
+    let outside: Vec<&str> = door.outside.iter().map(|(_, s)| s.as_str()).collect();
+    assert_eq!(outside.len(), 3, "made, forgotten, made again: {outside:?}");
+    assert!(outside[1].contains("forget"), "{outside:?}");
+    assert_eq!(door.sql_on(1)[3], format!("XA COMMIT {X}"));
+    assert_eq!(counts(&door), ["commit_xa"]);
+}
+
+#[tokio::test]
 async fn one_writer_among_readers_needs_no_decision() {
     let mut door = FakeDoor::new(2);
     door.begin("BEGIN").await.unwrap();
