@@ -10,8 +10,9 @@
 # Environment: ROWS (default 200000), CLIENTS (default 16), BASELINE seconds (default 10),
 # RATE backfill rows/s (default 20000; 0: unthrottled), BINLOG (default 1: the nodes keep a ROW
 # binary log; 0: none), CAPTURE (`[metadata] capture`: auto, the default, copies the move's
-# changes from the source's binary log where it has one; images: dual writes),
-# BIN a shardproxy binary instead of
+# changes from the source's binary log where it has one; images: dual writes), PACE
+# (`[metadata] copy_slowdown_pct`, default 15; 0: the copy keeps to RATE alone), BIN a
+# shardproxy binary instead of
 # building this checkout, CARGO_TARGET_DIR honoured. Nodes keep MariaDB's durable defaults.
 # Ports: data nodes 3621-3623, metadata node 3624, proxy 3627, admin 3628.
 # The client's summary line (the proxy's own account of the cutover follows it):
@@ -28,6 +29,7 @@ readonly baseline=${BASELINE:-10}
 readonly rate=${RATE:-20000}
 readonly binlog=${BINLOG:-1}
 readonly capture=${CAPTURE:-auto}
+readonly pace=${PACE:-15}
 readonly base_port=3621
 readonly meta_port=3624
 readonly proxy_port=3627
@@ -73,6 +75,7 @@ users = [{ name = "ops", password = "ops" }]
 url = "mysql://root:root@127.0.0.1:$meta_port/meta"
 poll_ms = 500
 capture = "$capture"
+copy_slowdown_pct = $pace
 
 [nodes]
 ds0 = "mysql://root:root@127.0.0.1:$base_port/shop"

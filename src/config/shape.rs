@@ -94,6 +94,15 @@ pub struct MetadataSection {
     /// How a move's target gets the writes made while its rows move.
     #[serde(default)]
     pub capture: Capture,
+    /// A move's backfill slows down while the application's statements
+    /// on its two nodes take more than this many percent longer than before it began
+    /// (`crate::migrate::pace`); 0: only the move's RATE holds it.
+    #[serde(default = "default_copy_slowdown_pct")]
+    pub copy_slowdown_pct: u32,
+}
+
+pub(super) fn default_copy_slowdown_pct() -> u32 {
+    15
 }
 
 /// `[metadata] capture`: where a move's target gets the writes made meanwhile.

@@ -30,6 +30,7 @@ use tracing::{info, warn};
 
 use super::binlog;
 use super::copy::{self, Shape};
+use super::pace::Throttle;
 use super::step::{
     acks, current_version, ends, err, give_back, hand_over, version, Step, ACK_TIMEOUT,
     FREEZE_TIMEOUT, NOT_DRIVING,
@@ -335,9 +336,10 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "cleanup" => {
             let mut e = ends(shared, &topo, &m).await?;
             let mut cleaned = m.cleaned;
+            // At RATE alone: measured, pacing the deletes by the application's latency
+            // made the cleanup three times longer for no QPS (bench/README.md).
+            let mut pace = Throttle::start(shared, m.rate, &m.source, &m.target, 0).await;
             for shape in &e.shapes {
-                let started = Instant::now();
-                let mut mine = 0;
                 let mut after = None;
                 loop {
                     if !shared.migration.may_drive() {
@@ -350,11 +352,10 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                         break;
                     }
                     cleaned += n;
-                    mine += n;
                     store::set_count(c, m.id, store::Count::Cleaned, cleaned)
                         .await
                         .map_err(err)?;
-                    throttle(started, mine, m.rate).await;
+                    pace.after(n).await;
                 }
             }
             let v = version(shared, c, &m, &m.target, "stable", None, "done", "cleanup").await?;
@@ -405,6 +406,12 @@ fn batch_size(rate: u64) -> usize {
     }
 }
 
+/// `[metadata] copy_slowdown_pct`: how much slower the application's statements may get
+/// before a copy slows down (`super::pace`).
+fn copy_slowdown_pct(topo: &Topology) -> u32 {
+    topo.metadata.as_ref().map_or(0, |m| m.copy_slowdown_pct)
+}
+
 /// Sleeps so that `done` rows since `started` keep to `rate` rows/s.
 async fn throttle(started: Instant, done: u64, rate: u64) {
     if rate == 0 {
@@ -423,6 +430,8 @@ async fn still(c: &mut Conn, m: &Migration) -> Step<bool> {
 
 async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
     let mut e = ends(shared, topo, &m).await?;
+    let pct = copy_slowdown_pct(topo);
+    let mut pace = Throttle::start(shared, m.rate, &m.source, &m.target, pct).await;
     let mut tail = binlog::Tail::of(&m, &e.opts, &e.shapes)?;
     let mut caught = Instant::now();
     let started = Instant::now();
@@ -490,7 +499,7 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
                 .await
                 .map_err(err)?;
         }
-        throttle(started, copied - m.copied, m.rate).await;
+        pace.after(n as u64).await;
         if checked.elapsed() > Duration::from_millis(500) {
             checked = Instant::now();
             if !still(c, &m).await? {

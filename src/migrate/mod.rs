@@ -18,6 +18,7 @@ mod capture;
 pub mod cli;
 pub mod copy;
 pub mod driver;
+pub mod pace;
 pub mod plan_cli;
 pub mod queue;
 mod step;

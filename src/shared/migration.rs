@@ -191,6 +191,7 @@ mod tests {
                 lease_ms: 50,
                 max_parallel_moves: 2,
                 capture: Default::default(),
+                copy_slowdown_pct: 15,
             });
         }
         t
