@@ -551,29 +551,5 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         said.contains("table `t_dh` is missing on ds1"),
         "check --nodes said: {said}"
     );
-    for node in 0..NODES {
-        let pool = c.direct(node);
-        let mut conn = pool.get_conn().await.expect("node");
-        for db in [DB, META] {
-            let _ = conn
-                .query_drop(format!("DROP DATABASE IF EXISTS {db}"))
-                .await;
-        }
-    }
-}
-
-/// Each database made anew, empty, on every node.
-async fn emptied(c: &Cluster, dbs: &[&str]) {
-    for node in 0..NODES {
-        let pool = c.direct(node);
-        let mut conn = pool.get_conn().await.expect("node");
-        for db in dbs {
-            conn.query_drop(format!("DROP DATABASE IF EXISTS {db}"))
-                .await
-                .expect("drop");
-            conn.query_drop(format!("CREATE DATABASE {db}"))
-                .await
-                .expect("create");
-        }
-    }
+    dropped(c, &[DB, META]).await;
 }

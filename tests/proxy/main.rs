@@ -111,3 +111,30 @@ fn mariadb_feed(port: u16, db: &str, sql: &[u8], what: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Each database made anew, empty, on every node.
+async fn emptied(c: &Cluster, dbs: &[&str]) {
+    for node in 0..NODES {
+        let (_pool, mut conn) = direct_conn(c, node).await;
+        for db in dbs {
+            conn.query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+                .await
+                .expect("drop");
+            conn.query_drop(format!("CREATE DATABASE {db}"))
+                .await
+                .expect("create");
+        }
+    }
+}
+
+/// Each database dropped on every node (a test's own, at its end).
+async fn dropped(c: &Cluster, dbs: &[&str]) {
+    for node in 0..NODES {
+        let (_pool, mut conn) = direct_conn(c, node).await;
+        for db in dbs {
+            let _ = conn
+                .query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+                .await;
+        }
+    }
+}

@@ -8,8 +8,6 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use mysql_async::prelude::Queryable;
-
 use super::*;
 
 const DB: &str = "toolsdb";
@@ -56,16 +54,7 @@ fn load(port: u16, file: &str) {
 #[tokio::test]
 async fn alembic_autogenerate_finds_the_demo_tables_as_the_model_has_them() {
     let c = cluster();
-    for node in 0..NODES {
-        let pool = c.direct(node);
-        let mut conn = pool.get_conn().await.expect("node");
-        conn.query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
-            .await
-            .expect("drop");
-        conn.query_drop(format!("CREATE DATABASE {DB}"))
-            .await
-            .expect("create");
-    }
+    emptied(c, &[DB]).await;
     let proxy = start_proxy_with_rules(demo_rules(c));
     load(proxy.port, "demo/shop.sql");
     load(proxy.port, "demo/tiers.sql");
@@ -95,11 +84,5 @@ async fn alembic_autogenerate_finds_the_demo_tables_as_the_model_has_them() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    for node in 0..NODES {
-        let pool = c.direct(node);
-        let mut conn = pool.get_conn().await.expect("node");
-        let _ = conn
-            .query_drop(format!("DROP DATABASE IF EXISTS {DB}"))
-            .await;
-    }
+    dropped(c, &[DB]).await;
 }
