@@ -33,9 +33,7 @@ pub fn misplaced(topo: &Topology, have: &[(usize, Vec<String>)]) -> Vec<String> 
         let on: Vec<usize> = asked.iter().copied().filter(|n| holds(*n, &t)).collect();
         match topo.table(&t) {
             Some(rule) => {
-                let mut placed = rule.all_nodes(topo);
-                placed.sort_unstable();
-                placed.dedup();
+                let placed = rule.all_nodes(topo);
                 let lacking: Vec<usize> = placed
                     .iter()
                     .copied()

@@ -621,6 +621,15 @@ impl Topology {
         self.tables.get(&name.to_ascii_lowercase())
     }
 
+    /// The nodes that hold a table, in order: its rule's nodes, or the default node for a
+    /// table no rule names.
+    pub fn holders(&self, table: &str) -> Vec<usize> {
+        match self.table(table) {
+            Some(rule) => rule.all_nodes(self),
+            None => vec![self.default_node],
+        }
+    }
+
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n.name == name)
     }

@@ -40,12 +40,7 @@ pub async fn read<D: Door>(
     schema: Option<&str>,
     table: &str,
 ) -> Result<Arc<[String]>, MyError> {
-    let mut nodes = match topo.table(table) {
-        Some(rule) => rule.all_nodes(topo),
-        None => vec![topo.default_node],
-    };
-    nodes.sort_unstable();
-    nodes.dedup();
+    let nodes = topo.holders(table);
     let sql = columns_sql(schema, table);
     let mut first: Option<(usize, Vec<String>)> = None;
     for node in nodes {

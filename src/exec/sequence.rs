@@ -52,12 +52,7 @@ pub async fn reserve<D: Door>(
     if found.is_empty() {
         // First use: start past the largest key any node of the table holds.
         let mut max = 0u64;
-        let mut nodes = match topo.table(table) {
-            Some(rule) => rule.all_nodes(topo),
-            None => vec![topo.default_node],
-        };
-        nodes.sort_unstable();
-        nodes.dedup();
+        let nodes = topo.holders(table);
         let sql = format!(
             "SELECT COALESCE(MAX({}), 0) FROM {}",
             ident(&g.column),

@@ -18,6 +18,8 @@ pub mod view_catalog;
 pub mod views;
 mod words;
 
+pub use words::show_index_table;
+
 use mysql_common::value::Value;
 use sqlparser::ast::{
     Delete, Expr, FromTable, GroupByExpr, ObjectName, ObjectType, Query, SetExpr, Statement, Update,
@@ -832,14 +834,9 @@ impl<'a> Planner<'a> {
             names.push(sql::table_name(n));
             std::ops::ControlFlow::<()>::Continue(())
         });
-        let first = sql::leading_words(self.sql, 1);
-        let is_read = first.first().is_some_and(|w| {
-            ["SHOW", "DESCRIBE", "DESC", "EXPLAIN", "HELP"]
-                .iter()
-                .any(|k| w.eq_ignore_ascii_case(k))
-        });
+        let is_read = sql::reads_catalog(self.sql);
         if names.is_empty() && is_read {
-            names.extend(words::show_index_table(self.sql));
+            names.extend(words::show_index_table(self.sql, sql::lex::Mode::default()).map(|t| t.1));
         }
         if names.is_empty() {
             return self.sticky();

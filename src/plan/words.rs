@@ -34,11 +34,7 @@ pub(super) fn lock_tables(sql: &str, topo: &Topology) -> Plan {
         let Some(name) = toks.get(name_at).map(|t| strip_quotes(t.text(body))) else {
             return refuse("LOCK TABLES without tables");
         };
-        let nodes = match topo.table(&name) {
-            Some(rule) => rule.all_nodes(topo),
-            None => vec![topo.default_node],
-        };
-        for n in nodes {
+        for n in topo.holders(&name) {
             per_node.entry(n).or_default().push(item);
         }
         match end {
@@ -61,11 +57,15 @@ pub(super) fn lock_tables(sql: &str, topo: &Topology) -> Plan {
     })
 }
 
-/// `SHOW [EXTENDED] {INDEX | INDEXES | KEYS} {FROM | IN} [db.]t [...]`: the table's name,
-/// lower-cased (sqlparser reads no table in it), so it runs where the table is.
-pub(super) fn show_index_table(sql: &str) -> Option<String> {
-    use crate::sql::lex::{statement_tokens, Mode};
-    let toks = statement_tokens(sql, Mode::default());
+/// `SHOW [EXTENDED] {INDEX | INDEXES | KEYS} {FROM | IN} [db.]t [...]`: the table's schema
+/// as written and name, lower-cased (sqlparser reads no table in it), so it runs where the
+/// table is, or is answered over its nodes (`crate::frontend`).
+pub fn show_index_table(
+    sql: &str,
+    mode: crate::sql::lex::Mode,
+) -> Option<(Option<String>, String)> {
+    use crate::sql::lex::statement_tokens;
+    let toks = statement_tokens(sql, mode);
     let is = |i: usize, w: &str| toks.get(i).is_some_and(|t| t.is(sql, w));
     let mut i = 1 + usize::from(is(1, "EXTENDED"));
     if !is(0, "SHOW") || !(is(i, "INDEX") || is(i, "INDEXES") || is(i, "KEYS")) {
@@ -75,8 +75,8 @@ pub(super) fn show_index_table(sql: &str) -> Option<String> {
     if !(is(i, "FROM") || is(i, "IN")) {
         return None;
     }
-    let (_, name, _) = super::views::object_name(sql, &toks, i + 1)?;
-    Some(name.to_ascii_lowercase())
+    let (schema, name, _) = super::views::object_name(sql, &toks, i + 1)?;
+    Some((schema, name.to_ascii_lowercase()))
 }
 
 /// `ALTER TABLE t DISABLE KEYS` / `ENABLE KEYS` (dump files wrap them in executable comments;
@@ -96,12 +96,9 @@ pub(super) fn alter_keys(sql: &str) -> Option<String> {
 /// then answers, with its own syntax error where there is one), refused otherwise.
 pub(super) fn unparsed(sql: &str, err: &str, params: &[Value], topo: &Topology) -> Plan {
     if let Some(table) = alter_keys(sql) {
-        let nodes = match topo.table(&table) {
-            Some(rule) => rule.all_nodes(topo),
-            None => vec![topo.default_node],
-        };
         return Plan::Scatter {
-            targets: nodes
+            targets: topo
+                .holders(&table)
                 .into_iter()
                 .map(|node| Target {
                     node,

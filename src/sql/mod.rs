@@ -242,6 +242,16 @@ pub fn without_comments(sql: &str, mode: lex::Mode) -> std::borrow::Cow<'_, str>
     std::borrow::Cow::Owned(out)
 }
 
+/// Whether a statement reads the catalog by its first word (`SHOW`, `DESCRIBE`, `DESC`,
+/// `EXPLAIN`, `HELP`): it writes nothing, whatever tables it names.
+pub fn reads_catalog(sql: &str) -> bool {
+    first_word(sql).is_some_and(|w| {
+        ["SHOW", "DESCRIBE", "DESC", "EXPLAIN", "HELP"]
+            .iter()
+            .any(|k| w.eq_ignore_ascii_case(k))
+    })
+}
+
 /// A statement that is one MySQL executable comment, `/*!NNNNN body */` or `/*! body */`
 /// (dump files wrap their SETs, `ALTER TABLE ... DISABLE KEYS` and more in them), whose
 /// version the proxy's satisfies: its body, which MySQL runs as the statement. `None` for

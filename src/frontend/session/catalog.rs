@@ -31,13 +31,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if !is(0, "SHOW") {
             return None;
         }
-        let extended = usize::from(is(1, "EXTENDED"));
-        if ["INDEX", "INDEXES", "KEYS"]
-            .iter()
-            .any(|w| is(1 + extended, w))
-            && (is(2 + extended, "FROM") || is(2 + extended, "IN"))
-        {
-            let (schema, name, _) = crate::plan::views::object_name(sql, toks, 3 + extended)?;
+        if let Some((schema, name)) = crate::plan::show_index_table(sql, mode) {
             if !self.own_schema(schema.as_deref()) {
                 return None;
             }
@@ -173,14 +167,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(Some(Value::Bytes(b))) => b.clone(),
             _ => Vec::new(),
         };
-        let key = |r: &Row| {
-            let mut k = Vec::new();
-            for i in visible..keys_end {
-                k.extend_from_slice(&text(r, i));
-                k.push(0);
-            }
-            k
-        };
+        let key = |r: &Row| joined(r, visible..keys_end);
         // The session's database: a row per key by its table's rule. Other schemas (mysql,
         // information_schema): the same on every node, the first node's row.
         let (mut ours, mut others): (Vec<(usize, Vec<Row>)>, Vec<Row>) = (Vec::new(), Vec::new());
@@ -323,9 +310,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn show_index(&mut self, sql: &str, table: &str) -> Option<Outcome> {
         let topo = self.topo.clone();
         let rule = topo.table(table)?;
-        let mut held = rule.all_nodes(&topo);
-        held.sort_unstable();
-        held.dedup();
+        let held = rule.all_nodes(&topo);
         if held.len() < 2 || matches!(rule, crate::routing::TableRule::Broadcast) {
             return None;
         }
@@ -340,16 +325,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     "shardproxy: SHOW INDEX answered without Key_name and Seq_in_index",
                 ));
             };
-            let id = |r: &Row| {
-                let mut k = Vec::new();
-                for i in [key, seq] {
-                    if let Some(Some(Value::Bytes(b))) = r.get(i) {
-                        k.extend_from_slice(b);
-                    }
-                    k.push(0);
-                }
-                k
-            };
+            let id = |r: &Row| joined(r, [key, seq]);
             let rows = combined(
                 &topo,
                 answers,
@@ -402,7 +378,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let mut rows: Vec<Row> = answers
             .into_iter()
             .flat_map(|(_, rows)| rows)
-            .filter(|r| !internal(&first_bytes(r)) && seen.insert(first_bytes(r)))
+            .filter(|r| {
+                let name = first_bytes(r);
+                !internal(&name) && seen.insert(name)
+            })
             .collect();
         if !filtered {
             for v in self.shared.views.load().all() {
@@ -503,8 +482,8 @@ pub(super) enum ListKey {
 }
 
 /// An `information_schema` table a listing may read: its name, the columns that tell its
-/// rows apart (the schema's and the table's first), and whether its rows are tables' counts
-/// and sizes, to be added up over a sharded table's nodes.
+/// rows apart (the schema's and the table's first), and whether its rows carry counts to add
+/// up over a sharded table's nodes (TABLES' rows and sizes, STATISTICS' cardinality).
 pub(super) struct Catalog {
     name: &'static str,
     keys: &'static [&'static str],
@@ -674,6 +653,18 @@ fn listing_of(
 /// listing shows it (a dump would carry it, a migration tool would drop it).
 fn internal(name: &[u8]) -> bool {
     std::str::from_utf8(name).is_ok_and(crate::exec::proxy_table)
+}
+
+/// The text of a row's columns at `at`, each ended by a 0 byte: a key telling rows apart.
+fn joined(r: &Row, at: impl IntoIterator<Item = usize>) -> Vec<u8> {
+    let mut k = Vec::new();
+    for i in at {
+        if let Some(Some(Value::Bytes(b))) = r.get(i) {
+            k.extend_from_slice(b);
+        }
+        k.push(0);
+    }
+    k
 }
 
 /// The first column's bytes (a table's name).

@@ -59,18 +59,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let options = toks.get(i).map_or("", |t| &sql[t.start..]);
         let topo = self.topo.clone();
-        let nodes_of = |t: &str| match topo.table(t) {
-            Some(rule) => {
-                let mut n = rule.all_nodes(&topo);
-                n.sort_unstable();
-                n.dedup();
-                n
-            }
-            None => vec![topo.default_node],
-        };
         let spread: Vec<&str> = tables
             .iter()
-            .filter(|(t, _)| nodes_of(t).len() > 1)
+            .filter(|(t, _)| topo.holders(t).len() > 1)
             .map(|(t, _)| t.as_str())
             .collect();
         if first.eq_ignore_ascii_case("CHECKSUM") && !spread.is_empty() {
@@ -80,7 +71,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             ))));
         }
         let placed: Vec<(&str, Vec<usize>)> =
-            tables.iter().map(|(t, w)| (*w, nodes_of(t))).collect();
+            tables.iter().map(|(t, w)| (*w, topo.holders(t))).collect();
         Some(self.run_maintenance(head, &placed, options).await)
     }
 

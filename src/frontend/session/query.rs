@@ -92,7 +92,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // (`super::catalog`) and the views it keeps (`super::views`), told by the first
         // word. (Called from here, not through one more async layer: the session's future
         // is as deep as the compiler lays out.)
-        if let Some(first) = sql::first_word(sql) {
+        let first = sql::first_word(sql);
+        if let Some(first) = first {
             let own = if first.eq_ignore_ascii_case("SELECT") {
                 self.tables_listing(sql).await
             } else if first.eq_ignore_ascii_case("SHOW") {
@@ -120,7 +121,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         // The kept views' rows in information_schema, and their tables in LOCK TABLES.
-        let first = sql::first_word(sql).unwrap_or_default();
+        let first = first.unwrap_or_default();
         let cataloged = if first.eq_ignore_ascii_case("SELECT") {
             self.catalog_with_views(sql).await?
         } else if first.eq_ignore_ascii_case("LOCK") {
@@ -793,18 +794,11 @@ pub(super) fn statement_kind(parsed: Option<&Parsed>, sql: &str) -> &'static str
 pub(super) fn is_read(parsed: Option<&Parsed>, sql: &str) -> bool {
     // SHOW, DESCRIBE and EXPLAIN read the catalog: a transaction that asked two nodes
     // (an ORM reflecting tables) commits them as reads, with no two-phase commit.
-    let catalog = || {
-        sql::first_word(sql).is_some_and(|w| {
-            ["SHOW", "DESCRIBE", "DESC", "EXPLAIN"]
-                .iter()
-                .any(|k| w.eq_ignore_ascii_case(k))
-        })
-    };
     match parsed {
         Some(p) => match &p.stmt {
             sqlparser::ast::Statement::Query(q) => q.locks.is_empty(),
-            _ => catalog(),
+            _ => sql::reads_catalog(sql),
         },
-        None => catalog(),
+        None => sql::reads_catalog(sql),
     }
 }

@@ -44,28 +44,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             if !reads.iter().any(|r| r.2 == which) {
                 continue;
             }
-            // The node's columns of the catalog table, in order (they differ by version).
-            let mut ask = String::from(
-                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = 'information_schema' AND TABLE_NAME = ",
-            );
-            crate::sql::write::text(&mut ask, which.name());
-            ask.push_str(" ORDER BY ORDINAL_POSITION");
-            let node = self.topo.default_node;
-            let rows = self.nodes.fetch_outside(node, &ask).await?;
-            let cols: Vec<String> = rows
-                .iter()
-                .filter_map(|r| match r.first() {
-                    Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(b).into_owned()),
-                    _ => None,
-                })
-                .collect();
-            if cols.is_empty() {
-                return Err(MyError::internal(format!(
-                    "shardproxy: {} told no columns of information_schema.{}",
-                    self.nodes.name(node),
-                    which.name()
-                )));
-            }
+            // The node's columns of the catalog table, in order (they differ by version),
+            // read and kept as a table's columns are.
+            let key = crate::shared::column_key(Some("information_schema"), which.name());
+            let cols = match self.shared.columns.get(&key) {
+                Some(cols) => cols,
+                None => {
+                    let topo = self.topo.clone();
+                    let schema = Some("information_schema");
+                    let cols =
+                        crate::exec::columns::read(&mut self.nodes, &topo, schema, which.name())
+                            .await?;
+                    self.shared
+                        .columns_store(schema, which.name(), cols.clone());
+                    cols
+                }
+            };
             derived.push((
                 which,
                 view_catalog::with_view_rows(which, &cols, &views, &db),
@@ -151,11 +145,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // The nodes that hold every table the SELECT reads.
         let mut common: Option<Vec<usize>> = None;
         let _ = sqlparser::ast::visit_relations(&parsed.stmt, |name| {
-            let t = crate::sql::table_name(name);
-            let held = match topo.table(&t) {
-                Some(rule) => rule.all_nodes(&topo),
-                None => vec![topo.default_node],
-            };
+            let held = topo.holders(&crate::sql::table_name(name));
             let now = match common.take() {
                 None => held,
                 Some(c) => c.into_iter().filter(|n| held.contains(n)).collect(),
