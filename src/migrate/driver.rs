@@ -205,10 +205,9 @@ fn join_cursor(i: usize, key: Option<&str>) -> String {
     format!("{i}:{}", key.unwrap_or_default())
 }
 
-/// Deletes the range's rows of every table on one side, in throttled batches; the rows
-/// deleted.
-async fn delete_all(shared: &Shared, c: &mut Conn, shapes: &[Shape], rate: u64) -> Step<u64> {
-    let started = Instant::now();
+/// Deletes the range's rows of every table on one side (an aborted move's target), in
+/// batches, unthrottled; the rows deleted.
+async fn delete_all(shared: &Shared, c: &mut Conn, shapes: &[Shape]) -> Step<u64> {
     let mut n = 0;
     for shape in shapes {
         let mut after = None;
@@ -216,14 +215,13 @@ async fn delete_all(shared: &Shared, c: &mut Conn, shapes: &[Shape], rate: u64) 
             if !shared.migration.may_drive() {
                 return Err(NOT_DRIVING.into());
             }
-            let d = copy::delete_batch(c, shape, batch_size(rate), &mut after)
+            let d = copy::delete_batch(c, shape, copy::BATCH, &mut after)
                 .await
                 .map_err(err)?;
             if d == 0 {
                 break;
             }
             n += d;
-            throttle(started, n, rate).await;
         }
     }
     Ok(n)
@@ -273,7 +271,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 .await
                 .map_err(err)?;
             // Left-overs of an earlier attempt: no proxy writes images here yet.
-            delete_all(shared, &mut e.t, &e.shapes, 0).await?;
+            delete_all(shared, &mut e.t, &e.shapes).await?;
             let pos = super::capture::choose(&topo, &mut e).await;
             let (how, state) = match &pos {
                 Some(_) => ("binlog", "capture"),
@@ -377,7 +375,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             .await?;
             acks(c, v, lease + 1000, Some(&m.target), ACK_TIMEOUT).await?;
             let mut e = ends(shared, &topo, &m).await?;
-            delete_all(shared, &mut e.t, &e.shapes, 0).await?;
+            delete_all(shared, &mut e.t, &e.shapes).await?;
             store::set_step(
                 c,
                 m.id,
@@ -410,17 +408,6 @@ fn batch_size(rate: u64) -> usize {
 /// before a copy slows down (`super::pace`).
 fn copy_slowdown_pct(topo: &Topology) -> u32 {
     topo.metadata.as_ref().map_or(0, |m| m.copy_slowdown_pct)
-}
-
-/// Sleeps so that `done` rows since `started` keep to `rate` rows/s.
-async fn throttle(started: Instant, done: u64, rate: u64) {
-    if rate == 0 {
-        return;
-    }
-    let due = Duration::from_secs_f64(done as f64 / rate as f64);
-    if let Some(wait) = due.checked_sub(started.elapsed()) {
-        tokio::time::sleep(wait).await;
-    }
 }
 
 /// The step, read again: an admin's ABORT stops the data steps at their next batch.
