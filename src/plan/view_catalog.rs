@@ -182,12 +182,8 @@ fn collect(
         return None;
     }
     let parsed = crate::sql::parse_in(&view.body, view.mode).ok()?;
-    let mut found = Vec::new();
-    let _ = sqlparser::ast::visit_relations(&parsed.stmt, |name| {
-        found.push(crate::sql::table_name(name));
-        std::ops::ControlFlow::<()>::Continue(())
-    });
-    // Aliases, from the table factors.
+    let ctes = super::gather::cte_names(&parsed.stmt);
+    // Tables with their aliases, from the table factors.
     struct Factors(Vec<(String, Option<String>)>);
     impl sqlparser::ast::Visitor for Factors {
         type Break = ();
@@ -205,7 +201,7 @@ fn collect(
     let _ = sqlparser::ast::Visit::visit(&parsed.stmt, &mut factors);
     for (name, alias) in factors.0 {
         // A CTE's name is no table.
-        if !found.contains(&name) {
+        if ctes.contains(&name.to_ascii_lowercase()) {
             continue;
         }
         match views.get(&name) {
@@ -376,6 +372,7 @@ mod tests {
         let vs = views(&[
             "CREATE ALGORITHM=UNDEFINED DEFINER=`app`@`%` SQL SECURITY DEFINER VIEW `va` AS SELECT o.id FROM t_order o JOIN t_user ON t_user.id = o.user_id",
             "CREATE ALGORITHM=UNDEFINED DEFINER=`app`@`%` SQL SECURITY DEFINER VIEW `vb` AS SELECT * FROM va",
+            "CREATE ALGORITHM=UNDEFINED DEFINER=`app`@`%` SQL SECURITY DEFINER VIEW `vc` AS WITH top AS (SELECT id FROM t_user) SELECT id FROM top",
         ]);
         assert_eq!(
             lock_views("LOCK TABLES `a` READ /*!32311 LOCAL */,`vb` READ /*!32311 LOCAL */", Mode::default(), &vs)
@@ -387,6 +384,11 @@ mod tests {
             Some("LOCK TABLES `t_order` AS `o` WRITE, `t_user` WRITE")
         );
         assert_eq!(lock_views("LOCK TABLES a READ", Mode::default(), &vs), None);
+        // A WITH clause's name is no table to lock.
+        assert_eq!(
+            lock_views("LOCK TABLES vc READ", Mode::default(), &vs).as_deref(),
+            Some("LOCK TABLES `t_user` READ")
+        );
         // A table the statement locks itself is locked once.
         assert_eq!(
             lock_views("LOCK TABLES t_user READ, va READ;", Mode::default(), &vs).as_deref(),
