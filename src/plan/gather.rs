@@ -430,7 +430,7 @@ fn renamed(
 }
 
 /// The names WITH clauses give (lower-cased): relations by those names are not tables.
-pub(super) fn cte_names(stmt: &Statement) -> Vec<String> {
+pub fn cte_names(stmt: &Statement) -> Vec<String> {
     struct Ctes(Vec<String>);
     impl Visitor for Ctes {
         type Break = ();

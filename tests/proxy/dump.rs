@@ -519,6 +519,21 @@ async fn a_dump_through_the_proxy_holds_every_table_and_restores_them_where_they
         next > restored_max,
         "the id {next:?} after the restore is not above {restored_max:?}"
     );
+    // A view whose WITH clause names a table of its own, over a table on ds2 alone: its
+    // columns are asked of ds2 (the WITH's name is no table to find a node for).
+    p.query_drop("CREATE VIEW v_cte AS WITH s AS (SELECT id, v FROM t_ds) SELECT v FROM s")
+        .await
+        .expect("a view with a WITH clause");
+    let fields: Vec<mysql_async::Row> = p
+        .query("DESCRIBE v_cte")
+        .await
+        .expect("DESCRIBE a view with a WITH clause");
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|r| r.get::<String, _>("Type").expect("Type"))
+        .collect();
+    assert_eq!(fields, ["varchar(20)"]);
+    p.query_drop("DROP VIEW v_cte").await.expect("drop it");
     drop(p);
 
     // `shardproxy check --nodes` finds every table where its rule puts it, until a node

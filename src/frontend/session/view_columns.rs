@@ -142,10 +142,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         };
         let topo = self.topo.clone();
         let parsed = crate::sql::parse_in(&read, self.mode()).map_err(MyError::unsupported)?;
-        // The nodes that hold every table the SELECT reads.
+        // The nodes that hold every table the SELECT reads (a WITH clause's names are none).
+        let ctes = crate::plan::gather::cte_names(&parsed.stmt);
         let mut common: Option<Vec<usize>> = None;
         let _ = sqlparser::ast::visit_relations(&parsed.stmt, |name| {
-            let held = topo.holders(&crate::sql::table_name(name));
+            let table = crate::sql::table_name(name);
+            if ctes.contains(&table.to_ascii_lowercase()) {
+                return std::ops::ControlFlow::<()>::Continue(());
+            }
+            let held = topo.holders(&table);
             let now = match common.take() {
                 None => held,
                 Some(c) => c.into_iter().filter(|n| held.contains(n)).collect(),
