@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Live slot migration under load: an application's point reads and increments (prepared, 16
 # clients, every key) through the proxy for BASELINE seconds, then while half of the table's
-# slots move to a third node (MIGRATE SLOTS 0-511 ... AUTO), then after. Prints per step the
+# slots move to a third node (MIGRATE SLOTS 0-511 ... AUTO), then 5 s after and BASELINE
+# seconds more ("settled": the new placement's own rate). Prints per step the
 # load's QPS and p99s, writes to the moving slots apart, the longest write during the cutover
 # (moving slots and the others), and the backfill's rows per second.
 #
@@ -16,7 +17,7 @@
 # building this checkout, CARGO_TARGET_DIR honoured. Nodes keep MariaDB's durable defaults.
 # Ports: data nodes 3621-3623, metadata node 3624, proxy 3627, admin 3628.
 # The client's summary line (the proxy's own account of the cutover follows it):
-#   backfill_rows_per_s=N cutover_max_write_ms_moving=F cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N qps_move=N p99_ms_baseline=F p99_ms_backfill=F
+#   backfill_rows_per_s=N cutover_max_write_ms_moving=F cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N qps_move=N qps_settled=N p99_ms_baseline=F p99_ms_backfill=F
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,13 +1,14 @@
 //! The client of bench/migration.sh: an application's load (point reads and increments,
 //! prepared, over every key) through the proxy, before, during and after a live migration
 //! of slots it starts on the admin interface; per step, the load's rate and latencies, writes
-//! to the moving slots apart from the others, and the backfill's rows per second.
+//! to the moving slots apart from the others, and the backfill's rows per second. After the
+//! move: `after` (its first 5 s) and `settled` (as long as the baseline, from 5 s on).
 //!
 //!   migration_load PROXY_URL ADMIN_URL TABLE ROWS CLIENTS BASELINE_S "MIGRATE ..."
 //!
 //! The last line: `backfill_rows_per_s=N cutover_max_write_ms_moving=F
-//! cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N p99_ms_baseline=F
-//! p99_ms_backfill=F`.
+//! cutover_max_write_ms_other=F qps_baseline=N qps_backfill=N qps_move=N qps_settled=N
+//! p99_ms_baseline=F p99_ms_backfill=F`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -156,8 +157,12 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(every)).await;
     }
     let done = start.elapsed().as_millis() as u64;
-    tokio::time::sleep(Duration::from_secs(baseline.min(5))).await;
+    // The five seconds after the move (the source's purge of the deleted rows runs on), then
+    // as long as the baseline: the new placement's own rate, which a move's cost is not.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     steps.push((done, "after".into()));
+    steps.push((start.elapsed().as_millis() as u64, "settled".into()));
+    tokio::time::sleep(Duration::from_secs(baseline)).await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("client");
@@ -190,6 +195,7 @@ async fn main() {
         "ot_write_max"
     );
     let (mut qps_base, mut qps_fill, mut p99_base, mut p99_fill) = (0.0, 0.0, 0.0, 0.0);
+    let mut qps_settled = 0.0;
     let (mut stall_moving, mut stall_other) = (0.0f64, 0.0f64);
     // Every step of the move, from its first to `done`.
     let (mut move_ops, mut move_secs) = (0usize, 0.0f64);
@@ -218,12 +224,13 @@ async fn main() {
             let mut a: Vec<u64> = v.iter().map(|o| o.us).collect();
             pct(&mut a, 0.99)
         };
-        if !matches!(name.as_str(), "baseline" | "after") {
+        if !matches!(name.as_str(), "baseline" | "after" | "settled") {
             (move_ops, move_secs) = (move_ops + v.len(), move_secs + secs);
         }
         match name.as_str() {
             "baseline" => (qps_base, p99_base) = (qps, all_p99),
             "backfill" => (qps_fill, p99_fill) = (qps, all_p99),
+            "settled" => qps_settled = qps,
             "cutover" => (stall_moving, stall_other) = (mv_max, ot_max),
             _ => {}
         }
@@ -250,7 +257,7 @@ async fn main() {
     }
     let qps_move = move_ops as f64 / move_secs.max(0.001);
     println!(
-        "backfill_rows_per_s={rps:.0} cutover_max_write_ms_moving={stall_moving:.1} cutover_max_write_ms_other={stall_other:.1} qps_baseline={qps_base:.0} qps_backfill={qps_fill:.0} qps_move={qps_move:.0} p99_ms_baseline={p99_base:.2} p99_ms_backfill={p99_fill:.2}"
+        "backfill_rows_per_s={rps:.0} cutover_max_write_ms_moving={stall_moving:.1} cutover_max_write_ms_other={stall_other:.1} qps_baseline={qps_base:.0} qps_backfill={qps_fill:.0} qps_move={qps_move:.0} qps_settled={qps_settled:.0} p99_ms_baseline={p99_base:.2} p99_ms_backfill={p99_fill:.2}"
     );
     pool.disconnect().await.ok();
 }
