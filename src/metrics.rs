@@ -189,7 +189,7 @@ impl Metrics {
             ),
             migration_rows: counter_vec(
                 "shardproxy_migration_rows_total",
-                "Rows copied by backfills (copied) and verify chunks that differed (chunk_differed)",
+                "Rows copied by backfills (copied), copied again from a source's binary log (recopied), and verify chunks that differed (chunk_differed)",
                 &["kind"],
             ),
             shadow_failures: IntCounter::new(

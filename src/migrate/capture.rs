@@ -36,15 +36,23 @@ pub(super) async fn choose(topo: &Topology, e: &mut Ends) -> Option<binlog::Posi
     }
 }
 
-/// Copies what the source's binary log changed since the last pass, and saves the position
-/// once nothing read is left to copy.
+/// Copies what the source's binary log changed since the last pass (but the rows the
+/// backfill copies later: [`binlog::recopy`]), and saves the position once nothing read is
+/// left to copy.
 pub(super) async fn catch_up(
+    shared: &Shared,
     c: &mut Conn,
     m: &Migration,
     tail: &mut binlog::Tail,
     e: &mut Ends,
+    later: &[Option<String>],
 ) -> Step<()> {
-    tail.catch_up(&mut e.s, &mut e.t, &e.shapes).await?;
+    let written = tail.catch_up(&mut e.s, &mut e.t, &e.shapes, later).await?;
+    shared
+        .metrics
+        .migration_rows
+        .with_label_values(&["recopied"])
+        .inc_by(written);
     if let Some(pos) = tail.to_save() {
         store::set_binlog_pos(c, m.id, &pos).await.map_err(err)?;
     }
@@ -68,7 +76,7 @@ pub(super) async fn cutover(
         return Err("the move's capture is not from a binary log".into());
     };
     // Most of the log while writes still run: the hold is then short.
-    catch_up(c, m, &mut tail, &mut e).await?;
+    catch_up(shared, c, m, &mut tail, &mut e, &[]).await?;
     let v = version(
         shared,
         c,
@@ -95,12 +103,12 @@ pub(super) async fn cutover(
                     late.join(", ")
                 ));
             }
-            catch_up(c, m, &mut tail, &mut e).await?;
+            catch_up(shared, c, m, &mut tail, &mut e, &[]).await?;
         }
         let acked = frozen.elapsed();
         // No write of the rows runs now: the log's end holds every one of them.
         loop {
-            catch_up(c, m, &mut tail, &mut e).await?;
+            catch_up(shared, c, m, &mut tail, &mut e, &[]).await?;
             if tail.pending() == 0 {
                 info!(
                     migration = m.id,

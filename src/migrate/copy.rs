@@ -207,6 +207,30 @@ impl Shape {
     }
 }
 
+/// What a backfill at `table`'s `cursor` (its rows up to `upto` to copy) has still to copy,
+/// per shape: nothing of the tables before, the rows after the cursor up to `upto` of this
+/// one (none when it was empty), every row of the tables after (their last keys are taken
+/// when the backfill reaches them, after every change read before). As predicates for
+/// [`super::binlog::recopy`].
+pub fn still_to_copy(
+    shapes: &[Shape],
+    table: usize,
+    cursor: Option<&str>,
+    upto: Option<&str>,
+) -> Vec<Option<String>> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| match i.cmp(&table) {
+            std::cmp::Ordering::Less => None,
+            std::cmp::Ordering::Equal => {
+                upto.map(|u| format!("1{}{}", shape.after(cursor), shape.upto(Some(u))))
+            }
+            std::cmp::Ordering::Greater => Some("1".to_string()),
+        })
+        .collect()
+}
+
 /// Writes `rows` to the target (inside its open transaction).
 pub(super) async fn replace(
     t: &mut Conn,
@@ -525,4 +549,53 @@ pub async fn delete_batch(
         *after = hi;
     }
     Ok(deleted)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::moving::{Moving, Which};
+    use crate::routing::slot::MoveStep;
+
+    fn shape(table: &str) -> Shape {
+        Shape {
+            table: format!("`{table}`"),
+            name: table.to_string(),
+            slots: "CRC32(`id`) % 1024 BETWEEN 0 AND 511".into(),
+            key: vec!["`id`".into()],
+            key_pos: vec![0],
+            key_unsigned: vec![false],
+            routing: Some(0),
+            moving: Moving {
+                which: Which::Slots(0, 511),
+                from: 0,
+                to: 1,
+                step: MoveStep::DualWrite,
+            },
+            columns: vec!["`id`".into(), "`v`".into()],
+        }
+    }
+
+    #[test]
+    fn a_backfill_has_still_to_copy_the_rows_after_its_cursor_and_every_later_table() {
+        let shapes = [shape("a"), shape("b"), shape("c")];
+        assert_eq!(
+            still_to_copy(&shapes, 1, Some("(7)"), Some("(90)")),
+            vec![
+                None,
+                Some("1 AND (`id`) > (7) AND (`id`) <= (90)".to_string()),
+                Some("1".to_string()),
+            ]
+        );
+        // Nothing copied of the table yet: every row up to its last key.
+        assert_eq!(
+            still_to_copy(&shapes, 0, None, Some("(90)"))[0].as_deref(),
+            Some("1 AND (`id`) <= (90)")
+        );
+        // A table that was empty when reached: what it gets since, the log copies.
+        assert_eq!(
+            still_to_copy(&shapes, 2, None, None),
+            vec![None, None, None]
+        );
+    }
 }

@@ -323,7 +323,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             // The target keeps up with the source's log while the move waits for CUTOVER.
             let mut e = ends(shared, &topo, &m).await?;
             if let Some(mut tail) = binlog::Tail::of(&m, &e.opts, &e.shapes)? {
-                super::capture::catch_up(c, &m, &mut tail, &mut e).await?;
+                super::capture::catch_up(shared, c, &m, &mut tail, &mut e, &[]).await?;
             }
             Ok(false)
         }
@@ -445,7 +445,9 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
             // Read before the log's changes are copied, the batch ahead would be written
             // over them.
             ahead = None;
-            super::capture::catch_up(c, &m, tail, &mut e).await?;
+            let upto = last.as_ref().and_then(|(_, k)| k.as_deref());
+            let later = copy::still_to_copy(&e.shapes, table, cursor.as_deref(), upto);
+            super::capture::catch_up(shared, c, &m, tail, &mut e, &later).await?;
             caught = Instant::now();
         }
         let Some(shape) = e.shapes.get(table) else {
@@ -495,7 +497,7 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
         }
     }
     if let Some(tail) = tail.as_mut() {
-        super::capture::catch_up(c, &m, tail, &mut e).await?;
+        super::capture::catch_up(shared, c, &m, tail, &mut e, &[]).await?;
     }
     // The pass's average rate: what a progress bar ends on.
     let rps = if copied > m.copied {
