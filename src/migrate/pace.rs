@@ -1,4 +1,4 @@
-//! The pace of a move's copy (its backfill): at most its `rate` rows/s, and slower while the application's
+//! The pace of a move's copy (its backfill, its verify and its cleanup): at most its `rate` rows/s, and slower while the application's
 //! statements on the move's two nodes take longer than before the copy began by more than
 //! `[metadata] copy_slowdown_pct` (the proxy times every statement it sends a node, so no
 //! probe is needed: the load the copy must not hurt is the load it measures). An
