@@ -337,8 +337,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             // Paced as the backfill: once the target's index is built in key order (the
             // capture leaves unreached rows to the backfill), the paced deletes keep the
             // application at 0.87-0.88x instead of 0.84-0.86x (bench/README.md).
-            let pct = copy_slowdown_pct(&topo);
-            let mut pace = Throttle::start(shared, m.rate, &m.source, &m.target, pct).await;
+            let mut pace = paced(shared, &topo, &m).await;
             for shape in &e.shapes {
                 let mut after = None;
                 loop {
@@ -406,10 +405,12 @@ fn batch_size(rate: u64) -> usize {
     }
 }
 
-/// `[metadata] copy_slowdown_pct`: how much slower the application's statements may get
-/// before a copy slows down (`super::pace`).
-fn copy_slowdown_pct(topo: &Topology) -> u32 {
-    topo.metadata.as_ref().map_or(0, |m| m.copy_slowdown_pct)
+/// The pace of `m`'s backfill, verify or cleanup: its RATE, slowed while the application's
+/// statements on its two nodes take more than `[metadata] copy_slowdown_pct` longer than
+/// before the step began (`super::pace`).
+async fn paced<'a>(shared: &'a Shared, topo: &Topology, m: &Migration) -> Throttle<'a> {
+    let pct = topo.metadata.as_ref().map_or(0, |m| m.copy_slowdown_pct);
+    Throttle::start(shared, m.rate, &m.source, &m.target, pct).await
 }
 
 /// The step, read again: an admin's ABORT stops the data steps at their next batch.
@@ -419,8 +420,7 @@ async fn still(c: &mut Conn, m: &Migration) -> Step<bool> {
 
 async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) -> Step<bool> {
     let mut e = ends(shared, topo, &m).await?;
-    let pct = copy_slowdown_pct(topo);
-    let mut pace = Throttle::start(shared, m.rate, &m.source, &m.target, pct).await;
+    let mut pace = paced(shared, topo, &m).await;
     let mut tail = binlog::Tail::of(&m, &e.opts, &e.shapes)?;
     let mut caught = Instant::now();
     let started = Instant::now();
@@ -536,8 +536,7 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
     let mut e = ends(shared, topo, &m).await?;
     // Paced as the backfill is: its chunks lock their rows on the source and read them on
     // both nodes; unpaced, the application ran at 0.65-0.75x of its rate meanwhile.
-    let pct = copy_slowdown_pct(topo);
-    let mut pace = Throttle::start(shared, m.rate, &m.source, &m.target, pct).await;
+    let mut pace = paced(shared, topo, &m).await;
     let mut tail = binlog::Tail::of(&m, &e.opts, &e.shapes)?;
     let (mut table, mut lo) = split_cursor(m.cursor.as_deref());
     let mut chunks = m.chunks_verified;

@@ -1,13 +1,14 @@
-//! The pace of a move's copy (its backfill, its verify and its cleanup): at most its `rate` rows/s, and slower while the application's
-//! statements on the move's two nodes take longer than before the copy began by more than
-//! `[metadata] copy_slowdown_pct` (the proxy times every statement it sends a node, so no
-//! probe is needed: the load the copy must not hurt is the load it measures). An
-//! additive-increase, multiplicative-decrease controller, as TCP's: the copy's share halves
-//! at once when the application slows, and grows back a tenth each quarter second while it
-//! does not; never below a tenth of `rate`, and when the application stays slow for two
-//! seconds with the copy held at a quarter or less, the copy is not the cause: that latency
-//! becomes the baseline and the copy grows back. What gh-ost's `--max-load` and Vitess's tablet throttler do with a server
-//! variable or replication lag, here with the application's own latency.
+//! The pace of a move's copy (its backfill, its verify and its cleanup): at most its `rate`
+//! rows/s, and slower while the application's statements on the move's two nodes take longer
+//! than before the copy began by more than `[metadata] copy_slowdown_pct` (the proxy times
+//! every statement it sends a node, so no probe is needed: the load the copy must not hurt is
+//! the load it measures). An additive-increase, multiplicative-decrease controller, as TCP's:
+//! the copy's share halves at once when the application slows, and grows back a tenth each
+//! quarter second while it does not; never below a tenth of `rate`, and when the application
+//! stays slow for two seconds with the copy held at a quarter or less, the copy is not the
+//! cause: that latency becomes the baseline and the copy grows back. What gh-ost's
+//! `--max-load` and Vitess's tablet throttler do with a server variable or replication lag,
+//! here with the application's own latency.
 
 use std::time::{Duration, Instant};
 
