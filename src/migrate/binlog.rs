@@ -61,6 +61,9 @@ impl Position {
 
 /// How long one read of the log to its end may take.
 const READ_LIMIT: Duration = Duration::from_secs(60);
+/// How often the nodes' connections are pinged while the log is read (the shortest lease's
+/// idle limit is one second).
+const KEEP_ALIVE: Duration = Duration::from_millis(400);
 
 /// The source's log position now, if its binary log can carry a move's changes: on, in ROW
 /// format, with every column in the row images (`FULL` or `NOBLOB`), readable by the
@@ -486,7 +489,8 @@ impl Tail {
     ) -> Result<u64, String> {
         let end = end_of_log(s).await?;
         if self.at.before(&end) {
-            if let Err(e) = self.read_to(&end, shapes).await {
+            let read = self.read_to(&end, shapes, [s, t]).await;
+            if let Err(e) = read {
                 // Read again from where it stands, on a new connection, next time.
                 self.stream = None;
                 return Err(e);
@@ -504,8 +508,15 @@ impl Tail {
         Ok(written)
     }
 
-    /// Reads the open log up to `end` (a position it holds already, so the read ends).
-    async fn read_to(&mut self, end: &Position, shapes: &[Shape]) -> Result<(), String> {
+    /// Reads the open log up to `end` (a position it holds already, so the read ends),
+    /// pinging the nodes' connections `alive` meanwhile: they close themselves when idle for
+    /// about a lease (`super::step::ends`), and a long log takes longer to read.
+    async fn read_to(
+        &mut self,
+        end: &Position,
+        shapes: &[Shape],
+        mut alive: [&mut Conn; 2],
+    ) -> Result<(), String> {
         if self.stream.is_none() {
             self.stream = Some(open(&self.opts, &self.at, self.id, false).await?);
         }
@@ -514,7 +525,16 @@ impl Tail {
             return Ok(());
         };
         let reading = async {
+            let mut pinged = std::time::Instant::now();
             while at.before(end) {
+                if pinged.elapsed() > KEEP_ALIVE {
+                    for (c, which) in alive.iter_mut().zip(["source", "target"]) {
+                        c.ping().await.map_err(|e| {
+                            format!("the {which}'s connection while reading the log: {e}")
+                        })?;
+                    }
+                    pinged = std::time::Instant::now();
+                }
                 let Some(event) = stream.next().await else {
                     return Err("the source ended its binary log stream".to_string());
                 };
@@ -563,6 +583,8 @@ pub async fn verify_chunk(
 ) -> Result<Option<(bool, bool)>, String> {
     let err = |e: mysql_async::Error| e.to_string();
     let shape = &shapes[i];
+    // Most of the log before the chunk is locked: its rows are held only for the rest.
+    tail.catch_up(s, t, shapes, &[]).await?;
     s.query_drop("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .await
         .map_err(err)?;

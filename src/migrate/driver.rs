@@ -354,7 +354,9 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                     store::set_count(c, m.id, store::Count::Cleaned, cleaned)
                         .await
                         .map_err(err)?;
-                    pace.after(n).await;
+                    pace.after(n, &mut [&mut e.s, &mut e.t])
+                        .await
+                        .map_err(|x| lost(&m, x))?;
                 }
             }
             let v = version(shared, c, &m, &m.target, "stable", None, "done", "cleanup").await?;
@@ -403,6 +405,17 @@ fn batch_size(rate: u64) -> usize {
     } else {
         (rate as usize).clamp(1, copy::BATCH)
     }
+}
+
+/// A node's connection lost while a paced step slept (`Pace::after`'s ping of the
+/// source, 0, or the target, 1).
+fn lost(m: &Migration, (i, e): (usize, mysql_async::Error)) -> String {
+    let (what, node) = if i == 0 {
+        ("source", &m.source)
+    } else {
+        ("target", &m.target)
+    };
+    format!("the {what} `{node}`: {e}")
 }
 
 /// The pace of `m`'s backfill, verify or cleanup: its RATE, slowed while the application's
@@ -490,7 +503,9 @@ async fn backfill(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) 
                 .await
                 .map_err(err)?;
         }
-        pace.after(n as u64).await;
+        pace.after(n as u64, &mut [&mut e.s, &mut e.t])
+            .await
+            .map_err(|x| lost(&m, x))?;
         if checked.elapsed() > Duration::from_millis(500) {
             checked = Instant::now();
             if !still(c, &m).await? {
@@ -576,8 +591,14 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
                         break (hi, differed, agrees);
                     }
                     tries += 1;
-                    if tries > 200 {
+                    if tries > 3000 {
                         return Err(what("its rows stayed locked on the source".into()));
+                    }
+                    // The target's connection closes itself when idle for about a lease
+                    // (`step::ends`): a source busy with writes over the chunk must not
+                    // leave it so.
+                    if tries % 50 == 0 {
+                        e.t.ping().await.map_err(|e| what(e.to_string()))?;
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
@@ -619,7 +640,9 @@ async fn verify(shared: &Shared, c: &mut Conn, topo: &Topology, m: Migration) ->
         if !still(c, &m).await? {
             return Ok(true);
         }
-        pace.after(copy::CHUNK as u64).await;
+        pace.after(copy::CHUNK as u64, &mut [&mut e.s, &mut e.t])
+            .await
+            .map_err(|x| lost(&m, x))?;
     }
     // A proxy that failed to write images meanwhile: some rows may differ again.
     let failures = failures_now(c, topo).await?;

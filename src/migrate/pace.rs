@@ -12,7 +12,14 @@
 
 use std::time::{Duration, Instant};
 
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
 use crate::shared::Shared;
+
+/// The longest sleep between pings of the connections a paced step keeps (the shortest
+/// lease's idle limit is one second).
+const KEEP_ALIVE: Duration = Duration::from_millis(400);
 
 /// How often the controller looks at the latency.
 const TICK: Duration = Duration::from_millis(250);
@@ -136,10 +143,17 @@ impl<'a> Throttle<'a> {
         self.ctl.as_ref().map_or(1.0, |c| c.share)
     }
 
-    /// `n` more rows done: sleeps until they are due at the current pace.
-    pub async fn after(&mut self, n: u64) {
+    /// `n` more rows done: sleeps until they are due at the current pace, pinging the
+    /// connections `alive` meanwhile (a node closes a driver's connection idle for about a
+    /// lease, `super::step::ends`, and a slowed pace sleeps longer than that).
+    /// `Err((i, e))`: the ping of `alive[i]` failed.
+    pub async fn after(
+        &mut self,
+        n: u64,
+        alive: &mut [&mut Conn],
+    ) -> Result<(), (usize, mysql_async::Error)> {
         if self.rate == 0 {
-            return;
+            return Ok(());
         }
         if self.tick.elapsed() >= TICK {
             self.tick = Instant::now();
@@ -156,8 +170,17 @@ impl<'a> Throttle<'a> {
             self.due = now;
         }
         self.due += Duration::from_secs_f64(n as f64 / rate);
-        if let Some(wait) = self.due.checked_duration_since(now) {
-            tokio::time::sleep(wait).await;
+        loop {
+            let left = self.due.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(());
+            }
+            tokio::time::sleep(left.min(KEEP_ALIVE)).await;
+            if left > KEEP_ALIVE {
+                for (i, c) in alive.iter_mut().enumerate() {
+                    c.ping().await.map_err(|e| (i, e))?;
+                }
+            }
         }
     }
 
