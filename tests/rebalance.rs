@@ -363,10 +363,25 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
     let meta = "rb_meta_dir";
     fresh_meta(c, meta).await;
     let three = [("ds0", 0), ("ds1", 1), ("ds2", 2)];
-    // Tenants 7 and 8 live on ds1 by their entries, 9 on ds0; the rest fall back to ds0.
+    // Tenants 7 and 8 live on ds1 by their entries, 9 on ds0; 11 and 12 on ds1 and 13 on
+    // ds2 by the lookup table on ds0; the rest fall back to ds0.
     let tables = "[tables.t_dten]\nrule = \"directory\"\ncolumn = \"tenant_id\"\n\
          entries = { \"7\" = \"ds1\", \"8\" = \"ds1\", \"9\" = \"ds0\" }\n\
+         lookup = { node = \"ds0\", table = \"t_dten_nodes\", key_column = \"tenant_id\", node_column = \"node\" }\n\
          fallback = { rule = \"single\", node = \"ds0\" }\n";
+    {
+        let ds0 = c.direct(0);
+        let mut d = ds0.get_conn().await.expect("ds0");
+        for sql in [
+            "DROP TABLE IF EXISTS t_dten_nodes",
+            "CREATE TABLE t_dten_nodes (tenant_id INT PRIMARY KEY, node VARCHAR(16) NOT NULL)",
+            "INSERT INTO t_dten_nodes VALUES (11, 'ds1'), (12, 'ds1'), (13, 'ds2'), (7, 'ds2')",
+        ] {
+            d.query_drop(sql).await.expect("the lookup table");
+        }
+        drop(d);
+        ds0.disconnect().await.ok();
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     let a = watching(&dir, "a", rules_over(c, meta, &three, tables));
     let pool = a.pool();
@@ -377,14 +392,15 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
     )
     .await
     .expect("create");
-    for t in [7, 8, 9, 10] {
+    for t in [7, 8, 9, 10, 11, 12, 13] {
         let values: Vec<String> = (1..=200).map(|i| format!("({t}, {i}, {i})")).collect();
         conn.query_drop(format!("INSERT INTO t_dten VALUES {}", values.join(",")))
             .await
             .expect("load");
     }
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    // The plan, dry: one key move each, to the nodes with the fewest of the table's entries.
+    // The plan, dry: one key move each, to the nodes with the fewest of the table's entries,
+    // the entries' keys first (7's entry wins over its lookup row).
     let plan: Vec<String> = ops_a
         .query_map("DRAIN NODE ds1 DRY RUN", |r: mysql_async::Row| {
             r.get::<String, _>(1).unwrap_or_default()
@@ -395,7 +411,9 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
         plan,
         vec![
             "MIGRATE KEY '7' OF t_dten TO ds2".to_string(),
-            "MIGRATE KEY '8' OF t_dten TO ds0".to_string()
+            "MIGRATE KEY '8' OF t_dten TO ds0".to_string(),
+            "MIGRATE KEY '11' OF t_dten TO ds2".to_string(),
+            "MIGRATE KEY '12' OF t_dten TO ds0".to_string(),
         ]
     );
     ops_a
@@ -414,6 +432,13 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
     };
     assert_eq!(on("7").as_deref(), Some("ds2"));
     assert_eq!(on("8").as_deref(), Some("ds0"));
+    assert_eq!(on("11").as_deref(), Some("ds2"));
+    assert_eq!(on("12").as_deref(), Some("ds0"));
+    assert_eq!(
+        on("13"),
+        None,
+        "a key placed elsewhere by the lookup table moved"
+    );
     assert_eq!(
         count_on(c, 1, "t_dten", "1 = 1").await,
         0,
@@ -421,12 +446,14 @@ async fn a_drain_moves_the_nodes_directory_tenants_and_then_the_node_can_go() {
     );
     assert_eq!(count_on(c, 2, "t_dten", "tenant_id = 7").await, 200);
     assert_eq!(count_on(c, 0, "t_dten", "tenant_id = 8").await, 200);
+    assert_eq!(count_on(c, 2, "t_dten", "tenant_id IN (11, 13)").await, 400);
+    assert_eq!(count_on(c, 0, "t_dten", "tenant_id = 12").await, 200);
     // Every tenant reads whole through the proxy.
     let n: Vec<(i64, i64)> = conn
         .query("SELECT tenant_id, COUNT(*) FROM t_dten GROUP BY tenant_id ORDER BY tenant_id")
         .await
         .expect("counts");
-    assert_eq!(n, vec![(7, 200), (8, 200), (9, 200), (10, 200)]);
+    assert_eq!(n, [7, 8, 9, 10, 11, 12, 13].map(|t| (t, 200)).to_vec());
     drop(conn);
     ops_a
         .query_drop("REMOVE NODE ds1")

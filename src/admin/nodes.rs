@@ -7,8 +7,6 @@
 
 use std::path::Path;
 
-use mysql_async::prelude::Queryable;
-
 use super::meta::failed;
 use super::words::{unsupported, Answer};
 use crate::backend::MyError;
@@ -182,9 +180,11 @@ async fn holdings(t: &Topology, n: usize) -> Vec<String> {
                     if l.node == n {
                         held.push(format!("the lookup table of `{name}`"));
                     }
-                    match lookup_names(t, l, n).await {
-                        Ok(0) => {}
-                        Ok(k) => held.push(format!("{k} keys of `{name}` in its lookup table")),
+                    match super::rebalance::placed_by_lookup(t, d, n).await {
+                        Ok(k) if k.is_empty() => {}
+                        Ok(k) => {
+                            held.push(format!("{} keys of `{name}` in its lookup table", k.len()))
+                        }
                         Err(e) => held.push(format!(
                             "perhaps keys of `{name}` (its lookup table could not be read: {e})"
                         )),
@@ -199,27 +199,6 @@ async fn holdings(t: &Topology, n: usize) -> Vec<String> {
         }
     }
     held
-}
-
-/// How many keys a directory's lookup table places on node `n`.
-async fn lookup_names(
-    t: &Topology,
-    l: &crate::routing::directory::Lookup,
-    n: usize,
-) -> Result<u64, String> {
-    let opts = t.nodes[l.node].opts.clone();
-    let mut c = mysql_async::Conn::new(opts)
-        .await
-        .map_err(|e| e.to_string())?;
-    let sql = format!(
-        "SELECT COUNT(*) FROM {} WHERE {} = {}",
-        crate::sql::write::quoted(&l.table),
-        crate::sql::write::quoted(&l.node_column),
-        crate::sql::write::text_literal(t.node_name(n))
-    );
-    let r: Option<u64> = c.query_first(sql).await.map_err(|e| e.to_string())?;
-    let _ = c.disconnect().await;
-    Ok(r.unwrap_or(0))
 }
 
 /// `REMOVE NODE n`.

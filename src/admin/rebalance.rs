@@ -7,13 +7,15 @@
 //! move cut over on its own (`crate::migrate::queue`). `SHOW REBALANCE`, `PAUSE REBALANCE`,
 //! `RESUME REBALANCE`, `ABORT REBALANCE` follow and steer it.
 //!
-//! A drained node's directory entries (tenants named in the rules or the metadata) are
-//! moved with its slots, each to the node with the fewest of that table's entries. Keys
-//! placed by a lookup table or a fallback that is not a slot map are not: `REMOVE NODE`
+//! A drained node's directory tenants are moved with its slots, each to the node with the
+//! fewest of that table's entries: those named in the rules or the metadata, and those its
+//! lookup table places there (each move ends with an entry, which wins over the lookup
+//! table's row). Keys placed by a fallback that is not a slot map are not: `REMOVE NODE`
 //! then refuses, naming what is left.
 
 use std::collections::HashMap;
 
+use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
 
 use super::meta::failed;
@@ -334,9 +336,60 @@ pub struct KeyMove {
     to: usize,
 }
 
-/// The directory entries on `node`, each to the node (with a weight) holding the fewest of
-/// that table's entries.
-fn key_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
+/// The keys a directory table's lookup table places on `node` and no entry overrides (nor
+/// a move under way), in their text form; keys whose text is not UTF-8 are left out (a
+/// move names its key as text): `REMOVE NODE` still counts them.
+pub async fn placed_by_lookup(
+    t: &Topology,
+    d: &crate::routing::directory::DirectoryRule,
+    node: usize,
+) -> Result<Vec<Vec<u8>>, String> {
+    let Some(l) = &d.lookup else {
+        return Ok(Vec::new());
+    };
+    let mut c = Conn::new(t.nodes[l.node].opts.clone())
+        .await
+        .map_err(|e| e.to_string())?;
+    let rows: Result<Vec<mysql_async::Row>, _> = c.query(l.keys_on(t.node_name(node))).await;
+    let _ = c.disconnect().await;
+    let mut keys: Vec<Vec<u8>> = rows
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter_map(|r| r.as_ref(0).and_then(crate::value::text_form))
+        .filter(|k| !d.entries.contains_key(k) && !d.moves.iter().any(|m| m.key == *k))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    Ok(keys)
+}
+
+/// The lookup-placed keys of every directory table on `node` ([`placed_by_lookup`]).
+async fn lookup_keys(t: &Topology, node: usize) -> Result<HashMap<String, Vec<Vec<u8>>>, MyError> {
+    let mut out = HashMap::new();
+    for name in t.tables.keys() {
+        let Some(TableRule::Directory(d)) = t.table(name) else {
+            continue;
+        };
+        let keys = placed_by_lookup(t, d, node).await.map_err(|e| {
+            unsupported(format!(
+                "the lookup table of `{name}` could not be read, so its keys on `{}` are not known: {e}",
+                t.node_name(node)
+            ))
+        })?;
+        out.insert(name.clone(), keys);
+    }
+    Ok(out)
+}
+
+/// The directory tenants on `node` (its entries, then the keys its lookup table places
+/// there: `looked`), each to the node (with a weight) holding the fewest of that table's
+/// entries.
+fn key_moves(
+    t: &Topology,
+    node: usize,
+    w: &[u32],
+    looked: &HashMap<String, Vec<Vec<u8>>>,
+) -> Vec<KeyMove> {
     let mut names: Vec<&String> = t.tables.keys().collect();
     names.sort();
     let mut v = Vec::new();
@@ -350,10 +403,18 @@ fn key_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
                 *c += 1;
             }
         }
-        let mut keys: Vec<(&Vec<u8>, &usize)> =
-            d.entries.iter().filter(|(_, n)| **n == node).collect();
+        let mut keys: Vec<&Vec<u8>> = d
+            .entries
+            .iter()
+            .filter(|(_, n)| **n == node)
+            .map(|(k, _)| k)
+            .collect();
         keys.sort();
-        for (key, _) in keys {
+        keys.extend(looked.get(name.as_str()).into_iter().flatten());
+        for key in keys {
+            let Ok(key) = std::str::from_utf8(key) else {
+                continue;
+            };
             let Some(to) = (0..w.len())
                 .filter(|i| *i != node && w[*i] > 0)
                 .min_by_key(|i| (count[*i], *i))
@@ -363,7 +424,7 @@ fn key_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
             count[to] += 1;
             v.push(KeyMove {
                 table: name.clone(),
-                key: String::from_utf8_lossy(key).into_owned(),
+                key: key.to_string(),
                 from: node,
                 to,
             });
@@ -391,7 +452,8 @@ pub async fn drain(
     }
     let (groups, moving) = groups(t);
     let plans = plan_groups(groups, |owner| rebalance::drain(owner, &w, node));
-    let keys = key_moves(t, node, &w);
+    let looked = lookup_keys(t, node).await?;
+    let keys = key_moves(t, node, &w, &looked);
     if !dry_run(words) {
         if let Some(m) = moving.first() {
             return Err(unsupported(format!(

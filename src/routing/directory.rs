@@ -21,6 +21,17 @@ pub struct Lookup {
 }
 
 impl Lookup {
+    /// The query reading the keys this lookup table places on node `name`.
+    pub fn keys_on(&self, name: &str) -> String {
+        format!(
+            "SELECT {} FROM {} WHERE {} = {}",
+            crate::sql::write::quoted(&self.key_column),
+            crate::sql::write::quoted(&self.table),
+            crate::sql::write::quoted(&self.node_column),
+            crate::sql::write::text_literal(name)
+        )
+    }
+
     /// The query reading these keys' entries.
     pub fn query(&self, keys: &[Vec<u8>]) -> String {
         let list: Vec<String> = keys
