@@ -11,7 +11,7 @@ use super::rows::build::{build, check};
 use super::rows::input::{Ctx, Parts};
 use super::rows::Rows;
 use super::scatter::{not_a_node, started};
-use super::{tier_page, tier_read};
+use super::{key_page, tier_page, tier_read};
 use crate::error::MyError;
 use crate::plan::{Plan, TierMode};
 
@@ -48,6 +48,12 @@ pub async fn run<D: Door, K: Sink>(
                     sqls
                 }
             };
+            owned.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect()
+        }
+        Plan::KeyPage(k) => {
+            let (sqls, b) = key_page::statements(door, k).await?;
+            before = b;
+            owned = sqls;
             owned.iter().map(|(n, s)| (*n, Stmt::new(s, &[]))).collect()
         }
         _ => Vec::new(),

@@ -21,6 +21,7 @@ pub mod dual_write;
 pub mod fake;
 pub mod gather;
 pub mod held;
+pub mod key_page;
 pub mod key_update;
 pub mod lookup;
 pub mod merge;
@@ -124,6 +125,7 @@ pub async fn run<D: Door, K: Sink>(
         Plan::Tier(t) if matches!(t.mode, TierMode::Page { .. }) => {
             merge::run(door, sink, plan, cap, access).await
         }
+        Plan::KeyPage(_) => merge::run(door, sink, plan, cap, access).await,
         Plan::Tier(t) => tier(t, cap, access, door, sink).await,
         Plan::DualWrite(w) => dual_write::run(door, sink, w).await,
         // Counted for the move's freeze by the session; the write itself is the client's.

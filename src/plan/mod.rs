@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod decompose;
 pub mod gather;
 pub mod insert;
+pub mod key_page;
 pub mod key_update;
 pub mod moving;
 mod rename;
@@ -551,7 +552,7 @@ impl<'a> Planner<'a> {
         if needs_merge(q).is_none() {
             return self.on_nodes(&nodes, OkMerge::Sum);
         }
-        let rewrite = match select::rewrite_text(q, self.sql, self.parsed, self.bound()) {
+        let mut rewrite = match select::rewrite_text(q, self.sql, self.parsed, self.bound()) {
             Ok(r) => r,
             Err(reason) => {
                 return self.gather(
@@ -565,6 +566,12 @@ impl<'a> Planner<'a> {
                 )
             }
         };
+        if uses.len() == 1 {
+            let page = rewrite.page.take();
+            if let Some(p) = self.key_page(q, &first.table, &nodes, &rewrite.merge, page) {
+                return p;
+            }
+        }
         let scatter = Plan::Scatter {
             targets: nodes
                 .iter()

@@ -21,6 +21,8 @@ use crate::sql::{literal, Parsed};
 pub struct Rewrite {
     pub node_sql: String,
     pub merge: MergeSpec,
+    /// The texts of a page found by its key, when the merge can be one (`super::key_page`).
+    pub page: Option<(super::key_page::PageTexts, String)>,
 }
 
 /// What the merge does after the nodes answered, as the rewrite finds it; [`MergeSpec::tree`]
@@ -802,7 +804,17 @@ pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
     };
     base.agrees(s)?;
     let node_sql = node_query(base, &b, &merge)?;
-    Ok(Rewrite { node_sql, merge })
+    let page = match q.order_by.as_ref().map(|o| &o.kind) {
+        Some(OrderByKind::Expressions(items)) if items.len() == 1 => {
+            super::key_page::texts(base, &merge, &items[0].expr, |x, m| node_query(x, &b, m))
+        }
+        _ => None,
+    };
+    Ok(Rewrite {
+        node_sql,
+        merge,
+        page,
+    })
 }
 
 /// The client's text of a SELECT over several nodes, where its clauses are, and the edits

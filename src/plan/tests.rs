@@ -60,7 +60,7 @@ pub(super) fn plan_with(sql: &str, params: &[Value]) -> Plan {
 
 /// Plans on 2025-06-30 with lookup entries `7 -> ds1`, `8` absent, ids counting from 1000,
 /// and the columns of `t_order` known (`order_id, user_id, status`; in schema `shop` too).
-pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
+pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
     let parsed = crate::sql::parse(sql);
     let lookup = |_: &str, k: &[u8]| match k {
         b"7" => Some(Some(1)),
@@ -93,7 +93,7 @@ pub(super) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         _ => None,
     };
     let primary_key = |_: Option<&str>, t: &str| match t {
-        "t_mv" => Some(vec!["`id`".to_string()].into()),
+        "t_mv" | "t_page" => Some(vec!["`id`".to_string()].into()),
         "t_order" => Some(vec!["`order_id`".to_string()].into()),
         "t_gen" => Some(vec!["`oid`".to_string()].into()),
         "t_dir" => Some(vec!["`id`".to_string()].into()),

@@ -173,6 +173,9 @@ pub enum Plan {
     },
     /// A read or write of a time_tier table over several tiers.
     Tier(Box<TierPlan>),
+    /// A deep page of a merge, its start found by the sort key (the leaf of a merge tree:
+    /// MergeSort and the page's Limit above it).
+    KeyPage(Box<super::key_page::KeyPage>),
     /// A write to slots being moved: on the source, the changed rows' images to the target.
     DualWrite(Box<moving::DualWrite>),
     /// A write to slots whose moves copy changes from their sources' binary logs: it runs
@@ -332,6 +335,7 @@ impl Plan {
             | Plan::MergeSort { .. }
             | Plan::ValuesOrder { .. } => self.source().nodes(),
             Plan::Tier(t) => t.parts.iter().map(|p| p.node).collect(),
+            Plan::KeyPage(k) => k.nodes.clone(),
             Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
@@ -432,6 +436,7 @@ impl PlanDescription<'_> {
                     Plan::Tier(t) if matches!(t.mode, TierMode::Page { .. }) => {
                         " (less the rows before the segments the tier page reads)"
                     }
+                    Plan::KeyPage(_) => " (less the rows before the key the page starts from)",
                     _ => "",
                 };
                 writeln!(f, "{lead}Limit: skip {offset}{paged}, take {take}")?;
@@ -504,6 +509,19 @@ impl PlanDescription<'_> {
                 }
             }
             Plan::Tier(t) => t.describe(self.topo, f, &lead, &pad, depth > 0)?,
+            Plan::KeyPage(k) => {
+                let names: Vec<&str> = k.nodes.iter().map(|n| self.topo.node_name(*n)).collect();
+                writeln!(
+                    f,
+                    "{lead}KeyPage on {}: rows {}..{} by {}{}, found by rank rounds (each node's key at its share of the offset, counts below the least), then about a page from each",
+                    names.join(", "),
+                    k.offset,
+                    k.offset.saturating_add(k.limit),
+                    k.key,
+                    if k.desc { " DESC" } else { "" }
+                )?;
+                writeln!(f, "{pad}     rows: {}", k.texts.rows)?;
+            }
             leaf => self.leaf(f, leaf)?,
         }
         match plan.input() {
@@ -641,12 +659,13 @@ impl PlanDescription<'_> {
             ),
             Plan::NeedKey { table, node, .. } => writeln!(
                 f,
-                "Key: a write to slots of `{table}` being moved: its primary key is read from {} (then cached), and the statement planned again",
+                "Key: the primary key of `{table}` is read from {} (then cached), and the statement planned again",
                 name(*node)
             ),
             // Described by `node`.
             Plan::Scatter { .. }
             | Plan::Tier(_)
+            | Plan::KeyPage(_)
             | Plan::Project { .. }
             | Plan::Limit { .. }
             | Plan::Aggregate { .. }

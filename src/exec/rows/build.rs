@@ -22,11 +22,11 @@ pub fn check(plan: &Plan) -> Result<(), &'static str> {
             | Plan::Aggregate { input, .. } => p = input,
             Plan::MergeSort { input, .. } => {
                 return match input.as_ref() {
-                    Plan::Scatter { .. } | Plan::Tier(_) => check(input),
+                    Plan::Scatter { .. } | Plan::Tier(_) | Plan::KeyPage(_) => check(input),
                     _ => Err("a MergeSort over another merge"),
                 }
             }
-            Plan::Scatter { .. } => return Ok(()),
+            Plan::Scatter { .. } | Plan::KeyPage(_) => return Ok(()),
             Plan::Tier(t) => {
                 return match t.mode {
                     crate::plan::TierMode::Read { .. } | crate::plan::TierMode::Page { .. } => {

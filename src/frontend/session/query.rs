@@ -726,6 +726,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             } => "broadcast",
             Plan::Scatter { .. } => "scatter",
             Plan::Tier(_) => "tiers",
+            Plan::KeyPage(_) => "scatter",
             Plan::Project { .. }
             | Plan::Limit { .. }
             | Plan::Aggregate { .. }

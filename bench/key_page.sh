@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Deep pages of a hash-sharded table by its primary key: the key page (rounds of one key and
+# one count per node, then about a page per node) vs. the plain ordered merge of the same
+# rows (sorted by `id + 0`, which the key page does not take), vs. one MariaDB holding
+# every row.
+#
+#   bench/key_page.sh
+#
+# Environment: ROWS (default 400000), RUNS timed runs per query, median reported (default 5),
+# OFFSET of the deep page (default 100000).
+# Ports: hash nodes 3621-3624, direct node 3625, proxy 3627, metrics 3628.
+# Everything started here is stopped and removed on exit. The last line of output is
+#   key_rows_read=N merge_rows_read=N key_rows_sent=N merge_rows_sent=N key_ratio=R merge_ratio=R
+# (rows read = rows the proxy's merge consumed for one deep page; rows sent = rows the nodes
+# sent for it, the rounds' keys and counts included; ratio = proxy median time / direct
+# median time).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly repo
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
+readonly rows=${ROWS:-400000}
+readonly runs=${RUNS:-5}
+readonly offset=${OFFSET:-100000}
+readonly base_port=3621
+readonly direct_port=3625
+readonly proxy_port=3627
+readonly metrics_port=3628
+readonly page=20
+
+die() {
+    echo "key_page.sh: $*" >&2
+    exit 1
+}
+
+for v in rows runs offset; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
+done
+((rows > offset + page)) || die "ROWS must exceed OFFSET + $page"
+
+bench_traps
+
+command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
+command -v curl >/dev/null 2>&1 || install_packages curl
+command -v bc >/dev/null 2>&1 || install_packages bc
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
+
+echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
+(cd "$repo" && cargo build --release)
+bin=$repo/target/release/shardproxy
+[[ -x $bin ]] || die "$bin not found after the build"
+
+work=$(mktemp -d /tmp/shardproxy-keypage.XXXXXX)
+echo "== starting 4 hash nodes and 1 direct node in $work"
+"$repo/scripts/cluster.sh" start "$work" 5 "$base_port"
+
+node_sql() {
+    local port=$1
+    shift
+    mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
+}
+
+proxy_sql() {
+    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp --batch --skip-column-names --quick shop -e "$*"
+}
+
+for ((i = 0; i < 5; i++)); do
+    node_sql $((base_port + i)) "SET GLOBAL innodb_buffer_pool_size = 268435456"
+done
+
+{
+    echo 'version = 1'
+    echo 'default_node = "ds0"'
+    echo '[server]'
+    echo "listen = \"127.0.0.1:$proxy_port\""
+    echo 'users = [{ name = "app", password = "app" }]'
+    echo '[metrics]'
+    echo "listen = \"127.0.0.1:$metrics_port\""
+    echo '[nodes]'
+    for ((i = 0; i < 4; i++)); do
+        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop\""
+    done
+    echo '[tables.t_page]'
+    echo 'rule = "hash_slot"'
+    echo 'column = "id"'
+    echo 'slots = [{ slots = "0-255", node = "ds0" }, { slots = "256-511", node = "ds1" }, { slots = "512-767", node = "ds2" }, { slots = "768-1023", node = "ds3" }]'
+} >"$work/rules.toml"
+
+bench_start_proxy "$bin" "$proxy_port" app app
+
+ddl='(id BIGINT NOT NULL PRIMARY KEY, v INT NOT NULL, s VARCHAR(16) NOT NULL)'
+proxy_sql "CREATE TABLE t_page $ddl"
+node_sql "$direct_port" "CREATE TABLE t_page $ddl"
+
+src="(SELECT seq * 3 AS id, (seq * 7919) % 100000 AS v, CONCAT('row', seq) AS s FROM seq_1_to_$rows) x"
+echo "== loading $rows rows, hashed and direct"
+loads=()
+for ((i = 0; i < 4; i++)); do
+    node_sql $((base_port + i)) "INSERT INTO t_page SELECT id, v, s FROM $src WHERE CRC32(id) % 1024 DIV 256 = $i" &
+    loads+=($!)
+done
+node_sql "$direct_port" "INSERT INTO t_page SELECT id, v, s FROM $src" &
+loads+=($!)
+for pid in "${loads[@]}"; do
+    wait "$pid" || die "loading the rows failed"
+done
+for ((i = 0; i < 5; i++)); do
+    node_sql $((base_port + i)) "ANALYZE TABLE t_page" >/dev/null
+done
+
+total=$(proxy_sql "SELECT COUNT(*) FROM t_page")
+[[ $total == "$rows" ]] || die "the nodes answer $total rows, expected $rows"
+
+key_q="SELECT id, v, s FROM t_page ORDER BY id LIMIT $offset, $page"
+merge_q="SELECT id, v, s FROM t_page ORDER BY id + 0 LIMIT $offset, $page"
+
+want=$(node_sql "$direct_port" "$key_q")
+[[ $(proxy_sql "$key_q") == "$want" ]] || die "the key page differs from the direct node's"
+[[ $(proxy_sql "$merge_q") == "$want" ]] || die "the ordered merge differs from the direct node's"
+
+rows_merged() {
+    curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '$1 == "shardproxy_rows_merged_total" { print $2 }'
+}
+
+rows_read() {
+    local before after
+    before=$(rows_merged)
+    proxy_sql "$1" >/dev/null
+    after=$(rows_merged)
+    echo $((after - before))
+}
+
+median_time() {
+    local i t start
+    local -a times=()
+    for ((i = 0; i < runs; i++)); do
+        start=$(date +%s.%N)
+        "$@" >/dev/null
+        t=$(echo "$(date +%s.%N) - $start" | bc -l)
+        times+=("$t")
+    done
+    printf '%s\n' "${times[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
+}
+
+# Rows the hash nodes sent for one run (Rows_sent summed over them), less what a session
+# that returns nothing costs them (the proxy's connection set-up, SHOW STATUS's own rows).
+status_sum() {
+    local var=$1 total=0 port v
+    for ((port = base_port; port < base_port + 4; port++)); do
+        v=$(node_sql "$port" "SHOW GLOBAL STATUS LIKE '$var'" | awk '{ print $2 }')
+        total=$((total + v))
+    done
+    echo "$total"
+}
+
+rows_sent() {
+    local s0 s1
+    s0=$(status_sum Rows_sent)
+    proxy_sql "$1" >/dev/null
+    s1=$(status_sum Rows_sent)
+    echo $((s1 - s0))
+}
+
+key_rows=$(rows_read "$key_q")
+merge_rows=$(rows_read "$merge_q")
+base_sent=$(rows_sent "SELECT id FROM t_page WHERE id < 0")
+key_sent=$(($(rows_sent "$key_q") - base_sent))
+merge_sent=$(($(rows_sent "$merge_q") - base_sent))
+t_direct=$(median_time node_sql "$direct_port" "$key_q")
+t_key=$(median_time proxy_sql "$key_q")
+t_merge=$(median_time proxy_sql "$merge_q")
+key_ratio=$(echo "scale=2; $t_key / $t_direct" | bc -l)
+merge_ratio=$(echo "scale=2; $t_merge / $t_direct" | bc -l)
+
+echo
+echo "$(date -u +%F) $(nproc) cores, $(mariadb --version | awk '{print $5}' | tr -d ,), ROWS=$rows OFFSET=$offset RUNS=$runs"
+printf '%-36s %10s %12s %12s\n' query "median s" "rows merged" "nodes sent"
+printf '%-36s %10s %12s %12s\n' "direct (one MariaDB)" "$t_direct" "-" "-"
+printf '%-36s %10s %12s %12s\n' "proxy, key page" "$t_key" "$key_rows" "$key_sent"
+printf '%-36s %10s %12s %12s\n' "proxy, ordered merge (id + 0)" "$t_merge" "$merge_rows" "$merge_sent"
+echo "key_rows_read=$key_rows merge_rows_read=$merge_rows key_rows_sent=$key_sent merge_rows_sent=$merge_sent key_ratio=$key_ratio merge_ratio=$merge_ratio"
