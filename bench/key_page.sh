@@ -119,48 +119,9 @@ want=$(node_sql "$direct_port" "$key_q")
 [[ $(proxy_sql "$key_q") == "$want" ]] || die "the key page differs from the direct node's"
 [[ $(proxy_sql "$merge_q") == "$want" ]] || die "the ordered merge differs from the direct node's"
 
-rows_merged() {
-    curl -s "http://127.0.0.1:$metrics_port/metrics" | awk '$1 == "shardproxy_rows_merged_total" { print $2 }'
-}
-
-rows_read() {
-    local before after
-    before=$(rows_merged)
-    proxy_sql "$1" >/dev/null
-    after=$(rows_merged)
-    echo $((after - before))
-}
-
-median_time() {
-    local i t start
-    local -a times=()
-    for ((i = 0; i < runs; i++)); do
-        start=$(date +%s.%N)
-        "$@" >/dev/null
-        t=$(echo "$(date +%s.%N) - $start" | bc -l)
-        times+=("$t")
-    done
-    printf '%s\n' "${times[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'
-}
-
-# Rows the hash nodes sent for one run (Rows_sent summed over them), less what a session
-# that returns nothing costs them (the proxy's connection set-up, SHOW STATUS's own rows).
-status_sum() {
-    local var=$1 total=0 port v
-    for ((port = base_port; port < base_port + 4; port++)); do
-        v=$(node_sql "$port" "SHOW GLOBAL STATUS LIKE '$var'" | awk '{ print $2 }')
-        total=$((total + v))
-    done
-    echo "$total"
-}
-
-rows_sent() {
-    local s0 s1
-    s0=$(status_sum Rows_sent)
-    proxy_sql "$1" >/dev/null
-    s1=$(status_sum Rows_sent)
-    echo $((s1 - s0))
-}
+sent_ports=("$base_port" $((base_port + 1)) $((base_port + 2)) $((base_port + 3)))
+# shellcheck source=bench/page_lib.sh
+source "$repo/bench/page_lib.sh"
 
 key_rows=$(rows_read "$key_q")
 merge_rows=$(rows_read "$merge_q")

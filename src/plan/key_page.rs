@@ -150,10 +150,7 @@ impl Planner<'_> {
         if aliased {
             return None;
         }
-        let n = name.0.len();
-        let schema = (n >= 2)
-            .then(|| name.0[n - 2].as_ident().map(|i| i.value.clone()))
-            .flatten();
+        let schema = crate::sql::schema_name(name);
         let Some(pk) = (self.ctx.primary_key)(schema.as_deref(), table) else {
             return Some(Plan::NeedKey {
                 schema,

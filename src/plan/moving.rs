@@ -609,10 +609,7 @@ fn schema_of(stmt: &Statement) -> Option<String> {
         },
         _ => return None,
     };
-    let n = name.0.len();
-    (n >= 2)
-        .then(|| name.0[n - 2].as_ident().map(|i| i.value.clone()))
-        .flatten()
+    crate::sql::schema_name(name)
 }
 
 pub(super) fn table_sql(name: &sqlparser::ast::ObjectName) -> String {
