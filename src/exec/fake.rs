@@ -418,15 +418,9 @@ impl Door for FakeDoor {
 
     async fn fetch(&mut self, node: usize, sql: &str) -> Result<Vec<Vec<Value>>, NodeError> {
         let mut res = self.run_one(node, Stmt::new(sql, &[]))?;
-        let cols = res.columns();
         let mut out = Vec::new();
         while let Some(r) = res.next().await? {
-            out.push(
-                r.into_iter()
-                    .enumerate()
-                    .map(|(i, v)| typed(v, cols.as_deref().and_then(|c| c.get(i))))
-                    .collect(),
-            );
+            out.push(r.into_iter().map(|v| v.unwrap_or(Value::NULL)).collect());
         }
         Ok(out)
     }
@@ -694,32 +688,5 @@ impl Sink for RecordSink {
 
     fn written(&self) -> u64 {
         self.events.len() as u64
-    }
-}
-
-/// A canned value as the binary protocol delivers it: integers of integer columns as
-/// numbers, the rest as their text.
-fn typed(v: Option<Value>, col: Option<&Column>) -> Value {
-    use ColumnType::*;
-    let integer = col.is_some_and(|c| {
-        matches!(
-            c.column_type(),
-            MYSQL_TYPE_TINY
-                | MYSQL_TYPE_SHORT
-                | MYSQL_TYPE_INT24
-                | MYSQL_TYPE_LONG
-                | MYSQL_TYPE_LONGLONG
-        )
-    });
-    match v {
-        Some(Value::Bytes(b)) if integer => {
-            let text = String::from_utf8_lossy(&b);
-            text.parse::<i64>()
-                .map(Value::Int)
-                .or_else(|_| text.parse::<u64>().map(Value::UInt))
-                .unwrap_or(Value::Bytes(b))
-        }
-        Some(v) => v,
-        None => Value::NULL,
     }
 }

@@ -4,7 +4,9 @@
 
 use mysql_common::value::Value;
 
-use super::door::{Door, NodeError};
+use super::door::{Access, Door, NodeError, NodeResult, Run, Stmt};
+use super::scatter::started;
+use crate::merge::value::{class_of, Class};
 use crate::plan::key_page::KeyPage;
 use crate::plan::tier::fill;
 
@@ -15,23 +17,45 @@ const ROUNDS: usize = 8;
 /// more than reading the rest.
 const MIN_SHARE: u64 = 16;
 
-/// An integer key's value; `None` for any other type (the page is then read as a plain
-/// merge would: the proxy compares no other keys itself).
-fn integer(v: &Value) -> Option<i128> {
-    match v {
-        Value::Int(i) => Some(i128::from(*i)),
-        Value::UInt(u) => Some(i128::from(*u)),
-        _ => None,
-    }
-}
+/// What one node answered a round's statement: the first column of its first row, if it
+/// sent a row, as an integer; `Err(())` for a value of another type (the page is then read as
+/// a plain merge would: the proxy compares no other keys itself).
+type First = Result<Option<i128>, ()>;
 
-fn count(v: &Value) -> Option<u64> {
-    match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        Value::UInt(u) => Some(*u),
-        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-        _ => None,
+/// `sql` on every node at once (inside the session's transaction where it has one, as the
+/// page's own read is), each node's first value.
+async fn first_values<D: Door>(
+    door: &mut D,
+    nodes: &[usize],
+    sql: &str,
+) -> Result<Vec<First>, NodeError> {
+    let stmts: Vec<(usize, Stmt<'_>)> = nodes.iter().map(|n| (*n, Stmt::new(sql, &[]))).collect();
+    let run = Run {
+        access: Access::Read,
+        binary: false,
+    };
+    let results = started(door.start_all(&stmts, run).await?).await?;
+    let mut out = Vec::with_capacity(results.len());
+    for mut r in results {
+        let integer = r
+            .columns()
+            .and_then(|c| c.first().map(|c| class_of(c) == Class::Integer));
+        let row = r.next().await?;
+        r.finish().await?;
+        let v = row.and_then(|row| row.into_iter().next().flatten());
+        out.push(match (v, integer) {
+            (None | Some(Value::NULL), _) => Ok(None),
+            (Some(Value::Bytes(b)), Some(true)) => std::str::from_utf8(&b)
+                .ok()
+                .and_then(|t| t.parse::<i128>().ok())
+                .map(Some)
+                .ok_or(()),
+            (Some(Value::Int(i)), _) => Ok(Some(i128::from(i))),
+            (Some(Value::UInt(u)), _) => Ok(Some(i128::from(u))),
+            _ => Err(()),
+        });
     }
+    Ok(out)
 }
 
 /// A key as SQL, through the literal writer.
@@ -72,13 +96,12 @@ pub async fn statements<D: Door>(
         // Each node's key `share` rows past the bound; the least of them.
         let probe = format!("{} LIMIT {share}, 1", fill(&k.texts.keys, &lower));
         let mut least: Option<i128> = None;
-        for &node in &k.nodes {
-            let rows = door.fetch(node, &probe).await?;
-            let Some(v) = rows.first().and_then(|r| r.first()) else {
-                continue;
-            };
-            let Some(x) = integer(v) else {
+        for first in first_values(door, &k.nodes, &probe).await? {
+            let Ok(x) = first else {
                 return Ok(read(None, 0));
+            };
+            let Some(x) = x else {
+                continue;
             };
             let first = match least {
                 None => true,
@@ -98,12 +121,11 @@ pub async fn statements<D: Door>(
         let upper = format!("{lower} AND {} {below} {}", k.key, key_sql(v));
         let counting = fill(&k.texts.count, &upper);
         let mut counted = 0u64;
-        for &node in &k.nodes {
-            let rows = door.fetch(node, &counting).await?;
-            counted += rows
-                .first()
-                .and_then(|r| r.first())
-                .and_then(count)
+        for c in first_values(door, &k.nodes, &counting).await? {
+            counted += c
+                .ok()
+                .flatten()
+                .and_then(|c| u64::try_from(c).ok())
                 .unwrap_or(0);
         }
         // At most `share` per node came before `v`; more means rows were written between
@@ -249,5 +271,25 @@ mod tests {
         let log = door.log();
         assert_eq!(log.len(), 3, "{log:?}");
         assert!(log[2].1.ends_with("LIMIT 0"), "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn a_key_that_is_not_an_integer_reads_the_page_as_a_plain_merge() {
+        let plan = page_plan("SELECT id, v FROM t_page ORDER BY id LIMIT 5000, 2");
+        let mut door = FakeDoor::new(2);
+        door.answer_any("LIMIT 2500, 1", Canned::rows(&["id"], &[&["k9"]]));
+        door.answer_any("LIMIT 5002", Canned::rows(&["id", "v"], &[]));
+        let mut sink = RecordSink::text();
+        run(&mut door, &mut sink, &plan, 1_000_000, Access::Read)
+            .await
+            .expect("page");
+        let log = door.log();
+        assert!(log.iter().all(|(_, s)| !s.contains("COUNT(*)")), "{log:?}");
+        assert!(
+            log[2..]
+                .iter()
+                .all(|(_, s)| s.ends_with("1 = 1 ORDER BY id LIMIT 5002")),
+            "{log:?}"
+        );
     }
 }
