@@ -189,6 +189,7 @@ mod tests {
             "SELECT v AS id FROM t_page ORDER BY id LIMIT 5000, 10",
             "SELECT id, COUNT(*) FROM t_page GROUP BY id ORDER BY id LIMIT 5000, 10",
             "SELECT id FROM t_page ORDER BY id LIMIT 5000, 10 FOR UPDATE",
+            "SELECT id, v FROM t_page HAVING v > 3 ORDER BY id LIMIT 5000, 10",
         ] {
             let p = page_plan(sql);
             assert!(!matches!(p.source(), Plan::KeyPage(_)), "{sql}: {p:?}");

@@ -62,6 +62,11 @@ pub(super) fn texts(
         || merge.offset < PAGE_FROM
         || c.tail.is_some()
         || c.order_by.is_none()
+        // Its counts must count rows: no HAVING (MariaDB's, without GROUP BY, filters by
+        // the select list) and no window.
+        || c.group_by.is_some()
+        || c.having.is_some()
+        || c.window.is_some()
         || base.text.sql.contains(MARK)
     {
         return None;

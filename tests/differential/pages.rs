@@ -45,8 +45,12 @@ const CASES: &[(&str, u64)] = &[
         "SELECT k, v FROM t_pg_skew ORDER BY k LIMIT 4000, 30",
         1_000,
     ),
-    // Not a key page (a sort key that is not the primary key): as before, every row up to
-    // the page from every node.
+    // Not a key page (a sort key that is not the primary key, a HAVING): as before, every
+    // row up to the page from every node.
+    (
+        "SELECT user_id, v AS w FROM t_pg HAVING w > 500 ORDER BY user_id LIMIT 2000, 5",
+        u64::MAX,
+    ),
     (
         "SELECT user_id, v FROM t_pg ORDER BY v, user_id LIMIT 2000, 5",
         u64::MAX,
