@@ -34,40 +34,9 @@ die() {
     exit 1
 }
 
-for v in rows runs offset; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
-done
-((rows > offset + page)) || die "ROWS must exceed OFFSET + $page"
-
-bench_traps
-
-command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
-command -v curl >/dev/null 2>&1 || install_packages curl
-command -v bc >/dev/null 2>&1 || install_packages bc
-command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
-
-echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
-(cd "$repo" && cargo build --release)
-bin=$repo/target/release/shardproxy
-[[ -x $bin ]] || die "$bin not found after the build"
-
-work=$(mktemp -d /tmp/shardproxy-keypage.XXXXXX)
-echo "== starting 4 hash nodes and 1 direct node in $work"
-"$repo/scripts/cluster.sh" start "$work" 5 "$base_port"
-
-node_sql() {
-    local port=$1
-    shift
-    mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
-}
-
-proxy_sql() {
-    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp --batch --skip-column-names --quick shop -e "$*"
-}
-
-for ((i = 0; i < 5; i++)); do
-    node_sql $((base_port + i)) "SET GLOBAL innodb_buffer_pool_size = 268435456"
-done
+# shellcheck source=bench/page_lib.sh
+source "$repo/bench/page_lib.sh"
+page_setup keypage 5
 
 {
     echo 'version = 1'
@@ -120,9 +89,6 @@ want=$(node_sql "$direct_port" "$key_q")
 [[ $(proxy_sql "$merge_q") == "$want" ]] || die "the ordered merge differs from the direct node's"
 
 sent_ports=("$base_port" $((base_port + 1)) $((base_port + 2)) $((base_port + 3)))
-# shellcheck source=bench/page_lib.sh
-source "$repo/bench/page_lib.sh"
-
 key_rows=$(rows_read "$key_q")
 merge_rows=$(rows_read "$merge_q")
 base_sent=$(rows_sent "SELECT id FROM t_page WHERE id < 0")

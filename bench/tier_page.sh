@@ -33,40 +33,9 @@ die() {
     exit 1
 }
 
-for v in rows runs offset; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, got '${!v}'"
-done
-((rows > offset + page)) || die "ROWS must exceed OFFSET + $page"
-
-bench_traps
-
-command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
-command -v curl >/dev/null 2>&1 || install_packages curl
-command -v bc >/dev/null 2>&1 || install_packages bc
-command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
-
-echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
-(cd "$repo" && cargo build --release)
-bin=$repo/target/release/shardproxy
-[[ -x $bin ]] || die "$bin not found after the build"
-
-work=$(mktemp -d /tmp/shardproxy-tier.XXXXXX)
-echo "== starting 3 tier nodes and 1 direct node in $work"
-"$repo/scripts/cluster.sh" start "$work" 4 "$base_port"
-
-node_sql() {
-    local port=$1
-    shift
-    mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
-}
-
-proxy_sql() {
-    mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp --batch --skip-column-names --quick shop -e "$*"
-}
-
-for ((i = 0; i < 4; i++)); do
-    node_sql $((base_port + i)) "SET GLOBAL innodb_buffer_pool_size = 268435456"
-done
+# shellcheck source=bench/page_lib.sh
+source "$repo/bench/page_lib.sh"
+page_setup tier 4
 
 # t_txn by tiers: hot from 365 days ago (2-day overlap window), warm from 1095 days ago
 # (2-day window), cold the rest. t_txn_h: the same rows sharded by hash over the same nodes.
@@ -146,9 +115,6 @@ want=$(node_sql "$direct_port" "$tier_q")
 [[ $(proxy_sql "$hash_q") == "$want" ]] || die "the ordered-merge page differs from the direct node's"
 
 sent_ports=("$base_port" $((base_port + 1)) $((base_port + 2)))
-# shellcheck source=bench/page_lib.sh
-source "$repo/bench/page_lib.sh"
-
 tier_rows=$(rows_read "$tier_q")
 merge_rows=$(rows_read "$hash_q")
 base_sent=$(rows_sent "SELECT txn_id FROM t_txn_h WHERE txn_id < 0")
