@@ -3,7 +3,6 @@
 
 pub mod cache;
 pub mod cached;
-mod captured;
 pub mod catalog;
 pub mod decompose;
 pub mod gather;
