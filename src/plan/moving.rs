@@ -283,7 +283,7 @@ fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             Some((table, target)) => Plan::Frozen {
                 table,
                 unless: Some(Box::new(Plan::Captured {
-                    targets: vec![target],
+                    target,
                     write: Box::new(reads(p, plan, uses)),
                 })),
             },
@@ -517,7 +517,7 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             }
         }
     }
-    let Some((column, moves)) = moves_of(p, &written) else {
+    let Some((_, moves)) = moves_of(p, &written) else {
         return plan;
     };
     // The planner traces the routing values of a write's rows (an INSERT's) or of the keys
@@ -534,13 +534,6 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
         // None of its rows is moving.
         return plan;
     }
-    let seen: Vec<&Moving> = moves
-        .iter()
-        .filter(|m| !keyed || mine.iter().any(|v| m.holds(v)))
-        .collect();
-    if seen.iter().all(|m| m.step.captured_or_owned()) {
-        return captured(p, plan, &written, &column, &seen);
-    }
     let one = mine.iter().find_map(|v| moves.iter().find(|m| m.holds(v)));
     if one.is_some_and(|m| !mine.iter().all(|v| m.holds(v))) {
         return refuse(moving_msg(
@@ -555,9 +548,20 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
         ));
     };
     match m.step {
-        MoveStep::Cleanup | MoveStep::Capture | MoveStep::Hold => {
-            captured(p, plan.clone(), &written, &column, &[m])
-        }
+        // The target owns the slots: the plan already writes there.
+        MoveStep::Cleanup => plan,
+        // The source's binary log carries the write to the target.
+        MoveStep::Capture => Plan::Captured {
+            target: m.to,
+            write: Box::new(plan),
+        },
+        MoveStep::Hold => Plan::Frozen {
+            table: written,
+            unless: Some(Box::new(Plan::Captured {
+                target: m.to,
+                write: Box::new(plan),
+            })),
+        },
         MoveStep::DualWrite | MoveStep::ReadTarget | MoveStep::Freeze => {
             let schema = schema_of(p.stmt);
             let Some(key) = (p.ctx.primary_key)(schema.as_deref(), &written) else {
@@ -585,141 +589,6 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             }
         }
     }
-}
-
-/// A write to rows whose moves are all captured from their sources' binary logs (or past
-/// their cutover): it runs as routed, where the rows are owned, and the logs carry its
-/// changes to the targets. Only the copies must not be written where they are not the rows:
-/// on a target before its cutover, on the source after it (the same copies reads leave
-/// out). Counted toward the targets whose cutover is still to come; at a hold it waits.
-fn captured(
-    p: &Planner<'_>,
-    mut plan: Plan,
-    written: &str,
-    column: &str,
-    seen: &[&Moving],
-) -> Plan {
-    let targets: Vec<&mut Target> = match plan.source_mut() {
-        Plan::Route(t) => vec![t],
-        Plan::Scatter { targets, .. } => targets.iter_mut().collect(),
-        _ => {
-            return refuse(moving_msg(
-                written,
-                "a write planned other than on its nodes",
-            ))
-        }
-    };
-    for t in targets {
-        let here: Vec<&Moving> = seen
-            .iter()
-            .copied()
-            .filter(|m| m.shadow_node() == t.node)
-            .collect();
-        // An INSERT's rows go where they are owned: none is a copy.
-        if here.is_empty() || matches!(p.stmt, Statement::Insert(_)) {
-            continue;
-        }
-        match past_copies(p, &t.sql, column, &here) {
-            Ok(sql) => t.sql = sql,
-            Err(why) => return refuse(moving_msg(written, &why)),
-        }
-    }
-    let mut to: Vec<usize> = seen
-        .iter()
-        .filter(|m| m.step != MoveStep::Cleanup)
-        .map(|m| m.to)
-        .collect();
-    to.sort_unstable();
-    to.dedup();
-    if to.is_empty() {
-        return plan;
-    }
-    let plan = Plan::Captured {
-        targets: to,
-        write: Box::new(plan),
-    };
-    if seen.iter().any(|m| m.step == MoveStep::Hold) {
-        return Plan::Frozen {
-            table: written.to_string(),
-            unless: Some(Box::new(plan)),
-        };
-    }
-    plan
-}
-
-/// An UPDATE's or DELETE's text `sql` with its WHERE restricted to rows outside `moves`
-/// (`(where) AND (pred) IS NOT TRUE`, or a WHERE of its own), by an edit of the text; every
-/// other byte, its `?` included, stays.
-fn past_copies(
-    p: &Planner<'_>,
-    sql: &str,
-    column: &str,
-    moves: &[&Moving],
-) -> Result<String, String> {
-    let parsed = if sql == p.sql {
-        None
-    } else {
-        Some(
-            sql::parse_in(sql, p.parsed.mode)
-                .map_err(|e| format!("the statement does not parse ({e})"))?,
-        )
-    };
-    let parsed = parsed.as_ref().unwrap_or(p.parsed);
-    let text = Text::new(sql, parsed.mode)?;
-    let (relation, selection, ordered) = match &parsed.stmt {
-        Statement::Update(u) if u.from.is_none() && u.table.joins.is_empty() => {
-            (&u.table.relation, u.selection.as_ref(), u.limit.is_some())
-        }
-        Statement::Delete(d) if d.tables.is_empty() && d.using.is_none() => {
-            let from = match &d.from {
-                sqlparser::ast::FromTable::WithFromKeyword(t)
-                | sqlparser::ast::FromTable::WithoutKeyword(t) => t,
-            };
-            match from.as_slice() {
-                [one] if one.joins.is_empty() => (
-                    &one.relation,
-                    d.selection.as_ref(),
-                    d.limit.is_some() || !d.order_by.is_empty(),
-                ),
-                _ => return Err("a write over several tables".into()),
-            }
-        }
-        _ => return Err("a write over several tables".into()),
-    };
-    let TableFactor::Table { name, alias, .. } = relation else {
-        return Err("a write to a derived table".into());
-    };
-    let qualifier = match alias {
-        Some(a) => quote(&a.name.value),
-        None => table_sql(name),
-    };
-    let col = format!("{qualifier}.{}", quote(column));
-    let pred = moves
-        .iter()
-        .map(|m| format!("({}) IS NOT TRUE", m.predicate(&col)))
-        .collect::<Vec<_>>()
-        .join(" AND ");
-    let mut edits = Edits::new();
-    match selection {
-        Some(e) => {
-            let (a, b) = text
-                .extent(e)
-                .ok_or("a write whose WHERE shardproxy cannot place")?;
-            edits.insert(a, "(");
-            edits.insert(b, format!(") AND {pred}"));
-        }
-        None if ordered => return Err("a write with ORDER BY or LIMIT and no WHERE".into()),
-        None => {
-            let end = text
-                .toks
-                .iter()
-                .rev()
-                .find(|t| t.kind != crate::sql::lex::Kind::Semi)
-                .map_or(sql.len(), |t| t.end);
-            edits.insert(end, format!(" WHERE {pred}"));
-        }
-    }
-    edits.apply_keeping_params(&text)
 }
 
 /// The schema the statement names for its written table.
