@@ -440,6 +440,68 @@ async fn a_deadlock_rolls_back_every_branch() {
     }
 }
 
+/// An autocommit statement is a deadlock's victim on its node: it had a transaction of its
+/// own, rolled back whole, so the proxy sends it again and the client gets its OK, never the
+/// 1213 (one MariaDB could give it here, the proxy's own work behind a client could too).
+#[tokio::test]
+async fn an_autocommit_write_a_deadlock_ended_is_sent_again() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(2);
+    let proxy = start_proxy(c, &hash_slot_table("acct12", "id", &L2));
+    let mut client = proxy.conn().await;
+    let (a, _) = accounts(&mut client, "acct12", 2).await;
+    let (lo, hi) = (a[0].min(a[1]), a[0].max(a[1]));
+    // Another session on the node, heavier than the client's statement (InnoDB's victim is
+    // the transaction with fewer changes), holds `hi`.
+    let mut other = c.direct(0).get_conn().await.expect("direct");
+    other
+        .query_drop("CREATE TABLE IF NOT EXISTS acct12_weight (n INT)")
+        .await
+        .expect("create");
+    other.query_drop("BEGIN").await.expect("begin");
+    other
+        .query_drop("INSERT INTO acct12_weight SELECT seq FROM seq_1_to_200")
+        .await
+        .expect("weight");
+    other
+        .query_drop(format!("UPDATE acct12 SET balance = 10 WHERE id = {hi}"))
+        .await
+        .expect("hi");
+    // The client's statement locks `lo`, then waits for `hi`.
+    let sql = format!("UPDATE acct12 SET balance = balance + 1 WHERE id IN ({lo}, {hi})");
+    let blocked = tokio::spawn(async move {
+        let r = client.query_drop(sql).await;
+        (client, r)
+    });
+    lock_wait_on(c, 0, "the client's UPDATE never waited for hi").await;
+    // The cycle: the other session asks for `lo`; the client's statement is the victim.
+    other
+        .query_drop(format!("UPDATE acct12 SET balance = 20 WHERE id = {lo}"))
+        .await
+        .expect("the other session gets lo");
+    other.query_drop("COMMIT").await.expect("commit");
+    let (mut client, r) = blocked.await.expect("client");
+    r.expect("the client's autocommit UPDATE was sent again, not failed with 1213");
+    let rows: Vec<(i64, i64)> = client
+        .query(format!(
+            "SELECT id, balance FROM acct12 WHERE id IN ({lo}, {hi}) ORDER BY id"
+        ))
+        .await
+        .expect("read");
+    assert_eq!(rows, vec![(lo, 21), (hi, 11)], "run once, after the other");
+    let reruns = proxy
+        .shared
+        .metrics
+        .transactions
+        .with_label_values(&["autocommit_deadlock_rerun"])
+        .get();
+    assert!(reruns >= 1, "no rerun counted");
+    other
+        .query_drop("DROP TABLE acct12_weight")
+        .await
+        .expect("drop");
+}
+
 #[tokio::test]
 async fn a_multi_node_write_that_fails_on_one_node_is_undone_and_the_transaction_goes_on() {
     let _one = ONE_AT_A_TIME.lock().await;

@@ -27,6 +27,7 @@ use crate::shared::Shared;
 
 mod door;
 mod outside;
+mod rerun;
 
 /// Failures seen while results were being read (the results borrow the connections, so the
 /// session deals with them when the statement is over): node, message, connection broken,

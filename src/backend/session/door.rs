@@ -41,11 +41,13 @@ impl Door for NodeSession {
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
+        let again = ahead.is_none() && rerun::reruns(&self.state, stmt.sql);
+        let metrics = &self.shared.metrics;
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
         self.ctl.running(&[(node, conn.conn.id())]);
-        pin_if_stateful(&mut conn.conn, stmt.sql, &self.shared.metrics);
+        pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
         // The BEGIN sent ahead failed: the branch did not open, and the connection (an XA
         // START refused leaves it in a state of its own) is dropped, never reused.
         let mut begin_failed = false;
@@ -56,7 +58,7 @@ impl Door for NodeSession {
             self.shared.deadlocks.register(self.conn_id, conns.clone());
         }
         let r = match &ahead {
-            None => start_on(conn, stmt, run.binary).await,
+            None => rerun::start_rerunning(conn, stmt, run.binary, again, metrics).await,
             // A statement the node cannot prepare is the statement's error: nothing was sent
             // ahead of it, the branch stays unopened and the connection good.
             Some((begin, xa)) if run.binary => match conn.handle(stmt.sql).await.map(|_| ()) {
@@ -184,6 +186,10 @@ impl Door for NodeSession {
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
+        let again: Vec<bool> = stmts
+            .iter()
+            .map(|(_, s)| rerun::reruns(&self.state, s.sql))
+            .collect();
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
         let running = self.conn_ids(stmts.iter().map(|(n, _)| *n));
         self.ctl.running(&running);
@@ -199,8 +205,12 @@ impl Door for NodeSession {
         let casualties = &self.casualties;
         let metrics = &self.shared.metrics;
         let registry = &self.shared.deadlocks;
-        let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
-            |((conn, (node, stmt)), labels)| {
+        let starts = slots
+            .into_iter()
+            .zip(stmts.iter())
+            .zip(labels)
+            .zip(again)
+            .map(|(((conn, (node, stmt)), labels), again)| {
                 let node = *node;
                 async move {
                     let Some(conn) = conn else {
@@ -214,7 +224,7 @@ impl Door for NodeSession {
                     };
                     let started = Instant::now();
                     pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
-                    match start_on(conn, *stmt, run.binary).await {
+                    match rerun::start_rerunning(conn, *stmt, run.binary, again, metrics).await {
                         Ok((head, known)) => Ok(NodeRes::new(
                             conn, head, run.binary, known, node, labels, casualties, started,
                             status,
@@ -225,8 +235,7 @@ impl Door for NodeSession {
                         }
                     }
                 }
-            },
-        );
+            });
         Ok(join_all(starts).await)
     }
 
