@@ -685,3 +685,168 @@ async fn an_aborted_capture_move_leaves_the_slots_on_their_source_and_the_target
     pool_a.disconnect().await.ok();
     pool_b.disconnect().await.ok();
 }
+
+/// What a statement did, as the client sees it: its affected rows, or its error.
+async fn affected(c: &mut Conn, sql: &str) -> Result<u64, String> {
+    c.query_drop(sql)
+        .await
+        .map(|_| c.affected_rows())
+        .map_err(|e| e.to_string())
+}
+
+/// Writes over any rows while slots move captured from the binary log: UPDATEs and DELETEs
+/// by ranges and by other columns, without a WHERE, multi-row INSERTs (no column list) of keys
+/// inside and outside the move, in and out of transactions, through two proxies while the
+/// target owns rows of its own. Each is run on one plain MariaDB too: the same affected rows,
+/// and afterwards the same table, every row on the node its slot names. Before, each of these
+/// got 1235 for as long as the move ran.
+#[tokio::test]
+async fn writes_over_any_rows_run_during_a_captured_move_as_on_one_mariadb() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = cluster();
+    let meta = "meta_cap_any";
+    let table = "t_cap_any";
+    const L3: [(u16, u16); 3] = [(0, 511), (512, 767), (768, 1023)];
+    fresh_schema(c, meta).await;
+    let tables = hash_slot_table(table, "id", &L3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pa, pb) = (a.pool(), b.pool());
+    const ROWS: i64 = 6_000;
+    load(c, &pa, table, ROWS).await;
+    let reference = c.direct(3);
+    let mut one = reference.get_conn().await.expect("reference");
+    one.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+        .await
+        .expect("drop reference");
+    one.query_drop(format!(
+        "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"
+    ))
+    .await
+    .expect("create reference");
+    for chunk in (1..=ROWS).collect::<Vec<_>>().chunks(1000) {
+        let rows: Vec<String> = chunk.iter().map(|k| format!("({k}, {k})")).collect();
+        one.query_drop(format!("INSERT INTO {table} VALUES {}", rows.join(", ")))
+            .await
+            .expect("load reference");
+    }
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop(format!(
+            "MIGRATE SLOTS 0-511 OF {table} TO ds2 RATE 1000 AUTO"
+        ))
+        .await
+        .expect("MIGRATE");
+    until_copied(&mut ops_a, "1", 1).await;
+    let mut apps = [
+        pa.get_conn().await.expect("proxy a"),
+        pb.get_conn().await.expect("proxy b"),
+    ];
+    // Key k's statement i: a cycle of write forms, each on keys inside and outside the move.
+    let statement = |i: i64| -> Vec<String> {
+        let at = 1 + (i * 97) % (ROWS - 40);
+        match i % 6 {
+            0 => vec![format!(
+                "UPDATE {table} SET v = v + 1 WHERE v % 7 = {}",
+                i % 7
+            )],
+            1 => vec![format!(
+                "DELETE FROM {table} WHERE id BETWEEN {at} AND {}",
+                at + 10
+            )],
+            2 => {
+                let rows: Vec<String> = (at - 97..at - 87)
+                    .filter(|k| *k > 0)
+                    .map(|k| format!("({k}, {})", k * 3))
+                    .collect();
+                vec![format!(
+                    "INSERT INTO {table} VALUES {} ON DUPLICATE KEY UPDATE v = v + 100",
+                    rows.join(", ")
+                )]
+            }
+            3 => vec![format!(
+                "UPDATE {table} SET v = v * 2 WHERE id IN ({}, {}, {}) OR v BETWEEN {at} AND {}",
+                at + 1,
+                at + 2,
+                at + 3,
+                at + 30
+            )],
+            4 => vec![
+                "BEGIN".to_string(),
+                format!("DELETE FROM {table} WHERE v < {}", at % 50),
+                format!("UPDATE {table} SET v = v - 3 WHERE id > {}", ROWS - 50),
+                "COMMIT".to_string(),
+            ],
+            _ if i % 30 == 5 => vec![format!("UPDATE {table} SET v = v + 1")],
+            _ => vec![format!(
+                "INSERT INTO {table} VALUES ({}, 1), ({}, 2)",
+                ROWS + i,
+                ROWS + 1000 + i
+            )],
+        }
+    };
+    let mut i = 0;
+    let mut steps = HashMap::<String, u32>::new();
+    let start = Instant::now();
+    loop {
+        let m = migration(&mut ops_a, "1").await;
+        let step = m["step"].clone();
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "the move did not end: {steps:?}, {m:?}"
+        );
+        if step == "done" && i >= 60 {
+            break;
+        }
+        *steps.entry(step).or_default() += 1;
+        for sql in statement(i) {
+            let want = affected(&mut one, &sql).await;
+            let got = affected(&mut apps[(i % 2) as usize], &sql).await;
+            assert_eq!(got, want, "statement {i}: {sql}");
+        }
+        i += 1;
+    }
+    assert!(
+        steps.get("backfill").copied().unwrap_or(0) >= 10,
+        "too few statements ran during the backfill: {steps:?}"
+    );
+    let m = migration(&mut ops_a, "1").await;
+    assert_capture(&m, "binlog");
+    let want: Vec<(i64, i64)> = one
+        .query(format!("SELECT id, v FROM {table} ORDER BY id"))
+        .await
+        .expect("reference rows");
+    for pool in [&pa, &pb] {
+        let got: Vec<(i64, i64)> = pool
+            .get_conn()
+            .await
+            .expect("proxy")
+            .query(format!("SELECT id, v FROM {table} ORDER BY id"))
+            .await
+            .expect("proxy rows");
+        assert!(
+            got == want,
+            "{} rows through the proxy, {} on one MariaDB; first different: {:?}",
+            got.len(),
+            want.len(),
+            got.iter().zip(&want).find(|(g, w)| g != w)
+        );
+    }
+    let held = rows_where_their_slots_say(c, &a, table, "ds2").await;
+    assert_eq!(
+        held.iter().sum::<i64>(),
+        want.len() as i64,
+        "rows on the nodes"
+    );
+    assert_eq!(
+        count_on(c, 0, table, "TRUE").await,
+        0,
+        "ds0 keeps moved rows"
+    );
+    drop(apps);
+    drop(one);
+    for p in [pa, pb, reference] {
+        p.disconnect().await.ok();
+    }
+}

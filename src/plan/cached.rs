@@ -247,7 +247,7 @@ impl KeyRoute {
 /// statement routed there (wrapped as a captured write when `r` is one).
 fn routed_as(plan: &Plan, r: Resolved) -> Option<&Target> {
     let route = match (plan, r.captured) {
-        (Plan::Captured { target, write }, Some(to)) if *target == to => write.as_ref(),
+        (Plan::Captured { targets, write }, Some(to)) if targets[..] == [to] => write.as_ref(),
         (p, None) => p,
         _ => return None,
     };
@@ -466,7 +466,7 @@ slots = [{ slots = "0-1023", node = "ds1" }]
         let k = a("DELETE FROM t WHERE id = ?").unwrap();
         let sql = "DELETE FROM t WHERE id = ?";
         let wrong = Plan::Captured {
-            target: 1,
+            targets: vec![1],
             write: Box::new(Plan::Route(Target {
                 node: 0,
                 sql: sql.into(),

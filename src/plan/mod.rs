@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod cached;
+mod captured;
 pub mod catalog;
 pub mod decompose;
 pub mod gather;

@@ -212,7 +212,7 @@ pub(super) fn adjust(p: &Planner<'_>, plan: Plan) -> Plan {
     }
 }
 
-fn moving_msg(table: &str, what: &str) -> String {
+pub(super) fn moving_msg(table: &str, what: &str) -> String {
     format!(
         "rows of `{table}` are being moved (SHOW MIGRATIONS): {what}; it can run once the move ends or is aborted"
     )
@@ -283,7 +283,7 @@ fn locking_read(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             Some((table, target)) => Plan::Frozen {
                 table,
                 unless: Some(Box::new(Plan::Captured {
-                    target,
+                    targets: vec![target],
                     write: Box::new(reads(p, plan, uses)),
                 })),
             },
@@ -517,7 +517,7 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
             }
         }
     }
-    let Some((_, moves)) = moves_of(p, &written) else {
+    let Some((column, moves)) = moves_of(p, &written) else {
         return plan;
     };
     // The planner traces the routing values of a write's rows (an INSERT's) or of the keys
@@ -534,6 +534,13 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
         // None of its rows is moving.
         return plan;
     }
+    let seen: Vec<&Moving> = moves
+        .iter()
+        .filter(|m| !keyed || mine.iter().any(|v| m.holds(v)))
+        .collect();
+    if seen.iter().all(|m| m.step.captured_or_owned()) {
+        return super::captured::captured(p, plan, &written, &column, &seen);
+    }
     let one = mine.iter().find_map(|v| moves.iter().find(|m| m.holds(v)));
     if one.is_some_and(|m| !mine.iter().all(|v| m.holds(v))) {
         return refuse(moving_msg(
@@ -548,20 +555,9 @@ fn writes(p: &Planner<'_>, plan: Plan, uses: &[Use]) -> Plan {
         ));
     };
     match m.step {
-        // The target owns the slots: the plan already writes there.
-        MoveStep::Cleanup => plan,
-        // The source's binary log carries the write to the target.
-        MoveStep::Capture => Plan::Captured {
-            target: m.to,
-            write: Box::new(plan),
-        },
-        MoveStep::Hold => Plan::Frozen {
-            table: written,
-            unless: Some(Box::new(Plan::Captured {
-                target: m.to,
-                write: Box::new(plan),
-            })),
-        },
+        MoveStep::Cleanup | MoveStep::Capture | MoveStep::Hold => {
+            super::captured::captured(p, plan.clone(), &written, &column, &[m])
+        }
         MoveStep::DualWrite | MoveStep::ReadTarget | MoveStep::Freeze => {
             let schema = schema_of(p.stmt);
             let Some(key) = (p.ctx.primary_key)(schema.as_deref(), &written) else {
@@ -616,7 +612,7 @@ fn schema_of(stmt: &Statement) -> Option<String> {
     crate::sql::schema_name(name)
 }
 
-fn table_sql(name: &sqlparser::ast::ObjectName) -> String {
+pub(super) fn table_sql(name: &sqlparser::ast::ObjectName) -> String {
     name.0
         .iter()
         .filter_map(|p| p.as_ident())

@@ -319,12 +319,12 @@ fn at_the_freeze_writes_wait_and_at_cleanup_they_go_to_the_target() {
 fn a_captured_move_writes_the_source_alone_and_holds_writes_at_its_cutover() {
     let t = topo("capture");
     // Key 10 is in slots 0-511: the write runs on the source, counted toward the target.
-    let Plan::Captured { target, write } =
+    let Plan::Captured { targets, write } =
         plan_in(&t, "UPDATE t_mv SET v = v + 1 WHERE id = 10", &[])
     else {
         panic!("captured")
     };
-    assert_eq!(target, 2);
+    assert_eq!(targets, [2]);
     assert_eq!(
         route(&write),
         (0, "UPDATE t_mv SET v = v + 1 WHERE id = 10")
@@ -362,7 +362,7 @@ fn a_captured_move_writes_the_source_alone_and_holds_writes_at_its_cutover() {
     assert_eq!(table, "t_mv");
     assert!(matches!(
         unless.as_deref(),
-        Some(Plan::Captured { target: 2, write }) if route(write).0 == 0
+        Some(Plan::Captured { targets, write }) if targets[..] == [2] && route(write).0 == 0
     ));
     // Reads stay on the source until the target owns the rows; locking reads wait.
     assert_eq!(
@@ -373,4 +373,111 @@ fn a_captured_move_writes_the_source_alone_and_holds_writes_at_its_cutover() {
         plan_in(&t, "SELECT v FROM t_mv WHERE id = 10 FOR UPDATE", &[]),
         Plan::Frozen { .. }
     ));
+}
+
+/// `t_mv` with slots 0-511 moving from ds0 to ds2 at `step`, 512-767 on ds1 and 768-1023 on
+/// ds2 already: the target owns rows of its own, so writes over the table reach it.
+fn owning_target(step: &str) -> crate::config::Topology {
+    test_topology(
+        2,
+        3,
+        &format!(
+            "[tables.t_mv]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{{ slots = \"0-511\", node = \"ds0\", to = \"ds2\", step = \"{step}\" }}, {{ slots = \"512-767\", node = \"ds1\" }}, {{ slots = \"768-1023\", node = \"ds2\" }}]\n"
+        ),
+    )
+}
+
+/// The statement each node of a scatter runs.
+fn scattered(p: &Plan) -> Vec<(usize, String)> {
+    match p {
+        Plan::Scatter { targets, .. } => {
+            let mut v: Vec<(usize, String)> =
+                targets.iter().map(|t| (t.node, t.sql.clone())).collect();
+            v.sort();
+            v
+        }
+        other => panic!("expected a scatter, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_captured_move_takes_writes_over_any_rows_past_the_copies_on_its_target() {
+    let t = owning_target("capture");
+    let hidden = "(CRC32(`t_mv`.`id`) % 1024 BETWEEN 0 AND 511) IS NOT TRUE";
+    let Plan::Captured { targets, write } =
+        plan_in(&t, "UPDATE t_mv SET v = v + 1 WHERE v > 3", &[])
+    else {
+        panic!("captured")
+    };
+    assert_eq!(targets, [2]);
+    assert_eq!(
+        scattered(&write),
+        [
+            (0, "UPDATE t_mv SET v = v + 1 WHERE v > 3".to_string()),
+            (1, "UPDATE t_mv SET v = v + 1 WHERE v > 3".to_string()),
+            (
+                2,
+                format!("UPDATE t_mv SET v = v + 1 WHERE (v > 3) AND {hidden}")
+            ),
+        ]
+    );
+    // No WHERE: one of its own; an alias qualifies the column; `?` stay.
+    let Plan::Captured { write, .. } = plan_in(&t, "DELETE FROM t_mv;", &[]) else {
+        panic!("captured")
+    };
+    assert_eq!(
+        scattered(&write)[2].1,
+        format!("DELETE FROM t_mv WHERE {hidden};")
+    );
+    let Plan::Captured { write, .. } = plan_in(
+        &t,
+        "UPDATE t_mv AS m SET v = ? WHERE v = ? OR id < 0",
+        &[Value::Int(1), Value::Int(2)],
+    ) else {
+        panic!("captured")
+    };
+    assert_eq!(
+        scattered(&write)[2].1,
+        "UPDATE t_mv AS m SET v = ? WHERE (v = ? OR id < 0) AND (CRC32(`m`.`id`) % 1024 BETWEEN 0 AND 511) IS NOT TRUE"
+    );
+    // Keys inside and outside the move: each runs where it is owned, the copies left out.
+    let Plan::Captured { write, .. } = plan_in(&t, "DELETE FROM t_mv WHERE id IN (10, 1)", &[])
+    else {
+        panic!("captured")
+    };
+    assert!(scattered(&write)
+        .iter()
+        .all(|(n, sql)| *n != 2 || sql.contains(hidden)));
+    // Rows of an INSERT go where they are owned: none is a copy, the text is the planner's.
+    let p = plan_in(&t, "INSERT INTO t_mv (id, v) VALUES (10, 1), (1, 2)", &[]);
+    let Plan::Captured { targets, write } = p else {
+        panic!("captured: {p:?}")
+    };
+    assert_eq!(targets, [2]);
+    assert!(!format!("{write:?}").contains("IS NOT TRUE"), "{write:?}");
+
+    // At the hold it waits; after the cutover the source's left-overs are left out.
+    let t = owning_target("hold");
+    let p = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE v > 3", &[]);
+    assert!(
+        matches!(&p, Plan::Frozen { unless: Some(c), .. } if matches!(c.as_ref(), Plan::Captured { targets, .. } if targets[..] == [2])),
+        "{p:?}"
+    );
+    let t = owning_target("cleanup");
+    let p = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE v > 3", &[]);
+    let s = scattered(&p);
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert_eq!(s[2].1, "UPDATE t_mv SET v = 1 WHERE v > 3");
+    assert_eq!(
+        s[0],
+        (
+            0,
+            "UPDATE t_mv SET v = 1 WHERE (v > 3) AND (CRC32(`t_mv`.`id`) % 1024 BETWEEN 0 AND 511) IS NOT TRUE".to_string()
+        )
+    );
+    // Moves by dual writes still cannot take them.
+    let t = owning_target("dual_write");
+    let m = refused(plan_in(&t, "UPDATE t_mv SET v = 1 WHERE v > 3", &[]));
+    assert!(m.contains("being moved"), "{m}");
 }

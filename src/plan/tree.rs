@@ -178,11 +178,12 @@ pub enum Plan {
     KeyPage(Box<super::key_page::KeyPage>),
     /// A write to slots being moved: on the source, the changed rows' images to the target.
     DualWrite(Box<moving::DualWrite>),
-    /// A write to slots whose move copies changes from the source's binary log: it runs as
-    /// `write` (on the source), counted as writing toward `target` so that the move's
-    /// freeze waits for it (and for its transaction) to end.
+    /// A write to slots whose moves copy changes from their sources' binary logs: it runs
+    /// as `write` (on the sources; on a move's target, past its copies), counted as writing
+    /// toward each of `targets` so that those moves' cutovers wait for it (and for its
+    /// transaction) to end.
     Captured {
-        target: usize,
+        targets: Vec<usize>,
         write: Box<Plan>,
     },
     /// A read no node answers over its own rows: tables copied to one node, run there.
@@ -314,13 +315,13 @@ impl Plan {
         }
     }
 
-    /// The node a write to moving slots is counted toward (a move's freeze waits for the
-    /// writes toward its target).
-    pub fn moving_target(&self) -> Option<usize> {
+    /// The nodes a write to moving slots is counted toward (a move's freeze waits for the
+    /// writes toward its target); empty for other plans.
+    pub fn moving_targets(&self) -> &[usize] {
         match self {
-            Plan::DualWrite(d) => Some(d.target),
-            Plan::Captured { target, .. } => Some(*target),
-            _ => None,
+            Plan::DualWrite(d) => std::slice::from_ref(&d.target),
+            Plan::Captured { targets, .. } => targets,
+            _ => &[],
         }
     }
 
@@ -596,11 +597,12 @@ impl PlanDescription<'_> {
                     }
                 }
             }
-            Plan::Captured { target, write } => {
+            Plan::Captured { targets, write } => {
+                let to: Vec<String> = targets.iter().map(|t| name(*t).to_string()).collect();
                 writeln!(
                     f,
-                    "Captured: slots being moved to {}; the write runs on the source alone, the move copies its rows from the source's binary log",
-                    name(*target)
+                    "Captured: slots being moved to {}; the write runs where the rows are owned, past the copies a move's target holds, and the move copies its rows from the source's binary log",
+                    to.join(", ")
                 )?;
                 self.node(f, write, 1, false)
             }

@@ -79,6 +79,13 @@ impl MoveStep {
         }
     }
 
+    /// A step at which any write may run where the rows are owned: the move copies changes
+    /// from its source's binary log (`Capture`, `Hold`), or the target owns them
+    /// (`Cleanup`); only the copies on the other node must be left alone.
+    pub fn captured_or_owned(self) -> bool {
+        matches!(self, MoveStep::Capture | MoveStep::Hold | MoveStep::Cleanup)
+    }
+
     pub fn parse(s: &str) -> Option<MoveStep> {
         Some(match s {
             "dual_write" => MoveStep::DualWrite,

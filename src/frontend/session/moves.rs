@@ -6,20 +6,33 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::Session;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
-    /// Counts this session's statement toward `target` (once per target), then looks at the
-    /// rules again: false when they changed since `version` was planned against, and the
-    /// statement must be planned again. Counted before the rules are looked at again, so a
-    /// freeze or hold acknowledged after this cannot miss it, and one applied before is seen.
-    pub(super) fn count_toward(&mut self, target: usize, captured: bool, version: u64) -> bool {
+    /// Counts this session's statement toward each of `targets` (once per target), then
+    /// looks at the rules again: false when they changed since `version` was planned
+    /// against, and the statement must be planned again. Counted before the rules are looked
+    /// at again, so a freeze or hold acknowledged after this cannot miss it, and one applied
+    /// before is seen.
+    pub(super) fn count_toward(&mut self, targets: &[usize], captured: bool, version: u64) -> bool {
         self.captured |= captured;
-        let running = crate::shared::Running::new(self.shared.clone(), target);
+        let running: Vec<crate::shared::Running> = targets
+            .iter()
+            .map(|t| crate::shared::Running::new(self.shared.clone(), *t))
+            .collect();
         if self.shared.topology().version != version {
             return false;
         }
-        if !self.dual_write.iter().any(|r| r.target() == target) {
-            self.dual_write.push(running);
+        for r in running {
+            if !self.dual_write.iter().any(|d| d.target() == r.target()) {
+                self.dual_write.push(r);
+            }
         }
         true
+    }
+
+    /// Is this session counted toward every one of `targets` already?
+    pub(super) fn counted_toward(&self, targets: &[usize]) -> bool {
+        targets
+            .iter()
+            .all(|t| self.dual_write.iter().any(|r| r.target() == *t))
     }
 
     /// After a statement: the counts end with it, unless its transaction goes on and holds

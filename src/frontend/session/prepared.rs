@@ -311,7 +311,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // A write to a captured slot is counted toward its move's target; planned in
             // full below if the rules changed meanwhile (its slot then counted twice).
             if r.captured
-                .is_none_or(|to| self.count_toward(to, true, topo.version))
+                .is_none_or(|to| self.count_toward(&[to], true, topo.version))
             {
                 self.count_single(kind);
                 let (out, rows) = self

@@ -161,7 +161,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .and_then(|k| route.resolve_value(&topo, &k))
                     .filter(|r| {
                         r.captured
-                            .is_none_or(|to| self.count_toward(to, true, topo.version))
+                            .is_none_or(|to| self.count_toward(&[to], true, topo.version))
                     })
                 {
                     debug!(
@@ -669,12 +669,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     }
                     return (*then, slots);
                 }
-                // A transaction that wrote rows of a captured move goes on: the freeze
-                // waits for it (it is counted toward the target until it ends).
+                // A transaction that wrote rows of captured moves goes on: their holds wait
+                // for it (it is counted toward their targets until it ends).
                 Plan::Frozen {
                     unless: Some(then), ..
-                } if matches!(then.as_ref(), Plan::Captured { target, .. }
-                    if self.captured && self.dual_write.iter().any(|r| r.target() == *target)) =>
+                } if matches!(then.as_ref(), Plan::Captured { targets, .. }
+                    if self.captured && self.counted_toward(targets)) =>
                 {
                     self.captured = true;
                     return (*then, slots);
@@ -686,10 +686,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     *topo = self.topo.clone();
                     Ok(())
                 }
-                ref moving if moving.moving_target().is_some() => {
-                    let target = moving.moving_target().unwrap_or_default();
+                ref moving if !moving.moving_targets().is_empty() => {
                     let captured = matches!(moving, Plan::Captured { .. });
-                    if !self.count_toward(target, captured, topo.version) {
+                    if !self.count_toward(moving.moving_targets(), captured, topo.version) {
                         self.topo = self.shared.topology();
                         *topo = self.topo.clone();
                         continue;
