@@ -14,8 +14,10 @@
 //! the latest read of it. At the cutover writes wait (`MoveStep::Hold`), the log is read to
 //! its end, and only then does the target own the rows (`docs/design.md`).
 //!
-//! The copies never wait for a row lock (`SKIP LOCKED`, `NOWAIT`): a client's statement never
-//! waits behind them, and they are never part of a deadlock a client could lose.
+//! The copies never wait for a row lock: the source's reads skip locked rows or fail
+//! (`SKIP LOCKED`, `NOWAIT`), the target's writes fail at once and are sent again
+//! (`super::copy::OnLock`). A client's statement never waits long behind them, and they are
+//! never part of a deadlock a client could lose.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,7 +31,7 @@ use mysql_common::binlog::row::BinlogRow;
 use mysql_common::binlog::value::BinlogValue;
 use mysql_common::constants::ColumnType;
 
-use super::copy::{Shape, BATCH};
+use super::copy::{write, OnLock, Shape, BATCH};
 use crate::plan::moving::tuples;
 
 /// A position in a node's binary log.
@@ -304,7 +306,7 @@ fn unsigned(v: Value, t: Option<ColumnType>) -> Value {
 }
 
 /// MariaDB's answer to a `NOWAIT` read of a locked row.
-const LOCKED: u16 = 1205;
+const LOCKED: u16 = super::copy::LOCK_WAIT;
 
 /// Copies the rows of `keys` as the source holds them now: each that is there (among the
 /// moving rows) replaced on the target, each that is not deleted there. Never waits for a
@@ -338,19 +340,16 @@ pub async fn recopy(
         {
             if !gone.is_empty() {
                 let params: Vec<Value> = gone.iter().flatten().cloned().collect();
-                t.exec_drop(
-                    format!(
-                        "DELETE FROM {} WHERE {} AND ({}) IN ({})",
-                        shape.table,
-                        shape.slots,
-                        shape.key.join(", "),
-                        tuples(width, gone.len())
-                    ),
-                    params,
-                )
-                .await?;
+                let delete = format!(
+                    "DELETE FROM {} WHERE {} AND ({}) IN ({})",
+                    shape.table,
+                    shape.slots,
+                    shape.key.join(", "),
+                    tuples(width, gone.len())
+                );
+                write(t, &delete, params, OnLock::Retry).await?;
             }
-            super::copy::replace(t, shape, &rows).await?;
+            super::copy::replace(t, shape, &rows, OnLock::Retry).await?;
             written += rows.len() as u64;
         }
     }
@@ -602,9 +601,11 @@ pub async fn verify_chunk(
         if a == b {
             return Ok(Some((false, true)));
         }
-        super::copy::copy_range_in(s, t, shape, range)
-            .await
-            .map_err(err)?;
+        // A client's lock on the target's rows: rolled back, and the chunk tried again.
+        match super::copy::copy_range_in(s, t, shape, range, OnLock::Fail).await {
+            Err(mysql_async::Error::Server(e)) if e.code == LOCKED => return Ok(None),
+            r => r.map_err(err)?,
+        }
         let b: Option<(u64, u64)> = t.query_first(&target).await.map_err(err)?;
         Ok(Some((true, a == b)))
     }

@@ -231,11 +231,69 @@ pub fn still_to_copy(
         .collect()
 }
 
-/// Writes `rows` to the target (inside its open transaction).
+/// How a write of the move meets a row lock a client holds.
+///
+/// With the binary log's capture a client's write over any rows scans the copies too (the
+/// target's before the cutover, the source's left-overs after) and, in REPEATABLE READ,
+/// locks what it scans. Were the move's write to wait for such a lock while holding rows the
+/// client's scan waits for, InnoDB would end one of the two, often the client's (the lighter
+/// transaction): an error one MariaDB would not give that client, and inside the client's
+/// own transaction not one the proxy can take back. A write that never waits is never part
+/// of a cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnLock {
+    /// Waits (`innodb_lock_wait_timeout` of the session): the moves by row images, whose
+    /// clients' writes pin their keys.
+    Wait,
+    /// Fails at once with 1205 (inside a transaction the caller rolls back and tries the
+    /// whole again).
+    Fail,
+    /// Fails at once and, being a statement of its own (autocommit: nothing of it stays,
+    /// no lock of it is held), is sent again after 2, 4 .. 64 ms, for up to [`GIVE_WAY`].
+    Retry,
+}
+
+/// How long a statement that gives way to clients' locks keeps trying (the sessions' lock
+/// wait before: `session`).
+const GIVE_WAY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// MariaDB's lock wait timeout.
+pub(super) const LOCK_WAIT: u16 = 1205;
+
+/// Runs one of the move's writes on `c` as `on` says.
+pub(super) async fn write(
+    c: &mut Conn,
+    sql: &str,
+    params: Vec<Value>,
+    on: OnLock,
+) -> mysql_async::Result<()> {
+    if on == OnLock::Wait {
+        return c.exec_drop(sql, params).await;
+    }
+    let sql = format!("SET STATEMENT innodb_lock_wait_timeout = 0 FOR {sql}");
+    let started = std::time::Instant::now();
+    let mut tries = 0u32;
+    loop {
+        match c.exec_drop(sql.as_str(), params.clone()).await {
+            Err(mysql_async::Error::Server(e))
+                if e.code == LOCK_WAIT && on == OnLock::Retry && started.elapsed() < GIVE_WAY =>
+            {
+                tries += 1;
+                let ms = 1u64 << tries.min(6);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Writes `rows` to the target, each chunk as `on` says (inside an open transaction: not
+/// [`OnLock::Retry`]).
 pub(super) async fn replace(
     t: &mut Conn,
     shape: &Shape,
     rows: &[Vec<Value>],
+    on: OnLock,
 ) -> mysql_async::Result<()> {
     let width = shape.columns.len();
     for chunk in rows.chunks((60_000 / width.max(1)).clamp(1, BATCH)) {
@@ -245,7 +303,7 @@ pub(super) async fn replace(
             tuples(width, chunk.len())
         );
         let params: Vec<Value> = chunk.iter().flatten().cloned().collect();
-        t.exec_drop(sql, params).await?;
+        write(t, &sql, params, on).await?;
     }
     Ok(())
 }
@@ -290,7 +348,7 @@ pub async fn batch(
         }
         crate::hooks::migration_batch_read(&shape.table).await;
         t.query_drop("START TRANSACTION").await?;
-        if let Err(e) = replace(t, shape, &rows).await {
+        if let Err(e) = replace(t, shape, &rows, OnLock::Wait).await {
             let _ = t.query_drop("ROLLBACK").await;
             return Err(e);
         }
@@ -356,7 +414,7 @@ pub async fn batch_ahead(
         return Ok((0, None));
     }
     let (written, next) = tokio::join!(
-        replace(t, shape, &rows),
+        replace(t, shape, &rows, OnLock::Retry),
         read(s, shape, after.as_deref(), last, n)
     );
     written?;
@@ -467,18 +525,20 @@ async fn copy_range(
     range: &str,
 ) -> mysql_async::Result<()> {
     s.query_drop("START TRANSACTION").await?;
-    let r = copy_range_in(s, t, shape, range).await;
+    let r = copy_range_in(s, t, shape, range, OnLock::Wait).await;
     let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let _ = s.query_drop(end).await;
     r
 }
 
-/// [`copy_range`] inside the source's open transaction.
+/// [`copy_range`] inside the source's open transaction, the target's writes meeting its
+/// clients' locks as `on` says (not [`OnLock::Retry`]: they share a transaction).
 pub(super) async fn copy_range_in(
     s: &mut Conn,
     t: &mut Conn,
     shape: &Shape,
     range: &str,
+    on: OnLock,
 ) -> mysql_async::Result<()> {
     {
         let rows: Vec<mysql_async::Row> = s
@@ -490,9 +550,9 @@ pub(super) async fn copy_range_in(
         let rows: Vec<Vec<Value>> = rows.into_iter().map(mysql_async::Row::unwrap).collect();
         t.query_drop("START TRANSACTION").await?;
         let w = async {
-            t.query_drop(format!("DELETE FROM {} WHERE {range}", shape.table))
-                .await?;
-            replace(t, shape, &rows).await
+            let delete = format!("DELETE FROM {} WHERE {range}", shape.table);
+            write(t, &delete, Vec::new(), on).await?;
+            replace(t, shape, &rows, on).await
         }
         .await;
         match w {
@@ -536,14 +596,14 @@ pub async fn delete_batch(
         ))
         .await?;
     let hi = hi.map(|r| shape.cursor_of(&r));
-    c.query_drop(format!(
+    let delete = format!(
         "DELETE FROM {} WHERE {}{}{}",
         shape.table,
         shape.slots,
         shape.after(after.as_deref()),
         shape.upto(hi.as_deref())
-    ))
-    .await?;
+    );
+    write(c, &delete, Vec::new(), OnLock::Retry).await?;
     let deleted = c.affected_rows();
     if hi.is_some() {
         *after = hi;
