@@ -267,14 +267,23 @@ pub(super) async fn write(
     params: Vec<Value>,
     on: OnLock,
 ) -> mysql_async::Result<()> {
+    // Without parameters as text: a statement whose text changes every batch (a cursor in
+    // it) would be prepared, run and closed, three round trips instead of one.
+    async fn send(c: &mut Conn, sql: &str, params: &[Value]) -> mysql_async::Result<()> {
+        if params.is_empty() {
+            c.query_drop(sql).await
+        } else {
+            c.exec_drop(sql, params.to_vec()).await
+        }
+    }
     if on == OnLock::Wait {
-        return c.exec_drop(sql, params).await;
+        return send(c, sql, &params).await;
     }
     let sql = format!("SET STATEMENT innodb_lock_wait_timeout = 0 FOR {sql}");
     let started = std::time::Instant::now();
     let mut tries = 0u32;
     loop {
-        match c.exec_drop(sql.as_str(), params.clone()).await {
+        match send(c, &sql, &params).await {
             Err(mysql_async::Error::Server(e))
                 if e.code == LOCK_WAIT && on == OnLock::Retry && started.elapsed() < GIVE_WAY =>
             {
