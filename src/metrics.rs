@@ -47,6 +47,8 @@ pub struct Metrics {
     pub lookups: IntCounterVec,
     /// Time-tier statements by how they ran (read, page, poll, write) and tier rows counted.
     pub tier_statements: IntCounterVec,
+    /// Rows read through the proxy into gathered statements' copies, by how.
+    pub copied_rows: IntCounterVec,
     /// Transactions ended, by how (commit, commit_xa, commit_in_turn, rollback, failed,
     /// unknown, rolled_back_by_error, dual_write_deadlock_retried) and prepared branches
     /// recovery finished.
@@ -142,6 +144,11 @@ impl Metrics {
                 "Statements over several tiers of time_tier tables, by mode",
                 &["mode"],
             ),
+            copied_rows: counter_vec(
+                "shardproxy_copied_rows_total",
+                "Rows read through the proxy into the temporary copies of gathered statements, by how the copy was read (bound: by a join's keys; whole: by the statement's own filter)",
+                &["how"],
+            ),
             transactions: counter_vec(
                 "shardproxy_transactions_total",
                 "Transactions that reached a node, by how they ended",
@@ -219,6 +226,7 @@ impl Metrics {
             Box::new(m.keygen_refused.clone()),
             Box::new(m.lookups.clone()),
             Box::new(m.tier_statements.clone()),
+            Box::new(m.copied_rows.clone()),
             Box::new(m.transactions.clone()),
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),

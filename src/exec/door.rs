@@ -315,6 +315,9 @@ pub trait Door: Send + Sized {
     fn count_tx(&self, outcome: &str);
     /// Counts lookup-table reads (metrics: read, failed).
     fn count_lookups(&self, outcome: &str, n: u64);
+    /// Counts rows read through the proxy into a gathered statement's copies (metrics), by
+    /// how the copy was read: `bound` by a join's keys, `whole` as planned.
+    fn count_copied(&self, how: &str, rows: u64);
 }
 
 /// Where results go: the client, as MySQL packets (the frontend), or a test's record.

@@ -141,6 +141,8 @@ pub struct FakeDoor {
     pub discarded: Vec<usize>,
     /// Transactions ended, by how.
     pub tx_counts: std::sync::Mutex<Vec<String>>,
+    /// Rows copied into gathered statements' copies, by how they were read.
+    pub copied: std::sync::Mutex<Vec<(String, u64)>>,
     /// Nodes where a migration's row images could not be written.
     pub shadow_failures: std::sync::Mutex<Vec<usize>>,
     /// Nodes whose connection the session holds (`Door::holds`).
@@ -571,6 +573,13 @@ impl Door for FakeDoor {
     fn count_tier(&self, _mode: &str) {}
 
     fn count_lookups(&self, _outcome: &str, _n: u64) {}
+
+    fn count_copied(&self, how: &str, rows: u64) {
+        self.copied
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((how.to_string(), rows));
+    }
 }
 
 /// What a primitive wrote, as a test reads it.

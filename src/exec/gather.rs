@@ -133,7 +133,13 @@ pub async fn copy_all<D: Door>(
         for &t in targets {
             create(door, t, s).await?;
         }
-        for (node, select) in &s.reads {
+        let bound = match &s.bind {
+            Some(b) => super::bind::reads(door, b).await?,
+            None => None,
+        };
+        let how = if bound.is_some() { "bound" } else { "whole" };
+        let before = copied;
+        for (node, select) in bound.as_deref().unwrap_or(&s.reads) {
             if targets.contains(node) {
                 // Without strict mode for this statement: its SELECT's conversions (a
                 // string compared with a number) warn, as the client's SELECT would, where
@@ -151,6 +157,7 @@ pub async fn copy_all<D: Door>(
                 }
             }
         }
+        door.count_copied(how, copied - before);
     }
     Ok(())
 }
@@ -364,6 +371,7 @@ mod tests {
                     (1, "SELECT * FROM `t_user`".into()),
                     (0, "SELECT * FROM `t_user`".into()),
                 ],
+                bind: None,
             }],
             sql: "SELECT * FROM t_order o JOIN `__sp_ship_0` AS t_user ON o.u = t_user.user_id"
                 .into(),

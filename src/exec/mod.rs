@@ -13,6 +13,7 @@
 //! case in [`run`]; a new merge step is a stream in a file of its own and a case in
 //! [`rows::build::build`].
 
+pub mod bind;
 pub mod collect;
 pub mod columns;
 pub mod door;

@@ -24,7 +24,7 @@ use super::uses::{Placement, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::routing::TableRule;
 use crate::sql::table_name;
-use crate::sql::text::Text;
+use crate::sql::text::{Params, Text};
 
 /// A statement run on one node after copying tables there.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +51,8 @@ pub struct Ship {
     pub definition: usize,
     /// The nodes holding its rows, each with the SELECT that reads them.
     pub reads: Vec<(usize, String)>,
+    /// Where a join's keys choose its rows: read by them instead, when they allow.
+    pub bind: Option<super::bind::Bind>,
 }
 
 /// What the names of the copies begin with.
@@ -151,21 +153,38 @@ impl Planner<'_> {
                 };
             }
         }
-        match self.ship_to_anchor(q, &placed, &ctes, &why) {
-            Ok(Some(plan)) => return plan,
-            Ok(None) => {}
-            Err(wait) => return *wait,
-        }
-        let Some(node) = gathering_node(&placed) else {
-            return no("without a table to gather");
+        // Gathered where most of it is, each copy read by its join's keys: one copy on one
+        // node, of the rows the join can use. Cheaper than copying a table to every node of
+        // another (below) when every copy can be read so.
+        let bound = match gathering_node(&placed) {
+            Some(node) => {
+                let copied: Vec<&(String, String, Vec<usize>)> = placed
+                    .iter()
+                    .filter(|(_, _, n)| n.as_slice() != [node])
+                    .collect();
+                let mut ships = match self.ships(&copied) {
+                    Ok(s) => s,
+                    Err(wait) => return *wait,
+                };
+                for (s, (t, written, _)) in ships.iter_mut().zip(copied.iter().map(|c| &**c)) {
+                    s.bind = self.bind(q, t, written, node, &placed);
+                }
+                Some((node, ships))
+            }
+            None => None,
         };
-        let copied: Vec<&(String, String, Vec<usize>)> = placed
-            .iter()
-            .filter(|(_, _, n)| n.as_slice() != [node])
-            .collect();
-        let ships = match self.ships(&copied) {
-            Ok(s) => s,
-            Err(wait) => return *wait,
+        let all_bound = bound
+            .as_ref()
+            .is_some_and(|(_, s)| !s.is_empty() && s.iter().all(|s| s.bind.is_some()));
+        if !all_bound {
+            match self.ship_to_anchor(q, &placed, &ctes, &why) {
+                Ok(Some(plan)) => return plan,
+                Ok(None) => {}
+                Err(wait) => return *wait,
+            }
+        }
+        let Some((node, ships)) = bound else {
+            return no("without a table to gather");
         };
         let renames = renames(&ships);
         let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes, self.parsed.mode) else {
@@ -193,7 +212,13 @@ impl Planner<'_> {
         let text = crate::sql::text::Text::new(self.sql, self.parsed.mode).ok();
         for (t, written, nodes) in copied.iter().map(|c| (&c.0, &c.1, &c.2)) {
             let columns = (self.ctx.columns)(None, t);
-            let filter = match pushdown(self.stmt, t, columns.as_deref(), text.as_ref()) {
+            let filter = match pushdown(
+                self.stmt,
+                t,
+                columns.as_deref(),
+                text.as_ref(),
+                self.bound(),
+            ) {
                 Pushdown::Filter(alias, cond) => Some((alias, cond)),
                 Pushdown::None => None,
                 Pushdown::NeedColumns => {
@@ -226,6 +251,7 @@ impl Planner<'_> {
                 temp: temp_name(ships.len()),
                 definition,
                 reads: nodes.iter().map(|&n| (n, select.clone())).collect(),
+                bind: None,
             });
         }
         Ok(ships)
@@ -450,7 +476,7 @@ pub fn cte_names(stmt: &Statement) -> Vec<String> {
 
 /// The filter for the copy of `table` when the statement uses it once, in a place where rows
 /// failing a conjunct of its WHERE (or its join's ON) cannot matter: `(alias, conjuncts)`.
-enum Pushdown {
+pub(super) enum Pushdown {
     None,
     /// `(alias, conjuncts)`
     Filter(String, String),
@@ -459,15 +485,8 @@ enum Pushdown {
     NeedColumns,
 }
 
-fn pushdown(
-    stmt: &Statement,
-    table: &str,
-    columns: Option<&[String]>,
-    text: Option<&Text<'_>>,
-) -> Pushdown {
-    let Some(text) = text else {
-        return Pushdown::None;
-    };
+/// How many times the statement names `table`.
+pub(super) fn references(stmt: &Statement, table: &str) -> usize {
     let mut count = 0;
     let _ = visit_relations(stmt, |n: &ObjectName| {
         if table_name(n) == table {
@@ -475,19 +494,33 @@ fn pushdown(
         }
         ControlFlow::<()>::Continue(())
     });
-    if count != 1 {
+    count
+}
+
+pub(super) fn pushdown(
+    stmt: &Statement,
+    table: &str,
+    columns: Option<&[String]>,
+    text: Option<&Text<'_>>,
+    params: Params<'_>,
+) -> Pushdown {
+    let Some(text) = text else {
+        return Pushdown::None;
+    };
+    if references(stmt, table) != 1 {
         return Pushdown::None;
     }
     struct Find<'t, 's> {
         table: &'t str,
         columns: Option<&'t [String]>,
         text: &'t Text<'s>,
+        params: Params<'t>,
         found: Option<Option<(String, Vec<String>)>>,
     }
     impl Visitor for Find<'_, '_> {
         type Break = ();
         fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
-            if let Some(f) = select_filter(s, self.table, self.columns, self.text) {
+            if let Some(f) = select_filter(s, self.table, self.columns, self.text, self.params) {
                 self.found = Some(f);
                 return ControlFlow::Break(());
             }
@@ -498,6 +531,7 @@ fn pushdown(
         table,
         columns,
         text,
+        params,
         found: None,
     };
     let _ = stmt.visit(&mut find);
@@ -513,11 +547,12 @@ fn pushdown(
 /// The use of `table` in this SELECT's FROM (not inside a nested join), its qualifier, and
 /// the conjuncts that filter its rows alone.
 /// `Some(None)`: it is alone in its FROM and its columns are not known.
-fn select_filter(
+pub(super) fn select_filter(
     s: &Select,
     table: &str,
     columns: Option<&[String]>,
     text: &Text<'_>,
+    params: Params<'_>,
 ) -> Option<Option<(String, Vec<String>)>> {
     for twj in &s.from {
         let factors = std::iter::once((&twj.relation, None)).chain(
@@ -585,7 +620,7 @@ fn select_filter(
             );
             if !nullable_later && !outer_right {
                 if let Some(w) = &s.selection {
-                    conjuncts_of(text, w, &qualifier, own, &mut conds);
+                    conjuncts_of(text, params, w, &qualifier, own, &mut conds);
                 }
             }
             if !matches!(
@@ -597,7 +632,7 @@ fn select_filter(
                 )
             ) {
                 if let Some(on) = own_on(op) {
-                    conjuncts_of(text, &on, &qualifier, &[], &mut conds);
+                    conjuncts_of(text, params, &on, &qualifier, &[], &mut conds);
                 }
             }
             return Some(Some((qualifier, conds)));
@@ -606,17 +641,25 @@ fn select_filter(
     None
 }
 
-/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals:
-/// each as the client wrote it (a conjunct whose text cannot be placed is left out).
-fn conjuncts_of(text: &Text<'_>, e: &Expr, qualifier: &str, own: &[String], out: &mut Vec<String>) {
+/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals
+/// and bound values: each as the client wrote it, its `?` written as their values (a
+/// conjunct whose text cannot be placed, or whose values are not bound yet, is left out).
+fn conjuncts_of(
+    text: &Text<'_>,
+    params: Params<'_>,
+    e: &Expr,
+    qualifier: &str,
+    own: &[String],
+    out: &mut Vec<String>,
+) {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            conjuncts_of(text, left, qualifier, own, out);
-            conjuncts_of(text, right, qualifier, own, out);
+            conjuncts_of(text, params, left, qualifier, own, out);
+            conjuncts_of(text, params, right, qualifier, own, out);
         }
         Expr::Nested(x)
             if matches!(
@@ -627,11 +670,14 @@ fn conjuncts_of(text: &Text<'_>, e: &Expr, qualifier: &str, own: &[String], out:
                 }
             ) =>
         {
-            conjuncts_of(text, x, qualifier, own, out)
+            conjuncts_of(text, params, x, qualifier, own, out)
         }
         e if alone(e, &Scope { qualifier, own }) && names_a_column(e) => {
-            if let Some((a, b)) = text.extent(e) {
-                out.push(format!("({})", &text.sql[a..b]));
+            if let Some(c) = text
+                .extent(e)
+                .and_then(|(a, b)| text.render(a, b, params).ok())
+            {
+                out.push(format!("({c})"));
             }
         }
         _ => {}
@@ -660,13 +706,13 @@ struct Scope<'q> {
 }
 
 fn alone(e: &Expr, q: &Scope<'_>) -> bool {
-    use sqlparser::ast::Value as V;
     match e {
         Expr::CompoundIdentifier(parts) => {
             parts.len() == 2 && parts[0].value.eq_ignore_ascii_case(q.qualifier)
         }
         Expr::Identifier(i) => q.own.iter().any(|c| c.eq_ignore_ascii_case(&i.value)),
-        Expr::Value(v) => !matches!(v.value, V::Placeholder(_)),
+        // A bound value is written as its literal ([`conjuncts_of`]).
+        Expr::Value(_) => true,
         Expr::TypedString(_) => true,
         Expr::Nested(x)
         | Expr::IsNull(x)

@@ -1,6 +1,7 @@
 //! Statement + rules snapshot -> [`Plan`]: where a statement runs and how its answers combine.
 //! Pure: no I/O, unit-tested without a socket.
 
+pub mod bind;
 pub mod cache;
 pub mod cached;
 mod captured;

@@ -615,6 +615,26 @@ impl PlanDescription<'_> {
                 )?;
                 for s in &g.ships {
                     writeln!(f, "  copy `{}` into temporary table {}:", s.table, s.temp)?;
+                    if let Some(b) = &s.bind {
+                        writeln!(
+                            f,
+                            "     bound by {}: the values on {}: {}",
+                            b.on,
+                            name(b.node),
+                            b.keys
+                        )?;
+                        writeln!(
+                            f,
+                            "     then on the nodes their slots name: {}<values, {} a read>)",
+                            b.head,
+                            super::bind::PER_READ
+                        )?;
+                        writeln!(
+                            f,
+                            "     (over {} values, or values that are not integers:)",
+                            super::bind::MAX_VALUES
+                        )?;
+                    }
                     for (n, sql) in &s.reads {
                         writeln!(f, "     {}: {sql}", name(*n))?;
                     }

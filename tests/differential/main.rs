@@ -16,6 +16,8 @@
 //! - `random_queries_answer_like_one_mariadb`: random tables (types, placements) and random
 //!   SELECTs over them, seeded (`RANDOM_SEED`, `RANDOM_SEEDS`, `RANDOM_QUERIES`; see `random.rs`).
 //! - `views_over_sharded_tables_...`: views kept by the proxy, read and made like the reference's.
+//! - `joins_by_the_other_tables_key_...`: joins whose copy is read by the join's keys, rows
+//!   copied counted.
 //! - `deep_pages_by_the_key_...`: `ORDER BY <primary key> LIMIT o, n` found by the key, rows read
 //!   from the nodes counted.
 
@@ -24,6 +26,7 @@ mod common;
 mod corpus;
 mod defects;
 mod generated;
+mod joins;
 mod judge;
 mod key_update;
 mod pages;

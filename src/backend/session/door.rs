@@ -590,4 +590,12 @@ impl Door for NodeSession {
             .with_label_values(&[outcome])
             .inc_by(n);
     }
+
+    fn count_copied(&self, how: &str, rows: u64) {
+        self.shared
+            .metrics
+            .copied_rows
+            .with_label_values(&[how])
+            .inc_by(rows);
+    }
 }
