@@ -17,7 +17,7 @@
 
 use sqlparser::ast::{BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr};
 
-use super::gather::{quoted, select_filter, Pushdown};
+use super::gather::{and_parts, quoted, select_filter, Pushdown};
 use super::Planner;
 use crate::routing::slot::SlotMap;
 use crate::routing::TableRule;
@@ -69,32 +69,6 @@ fn equality(e: &Expr) -> Option<((String, String), (String, String))> {
     Some((col(left)?, col(right)?))
 }
 
-/// The AND conjuncts of `e`.
-fn conjuncts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            conjuncts(left, out);
-            conjuncts(right, out);
-        }
-        Expr::Nested(x)
-            if matches!(
-                x.as_ref(),
-                Expr::BinaryOp {
-                    op: BinaryOperator::And,
-                    ..
-                }
-            ) =>
-        {
-            conjuncts(x, out)
-        }
-        e => out.push(e),
-    }
-}
-
 impl Planner<'_> {
     /// How the copy of `table` (as the statement writes it: `written`) can be read by the
     /// keys its join binds, the statement gathered on `node`; `placed`: each table's nodes.
@@ -143,7 +117,7 @@ impl Planner<'_> {
         // The conjuncts a row of `table` in the result satisfies.
         let mut conds: Vec<&Expr> = Vec::new();
         if let Some(w) = &s.selection {
-            conjuncts(w, &mut conds);
+            and_parts(w, &mut conds);
         }
         for (t, _, op) in &factors {
             use JoinOperator::*;
@@ -152,11 +126,11 @@ impl Planner<'_> {
                     Join(JoinConstraint::On(e))
                     | Inner(JoinConstraint::On(e))
                     | StraightJoin(JoinConstraint::On(e)),
-                ) => conjuncts(e, &mut conds),
+                ) => and_parts(e, &mut conds),
                 Some(Left(JoinConstraint::On(e)) | LeftOuter(JoinConstraint::On(e)))
                     if t == table =>
                 {
-                    conjuncts(e, &mut conds)
+                    and_parts(e, &mut conds)
                 }
                 _ => {}
             }

@@ -652,14 +652,30 @@ fn conjuncts_of(
     own: &[String],
     out: &mut Vec<String>,
 ) {
+    let mut parts = Vec::new();
+    and_parts(e, &mut parts);
+    for e in parts {
+        if alone(e, &Scope { qualifier, own }) && names_a_column(e) {
+            if let Some(c) = text
+                .extent(e)
+                .and_then(|(a, b)| text.render(a, b, params).ok())
+            {
+                out.push(format!("({c})"));
+            }
+        }
+    }
+}
+
+/// The AND conjuncts of `e` (through parentheses).
+pub(super) fn and_parts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
     match e {
         Expr::BinaryOp {
             left,
             op: BinaryOperator::And,
             right,
         } => {
-            conjuncts_of(text, params, left, qualifier, own, out);
-            conjuncts_of(text, params, right, qualifier, own, out);
+            and_parts(left, out);
+            and_parts(right, out);
         }
         Expr::Nested(x)
             if matches!(
@@ -670,17 +686,9 @@ fn conjuncts_of(
                 }
             ) =>
         {
-            conjuncts_of(text, params, x, qualifier, own, out)
+            and_parts(x, out)
         }
-        e if alone(e, &Scope { qualifier, own }) && names_a_column(e) => {
-            if let Some(c) = text
-                .extent(e)
-                .and_then(|(a, b)| text.render(a, b, params).ok())
-            {
-                out.push(format!("({c})"));
-            }
-        }
-        _ => {}
+        e => out.push(e),
     }
 }
 
