@@ -47,10 +47,32 @@ fn class(c: &Column) -> Option<Class> {
     }
 }
 
+/// Is `column` an integer column in `definition` (`SHOW CREATE TABLE`'s text)?
+fn integer_column(definition: &str, column: &str) -> bool {
+    let name = crate::sql::write::quoted(column).to_string();
+    definition.lines().any(|l| {
+        l.trim_start()
+            .strip_prefix(name.as_str())
+            .map(str::trim_start)
+            .is_some_and(|ty| {
+                ["tinyint", "smallint", "mediumint", "int", "bigint"]
+                    .iter()
+                    .any(|t| {
+                        ty.strip_prefix(t)
+                            .is_some_and(|r| r.starts_with('(') || r.starts_with(' '))
+                    })
+            })
+    })
+}
+
 /// The reads that fill the copy, one per node and batch of values; `None`: read as planned.
+/// `definition`: the copied table's `SHOW CREATE TABLE`. An integer value goes to its slot's
+/// node only when the table's key is an integer column too: a string key `'0012'` equals
+/// `12` and lies on the slot of its own text.
 pub async fn reads<D: Door>(
     door: &mut D,
     b: &Bind,
+    definition: &str,
 ) -> Result<Option<Vec<(usize, String)>>, NodeError> {
     let run = Run {
         access: Access::Read,
@@ -58,7 +80,10 @@ pub async fn reads<D: Door>(
     };
     let mut res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
     let col = res.columns().and_then(|c| c.first().cloned());
-    let how = col.as_ref().and_then(class);
+    let how = match col.as_ref().and_then(class) {
+        Some(Class::Routed) if !integer_column(definition, &b.key) => Some(Class::Everywhere),
+        how => how,
+    };
     let mut values: Vec<Vec<u8>> = Vec::new();
     while let Some(row) = res.next().await? {
         // A NULL equals nothing: no row of the copy joins it.
@@ -115,7 +140,36 @@ mod tests {
             head: "SELECT `p`.* FROM `p` AS `p` WHERE `p`.`id` IN (".into(),
             map: SlotMap::from_assignment(nodes),
             on: "p.id = o.pid".into(),
+            key: "id".into(),
         }
+    }
+
+    const DEF: &str = "CREATE TABLE `p` (\n  `id` int(11) NOT NULL,\n  `v` varchar(8) DEFAULT NULL,\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB";
+
+    #[test]
+    fn an_integer_key_column_is_told_from_others() {
+        assert!(integer_column(DEF, "id"));
+        assert!(!integer_column(DEF, "v"));
+        assert!(!integer_column(DEF, "missing"));
+        assert!(integer_column("  `k` bigint unsigned NOT NULL,", "k"));
+        assert!(!integer_column("  `k` interval_thing NOT NULL,", "k"));
+    }
+
+    /// An integer value against a string key: every node, not the value's slot.
+    #[tokio::test]
+    async fn integer_values_for_a_string_key_go_to_every_node() {
+        let mut door = FakeDoor::new(2);
+        door.answer(
+            0,
+            "SELECT DISTINCT",
+            Canned::typed(&[("pid", ColumnType::MYSQL_TYPE_LONG)], &[&["12"]]),
+        );
+        let def = DEF.replace("`id` int(11)", "`id` varchar(8)");
+        let got = reads(&mut door, &bind(), &def)
+            .await
+            .unwrap()
+            .expect("bound");
+        assert_eq!(got.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec![0, 1]);
     }
 
     fn node_of(k: &str) -> usize {
@@ -133,7 +187,10 @@ mod tests {
                 &[&["1"], &["2"], &["NULL"], &["3"], &["-4"]],
             ),
         );
-        let got = reads(&mut door, &bind()).await.unwrap().expect("bound");
+        let got = reads(&mut door, &bind(), DEF)
+            .await
+            .unwrap()
+            .expect("bound");
         let mut want: BTreeMap<usize, Vec<&str>> = BTreeMap::new();
         for k in ["1", "2", "3", "-4"] {
             want.entry(node_of(k)).or_default().push(k);
@@ -164,7 +221,10 @@ mod tests {
                 &[&["ab"], &["O'x"]],
             ),
         );
-        let got = reads(&mut door, &bind()).await.unwrap().expect("bound");
+        let got = reads(&mut door, &bind(), DEF)
+            .await
+            .unwrap()
+            .expect("bound");
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(got[0].1, got[1].1);
         assert!(!got[0].1.contains("O'x"), "{got:?}");
@@ -174,7 +234,7 @@ mod tests {
             "SELECT DISTINCT",
             Canned::typed(&[("pid", ColumnType::MYSQL_TYPE_DOUBLE)], &[&["0.1"]]),
         );
-        assert_eq!(reads(&mut door, &bind()).await.unwrap(), None);
+        assert_eq!(reads(&mut door, &bind(), DEF).await.unwrap(), None);
     }
 
     #[tokio::test]
@@ -185,6 +245,9 @@ mod tests {
             "SELECT DISTINCT",
             Canned::typed(&[("pid", ColumnType::MYSQL_TYPE_LONG)], &[]),
         );
-        assert_eq!(reads(&mut door, &bind()).await.unwrap(), Some(Vec::new()));
+        assert_eq!(
+            reads(&mut door, &bind(), DEF).await.unwrap(),
+            Some(Vec::new())
+        );
     }
 }

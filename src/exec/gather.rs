@@ -101,7 +101,7 @@ impl<K: Sink> Sink for Warned<'_, K> {
 pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, NodeError> {
     let mut r = Ok(());
     for s in &g.ships {
-        r = create(door, g.node, s).await;
+        r = create(door, g.node, s).await.map(|_| ());
         if r.is_err() {
             break;
         }
@@ -130,11 +130,12 @@ pub async fn copy_all<D: Door>(
     door.enter(targets, Access::Read).await?;
     let mut copied = 0u64;
     for s in ships {
+        let mut definition = String::new();
         for &t in targets {
-            create(door, t, s).await?;
+            definition = create(door, t, s).await?;
         }
         let bound = match &s.bind {
-            Some(b) => super::bind::reads(door, b).await?,
+            Some(b) => super::bind::reads(door, b, &definition).await?,
             None => None,
         };
         let how = if bound.is_some() { "bound" } else { "whole" };
@@ -163,7 +164,8 @@ pub async fn copy_all<D: Door>(
 }
 
 /// The temporary table of one copied table, with the source's definition.
-async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<(), NodeError> {
+/// The source's `SHOW CREATE TABLE` text is returned.
+async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<String, NodeError> {
     let rows = door
         .fetch(
             s.definition,
@@ -190,7 +192,8 @@ async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<(), Node
         &format!("DROP TEMPORARY TABLE IF EXISTS {}", quoted(&s.temp)),
     )
     .await?;
-    door.run_on(node, &sql).await
+    door.run_on(node, &sql).await?;
+    Ok(text)
 }
 
 /// Drops the copies; `report`: a failure to drop is the statement's error (else the

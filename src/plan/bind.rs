@@ -42,6 +42,8 @@ pub struct Bind {
     pub map: SlotMap,
     /// The join, for `route` and PREVIEW: `p.product_id = o.product_id`.
     pub on: String,
+    /// The copied table's shard key column (its type, read at run time, decides the routing).
+    pub key: String,
 }
 
 /// A conjunct `a.x = b.y`, as (qualifier, column) pairs.
@@ -193,6 +195,7 @@ impl Planner<'_> {
             head,
             map: map.clone(),
             on,
+            key: column.clone(),
         })
     }
 }

@@ -66,6 +66,13 @@ const CASES: &[(&str, bool)] = &[
          WHERE o.user_id = 7 ORDER BY o.order_id",
         true,
     ),
+    // An integer column joined to a string key: '0012' equals 12 there, and lies on the
+    // slot of its own text, so the values are read on every node.
+    (
+        "SELECT o.order_id, s.sku FROM j_orders o JOIN j_skus s ON s.sku = o.product_id \
+         WHERE o.user_id = 13 ORDER BY o.order_id, s.sku",
+        true,
+    ),
 ];
 
 #[tokio::test]
@@ -73,13 +80,16 @@ async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_l
     let c = cluster();
     let rules = hash_slot_table("j_orders", "user_id", &L)
         + &hash_slot_table("j_products", "product_id", &L)
-        + &hash_slot_table("j_codes", "code", &L);
+        + &hash_slot_table("j_codes", "code", &L)
+        + &hash_slot_table("j_skus", "sku", &L);
     let proxy = start_proxy_on(c, &SHARDS, &rules);
     let mut pair = Pair::new(&proxy, c).await;
     let mut setup = vec![
         "DROP TABLE IF EXISTS j_orders".to_string(),
         "DROP TABLE IF EXISTS j_products".to_string(),
         "DROP TABLE IF EXISTS j_codes".to_string(),
+        "DROP TABLE IF EXISTS j_skus".to_string(),
+        "CREATE TABLE j_skus (sku VARCHAR(8) PRIMARY KEY)".into(),
         "CREATE TABLE j_orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, \
          product_id INT, qty INT NOT NULL, code VARCHAR(8))"
             .into(),
@@ -112,6 +122,13 @@ async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_l
         products.join(", ")
     ));
     setup.push("INSERT INTO j_codes VALUES ('ab', 'lower'), ('cd', 'other')".into());
+    let skus: Vec<String> = (1..=250)
+        .flat_map(|p| [format!("('{p}')"), format!("('{p:04}')")])
+        .collect();
+    setup.push(format!(
+        "INSERT IGNORE INTO j_skus VALUES {}",
+        skus.join(", ")
+    ));
     for sql in &setup {
         must(&mut pair.p, sql, "the proxy").await;
         must(&mut pair.r, sql, "the reference").await;
