@@ -140,7 +140,28 @@ pub async fn copy_all<D: Door>(
         };
         let how = if bound.is_some() { "bound" } else { "whole" };
         let before = copied;
-        for (node, select) in bound.as_deref().unwrap_or(&s.reads) {
+        let reads = bound.as_deref().unwrap_or(&s.reads);
+        if let [target] = targets {
+            // One target (a gathered statement): its own rows copied there, the others read
+            // from every node at once and inserted together.
+            for (_, select) in reads.iter().filter(|(n, _)| n == target) {
+                let sql = format!("{LENIENT}INSERT INTO {} {select}", quoted(&s.temp));
+                door.run_on(*target, &sql).await?;
+            }
+            let remote: Vec<(usize, Stmt<'_>)> = reads
+                .iter()
+                .filter(|(n, _)| n != target)
+                .map(|(n, select)| (*n, Stmt::new(select, &[])))
+                .collect();
+            let mut out = Inserts::new(&s.temp, cap, &mut copied);
+            read_into(door, &remote, &mut out).await?;
+            for sql in out.finish() {
+                door.run_on(*target, &sql).await?;
+            }
+            door.count_copied(how, copied - before);
+            continue;
+        }
+        for (node, select) in reads {
             if targets.contains(node) {
                 // Without strict mode for this statement: its SELECT's conversions (a
                 // string compared with a number) warn, as the client's SELECT would, where
@@ -187,11 +208,12 @@ async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<String, 
         ),
         broke: false,
     })?;
-    door.run_on(
-        node,
-        &format!("DROP TEMPORARY TABLE IF EXISTS {}", quoted(&s.temp)),
-    )
-    .await?;
+    // One left by an earlier statement (kept for its warnings) is replaced.
+    let sql = sql.replacen(
+        "CREATE TEMPORARY TABLE",
+        "CREATE OR REPLACE TEMPORARY TABLE",
+        1,
+    );
     door.run_on(node, &sql).await?;
     Ok(text)
 }
@@ -231,41 +253,124 @@ async fn read_rows<D: Door>(
     cap: u64,
     copied: &mut u64,
 ) -> Result<Vec<String>, NodeError> {
+    let mut out = Inserts::new(temp, cap, copied);
+    read_into(door, &[(node, Stmt::new(select, &[]))], &mut out).await?;
+    Ok(out.finish())
+}
+
+/// Reads each statement's rows into `out`: all at once where their nodes are distinct,
+/// else one after the other.
+async fn read_into<D: Door>(
+    door: &mut D,
+    stmts: &[(usize, Stmt<'_>)],
+    out: &mut Inserts<'_>,
+) -> Result<(), NodeError> {
     let run = Run {
         access: Access::Read,
         binary: false,
     };
-    let mut res = door.start(node, Stmt::new(select, &[]), run).await?;
+    let mut nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.len() == stmts.len() && stmts.len() > 1 {
+        let results = door.start_all(stmts, run).await?;
+        let ress = super::scatter::started(results).await?;
+        let mut failed = None;
+        for (res, (node, _)) in ress.into_iter().zip(stmts) {
+            if failed.is_none() {
+                if let Err(e) = drain_into(res, *node, out).await {
+                    failed = Some(e);
+                }
+            } else {
+                let _ = res.finish().await;
+            }
+        }
+        return failed.map_or(Ok(()), Err);
+    }
+    for (node, stmt) in stmts {
+        let res = door.start(*node, *stmt, run).await?;
+        drain_into(res, *node, out).await?;
+    }
+    Ok(())
+}
+
+/// One started read's rows into `out`, and its end.
+async fn drain_into<R: NodeResult>(
+    mut res: R,
+    node: usize,
+    out: &mut Inserts<'_>,
+) -> Result<(), NodeError> {
     let Some(cols) = res.columns() else {
-        res.finish().await?;
-        return Ok(Vec::new());
+        return res.finish().await;
     };
-    let head = format!("INSERT INTO {} VALUES ", quoted(temp));
-    let mut out: Vec<String> = Vec::new();
-    let mut sql = String::new();
-    let mut held = 0usize;
-    while let Some(row) = res.next().await? {
-        *copied += 1;
-        if *copied > cap {
+    loop {
+        match res.next().await {
+            Ok(Some(row)) => {
+                if let Err(e) = out.row(node, &row, &cols) {
+                    let _ = res.finish().await;
+                    return Err(e);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = res.finish().await;
+                return Err(e);
+            }
+        }
+    }
+    res.finish().await
+}
+
+/// Copied rows as INSERTs into a temporary table, each sent once it holds [`BATCH_BYTES`];
+/// bounded in rows (`cap`, over every copy of the statement) and in bytes held.
+struct Inserts<'a> {
+    head: String,
+    out: Vec<String>,
+    sql: String,
+    held: usize,
+    cap: u64,
+    copied: &'a mut u64,
+}
+
+impl<'a> Inserts<'a> {
+    fn new(temp: &str, cap: u64, copied: &'a mut u64) -> Self {
+        Inserts {
+            head: format!("INSERT INTO {} VALUES ", quoted(temp)),
+            out: Vec::new(),
+            sql: String::new(),
+            held: 0,
+            cap,
+            copied,
+        }
+    }
+
+    fn row(&mut self, node: usize, row: &Row, cols: &[Column]) -> Result<(), NodeError> {
+        *self.copied += 1;
+        if *self.copied > self.cap {
             return Err(NodeError {
                 node,
                 error: MyError::new(
                     crate::plan::ER_NOT_SUPPORTED_YET,
                     format!(
-                        "shardproxy: this query copies more than {cap} rows to one node (max_rows_per_statement); narrow it"
+                        "shardproxy: this query copies more than {} rows to one node (max_rows_per_statement); narrow it",
+                        self.cap
                     ),
                 ),
                 broke: false,
             });
         }
-        sql.push_str(if sql.is_empty() { head.as_str() } else { "," });
-        tuple(&row, &cols, &mut sql);
-        if sql.len() >= BATCH_BYTES {
-            held += sql.len();
-            out.push(std::mem::take(&mut sql));
-            // The batches wait for the read to end (the door serves one statement at a
+        if self.sql.is_empty() {
+            self.sql.push_str(&self.head);
+        } else {
+            self.sql.push(',');
+        }
+        tuple(row, cols, &mut self.sql);
+        if self.sql.len() >= BATCH_BYTES {
+            self.held += self.sql.len();
+            self.out.push(std::mem::take(&mut self.sql));
+            // The batches wait for the reads to end (the door serves one statement at a
             // time): bounded in bytes as the copy is in rows.
-            if held > super::held::HELD_BYTES {
+            if self.held > super::held::HELD_BYTES {
                 return Err(NodeError {
                     node,
                     error: super::held::too_many_bytes(
@@ -275,12 +380,15 @@ async fn read_rows<D: Door>(
                 });
             }
         }
+        Ok(())
     }
-    res.finish().await?;
-    if !sql.is_empty() {
-        out.push(sql);
+
+    fn finish(mut self) -> Vec<String> {
+        if !self.sql.is_empty() {
+            self.out.push(std::mem::take(&mut self.sql));
+        }
+        self.out
     }
-    Ok(out)
 }
 
 /// A row as a `(...)` tuple of literals ([`literal`]).
@@ -439,27 +547,59 @@ mod tests {
             .expect("runs");
         assert_eq!(sink.rows(), vec![vec![Some("joined".to_string())]]);
         let on0 = d.sql_on(0);
-        assert_eq!(on0.len(), 6, "{on0:?}");
-        assert_eq!(on0[0], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
+        assert_eq!(on0.len(), 5, "{on0:?}");
         assert!(
-            on0[1].starts_with("CREATE TEMPORARY TABLE `__sp_ship_0`"),
+            on0[0].starts_with("CREATE OR REPLACE TEMPORARY TABLE `__sp_ship_0`"),
             "{on0:?}"
         );
         // The gathering node's own rows are copied there, the other node's through the proxy.
         assert_eq!(
+            on0[1],
+            format!("{LENIENT}INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`")
+        );
+        assert_eq!(
             on0[2],
             "INSERT INTO `__sp_ship_0` VALUES (1,_utf8mb4 X'4F27427269656E205C2078'),(2,NULL)"
         );
-        assert_eq!(
-            on0[3],
-            format!("{LENIENT}INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`")
-        );
-        assert!(on0[4].contains("JOIN `__sp_ship_0` AS t_user"), "{on0:?}");
-        assert_eq!(on0[5], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
+        assert!(on0[3].contains("JOIN `__sp_ship_0` AS t_user"), "{on0:?}");
+        assert_eq!(on0[4], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
         assert_eq!(
             d.sql_on(1),
             vec!["SHOW CREATE TABLE `t_user`", "SELECT * FROM `t_user`"]
         );
+    }
+
+    /// The other nodes' rows are read from all of them at once and inserted in one INSERT.
+    #[tokio::test]
+    async fn rows_of_several_nodes_go_in_one_insert() {
+        let mut d = FakeDoor::new(3);
+        d.answer(
+            1,
+            "SHOW CREATE TABLE",
+            Canned::rows(&["Table", "Create Table"], &[&["t_user", CREATE_USER]]),
+        );
+        for (node, id) in [(1, "1"), (2, "2")] {
+            d.answer(
+                node,
+                "SELECT * FROM `t_user`",
+                Canned::typed(&[("user_id", ColumnType::MYSQL_TYPE_LONG)], &[&[id]]),
+            );
+        }
+        d.answer(0, "JOIN", Canned::rows(&["n"], &[&["joined"]]));
+        let mut g = gather();
+        g.ships[0].reads = vec![
+            (1, "SELECT * FROM `t_user`".into()),
+            (2, "SELECT * FROM `t_user`".into()),
+        ];
+        run(&mut d, &mut RecordSink::text(), &g, 100, Access::Read)
+            .await
+            .expect("runs");
+        let inserts: Vec<String> = d
+            .sql_on(0)
+            .into_iter()
+            .filter(|s| s.starts_with("INSERT"))
+            .collect();
+        assert_eq!(inserts, vec!["INSERT INTO `__sp_ship_0` VALUES (1),(2)"]);
     }
 
     #[tokio::test]

@@ -631,7 +631,7 @@ impl PlanDescription<'_> {
                         )?;
                         writeln!(
                             f,
-                            "     (over {} values, or values that are not integers:)",
+                            "     (over {} values, or floating-point ones: read as planned)",
                             super::bind::MAX_VALUES
                         )?;
                     }
