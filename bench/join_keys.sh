@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# A join by the other table's shard key (issue 24's orders/products): `orders` sharded by
+# user_id, `products` sharded by product_id over four nodes, against one MariaDB holding
+# every row. For each of QUERIES users, in one client session each way:
+#   SELECT o.order_id, p.name, p.price * o.qty FROM orders o JOIN products p
+#     ON p.product_id = o.product_id WHERE o.user_id = <u>
+# The answers must be equal; prints the time per query both ways, their ratio, and the rows
+# the proxy copied into temporary tables (bound: read by the join's keys; whole: as before).
+#
+#   bench/join_keys.sh
+#
+# Environment: ORDERS (default 100000), PRODUCTS (default 200000), USERS (default 5000),
+# QUERIES (default 200), BIN a shardproxy binary instead of building this checkout,
+# CARGO_TARGET_DIR honoured. Ports: shard nodes 3731-3734, direct node 3735, proxy 3737,
+# metrics 3738. The last line:
+#   per_query_ms_direct=F per_query_ms_proxy=F ratio=R copied_bound=N copied_whole=N
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+readonly repo
+# shellcheck source=scripts/lib.sh
+source "$repo/scripts/lib.sh"
+readonly orders=${ORDERS:-100000}
+readonly products=${PRODUCTS:-200000}
+readonly users=${USERS:-5000}
+readonly queries=${QUERIES:-200}
+readonly base_port=3731
+readonly shard_count=4
+readonly direct_port=$((base_port + shard_count))
+readonly proxy_port=3737
+readonly metrics_port=3738
+
+die() {
+    echo "join_keys.sh: $*" >&2
+    exit 1
+}
+
+for v in orders products users queries; do
+    [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
+done
+
+bench_traps
+command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
+command -v curl >/dev/null 2>&1 || install_packages curl
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
+bench_proxy_binary
+
+work=$(mktemp -d /tmp/shardproxy-join.XXXXXX)
+echo "== starting $shard_count shard nodes and 1 direct node in $work"
+"$repo/scripts/cluster.sh" start "$work" "$((shard_count + 1))" "$base_port"
+
+node_sql() {
+    local port=$1
+    shift
+    mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
+}
+
+slots=""
+for ((i = 0; i < shard_count; i++)); do
+    slots+="${slots:+, }{ slots = \"$((i * 256))-$((i * 256 + 255))\", node = \"ds$i\" }"
+done
+{
+    echo 'version = 1'
+    echo 'default_node = "ds0"'
+    echo
+    echo '[server]'
+    echo "listen = \"127.0.0.1:$proxy_port\""
+    echo 'users = [{ name = "app", password = "app" }]'
+    echo
+    echo '[metrics]'
+    echo "listen = \"127.0.0.1:$metrics_port\""
+    echo
+    echo '[nodes]'
+    for ((i = 0; i < shard_count; i++)); do
+        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop\""
+    done
+    for t in orders:user_id products:product_id; do
+        echo
+        echo "[tables.${t%%:*}]"
+        echo 'rule = "hash_slot"'
+        echo "column = \"${t##*:}\""
+        echo "slots = [$slots]"
+    done
+} >"$work/rules.toml"
+
+bench_start_proxy "$bin" "$proxy_port" app app
+
+orders_ddl='CREATE TABLE orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, product_id INT NOT NULL, qty INT NOT NULL, KEY (user_id))'
+products_ddl='CREATE TABLE products (product_id INT PRIMARY KEY, name VARCHAR(40) NOT NULL, price DECIMAL(10,2) NOT NULL)'
+gen_orders="SELECT seq AS order_id, seq % $users AS user_id, (seq * 7919) % $products + 1 AS product_id, seq % 5 + 1 AS qty FROM seq_1_to_$orders"
+gen_products="SELECT seq AS product_id, CONCAT('product ', seq) AS name, (seq % 1000) / 10 + 1 AS price FROM seq_1_to_$products"
+echo "== loading $orders orders by user_id and $products products by product_id"
+pids=()
+for ((i = 0; i <= shard_count; i++)); do
+    port=$((base_port + i))
+    sql="$orders_ddl; $products_ddl;"
+    if ((i == shard_count)); then
+        sql+=" INSERT INTO orders $gen_orders; INSERT INTO products $gen_products;"
+    else
+        sql+=" INSERT INTO orders SELECT * FROM ($gen_orders) g WHERE (CRC32(g.user_id) % 1024) DIV 256 = $i;"
+        sql+=" INSERT INTO products SELECT * FROM ($gen_products) g WHERE (CRC32(g.product_id) % 1024) DIV 256 = $i;"
+    fi
+    node_sql "$port" "$sql ANALYZE TABLE orders, products" >/dev/null &
+    pids+=($!)
+done
+for p in "${pids[@]}"; do
+    wait "$p" || die "loading failed (see the error above)"
+done
+
+q="SELECT o.order_id, p.name, p.price * o.qty FROM orders o JOIN products p ON p.product_id = o.product_id WHERE o.user_id ="
+echo "== the plan through the proxy"
+"$bin" route --config "$work/rules.toml" "$q 42" | sed 's/^/  /' | cut -c1-200
+for ((i = 0; i < queries; i++)); do
+    echo "$q $(((i * 37) % users)) ORDER BY o.order_id;"
+done >"$work/queries.sql"
+
+copied() {
+    curl -s "http://127.0.0.1:$metrics_port/metrics" |
+        awk -v how="$1" '$1 == "shardproxy_copied_rows_total{how=\"" how "\"}" { print $2 }' |
+        awk '{ s += $1 } END { print s + 0 }'
+}
+
+# run TARGET: seconds for the whole session of queries; its answers in $work/out.TARGET.
+run() {
+    local t0 t1
+    local -a client
+    if [[ $1 == direct ]]; then
+        client=(mariadb -h127.0.0.1 -P"$direct_port" -uroot -proot)
+    else
+        client=(mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp)
+    fi
+    t0=$(date +%s.%N)
+    "${client[@]}" --batch --skip-column-names shop <"$work/queries.sql" >"$work/out.$1" ||
+        die "the queries failed on $1"
+    t1=$(date +%s.%N)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
+}
+
+# A warm-up of both, then the timed sessions.
+run direct >/dev/null
+run proxy >/dev/null
+cmp -s "$work/out.direct" "$work/out.proxy" || die "the proxy's answers differ from the direct node's"
+b0=$(copied bound)
+w0=$(copied whole)
+td=$(run direct)
+tp=$(run proxy)
+b1=$(copied bound)
+w1=$(copied whole)
+awk -v d="$td" -v p="$tp" -v n="$queries" -v b=$((b1 - b0)) -v w=$((w1 - w0)) 'BEGIN {
+    printf "per query: direct %.2f ms, proxy %.2f ms (%.2fx); rows copied per query: %.1f by keys, %.1f whole\n",
+        1000 * d / n, 1000 * p / n, p / d, b / n, w / n
+    printf "per_query_ms_direct=%.2f per_query_ms_proxy=%.2f ratio=%.2f copied_bound=%d copied_whole=%d\n",
+        1000 * d / n, 1000 * p / n, p / d, b, w
+}'
