@@ -71,6 +71,23 @@ fn equality(e: &Expr) -> Option<((String, String), (String, String))> {
     Some((col(left)?, col(right)?))
 }
 
+/// How the SELECT's FROM writes `table` (its last name part).
+fn written_name(s: &sqlparser::ast::Select, table: &str) -> Option<String> {
+    s.from.iter().find_map(|twj| {
+        std::iter::once(&twj.relation)
+            .chain(twj.joins.iter().map(|j| &j.relation))
+            .find_map(|f| match f {
+                sqlparser::ast::TableFactor::Table { name, .. } if table_name(name) == table => {
+                    name.0
+                        .last()
+                        .and_then(|p| p.as_ident())
+                        .map(|i| i.value.clone())
+                }
+                _ => None,
+            })
+    })
+}
+
 impl Planner<'_> {
     /// How the copy of `table` (as the statement writes it: `written`) can be read by the
     /// keys its join binds, the statement gathered on `node`; `placed`: each table's nodes.
@@ -162,13 +179,16 @@ impl Planner<'_> {
             Some(Some((_, c))) if !c.is_empty() => format!(" WHERE {}", c.join(" AND ")),
             _ => String::new(),
         };
+        // As the statement writes it (a broadcast table is not among `placed`).
         let written_a = placed
             .iter()
             .find(|(t, _, _)| t == ta)
-            .map_or(ta.as_str(), |(_, w, _)| w.as_str());
+            .map(|(_, w, _)| w.clone())
+            .or_else(|| written_name(s, ta))
+            .unwrap_or_else(|| ta.clone());
         let keys = format!(
             "SELECT DISTINCT {qa}.{c} FROM {} AS {qa}{filter} LIMIT {}",
-            quoted(written_a),
+            quoted(&written_a),
             MAX_VALUES + 1,
             qa = quoted(qa),
             c = quoted(&outer.1),
