@@ -17,7 +17,7 @@
 
 use sqlparser::ast::{BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr};
 
-use super::gather::{and_parts, quoted, select_filter, Pushdown};
+use super::gather::{and_parts, last_part, qualifier_of, quoted, select_filter, Pushdown};
 use super::Planner;
 use crate::routing::slot::SlotMap;
 use crate::routing::TableRule;
@@ -78,10 +78,7 @@ fn written_name(s: &sqlparser::ast::Select, table: &str) -> Option<String> {
             .chain(twj.joins.iter().map(|j| &j.relation))
             .find_map(|f| match f {
                 sqlparser::ast::TableFactor::Table { name, .. } if table_name(name) == table => {
-                    name.0
-                        .last()
-                        .and_then(|p| p.as_ident())
-                        .map(|i| i.value.clone())
+                    last_part(name)
                 }
                 _ => None,
             })
@@ -122,12 +119,7 @@ impl Planner<'_> {
             );
             for (f, op) in all {
                 if let sqlparser::ast::TableFactor::Table { name, alias, .. } = f {
-                    let qualifier = alias.as_ref().map(|a| a.name.value.clone()).or_else(|| {
-                        name.0
-                            .last()
-                            .and_then(|p| p.as_ident())
-                            .map(|i| i.value.clone())
-                    })?;
+                    let qualifier = qualifier_of(name, alias.as_ref())?;
                     factors.push((table_name(name), qualifier, op));
                 }
             }

@@ -89,12 +89,7 @@ impl Planner<'_> {
                 qualified = true;
             }
             if !tables.iter().any(|(l, _)| *l == t) {
-                let written = name
-                    .0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .map(|i| i.value.clone())
-                    .unwrap_or_else(|| t.clone());
+                let written = last_part(name).unwrap_or_else(|| t.clone());
                 tables.push((t, written));
             }
             ControlFlow::Continue(())
@@ -485,6 +480,25 @@ pub(super) enum Pushdown {
     NeedColumns,
 }
 
+/// The name a FROM item's columns are qualified with: its alias, else its table's name as
+/// written (its last part).
+pub(super) fn qualifier_of(
+    name: &ObjectName,
+    alias: Option<&sqlparser::ast::TableAlias>,
+) -> Option<String> {
+    alias
+        .map(|a| a.name.value.clone())
+        .or_else(|| last_part(name))
+}
+
+/// The last part of a name, as written.
+pub(super) fn last_part(name: &ObjectName) -> Option<String> {
+    name.0
+        .last()
+        .and_then(|p| p.as_ident())
+        .map(|i| i.value.clone())
+}
+
 /// How many times the statement names `table`.
 pub(super) fn references(stmt: &Statement, table: &str) -> usize {
     let mut count = 0;
@@ -568,12 +582,7 @@ pub(super) fn select_filter(
             if table_name(name) != table {
                 continue;
             }
-            let qualifier = alias.as_ref().map(|a| a.name.value.clone()).or_else(|| {
-                name.0
-                    .last()
-                    .and_then(|p| p.as_ident())
-                    .map(|i| i.value.clone())
-            })?;
+            let qualifier = qualifier_of(name, alias.as_ref())?;
             // NULL-extended by a later RIGHT JOIN, or by an outer join it is the right of.
             for j in twj.joins.iter().skip(k) {
                 if matches!(
