@@ -101,7 +101,10 @@ impl<K: Sink> Sink for Warned<'_, K> {
 pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, NodeError> {
     let mut r = Ok(());
     for s in &g.ships {
-        r = create(door, g.node, s).await.map(|_| ());
+        r = match definition(door, s).await {
+            Ok((_, create)) => door.run_on(g.node, &create).await,
+            Err(e) => Err(e),
+        };
         if r.is_err() {
             break;
         }
@@ -130,9 +133,9 @@ pub async fn copy_all<D: Door>(
     door.enter(targets, Access::Read).await?;
     let mut copied = 0u64;
     for s in ships {
-        let mut definition = String::new();
+        let (definition, create) = definition(door, s).await?;
         for &t in targets {
-            definition = create(door, t, s).await?;
+            door.run_on(t, &create).await?;
         }
         let bound = match &s.bind {
             Some(b) => super::bind::reads(door, b, &definition).await?,
@@ -184,9 +187,9 @@ pub async fn copy_all<D: Door>(
     Ok(())
 }
 
-/// The temporary table of one copied table, with the source's definition.
-/// The source's `SHOW CREATE TABLE` text is returned.
-async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<String, NodeError> {
+/// A copied table's definition, read once for every node its copy is made on: the source's
+/// `SHOW CREATE TABLE` text, and the statement that makes the temporary table from it.
+async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<(String, String), NodeError> {
     let rows = door
         .fetch(
             s.definition,
@@ -214,8 +217,7 @@ async fn create<D: Door>(door: &mut D, node: usize, s: &Ship) -> Result<String, 
         "CREATE OR REPLACE TEMPORARY TABLE",
         1,
     );
-    door.run_on(node, &sql).await?;
-    Ok(text)
+    Ok((text, sql))
 }
 
 /// Drops the copies; `report`: a failure to drop is the statement's error (else the
