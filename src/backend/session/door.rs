@@ -41,7 +41,7 @@ impl Door for NodeSession {
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
-        let again = ahead.is_none() && rerun::reruns(&self.state, stmt.sql);
+        let again = ahead.is_none() && rerun::alone(&self.state);
         let metrics = &self.shared.metrics;
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
@@ -186,10 +186,7 @@ impl Door for NodeSession {
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
-        let again: Vec<bool> = stmts
-            .iter()
-            .map(|(_, s)| rerun::reruns(&self.state, s.sql))
-            .collect();
+        let again = rerun::alone(&self.state);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
         let running = self.conn_ids(stmts.iter().map(|(n, _)| *n));
         self.ctl.running(&running);
@@ -205,12 +202,8 @@ impl Door for NodeSession {
         let casualties = &self.casualties;
         let metrics = &self.shared.metrics;
         let registry = &self.shared.deadlocks;
-        let starts = slots
-            .into_iter()
-            .zip(stmts.iter())
-            .zip(labels)
-            .zip(again)
-            .map(|(((conn, (node, stmt)), labels), again)| {
+        let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
+            |((conn, (node, stmt)), labels)| {
                 let node = *node;
                 async move {
                     let Some(conn) = conn else {
@@ -235,7 +228,8 @@ impl Door for NodeSession {
                         }
                     }
                 }
-            });
+            },
+        );
         Ok(join_all(starts).await)
     }
 

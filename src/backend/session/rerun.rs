@@ -19,34 +19,38 @@ use crate::node::{Head, WireError};
 /// How many times a statement is sent again before its deadlock is the client's.
 const RERUNS: u32 = 5;
 
-/// Does `sql`, run in `st`, get sent again after a deadlock? Only a data change run alone:
-/// not a CALL (a procedure commits as it goes) nor a statement that assigns a user variable
-/// (`@v := ..` keeps what the failed run assigned), and not inside a transaction (the
-/// deadlock rolled back the client's earlier statements too: the transaction is theirs).
-pub(super) fn reruns(st: &SessionState, sql: &str) -> bool {
-    st.tx.is_none()
-        && st.autocommit
-        && !st.ddl
-        && crate::sql::first_word(sql).is_some_and(|w| {
-            ["INSERT", "REPLACE", "UPDATE", "DELETE"]
-                .iter()
-                .any(|k| w.eq_ignore_ascii_case(k))
-        })
-        && !sql.contains(":=")
+/// Is a statement run in `st` alone (autocommit, outside any transaction)? Inside one, the
+/// deadlock rolled back the client's earlier statements too: the transaction is theirs.
+pub(super) fn alone(st: &SessionState) -> bool {
+    st.tx.is_none() && st.autocommit && !st.ddl
 }
 
-/// [`start_on`], sent again (after 2, 4, 8 .. ms) while the node answers 1213 and `again`.
+/// Is `sql` a data change that can be sent again after a deadlock? Not a CALL (a procedure
+/// commits as it goes) nor a statement that assigns a user variable (`@v := ..` keeps what
+/// the failed run assigned). Looked at only once a deadlock ended it.
+fn data_change(sql: &str) -> bool {
+    crate::sql::first_word(sql).is_some_and(|w| {
+        ["INSERT", "REPLACE", "UPDATE", "DELETE"]
+            .iter()
+            .any(|k| w.eq_ignore_ascii_case(k))
+    }) && !sql.contains(":=")
+}
+
+/// [`start_on`], sent again (after 2, 4, 8 .. ms) while the node answers 1213, when the
+/// statement ran `alone` and is a data change.
 pub(super) async fn start_rerunning(
     nc: &mut NodeConn,
     stmt: Stmt<'_>,
     binary: bool,
-    again: bool,
+    alone: bool,
     metrics: &Metrics,
 ) -> Result<(Head, Option<Arc<[Column]>>), WireError> {
     let mut tries = 0;
     loop {
         match start_on(nc, stmt, binary).await {
-            Err(WireError::Server { code: 1213, .. }) if again && tries < RERUNS => {
+            Err(WireError::Server { code: 1213, .. })
+                if alone && tries < RERUNS && data_change(stmt.sql) =>
+            {
                 tries += 1;
                 metrics
                     .transactions
@@ -61,19 +65,20 @@ pub(super) async fn start_rerunning(
 
 #[cfg(test)]
 mod tests {
-    use super::reruns;
+    use super::{alone, data_change};
     use crate::exec::txn::state::SessionState;
 
     #[test]
     fn only_a_data_change_run_alone_is_sent_again() {
-        let alone = SessionState::default();
+        let reruns = |st: &SessionState, sql: &str| alone(st) && data_change(sql);
+        let on_its_own = SessionState::default();
         for sql in [
             "UPDATE t SET v = v + 1 WHERE k > 3",
             "/* app */ delete FROM t WHERE v % 7 = 3",
             "INSERT INTO t VALUES (1, 'a@b.c')",
             "REPLACE INTO t VALUES (1, 2)",
         ] {
-            assert!(reruns(&alone, sql), "{sql}");
+            assert!(reruns(&on_its_own, sql), "{sql}");
         }
         for sql in [
             "CALL p()",
@@ -81,7 +86,7 @@ mod tests {
             "SELECT * FROM t FOR UPDATE",
             "SET @a = 1",
         ] {
-            assert!(!reruns(&alone, sql), "{sql}");
+            assert!(!reruns(&on_its_own, sql), "{sql}");
         }
         let off = SessionState {
             autocommit: false,
