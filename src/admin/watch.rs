@@ -71,7 +71,7 @@ pub async fn watch(shared: Arc<Shared>, file: PathBuf) {
         } else {
             w.poll_ms
         };
-        tokio::time::sleep(Duration::from_millis(every)).await;
+        shared.migration.polled(Duration::from_millis(every)).await;
         w.sync(&shared).await;
     }
 }

@@ -122,7 +122,11 @@ pub(super) async fn version(
         .await
         .map_err(err)?
     {
-        Some(v) => Ok(v),
+        Some(v) => {
+            // This proxy applies it (and acknowledges it) now, not at its next poll.
+            shared.migration.poll_now();
+            Ok(v)
+        }
         None => Err(format!(
             "the migration left step `{expected}` meanwhile (ABORT?)"
         )),

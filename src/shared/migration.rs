@@ -28,6 +28,9 @@ pub struct Local {
     /// its lease's last renewal (taken when it was sent) plus three quarters of the lease.
     /// 0: it does not drive.
     driving_until: AtomicU64,
+    /// Woken when this proxy's driver wrote a slot-map version: the proxy reads it and
+    /// heartbeats at once instead of at its next poll (a cutover's writes wait on both).
+    poll_now: tokio::sync::Notify,
 }
 
 impl Default for Local {
@@ -39,6 +42,7 @@ impl Default for Local {
             dual_writes: DualWrites::default(),
             watched: Default::default(),
             driving_until: AtomicU64::new(0),
+            poll_now: tokio::sync::Notify::new(),
         }
     }
 }
@@ -86,6 +90,16 @@ impl Local {
     /// The proxy watches its metadata schema and heartbeats there.
     pub fn watched(&self) {
         self.watched.store(true, Ordering::Relaxed);
+    }
+
+    /// A slot-map version was written here: the watch polls at once (`Self::polled`).
+    pub fn poll_now(&self) {
+        self.poll_now.notify_one();
+    }
+
+    /// Waits for `every` or a [`Self::poll_now`], whichever comes first.
+    pub async fn polled(&self, every: Duration) {
+        let _ = tokio::time::timeout(every, self.poll_now.notified()).await;
     }
 
     /// The heartbeat written at `at` (taken before it was sent).
