@@ -65,38 +65,50 @@ fn integer_column(definition: &str, column: &str) -> bool {
     })
 }
 
+/// The outer side's distinct key values, as its node sent them, and their column.
+pub struct Keys {
+    col: Option<Column>,
+    values: Vec<Vec<u8>>,
+}
+
+/// Reads the keys' query (`Bind::keys`) to its end from its started result.
+pub async fn keys<R: NodeResult>(mut res: R) -> Result<Keys, NodeError> {
+    let col = res.columns().and_then(|c| c.first().cloned());
+    let mut values: Vec<Vec<u8>> = Vec::new();
+    loop {
+        match res.next().await {
+            // A NULL equals nothing: no row of the copy joins it.
+            Ok(Some(row)) => {
+                if let Some(Some(Value::Bytes(v))) = row.into_iter().next() {
+                    values.push(v);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                let _ = res.finish().await;
+                return Err(e);
+            }
+        }
+    }
+    res.finish().await?;
+    Ok(Keys { col, values })
+}
+
 /// The reads that fill the copy, one per node and batch of values; `None`: read as planned.
 /// `definition`: the copied table's `SHOW CREATE TABLE`. An integer value goes to its slot's
 /// node only when the table's key is an integer column too: a string key `'0012'` equals
 /// `12` and lies on the slot of its own text.
-pub async fn reads<D: Door>(
-    door: &mut D,
-    b: &Bind,
-    definition: &str,
-) -> Result<Option<Vec<(usize, String)>>, NodeError> {
-    let run = Run {
-        access: Access::Read,
-        binary: false,
-    };
-    let mut res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
-    let col = res.columns().and_then(|c| c.first().cloned());
+pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, String)>> {
+    let Keys { col, values } = keys;
     let how = match col.as_ref().and_then(class) {
         Some(Class::Routed) if !integer_column(definition, &b.key) => Some(Class::Everywhere),
         how => how,
     };
-    let mut values: Vec<Vec<u8>> = Vec::new();
-    while let Some(row) = res.next().await? {
-        // A NULL equals nothing: no row of the copy joins it.
-        if let Some(Some(Value::Bytes(v))) = row.into_iter().next() {
-            values.push(v);
-        }
-    }
-    res.finish().await?;
     let (Some(col), Some(how)) = (col, how) else {
-        return Ok(None);
+        return None;
     };
     if values.len() > MAX_VALUES {
-        return Ok(None);
+        return None;
     }
     let mut by_node: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for v in values {
@@ -120,7 +132,22 @@ pub async fn reads<D: Door>(
             out.push((node, format!("{}{})", b.head, chunk.join(","))));
         }
     }
-    Ok(Some(out))
+    Some(out)
+}
+
+/// The keys' query run on its node, then [`reads_of`].
+pub async fn reads<D: Door>(
+    door: &mut D,
+    b: &Bind,
+    definition: &str,
+) -> Result<Option<Vec<(usize, String)>>, NodeError> {
+    let run = Run {
+        access: Access::Read,
+        binary: false,
+    };
+    let res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
+    let keys = keys(res).await?;
+    Ok(reads_of(b, keys, definition))
 }
 
 #[cfg(test)]

@@ -102,7 +102,10 @@ pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, Node
     let mut r = Ok(());
     for s in &g.ships {
         r = match definition(door, s).await {
-            Ok((_, create)) => door.run_on(g.node, &create).await,
+            Ok(text) => match temporary(s, &text) {
+                Ok(create) => door.run_on(g.node, &create).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         if r.is_err() {
@@ -133,21 +136,33 @@ pub async fn copy_all<D: Door>(
     door.enter(targets, Access::Read).await?;
     let mut copied = 0u64;
     for s in ships {
-        let (definition, create) = definition(door, s).await?;
-        for &t in targets {
-            door.run_on(t, &create).await?;
+        let (text, keys) = definition_and_keys(door, s).await?;
+        let create = temporary(s, &text)?;
+        if targets.len() > 1 {
+            for &t in targets {
+                door.run_on(t, &create).await?;
+            }
         }
-        let bound = match &s.bind {
-            Some(b) => super::bind::reads(door, b, &definition).await?,
-            None => None,
+        let bound = match (&s.bind, keys) {
+            (Some(b), Some(keys)) => super::bind::reads_of(b, keys, &text),
+            _ => None,
         };
         let how = if bound.is_some() { "bound" } else { "whole" };
         let before = copied;
         let reads = bound.as_deref().unwrap_or(&s.reads);
         if let [target] = targets {
-            // One target (a gathered statement): its own rows copied there, the others read
+            // One target (a gathered statement): its own rows copied there (the first read
+            // makes the copy, `CREATE ... SELECT`: one round trip less), the others read
             // from every node at once and inserted together.
-            for (_, select) in reads.iter().filter(|(n, _)| n == target) {
+            let mut own = reads.iter().filter(|(n, _)| n == target);
+            match own.next() {
+                Some((_, select)) => {
+                    door.run_on(*target, &format!("{LENIENT}{create} {select}"))
+                        .await?
+                }
+                None => door.run_on(*target, &create).await?,
+            }
+            for (_, select) in own {
                 let sql = format!("{LENIENT}INSERT INTO {} {select}", quoted(&s.temp));
                 door.run_on(*target, &sql).await?;
             }
@@ -187,20 +202,87 @@ pub async fn copy_all<D: Door>(
     Ok(())
 }
 
-/// A copied table's definition, read once for every node its copy is made on: the source's
-/// `SHOW CREATE TABLE` text, and the statement that makes the temporary table from it.
-async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<(String, String), NodeError> {
-    let rows = door
-        .fetch(
-            s.definition,
-            &format!("SHOW CREATE TABLE {}", quoted(&s.table)),
-        )
-        .await?;
-    let text = match rows.first().and_then(|r| r.get(1)) {
+/// A copied table's `SHOW CREATE TABLE` text, read once for every node its copy is made
+/// on, and, for a copy bound by a join's keys, those keys: both at once where they are on
+/// two nodes.
+async fn definition_and_keys<D: Door>(
+    door: &mut D,
+    s: &Ship,
+) -> Result<(String, Option<super::bind::Keys>), NodeError> {
+    let Some(b) = s.bind.as_ref().filter(|b| b.node != s.definition) else {
+        let text = definition(door, s).await?;
+        let keys = match &s.bind {
+            Some(b) => {
+                let run = Run {
+                    access: Access::Read,
+                    binary: false,
+                };
+                let res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
+                Some(super::bind::keys(res).await?)
+            }
+            None => None,
+        };
+        return Ok((text, keys));
+    };
+    let run = Run {
+        access: Access::Read,
+        binary: false,
+    };
+    let show = show_create(s);
+    let stmts = [
+        (s.definition, Stmt::new(&show, &[])),
+        (b.node, Stmt::new(&b.keys, &[])),
+    ];
+    let results = door.start_all(&stmts, run).await?;
+    let mut ress = super::scatter::started(results).await?.into_iter();
+    let (Some(mut def), Some(keys)) = (ress.next(), ress.next()) else {
+        return Err(NodeError {
+            node: s.definition,
+            error: MyError::internal("shardproxy: a started read is missing"),
+            broke: false,
+        });
+    };
+    let mut text = String::new();
+    let mut failed = None;
+    loop {
+        match def.next().await {
+            Ok(Some(row)) => {
+                if let Some(Some(Value::Bytes(b))) = row.into_iter().nth(1) {
+                    text = String::from_utf8_lossy(&b).into_owned();
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let ended = def.finish().await;
+    let keys = super::bind::keys(keys).await;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    ended?;
+    Ok((text, Some(keys?)))
+}
+
+fn show_create(s: &Ship) -> String {
+    format!("SHOW CREATE TABLE {}", quoted(&s.table))
+}
+
+/// A copied table's `SHOW CREATE TABLE` text.
+async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<String, NodeError> {
+    let rows = door.fetch(s.definition, &show_create(s)).await?;
+    Ok(match rows.first().and_then(|r| r.get(1)) {
         Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
-    };
-    let sql = temporary_definition(&text, &s.temp).map_err(|why| NodeError {
+    })
+}
+
+/// The statement that makes the temporary table of `s` from its definition's `text`.
+fn temporary(s: &Ship, text: &str) -> Result<String, NodeError> {
+    let sql = temporary_definition(text, &s.temp).map_err(|why| NodeError {
         node: s.definition,
         error: MyError::new(
             crate::plan::ER_NOT_SUPPORTED_YET,
@@ -212,12 +294,11 @@ async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<(String, String),
         broke: false,
     })?;
     // One left by an earlier statement (kept for its warnings) is replaced.
-    let sql = sql.replacen(
+    Ok(sql.replacen(
         "CREATE TEMPORARY TABLE",
         "CREATE OR REPLACE TEMPORARY TABLE",
         1,
-    );
-    Ok((text, sql))
+    ))
 }
 
 /// Drops the copies; `report`: a failure to drop is the statement's error (else the
@@ -549,26 +630,68 @@ mod tests {
             .expect("runs");
         assert_eq!(sink.rows(), vec![vec![Some("joined".to_string())]]);
         let on0 = d.sql_on(0);
-        assert_eq!(on0.len(), 5, "{on0:?}");
+        assert_eq!(on0.len(), 4, "{on0:?}");
+        // The gathering node's own rows make the copy there, the other node's come through
+        // the proxy.
         assert!(
-            on0[0].starts_with("CREATE OR REPLACE TEMPORARY TABLE `__sp_ship_0`"),
+            on0[0].starts_with(&format!(
+                "{LENIENT}CREATE OR REPLACE TEMPORARY TABLE `__sp_ship_0`"
+            )),
             "{on0:?}"
         );
-        // The gathering node's own rows are copied there, the other node's through the proxy.
+        assert!(
+            on0[0].ends_with("COLLATE=utf8mb4_general_ci SELECT * FROM `t_user`"),
+            "{on0:?}"
+        );
         assert_eq!(
             on0[1],
-            format!("{LENIENT}INSERT INTO `__sp_ship_0` SELECT * FROM `t_user`")
-        );
-        assert_eq!(
-            on0[2],
             "INSERT INTO `__sp_ship_0` VALUES (1,_utf8mb4 X'4F27427269656E205C2078'),(2,NULL)"
         );
-        assert!(on0[3].contains("JOIN `__sp_ship_0` AS t_user"), "{on0:?}");
-        assert_eq!(on0[4], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
+        assert!(on0[2].contains("JOIN `__sp_ship_0` AS t_user"), "{on0:?}");
+        assert_eq!(on0[3], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
         assert_eq!(
             d.sql_on(1),
             vec!["SHOW CREATE TABLE `t_user`", "SELECT * FROM `t_user`"]
         );
+    }
+
+    /// A copy bound by the join's keys: the keys (on the gathering node) and the definition
+    /// (on another) are read at once, then only the rows of those keys; a node with none of
+    /// them is not read, and the gathering node's own rows make the copy.
+    #[tokio::test]
+    async fn a_bound_copy_reads_its_keys_and_definition_together_then_their_rows() {
+        let mut d = door();
+        d.answer(
+            0,
+            "SELECT DISTINCT",
+            Canned::typed(&[("u", ColumnType::MYSQL_TYPE_LONG)], &[&["7"], &["NULL"]]),
+        );
+        let mut g = gather();
+        g.ships[0].bind = Some(crate::plan::bind::Bind {
+            node: 0,
+            keys: "SELECT DISTINCT `o`.`u` FROM `t_order` AS `o` LIMIT 10001".into(),
+            head: "SELECT `t_user`.* FROM `t_user` AS `t_user` WHERE `t_user`.`user_id` IN ("
+                .into(),
+            map: crate::routing::slot::SlotMap::from_assignment(Box::new([0u16; 1024])),
+            on: "t_user.user_id = o.u".into(),
+            key: "user_id".into(),
+        });
+        let mut sink = RecordSink::text();
+        run(&mut d, &mut sink, &g, 100, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(d.sql_on(1), vec!["SHOW CREATE TABLE `t_user`"]);
+        let on0 = d.sql_on(0);
+        assert_eq!(on0.len(), 4, "{on0:?}");
+        assert!(on0[0].starts_with("SELECT DISTINCT"), "{on0:?}");
+        assert!(
+            on0[1].ends_with(
+                " SELECT `t_user`.* FROM `t_user` AS `t_user` WHERE `t_user`.`user_id` IN (7)"
+            ),
+            "{on0:?}"
+        );
+        assert!(on0[2].contains("JOIN `__sp_ship_0`"), "{on0:?}");
+        assert_eq!(on0[3], "DROP TEMPORARY TABLE IF EXISTS `__sp_ship_0`");
     }
 
     /// The other nodes' rows are read from all of them at once and inserted in one INSERT.
