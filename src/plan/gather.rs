@@ -793,5 +793,31 @@ mod tests {
             Some("( (select max(a) from t) )")
         );
         assert_eq!(name("SELECT 1, a FROM t", 0), None);
+        // An EXISTS's span starts at its subquery.
+        assert_eq!(
+            name(
+                "SELECT a, EXISTS (SELECT 1 FROM t), not  exists(select 2) FROM u",
+                1
+            )
+            .as_deref(),
+            None,
+            "named as sqlparser prints it: no alias needed"
+        );
+        assert_eq!(
+            name(
+                "SELECT a, exists (SELECT 1 FROM t), not  exists(select 2) FROM u",
+                1
+            )
+            .as_deref(),
+            Some("exists (SELECT 1 FROM t)")
+        );
+        assert_eq!(
+            name(
+                "SELECT a, EXISTS (SELECT 1 FROM t), not  exists(select 2) FROM u",
+                2
+            )
+            .as_deref(),
+            Some("not  exists(select 2)")
+        );
     }
 }

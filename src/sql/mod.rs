@@ -570,6 +570,18 @@ pub fn quote_end_in(b: &[u8], open: usize, mode: lex::Mode) -> usize {
     i.min(b.len())
 }
 
+/// Where `word` (any case) ends just before `at`, blanks between: its start.
+fn word_before(sql: &str, at: usize, word: &str) -> Option<usize> {
+    let before = sql.get(..at)?.trim_end();
+    let start = before.len().checked_sub(word.len())?;
+    let w = before.get(start..)?;
+    let bounded = before[..start]
+        .chars()
+        .next_back()
+        .is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '$'));
+    (w.eq_ignore_ascii_case(word) && bounded).then_some(start)
+}
+
 /// Where an unaliased select item is in the statement's text (byte range), read as `mode`
 /// reads it: from its start (parentheses before it included: a subquery's span starts
 /// inside them) to the comma or clause keyword that ends it at its own nesting depth.
@@ -583,6 +595,13 @@ pub fn item_range(sql: &str, e: &Expr, mode: lex::Mode) -> Option<(usize, usize)
             a = before.len() - 1;
         } else {
             break;
+        }
+    }
+    // An EXISTS's span is its subquery's: its keywords are before it.
+    if let Expr::Exists { negated, .. } = e {
+        a = word_before(sql, a, "EXISTS")?;
+        if *negated {
+            a = word_before(sql, a, "NOT")?;
         }
     }
     const ENDS: [&str; 14] = [
