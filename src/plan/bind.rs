@@ -15,7 +15,10 @@
 //! collation or a conversion could decide otherwise than the slot of its text), or more
 //! values than [`MAX_VALUES`], and the copy reads `p` as before.
 
-use sqlparser::ast::{BinaryOperator, Expr, JoinConstraint, JoinOperator, Query, SetExpr};
+use sqlparser::ast::{
+    BinaryOperator, Expr, InTarget, JoinConstraint, JoinOperator, Query, Select, SelectItem,
+    SetExpr, TableFactor,
+};
 
 use super::gather::{and_parts, last_part, qualifier_of, quoted, select_filter, Pushdown};
 use super::Planner;
@@ -85,6 +88,137 @@ fn written_name(s: &sqlparser::ast::Select, table: &str) -> Option<String> {
     })
 }
 
+/// The FROM's tables (not inside a nested join): (table, qualifier, its join).
+type Factors<'s> = Vec<(String, String, Option<&'s JoinOperator>)>;
+
+/// The outer column `table` (in the FROM as `qi`) is joined to by its key `column`, and the
+/// join as written, when the equality is a conjunct every joined row of `table` satisfies.
+/// Returns ((outer qualifier, outer column, `qi`), the join).
+fn joined(
+    s: &Select,
+    factors: &Factors<'_>,
+    table: &str,
+    qi: &str,
+    column: &str,
+) -> Option<((String, String, String), String)> {
+    // The conjuncts a row of `table` in the result satisfies.
+    let mut conds: Vec<&Expr> = Vec::new();
+    if let Some(w) = &s.selection {
+        and_parts(w, &mut conds);
+    }
+    for (t, _, op) in factors {
+        use JoinOperator::*;
+        match op {
+            Some(
+                Join(JoinConstraint::On(e))
+                | Inner(JoinConstraint::On(e))
+                | StraightJoin(JoinConstraint::On(e)),
+            ) => and_parts(e, &mut conds),
+            Some(Left(JoinConstraint::On(e)) | LeftOuter(JoinConstraint::On(e))) if t == table => {
+                and_parts(e, &mut conds)
+            }
+            _ => {}
+        }
+    }
+    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    conds.iter().find_map(|c| {
+        let (a, b) = equality(c)?;
+        let (mine, other) = if same(&a.0, qi) { (a, b) } else { (b, a) };
+        (same(&mine.0, qi) && !same(&other.0, qi) && same(&mine.1, column))
+            .then(|| ((other.0, other.1, qi.to_string()), c.to_string()))
+    })
+}
+
+/// `table` alone in a subquery's FROM: its qualifier.
+fn only_table<'q>(q: &'q Query, table: &str) -> Option<(String, &'q Select)> {
+    let SetExpr::Select(s) = q.body.as_ref() else {
+        return None;
+    };
+    let [twj] = s.from.as_slice() else {
+        return None;
+    };
+    if !twj.joins.is_empty() {
+        return None;
+    }
+    match &twj.relation {
+        TableFactor::Table { name, alias, .. } if table_name(name) == table => {
+            Some((qualifier_of(name, alias.as_ref())?, s))
+        }
+        _ => None,
+    }
+}
+
+/// A semi-join of the outer SELECT `s` to `table` by its key `column`, as a conjunct of its
+/// WHERE: `o.col IN (SELECT p.key FROM p ...)` (not NOT IN: with a NULL key among the
+/// subquery's rows a value it misses is NULL, not false, and the copy would leave the NULL
+/// out), or `[NOT] EXISTS (SELECT ... FROM p WHERE p.key = o.col AND ...)` (true or false
+/// by the rows whose key equals `o.col` alone). Either way no row of `table` whose key is
+/// not among the outer values can change the answer. The same shape as [`joined`].
+fn semi(
+    s: &Select,
+    factors: &Factors<'_>,
+    table: &str,
+    column: &str,
+) -> Option<((String, String, String), String)> {
+    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
+    let mut conds: Vec<&Expr> = Vec::new();
+    and_parts(s.selection.as_ref()?, &mut conds);
+    let outer_named = |q: &str| factors.iter().any(|(_, fq, _)| same(fq, q));
+    conds.iter().find_map(|c| match c {
+        Expr::In {
+            expr,
+            target: InTarget::Subquery(subquery),
+            negated: false,
+            ..
+        } => {
+            let (qi, sub) = only_table(subquery, table)?;
+            let [SelectItem::UnnamedExpr(item)] = sub.projection.as_slice() else {
+                return None;
+            };
+            let key = match item {
+                Expr::Identifier(k) => k.value.clone(),
+                Expr::CompoundIdentifier(p) if p.len() == 2 && same(&p[0].value, &qi) => {
+                    p[1].value.clone()
+                }
+                _ => return None,
+            };
+            if !same(&key, column) {
+                return None;
+            }
+            // The outer column: qualified, or unqualified with one table in the FROM.
+            let (qa, col) = match expr.as_ref() {
+                Expr::CompoundIdentifier(p) if p.len() == 2 && outer_named(&p[0].value) => {
+                    (p[0].value.clone(), p[1].value.clone())
+                }
+                Expr::Identifier(c) if factors.len() == 1 => {
+                    (factors[0].1.clone(), c.value.clone())
+                }
+                _ => return None,
+            };
+            let on = format!("{qa}.{col} IN (SELECT {qi}.{key} ...)");
+            Some(((qa, col, qi), on))
+        }
+        Expr::Exists { subquery, .. } => {
+            let (qi, sub) = only_table(subquery, table)?;
+            let mut inner: Vec<&Expr> = Vec::new();
+            and_parts(sub.selection.as_ref()?, &mut inner);
+            inner.iter().find_map(|e| {
+                let (a, b) = equality(e)?;
+                let (mine, other) = if same(&a.0, &qi) { (a, b) } else { (b, a) };
+                (same(&mine.0, &qi)
+                    && !same(&other.0, &qi)
+                    && same(&mine.1, column)
+                    && outer_named(&other.0))
+                .then(|| {
+                    let on = format!("EXISTS (... WHERE {e} ...)");
+                    ((other.0, other.1, qi.clone()), on)
+                })
+            })
+        }
+        _ => None,
+    })
+}
+
 impl Planner<'_> {
     /// How the copy of `table` (as the statement writes it: `written`) can be read by the
     /// keys its join binds, the statement gathered on `node`; `placed`: each table's nodes.
@@ -124,35 +258,11 @@ impl Planner<'_> {
                 }
             }
         }
-        let (_, qi, _) = factors.iter().find(|(t, _, _)| t == table)?.clone();
-        // The conjuncts a row of `table` in the result satisfies.
-        let mut conds: Vec<&Expr> = Vec::new();
-        if let Some(w) = &s.selection {
-            and_parts(w, &mut conds);
-        }
-        for (t, _, op) in &factors {
-            use JoinOperator::*;
-            match op {
-                Some(
-                    Join(JoinConstraint::On(e))
-                    | Inner(JoinConstraint::On(e))
-                    | StraightJoin(JoinConstraint::On(e)),
-                ) => and_parts(e, &mut conds),
-                Some(Left(JoinConstraint::On(e)) | LeftOuter(JoinConstraint::On(e)))
-                    if t == table =>
-                {
-                    and_parts(e, &mut conds)
-                }
-                _ => {}
-            }
-        }
         let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
-        let (outer, on) = conds.iter().find_map(|c| {
-            let (a, b) = equality(c)?;
-            let (mine, other) = if same(&a.0, &qi) { (a, b) } else { (b, a) };
-            (same(&mine.0, &qi) && !same(&other.0, &qi) && same(&mine.1, column))
-                .then(|| (other, c.to_string()))
-        })?;
+        let (outer, on) = match factors.iter().find(|(t, _, _)| t == table) {
+            Some((_, qi, _)) => joined(s, &factors, table, qi, column)?,
+            None => semi(s, &factors, table, column)?,
+        };
         // The outer table: on the gathering node alone (or on every node), read once.
         let (ta, qa, _) = factors.iter().find(|(_, q, _)| same(q, &outer.0))?;
         if !once(ta) {
@@ -198,7 +308,7 @@ impl Planner<'_> {
         let head = format!(
             "SELECT {q}.* FROM {} AS {q} WHERE {own}{q}.{k} IN (",
             quoted(written),
-            q = quoted(&qi),
+            q = quoted(&outer.2),
             k = quoted(column),
         );
         Some(Bind {
@@ -259,6 +369,52 @@ mod tests {
             "SELECT o.order_id FROM t_order o LEFT JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5",
         );
         assert!(bind_of(&p, "t_item").is_some(), "{p:?}");
+    }
+
+    #[test]
+    fn semi_joins_by_the_other_tables_key_read_their_copy_by_the_outer_values() {
+        for sql in [
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id IN (SELECT i.user_id FROM t_item i WHERE i.qty > 2)",
+            // Unqualified, one table outside.
+            "SELECT order_id FROM t_order WHERE user_id = 5 AND order_id IN (SELECT user_id FROM t_item)",
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND EXISTS (SELECT 1 FROM t_item i WHERE i.qty > 2 AND i.user_id = o.order_id)",
+            // NOT EXISTS: false or true by the rows of that key alone.
+            "SELECT o.order_id FROM t_order o WHERE NOT EXISTS (SELECT * FROM t_item i WHERE o.order_id = i.user_id) AND o.user_id = 5",
+        ] {
+            let p = plan_of(sql);
+            let b = bind_of(&p, "t_item").unwrap_or_else(|| panic!("{sql}: not bound: {p:?}"));
+            assert_eq!(b.node, node_of(5), "{sql}");
+            assert!(b.keys.starts_with("SELECT DISTINCT `"), "{}", b.keys);
+            assert!(b.keys.contains("`order_id` FROM `t_order`"), "{}", b.keys);
+            assert!(b.head.ends_with("`user_id` IN ("), "{}", b.head);
+        }
+        let p = plan_of(
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id IN (SELECT i.user_id FROM t_item i WHERE i.qty > 2)",
+        );
+        let b = bind_of(&p, "t_item").expect("bound");
+        assert_eq!(
+            b.head,
+            "SELECT `i`.* FROM `t_item` AS `i` WHERE (i.qty > 2) AND `i`.`user_id` IN ("
+        );
+    }
+
+    #[test]
+    fn semi_joins_whose_answer_the_other_keys_can_change_are_not_bound() {
+        for sql in [
+            // A NULL key among the subquery's rows makes a missed value NULL, not false.
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id NOT IN (SELECT i.user_id FROM t_item i)",
+            // In the select list, NULL and false differ.
+            "SELECT o.order_id IN (SELECT i.user_id FROM t_item i) FROM t_order o WHERE o.user_id = 5",
+            // Not a conjunct.
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND (o.qty > 3 OR o.order_id IN (SELECT i.user_id FROM t_item i))",
+            // Not the key, or not tied to the outer row by it.
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id IN (SELECT i.qty FROM t_item i)",
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND EXISTS (SELECT 1 FROM t_item i WHERE i.user_id > o.order_id)",
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.order_id OR i.qty = 1)",
+        ] {
+            let p = plan_of(sql);
+            assert!(bind_of(&p, "t_item").is_none(), "{sql}: {p:?}");
+        }
     }
 
     #[test]

@@ -73,6 +73,50 @@ const CASES: &[(&str, bool)] = &[
          WHERE o.user_id = 13 ORDER BY o.order_id, s.sku",
         true,
     ),
+    // Semi-joins: IN (SELECT key ...) and [NOT] EXISTS tied by the key, as conjuncts.
+    (
+        "SELECT o.order_id, o.qty FROM j_orders o WHERE o.user_id = 7 AND o.product_id IN \
+         (SELECT p.product_id FROM j_products p WHERE p.price > 10) ORDER BY o.order_id",
+        true,
+    ),
+    (
+        "SELECT order_id FROM j_orders WHERE user_id = 13 AND product_id IN \
+         (SELECT product_id FROM j_products) ORDER BY order_id",
+        true,
+    ),
+    (
+        "SELECT o.order_id FROM j_orders o WHERE o.user_id = 11 AND EXISTS (SELECT 1 FROM \
+         j_products p WHERE p.product_id = o.product_id AND p.price < 20) ORDER BY o.order_id",
+        true,
+    ),
+    // NOT EXISTS: products missing, and (user 40) every order's product NULL.
+    (
+        "SELECT o.order_id, o.product_id FROM j_orders o WHERE NOT EXISTS (SELECT * FROM \
+         j_products p WHERE o.product_id = p.product_id) AND o.user_id = 17 \
+         ORDER BY o.order_id",
+        true,
+    ),
+    (
+        "SELECT o.order_id FROM j_orders o WHERE NOT EXISTS (SELECT * FROM j_products p \
+         WHERE o.product_id = p.product_id) AND o.user_id = 40 ORDER BY o.order_id",
+        true,
+    ),
+    (
+        "SELECT o.order_id, o.code FROM j_orders o WHERE o.user_id = 7 AND o.code IN \
+         (SELECT c.code FROM j_codes c) ORDER BY o.order_id",
+        true,
+    ),
+    // NOT IN and an EXISTS in the select list: read as before.
+    (
+        "SELECT o.order_id FROM j_orders o WHERE o.user_id = 13 AND o.product_id NOT IN \
+         (SELECT p.product_id FROM j_products p WHERE p.price > 10) ORDER BY o.order_id",
+        false,
+    ),
+    (
+        "SELECT o.order_id, EXISTS (SELECT 1 FROM j_products p WHERE p.product_id = \
+         o.product_id) FROM j_orders o WHERE o.user_id = 7 ORDER BY o.order_id",
+        false,
+    ),
 ];
 
 #[tokio::test]
