@@ -119,6 +119,30 @@ pub async fn read_key<D: Door>(
         .collect())
 }
 
+/// `table`'s rows over every node of its rule, as the nodes' statistics estimate them
+/// (`information_schema.TABLES.TABLE_ROWS`: InnoDB's estimate, no scan). A node without the
+/// table counts none.
+pub async fn rows<D: Door>(door: &mut D, topo: &Topology, table: &str) -> Result<u64, MyError> {
+    let sql = format!(
+        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
+         AND LOWER(TABLE_NAME) = LOWER({})",
+        quote(table)
+    );
+    let mut sum = 0u64;
+    for node in topo.holders(table) {
+        let rows = door.fetch(node, &sql).await?;
+        let n = rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next())
+            .filter_map(|v| crate::value::text_form(&v))
+            .filter_map(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
+            .next()
+            .unwrap_or(0);
+        sum = sum.saturating_add(n);
+    }
+    Ok(sum)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -785,6 +785,7 @@ mod tests {
             },
             sql: String::new(),
             why: "test".into(),
+            estimate: None,
         };
         let topo = crate::plan::rules_tests::topo();
         let mut sink = RecordSink::text();

@@ -75,6 +75,11 @@ pub async fn run<D: Door, K: Sink>(
                 "shardproxy: the column order of `{table}` could not be read from its nodes"
             )))
         }
+        Plan::NeedRows { table } => {
+            return Err(MyError::internal(format!(
+                "shardproxy: the row estimate of `{table}` could not be read from its nodes"
+            )))
+        }
         Plan::Sticky { sql, params } => {
             return route::sticky(
                 door,

@@ -267,7 +267,7 @@ impl Planner<'_> {
         let (uses, links) = super::uses::collect_linked(self.stmt, self);
         let group = super::uses::groups(uses.len(), &links);
         // Candidates: hash_slot tables in the outermost FROM; the best keeps the most uses.
-        let mut best: Option<(usize, Vec<String>)> = None;
+        let mut best: Option<(usize, Vec<String>, Option<Estimate>)> = None;
         for (t, alias) in super::decompose::top_tables(q) {
             if !matches!(self.topo.table(&t), Some(TableRule::HashSlot { .. })) {
                 continue;
@@ -288,19 +288,32 @@ impl Planner<'_> {
                     copies.push(name.clone());
                 }
             }
-            // Only tables on one node are copied to every node: copying a sharded table N
-            // times costs more than gathering it once (without row counts to weigh them).
+            if split || copies.is_empty() {
+                continue;
+            }
+            // A table on one node (a lookup table) is copied to every node of the anchor
+            // whatever its size. A sharded one only when the nodes' statistics say its copies
+            // hold fewer rows than gathering everything on one node would move.
             let sharded_copy = placed
                 .iter()
                 .any(|(name, _, nodes)| copies.contains(name) && nodes.len() > 1);
-            if split || copies.is_empty() || sharded_copy {
-                continue;
+            let mut estimate = None;
+            if sharded_copy {
+                let targets = placed
+                    .iter()
+                    .find(|(name, _, _)| *name == t)
+                    .map_or(1, |(_, _, n)| n.len());
+                let e = self.weigh(placed, &copies, targets)?;
+                if e.ship >= e.gather {
+                    continue;
+                }
+                estimate = Some(e);
             }
-            if best.as_ref().is_none_or(|(n, _)| kept.len() > *n) {
-                best = Some((kept.len(), copies));
+            if best.as_ref().is_none_or(|(n, _, _)| kept.len() > *n) {
+                best = Some((kept.len(), copies, estimate));
             }
         }
-        let Some((_, copies)) = best else {
+        let Some((_, copies, estimate)) = best else {
             return Ok(None);
         };
         let sub = Planner {
@@ -355,8 +368,53 @@ impl Planner<'_> {
             then: plan,
             sql,
             why: why.to_string(),
+            estimate,
         }))))
     }
+
+    /// The rows copying `copies` to each of `targets` nodes would move, against gathering
+    /// every placed table on one node, by the tables' estimated rows (each table's share on
+    /// the nodes it is read from); `Err(NeedRows)` while an estimate is not known.
+    fn weigh(
+        &self,
+        placed: &[(String, String, Vec<usize>)],
+        copies: &[String],
+        targets: usize,
+    ) -> Result<Estimate, Box<Plan>> {
+        let gathering = gathering_node(placed);
+        let mut e = Estimate::default();
+        for (t, _, nodes) in placed {
+            let Some(rows) = (self.ctx.rows)(t) else {
+                return Err(Box::new(Plan::NeedRows { table: t.clone() }));
+            };
+            let all = self
+                .topo
+                .table(t)
+                .map_or(1, |r| r.all_nodes(self.topo).len())
+                .max(1) as u64;
+            // Rows on the nodes this statement reads it from.
+            let read = rows.saturating_mul(nodes.len() as u64) / all;
+            let per_node = read / (nodes.len().max(1) as u64);
+            if copies.contains(t) {
+                e.ship = e.ship.saturating_add(read.saturating_mul(targets as u64));
+            }
+            let stays = gathering.is_some_and(|g| nodes.contains(&g));
+            e.gather = e
+                .gather
+                .saturating_add(read - if stays { per_node } else { 0 });
+        }
+        Ok(e)
+    }
+}
+
+/// Rows a read across placements would copy one way and the other, by the nodes'
+/// statistics: shown by `route` and PREVIEW.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Estimate {
+    /// Copying the tables to every node of the anchor.
+    pub ship: u64,
+    /// Gathering every table on one node.
+    pub gather: u64,
 }
 
 /// Tables copied to every node a plan runs on, then the plan, whose statements read the
@@ -371,6 +429,8 @@ pub struct Shipped {
     pub sql: String,
     /// Why no node could answer over its own rows as the tables are placed.
     pub why: String,
+    /// Where a sharded table is copied: the rows that weighed for it.
+    pub estimate: Option<Estimate>,
 }
 
 impl Shipped {

@@ -112,6 +112,7 @@ fn one_node_only(sql: &str, mode: sql::lex::Mode, plan: Plan, topo: &Topology) -
         | Plan::Session(_)
         | Plan::NeedLookup(_)
         | Plan::NeedColumns { .. }
+        | Plan::NeedRows { .. }
         | Plan::NeedIds { .. }
         | Plan::NeedKey { .. } => true,
         _ => false,
@@ -933,5 +934,7 @@ mod moving_tests;
 pub(crate) mod random_tests;
 #[cfg(test)]
 pub(crate) mod rules_tests;
+#[cfg(test)]
+mod ship_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -159,10 +159,17 @@ pub enum Plan {
     /// Keys of directory tables whose lookup-table entries the cache does not hold: read them
     /// (`(table, key)`), then plan again.
     NeedLookup(Vec<(String, Vec<u8>)>),
-    /// An INSERT without a column list into a sharded table whose column order is not known
-    /// yet: read it from the table's nodes, then plan again.
+    /// A statement that names a table's columns by position or unqualified (an INSERT
+    /// without a column list, a gathered read) whose column order is not known yet: read it
+    /// from the table's nodes, then plan again.
     NeedColumns {
         schema: Option<String>,
+        table: String,
+    },
+    /// A read across placements that may copy a sharded table to every node of another or
+    /// gather both on one node, whose tables' row counts are not known yet: read the nodes'
+    /// statistics (then cached), then plan again.
+    NeedRows {
         table: String,
     },
     /// An INSERT whose generated ids come from a sequence, and this proxy's block of ids is
@@ -230,6 +237,8 @@ pub struct PlanCtx<'a> {
     pub primary_key: &'a ColumnsFn<'a>,
     /// The session's `character_set_client`: bound strings are written in it.
     pub charset: &'a str,
+    /// A table's rows over all its nodes as their statistics estimate them, if known.
+    pub rows: &'a dyn Fn(&str) -> Option<u64>,
 }
 
 /// Why no id was generated.
@@ -270,6 +279,7 @@ pub fn with_offline_ctx<R>(
         columns: &columns,
         primary_key: &columns,
         charset: "utf8mb4",
+        rows: &|_: &str| None,
     })
 }
 
@@ -568,7 +578,11 @@ impl PlanDescription<'_> {
             ),
             Plan::NeedColumns { table, .. } => writeln!(
                 f,
-                "Columns: an INSERT without a column list into `{table}`: its column order is read from its nodes (then cached), and the statement planned again with the columns named"
+                "Columns: `{table}` is named by column positions or unqualified columns: its column order is read from its nodes (then cached), and the statement planned again"
+            ),
+            Plan::NeedRows { table } => writeln!(
+                f,
+                "Rows: whether to copy tables to every node of another or to gather them on one node is chosen by their rows: `{table}`'s estimate is read from its nodes' statistics (then cached), and the statement planned again"
             ),
             Plan::NeedLookup(keys) => {
                 writeln!(
@@ -649,6 +663,13 @@ impl PlanDescription<'_> {
                     s.why,
                     names.join(", ")
                 )?;
+                if let Some(e) = &s.estimate {
+                    writeln!(
+                        f,
+                        "  chosen by the nodes' statistics: the copies hold about {} row(s), gathering on one node would copy about {}",
+                        e.ship, e.gather
+                    )?;
+                }
                 for sh in &s.ships {
                     writeln!(f, "  copy `{}` into temporary table {}:", sh.table, sh.temp)?;
                     for (n, sql) in &sh.reads {

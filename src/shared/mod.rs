@@ -46,6 +46,9 @@ pub struct Shared {
     pub columns: ColumnCache,
     /// Tables' primary-key columns, quoted (for writes to slots being moved).
     pub primary_keys: ColumnCache,
+    /// Tables' rows over their nodes, as the nodes' statistics estimate them (to weigh
+    /// copying a table to every node of another against gathering both on one).
+    pub table_rows: moka::sync::Cache<(String, String), u64>,
     /// This proxy's part in slot migrations: its heartbeat, fence and counters.
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
@@ -101,6 +104,9 @@ fn xa_instance() -> String {
 /// How long a statement shape's column collations are trusted: a collation changed on the
 /// nodes directly, or through another proxy, is seen within this.
 pub const COLLATIONS_TTL: Duration = Duration::from_secs(10);
+
+/// How long a table's row estimate is used before it is read again.
+const ROWS_TTL: Duration = Duration::from_secs(60);
 
 fn column_cache() -> ColumnCache {
     moka::sync::Cache::builder()
@@ -259,6 +265,7 @@ impl Shared {
             |schema: Option<&str>, t: &str| self.columns.get(&column_key(schema.or(db), t));
         let primary_key =
             |schema: Option<&str>, t: &str| self.primary_keys.get(&column_key(schema.or(db), t));
+        let rows = |t: &str| self.table_rows.get(&column_key(db, t));
         let ctx = crate::plan::PlanCtx {
             today: self.clock.today(),
             lookup: &lookup,
@@ -266,6 +273,7 @@ impl Shared {
             columns: &columns,
             primary_key: &primary_key,
             charset,
+            rows: &rows,
         };
         f(&ctx)
     }
@@ -300,6 +308,10 @@ impl Shared {
             plans: Default::default(),
             columns: column_cache(),
             primary_keys: column_cache(),
+            table_rows: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(ROWS_TTL)
+                .build(),
             migration: Default::default(),
             metadata_links: Default::default(),
             views: Default::default(),
@@ -398,6 +410,7 @@ impl Shared {
         self.lookups.store(Arc::new(caches));
         self.columns.invalidate_all();
         self.primary_keys.invalidate_all();
+        self.table_rows.invalidate_all();
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         self.metrics.reloads.with_label_values(&["applied"]).inc();
         self.metrics

@@ -177,6 +177,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     self.shared
                         .columns_store(schema.or(db.as_deref()), &table, cols);
                 }
+                crate::plan::Plan::NeedRows { table } => {
+                    let n = crate::exec::columns::rows(&mut self.nodes, topo, &table)
+                        .await
+                        .ok()?;
+                    self.shared
+                        .table_rows
+                        .insert(crate::shared::column_key(db.as_deref(), &table), n);
+                }
                 _ => return None,
             }
         }

@@ -573,6 +573,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let mut read_once = false;
         // A reload between the read and the planning empties the caches: a few reads each.
         let mut columns_read = 0;
+        let mut rows_read = 0;
         let mut key_read = 0;
         let mut reservations = 0;
         let mut topo = topo.clone();
@@ -634,6 +635,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .map(|cols| {
                             self.shared
                                 .columns_store(schema.or(db.as_deref()), &table, cols)
+                        })
+                }
+                // Which copies a read across placements makes, weighed by the tables' rows.
+                Plan::NeedRows { table } if rows_read < 12 => {
+                    rows_read += 1;
+                    crate::exec::columns::rows(&mut self.nodes, topo, &table)
+                        .await
+                        .map(|n| {
+                            self.shared
+                                .table_rows
+                                .insert(crate::shared::column_key(db.as_deref(), &table), n)
                         })
                 }
                 Plan::NeedKey {
@@ -736,7 +748,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 _ => "scatter",
             },
             Plan::NeedLookup(_) => "lookup",
-            Plan::NeedColumns { .. } | Plan::NeedIds { .. } | Plan::NeedKey { .. } => "lookup",
+            Plan::NeedColumns { .. }
+            | Plan::NeedRows { .. }
+            | Plan::NeedIds { .. }
+            | Plan::NeedKey { .. } => "lookup",
             Plan::Session(_) => "session",
             Plan::DualWrite(_) | Plan::Frozen { .. } => "dual_write",
             Plan::Captured { .. } => "captured",

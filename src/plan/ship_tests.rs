@@ -1,0 +1,46 @@
+//! Copying a sharded table to every node of another, or gathering both on one node: chosen
+//! by the tables' estimated rows (the test context: `t_seq` 100 rows, every other table
+//! 1,000,000).
+
+use super::tests::{plan_of, topo};
+use super::Plan;
+
+#[test]
+fn a_small_sharded_table_is_copied_to_every_node_of_a_large_one() {
+    // t_seq (sharded by id) joined by a column of t_order that is not t_order's key: its 100
+    // rows go to both of t_order's nodes (200 rows) instead of half of t_order's to one.
+    let p = plan_of("SELECT o.order_id, s.v FROM t_order o JOIN t_seq s ON s.id = o.order_id");
+    let Plan::Shipped(s) = &p else {
+        panic!("expected t_seq copied to t_order's nodes, got {p:?}")
+    };
+    assert_eq!(s.nodes(), vec![0, 1]);
+    let e = s.estimate.expect("weighed");
+    assert_eq!((e.ship, e.gather), (200, 500_050), "{e:?}");
+    let shown = p.describe(&topo()).to_string();
+    assert!(
+        shown.contains("about 200 row(s), gathering on one node would copy about 500050"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn two_large_tables_are_gathered_rather_than_one_copied_to_every_node() {
+    let p =
+        plan_of("SELECT o.order_id, i.v FROM t_order o JOIN t_item i ON i.user_id = o.order_id");
+    assert!(matches!(p, Plan::Gather(_)), "{p:?}");
+}
+
+#[test]
+fn without_the_tables_rows_the_plan_asks_for_them() {
+    let t = topo();
+    let sql = "SELECT o.order_id, s.v FROM t_order o JOIN t_seq s ON s.id = o.order_id";
+    let parsed = crate::sql::parse(sql);
+    let p = super::with_offline_ctx(
+        &t,
+        chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
+        |ctx| super::plan(sql, parsed.as_ref().map_err(String::as_str), &[], &t, ctx),
+    );
+    assert!(matches!(&p, Plan::NeedRows { .. }), "{p:?}");
+    let shown = p.describe(&t).to_string();
+    assert!(shown.starts_with("Rows: "), "{shown}");
+}
