@@ -654,17 +654,15 @@ pub(super) fn select_filter(
                     nullable_later = true;
                 }
             }
-            // Alone in its FROM, its unqualified columns are the table's own when the table
-            // has them (else an outer query's: `WHERE l_orderkey = o_orderkey`).
+            // An unqualified column the table has is the table's own (an outer query's
+            // only where no table of this FROM has it: `WHERE l_orderkey = o_orderkey`;
+            // another table of this FROM with it too makes the statement ambiguous, refused
+            // by the node). Alone in its FROM, its columns are read first.
             let only = s.from.len() == 1 && twj.joins.is_empty() && s.selection.is_some();
             if only && columns.is_none() {
                 return Some(None);
             }
-            let own: &[String] = if only {
-                columns.unwrap_or_default()
-            } else {
-                &[]
-            };
+            let own: &[String] = columns.unwrap_or_default();
             let mut conds = Vec::new();
             let own_on = |op: Option<&JoinOperator>| -> Option<Expr> {
                 use JoinOperator::*;

@@ -44,3 +44,20 @@ fn without_the_tables_rows_the_plan_asks_for_them() {
     let shown = p.describe(&t).to_string();
     assert!(shown.starts_with("Rows: "), "{shown}");
 }
+
+#[test]
+fn a_copy_is_filtered_by_its_own_unqualified_columns_among_other_tables() {
+    // t_merchant's `kind` and t_order's `status`, unqualified in a comma join: each copy or
+    // read keeps its own; `kind` is t_merchant's alone.
+    let p = plan_of(
+        "SELECT order_id, name FROM t_order, t_merchant WHERE id = order_id AND kind = 'big' AND status = 'paid'",
+    );
+    let Plan::Shipped(s) = &p else {
+        panic!("expected t_merchant copied to t_order's nodes, got {p:?}")
+    };
+    let reads = &s.ships[0].reads;
+    assert_eq!(
+        reads[0].1, "SELECT `t_merchant`.* FROM `t_merchant` AS `t_merchant` WHERE (kind = 'big')",
+        "{reads:?}"
+    );
+}
