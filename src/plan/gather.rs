@@ -303,7 +303,9 @@ impl Planner<'_> {
                     .iter()
                     .find(|(name, _, _)| *name == t)
                     .map_or(1, |(_, _, n)| n.len());
-                let e = self.weigh(placed, &copies, targets)?;
+                let Some(e) = self.weigh(placed, &copies, targets)? else {
+                    continue;
+                };
                 if e.ship >= e.gather {
                     continue;
                 }
@@ -374,17 +376,21 @@ impl Planner<'_> {
 
     /// The rows copying `copies` to each of `targets` nodes would move, against gathering
     /// every placed table on one node, by the tables' estimated rows (each table's share on
-    /// the nodes it is read from); `Err(NeedRows)` while an estimate is not known.
+    /// the nodes it is read from); `Err(NeedRows)` while an estimate is not known, `None`
+    /// where none can be read (offline).
     fn weigh(
         &self,
         placed: &[(String, String, Vec<usize>)],
         copies: &[String],
         targets: usize,
-    ) -> Result<Estimate, Box<Plan>> {
+    ) -> Result<Option<Estimate>, Box<Plan>> {
         let gathering = gathering_node(placed);
         let mut e = Estimate::default();
         for (t, _, nodes) in placed {
             let Some(rows) = (self.ctx.rows)(t) else {
+                if !self.ctx.statistics {
+                    return Ok(None);
+                }
                 return Err(Box::new(Plan::NeedRows { table: t.clone() }));
             };
             let all = self
@@ -403,7 +409,7 @@ impl Planner<'_> {
                 .gather
                 .saturating_add(read - if stays { per_node } else { 0 });
         }
-        Ok(e)
+        Ok(Some(e))
     }
 }
 

@@ -31,18 +31,23 @@ fn two_large_tables_are_gathered_rather_than_one_copied_to_every_node() {
 }
 
 #[test]
-fn without_the_tables_rows_the_plan_asks_for_them() {
+fn without_the_tables_rows_the_plan_asks_for_them_and_offline_gathers() {
     let t = topo();
     let sql = "SELECT o.order_id, s.v FROM t_order o JOIN t_seq s ON s.id = o.order_id";
     let parsed = crate::sql::parse(sql);
-    let p = super::with_offline_ctx(
-        &t,
-        chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap(),
-        |ctx| super::plan(sql, parsed.as_ref().map_err(String::as_str), &[], &t, ctx),
-    );
+    let today = chrono::NaiveDate::from_ymd_opt(2025, 6, 30).unwrap();
+    let plan = |statistics: bool| {
+        super::with_offline_ctx(&t, today, |ctx| {
+            let ctx = super::PlanCtx { statistics, ..*ctx };
+            super::plan(sql, parsed.as_ref().map_err(String::as_str), &[], &t, &ctx)
+        })
+    };
+    let p = plan(true);
     assert!(matches!(&p, Plan::NeedRows { .. }), "{p:?}");
     let shown = p.describe(&t).to_string();
     assert!(shown.starts_with("Rows: "), "{shown}");
+    // Offline (`route`): the nodes' statistics cannot be read, the tables are gathered.
+    assert!(matches!(plan(false), Plan::Gather(_)), "{:?}", plan(false));
 }
 
 #[test]

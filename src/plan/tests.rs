@@ -111,6 +111,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
             "t_seq" => Some(100),
             _ => Some(1_000_000),
         },
+        statistics: true,
     };
     plan(
         sql,

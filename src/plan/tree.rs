@@ -239,6 +239,9 @@ pub struct PlanCtx<'a> {
     pub charset: &'a str,
     /// A table's rows over all its nodes as their statistics estimate them, if known.
     pub rows: &'a dyn Fn(&str) -> Option<u64>,
+    /// Unknown rows can be read from the nodes (`Plan::NeedRows`); offline they cannot,
+    /// and a sharded table is never copied to every node of another.
+    pub statistics: bool,
 }
 
 /// Why no id was generated.
@@ -280,6 +283,7 @@ pub fn with_offline_ctx<R>(
         primary_key: &columns,
         charset: "utf8mb4",
         rows: &|_: &str| None,
+        statistics: false,
     })
 }
 

@@ -274,6 +274,7 @@ impl Shared {
             primary_key: &primary_key,
             charset,
             rows: &rows,
+            statistics: true,
         };
         f(&ctx)
     }
