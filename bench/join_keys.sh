@@ -55,33 +55,7 @@ node_sql() {
     mariadb -h127.0.0.1 -P"$port" -uroot -proot --batch --skip-column-names shop -e "$*"
 }
 
-slots=""
-for ((i = 0; i < shard_count; i++)); do
-    slots+="${slots:+, }{ slots = \"$((i * 256))-$((i * 256 + 255))\", node = \"ds$i\" }"
-done
-{
-    echo 'version = 1'
-    echo 'default_node = "ds0"'
-    echo
-    echo '[server]'
-    echo "listen = \"127.0.0.1:$proxy_port\""
-    echo 'users = [{ name = "app", password = "app" }]'
-    echo
-    echo '[metrics]'
-    echo "listen = \"127.0.0.1:$metrics_port\""
-    echo
-    echo '[nodes]'
-    for ((i = 0; i < shard_count; i++)); do
-        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base_port + i))/shop\""
-    done
-    for t in orders:user_id products:product_id; do
-        echo
-        echo "[tables.${t%%:*}]"
-        echo 'rule = "hash_slot"'
-        echo "column = \"${t##*:}\""
-        echo "slots = [$slots]"
-    done
-} >"$work/rules.toml"
+bench_shard_rules "$shard_count" "$base_port" "$proxy_port" "$metrics_port" orders:user_id products:product_id >"$work/rules.toml"
 
 bench_start_proxy "$bin" "$proxy_port" app app
 

@@ -148,3 +148,28 @@ bench_start_proxy() {
         sleep 0.2
     done
 }
+
+# bench_shard_rules SHARDS BASE_PORT PROXY_PORT METRICS_PORT TABLE:COLUMN... [broadcast:TABLE...]:
+# prints a rules file: user app/app on PROXY_PORT, metrics on METRICS_PORT, nodes ds0.. on
+# BASE_PORT.. (database shop), each TABLE hash_slot by COLUMN in equal slot ranges over the
+# nodes, each broadcast:TABLE on every node.
+bench_shard_rules() {
+    local shards=$1 base=$2 proxy=$3 metrics=$4 slots="" i t
+    shift 4
+    for ((i = 0; i < shards; i++)); do
+        slots+="${slots:+, }{ slots = \"$((i * 1024 / shards))-$(((i + 1) * 1024 / shards - 1))\", node = \"ds$i\" }"
+    done
+    printf 'version = 1\ndefault_node = "ds0"\n\n[server]\nlisten = "127.0.0.1:%s"\n' "$proxy"
+    printf 'users = [{ name = "app", password = "app" }]\n\n[metrics]\nlisten = "127.0.0.1:%s"\n\n[nodes]\n' "$metrics"
+    for ((i = 0; i < shards; i++)); do
+        echo "ds$i = \"mysql://root:root@127.0.0.1:$((base + i))/shop\""
+    done
+    for t in "$@"; do
+        echo
+        if [[ $t == broadcast:* ]]; then
+            printf '[tables.%s]\nrule = "broadcast"\n' "${t#broadcast:}"
+        else
+            printf '[tables.%s]\nrule = "hash_slot"\ncolumn = "%s"\nslots = [%s]\n' "${t%%:*}" "${t##*:}" "$slots"
+        fi
+    done
+}
