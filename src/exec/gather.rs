@@ -154,25 +154,25 @@ pub async fn copy_all<D: Door>(
             // One target (a gathered statement): its own rows copied there (the first read
             // makes the copy, `CREATE ... SELECT`: one round trip less), the others read
             // from every node at once and inserted together.
+            // The copy is made while the other nodes are read: one round trip for both.
             let mut own = reads.iter().filter(|(n, _)| n == target);
-            match own.next() {
-                Some((_, select)) => {
-                    door.run_on(*target, &format!("{LENIENT}{create} {select}"))
-                        .await?
-                }
-                None => door.run_on(*target, &create).await?,
-            }
+            let make = match own.next() {
+                Some((_, select)) => format!("{LENIENT}{create} {select}"),
+                None => create,
+            };
+            let mut at_once: Vec<(usize, Stmt<'_>)> = vec![(*target, Stmt::new(&make, &[]))];
+            at_once.extend(
+                reads
+                    .iter()
+                    .filter(|(n, _)| n != target)
+                    .map(|(n, select)| (*n, Stmt::new(select, &[]))),
+            );
+            let mut out = Inserts::new(&s.temp, cap, &mut copied);
+            read_into(door, &at_once, &mut out).await?;
             for (_, select) in own {
                 let sql = format!("{LENIENT}INSERT INTO {} {select}", quoted(&s.temp));
                 door.run_on(*target, &sql).await?;
             }
-            let remote: Vec<(usize, Stmt<'_>)> = reads
-                .iter()
-                .filter(|(n, _)| n != target)
-                .map(|(n, select)| (*n, Stmt::new(select, &[])))
-                .collect();
-            let mut out = Inserts::new(&s.temp, cap, &mut copied);
-            read_into(door, &remote, &mut out).await?;
             for sql in out.finish() {
                 door.run_on(*target, &sql).await?;
             }
