@@ -190,7 +190,9 @@ fn semi(
                 Expr::CompoundIdentifier(p) if p.len() == 2 && outer_named(&p[0].value) => {
                     (p[0].value.clone(), p[1].value.clone())
                 }
-                Expr::Identifier(c) if factors.len() == 1 => {
+                Expr::Identifier(c)
+                    if factors.len() == 1 && s.from.len() == 1 && s.from[0].joins.is_empty() =>
+                {
                     (factors[0].1.clone(), c.value.clone())
                 }
                 _ => return None,
@@ -407,6 +409,8 @@ mod tests {
             "SELECT o.order_id IN (SELECT i.user_id FROM t_item i) FROM t_order o WHERE o.user_id = 5",
             // Not a conjunct.
             "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND (o.qty > 3 OR o.order_id IN (SELECT i.user_id FROM t_item i))",
+            // Unqualified beside a derived table: the column may be the derived table's.
+            "SELECT d.k FROM t_order, (SELECT 7 AS k) d WHERE user_id = 5 AND k IN (SELECT user_id FROM t_item)",
             // Not the key, or not tied to the outer row by it.
             "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id IN (SELECT i.qty FROM t_item i)",
             "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND EXISTS (SELECT 1 FROM t_item i WHERE i.user_id > o.order_id)",
