@@ -84,7 +84,7 @@ pub async fn usable(s: &mut Conn) -> Option<Position> {
 }
 
 /// Keys of changed rows, each once.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Keys(HashMap<Vec<Option<Vec<u8>>>, Vec<Value>>);
 
 impl Keys {
@@ -319,12 +319,13 @@ const LOCKED: u16 = super::copy::LOCK_WAIT;
 /// happened to write instead of the key's: measured, a target 70% larger than its source,
 /// whose buffer pool then missed nine times as often (bench/README.md). Deletes are never
 /// left: a row an earlier driver copied ahead of its saved cursor must go too.
-pub async fn recopy(
+pub(super) async fn recopy(
     s: &mut Conn,
     t: &mut Conn,
     shape: &Shape,
     keys: &mut Keys,
     later: Option<&str>,
+    on: OnLock,
 ) -> mysql_async::Result<(Keys, u64)> {
     let mut locked_now = Keys::default();
     let mut written = 0;
@@ -347,9 +348,9 @@ pub async fn recopy(
                     shape.key.join(", "),
                     tuples(width, gone.len())
                 );
-                write(t, &delete, params, OnLock::Retry).await?;
+                write(t, &delete, params, on).await?;
             }
-            super::copy::replace(t, shape, &rows, OnLock::Retry).await?;
+            super::copy::replace(t, shape, &rows, on).await?;
             written += rows.len() as u64;
         }
     }
@@ -486,23 +487,65 @@ impl Tail {
         shapes: &[Shape],
         later: &[Option<String>],
     ) -> Result<u64, String> {
-        let end = end_of_log(s).await?;
+        match self.pass(s, t, shapes, later, OnLock::Retry).await {
+            Ok(n) => Ok(n),
+            Err(Caught::Failed(e)) => Err(e),
+            Err(Caught::Locked(e)) => Err(copying(&e)),
+        }
+    }
+
+    /// As [`Tail::catch_up`], while the source's connection holds locks a client may wait
+    /// on: a write that meets a client's lock on the target does not wait for it (the
+    /// client may be waiting on the source's), `Ok(None)`: release the locks, try again.
+    pub async fn catch_up_holding(
+        &mut self,
+        s: &mut Conn,
+        t: &mut Conn,
+        shapes: &[Shape],
+    ) -> Result<Option<u64>, String> {
+        match self.pass(s, t, shapes, &[], OnLock::Fail).await {
+            Ok(n) => Ok(Some(n)),
+            Err(Caught::Locked(_)) => Ok(None),
+            Err(Caught::Failed(e)) => Err(e),
+        }
+    }
+
+    async fn pass(
+        &mut self,
+        s: &mut Conn,
+        t: &mut Conn,
+        shapes: &[Shape],
+        later: &[Option<String>],
+        on: OnLock,
+    ) -> Result<u64, Caught> {
+        let end = end_of_log(s).await.map_err(Caught::Failed)?;
         if self.at.before(&end) {
             let read = self.read_to(&end, shapes, [s, t]).await;
             if let Err(e) = read {
                 // Read again from where it stands, on a new connection, next time.
                 self.stream = None;
-                return Err(e);
+                return Err(Caught::Failed(e));
             }
         }
         let mut written = 0;
         for (i, (shape, keys)) in shapes.iter().zip(self.keys.iter_mut()).enumerate() {
             let later = later.get(i).and_then(Option::as_deref);
-            let (locked, n) = recopy(s, t, shape, keys, later).await.map_err(|e| {
-                format!("copying the rows the binary log changed to the target: {e}")
-            })?;
-            *keys = locked;
-            written += n;
+            // Kept whole until copied: a pass that stops is copied again, not lost.
+            let all = keys.clone();
+            match recopy(s, t, shape, keys, later, on).await {
+                Ok((locked, n)) => {
+                    *keys = locked;
+                    written += n;
+                }
+                Err(mysql_async::Error::Server(e)) if e.code == super::copy::LOCK_WAIT => {
+                    *keys = all;
+                    return Err(Caught::Locked(e.to_string()));
+                }
+                Err(e) => {
+                    *keys = all;
+                    return Err(Caught::Failed(copying(&e.to_string())));
+                }
+            }
         }
         Ok(written)
     }
@@ -566,6 +609,17 @@ impl Tail {
     }
 }
 
+/// Why a pass of the log stopped.
+enum Caught {
+    /// A write met a client's lock on the target (and did not wait).
+    Locked(String),
+    Failed(String),
+}
+
+fn copying(e: &str) -> String {
+    format!("copying the rows the binary log changed to the target: {e}")
+}
+
 /// Verifies one chunk (`range`) of the shape `i` of a captured move: its rows and the gaps
 /// between them locked on the source (REPEATABLE READ, so no write can enter the range),
 /// the target brought up to the log's end, then both sides' row count and checksum
@@ -595,7 +649,11 @@ pub async fn verify_chunk(
             Err(mysql_async::Error::Server(e)) if e.code == LOCKED => return Ok(None),
             Err(e) => return Err(err(e)),
         };
-        tail.catch_up(s, t, shapes, &[]).await?;
+        // The chunk's rows stay locked meanwhile: a client's write waiting on them may
+        // hold a lock on the target this pass would wait for.
+        if tail.catch_up_holding(s, t, shapes).await?.is_none() {
+            return Ok(None);
+        }
         let target = super::copy::checksum_sql(shape, range, "");
         let b: Option<(u64, u64)> = t.query_first(&target).await.map_err(err)?;
         if a == b {
