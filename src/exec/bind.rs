@@ -15,7 +15,7 @@ use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
-use super::door::{Access, Door, NodeError, NodeResult, Run, Stmt};
+use super::door::{Door, NodeError, NodeResult, Run, Stmt};
 use crate::plan::bind::{Bind, MAX_VALUES, PER_READ};
 use crate::routing::slot::slot_of_text;
 
@@ -72,26 +72,26 @@ pub struct Keys {
 }
 
 /// Reads the keys' query (`Bind::keys`) to its end from its started result.
-pub async fn keys<R: NodeResult>(mut res: R) -> Result<Keys, NodeError> {
+pub async fn keys<R: NodeResult>(res: R) -> Result<Keys, NodeError> {
     let col = res.columns().and_then(|c| c.first().cloned());
-    let mut values: Vec<Vec<u8>> = Vec::new();
-    loop {
-        match res.next().await {
-            // A NULL equals nothing: no row of the copy joins it.
-            Ok(Some(row)) => {
-                if let Some(Some(Value::Bytes(v))) = row.into_iter().next() {
-                    values.push(v);
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                let _ = res.finish().await;
-                return Err(e);
-            }
-        }
-    }
-    res.finish().await?;
+    let values = super::scatter::drain(res)
+        .await?
+        .into_iter()
+        // A NULL equals nothing: no row of the copy joins it.
+        .filter_map(|row| match row.into_iter().next() {
+            Some(Some(Value::Bytes(v))) => Some(v),
+            _ => None,
+        })
+        .collect();
     Ok(Keys { col, values })
+}
+
+/// The keys' query run on its node.
+pub async fn read_keys<D: Door>(door: &mut D, b: &Bind) -> Result<Keys, NodeError> {
+    let res = door
+        .start(b.node, Stmt::new(&b.keys, &[]), Run::TEXT_READ)
+        .await?;
+    keys(res).await
 }
 
 /// The reads that fill the copy, one per node and batch of values; `None`: read as planned.
@@ -135,25 +135,19 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
     Some(out)
 }
 
-/// The keys' query run on its node, then [`reads_of`].
-pub async fn reads<D: Door>(
-    door: &mut D,
-    b: &Bind,
-    definition: &str,
-) -> Result<Option<Vec<(usize, String)>>, NodeError> {
-    let run = Run {
-        access: Access::Read,
-        binary: false,
-    };
-    let res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
-    let keys = keys(res).await?;
-    Ok(reads_of(b, keys, definition))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exec::fake::{Canned, FakeDoor};
+
+    /// The keys read on their node, then the reads they make.
+    async fn reads(
+        door: &mut FakeDoor,
+        b: &Bind,
+        definition: &str,
+    ) -> Result<Option<Vec<(usize, String)>>, NodeError> {
+        Ok(reads_of(b, read_keys(door, b).await?, definition))
+    }
     use crate::routing::slot::SlotMap;
 
     fn bind() -> Bind {

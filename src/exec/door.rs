@@ -136,6 +136,14 @@ pub struct Run {
     pub binary: bool,
 }
 
+impl Run {
+    /// A read of the proxy's own, in the text protocol.
+    pub const TEXT_READ: Run = Run {
+        access: Access::Read,
+        binary: false,
+    };
+}
+
 /// The door to the nodes (see the module documentation).
 pub trait Door: Send + Sized {
     type Res<'a>: NodeResult + 'a

@@ -101,13 +101,11 @@ impl<K: Sink> Sink for Warned<'_, K> {
 pub async fn prepare<D: Door>(door: &mut D, g: &Gather) -> Result<Prepared, NodeError> {
     let mut r = Ok(());
     for s in &g.ships {
-        r = match definition(door, s).await {
-            Ok(text) => match temporary(s, &text) {
-                Ok(create) => door.run_on(g.node, &create).await,
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        };
+        r = async {
+            let create = temporary(s, &definition(door, s).await?)?;
+            door.run_on(g.node, &create).await
+        }
+        .await;
         if r.is_err() {
             break;
         }
@@ -151,10 +149,9 @@ pub async fn copy_all<D: Door>(
         let before = copied;
         let reads = bound.as_deref().unwrap_or(&s.reads);
         if let [target] = targets {
-            // One target (a gathered statement): its own rows copied there (the first read
-            // makes the copy, `CREATE ... SELECT`: one round trip less), the others read
-            // from every node at once and inserted together.
-            // The copy is made while the other nodes are read: one round trip for both.
+            // One target (a gathered statement): its own rows make the copy there
+            // (`CREATE ... SELECT`) while the other nodes' rows are read, all at once, then
+            // inserted together.
             let mut own = reads.iter().filter(|(n, _)| n == target);
             let make = match own.next() {
                 Some((_, select)) => format!("{LENIENT}{create} {select}"),
@@ -212,58 +209,30 @@ async fn definition_and_keys<D: Door>(
     let Some(b) = s.bind.as_ref().filter(|b| b.node != s.definition) else {
         let text = definition(door, s).await?;
         let keys = match &s.bind {
-            Some(b) => {
-                let run = Run {
-                    access: Access::Read,
-                    binary: false,
-                };
-                let res = door.start(b.node, Stmt::new(&b.keys, &[]), run).await?;
-                Some(super::bind::keys(res).await?)
-            }
+            Some(b) => Some(super::bind::read_keys(door, b).await?),
             None => None,
         };
         return Ok((text, keys));
-    };
-    let run = Run {
-        access: Access::Read,
-        binary: false,
     };
     let show = show_create(s);
     let stmts = [
         (s.definition, Stmt::new(&show, &[])),
         (b.node, Stmt::new(&b.keys, &[])),
     ];
-    let results = door.start_all(&stmts, run).await?;
+    let results = door.start_all(&stmts, Run::TEXT_READ).await?;
     let mut ress = super::scatter::started(results).await?.into_iter();
-    let (Some(mut def), Some(keys)) = (ress.next(), ress.next()) else {
+    let (Some(def), Some(keys)) = (ress.next(), ress.next()) else {
         return Err(NodeError {
             node: s.definition,
             error: MyError::internal("shardproxy: a started read is missing"),
             broke: false,
         });
     };
-    let mut text = String::new();
-    let mut failed = None;
-    loop {
-        match def.next().await {
-            Ok(Some(row)) => {
-                if let Some(Some(Value::Bytes(b))) = row.into_iter().nth(1) {
-                    text = String::from_utf8_lossy(&b).into_owned();
-                }
-            }
-            Ok(None) => break,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
-    let ended = def.finish().await;
+    // Both read to their end before either's error is the answer.
+    let def = super::scatter::drain(def).await;
     let keys = super::bind::keys(keys).await;
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    ended?;
+    let rows = def?;
+    let text = create_text(rows.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
     Ok((text, Some(keys?)))
 }
 
@@ -274,10 +243,15 @@ fn show_create(s: &Ship) -> String {
 /// A copied table's `SHOW CREATE TABLE` text.
 async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<String, NodeError> {
     let rows = door.fetch(s.definition, &show_create(s)).await?;
-    Ok(match rows.first().and_then(|r| r.get(1)) {
+    Ok(create_text(rows.first().and_then(|r| r.get(1))))
+}
+
+/// `SHOW CREATE TABLE`'s second column as text.
+fn create_text(v: Option<&Value>) -> String {
+    match v {
         Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
-    })
+    }
 }
 
 /// The statement that makes the temporary table of `s` from its definition's `text`.
@@ -348,10 +322,7 @@ async fn read_into<D: Door>(
     stmts: &[(usize, Stmt<'_>)],
     out: &mut Inserts<'_>,
 ) -> Result<(), NodeError> {
-    let run = Run {
-        access: Access::Read,
-        binary: false,
-    };
+    let run = Run::TEXT_READ;
     let mut nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
     nodes.sort_unstable();
     nodes.dedup();

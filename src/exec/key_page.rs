@@ -4,7 +4,7 @@
 
 use mysql_common::value::Value;
 
-use super::door::{Access, Door, NodeError, NodeResult, Run, Stmt};
+use super::door::{Door, NodeError, NodeResult, Run, Stmt};
 use super::scatter::started;
 use crate::merge::value::{class_of, Class};
 use crate::plan::key_page::KeyPage;
@@ -30,11 +30,7 @@ async fn first_values<D: Door>(
     sql: &str,
 ) -> Result<Vec<First>, NodeError> {
     let stmts: Vec<(usize, Stmt<'_>)> = nodes.iter().map(|n| (*n, Stmt::new(sql, &[]))).collect();
-    let run = Run {
-        access: Access::Read,
-        binary: false,
-    };
-    let results = started(door.start_all(&stmts, run).await?).await?;
+    let results = started(door.start_all(&stmts, Run::TEXT_READ).await?).await?;
     let mut out = Vec::with_capacity(results.len());
     for mut r in results {
         let integer = r

@@ -158,6 +158,23 @@ pub fn not_a_node(error: crate::error::MyError) -> NodeError {
     }
 }
 
+/// Every row of a started result, and its end (finished on an error too).
+pub async fn drain<R: NodeResult>(mut res: R) -> Result<Vec<Row>, NodeError> {
+    let mut rows = Vec::new();
+    loop {
+        match res.next().await {
+            Ok(Some(row)) => rows.push(row),
+            Ok(None) => break,
+            Err(e) => {
+                let _ = res.finish().await;
+                return Err(e);
+            }
+        }
+    }
+    res.finish().await?;
+    Ok(rows)
+}
+
 /// The results of statements started on several nodes, or the first node's error (the
 /// others drained).
 pub async fn started<R: NodeResult>(
