@@ -74,15 +74,25 @@ fn equality(e: &Expr) -> Option<((String, String), (String, String))> {
     Some((col(left)?, col(right)?))
 }
 
+fn same(a: &str, b: &str) -> bool {
+    a.eq_ignore_ascii_case(b)
+}
+
+/// `c` ties the table qualified `qi` by its key `column` to another FROM item's column:
+/// `qi.column = x.col` either way round; (x, col).
+fn tie(c: &Expr, qi: &str, column: &str) -> Option<(String, String)> {
+    let (a, b) = equality(c)?;
+    let (mine, other) = if same(&a.0, qi) { (a, b) } else { (b, a) };
+    (same(&mine.0, qi) && !same(&other.0, qi) && same(&mine.1, column)).then_some(other)
+}
+
 /// How the SELECT's FROM writes `table` (its last name part).
-fn written_name(s: &sqlparser::ast::Select, table: &str) -> Option<String> {
+fn written_name(s: &Select, table: &str) -> Option<String> {
     s.from.iter().find_map(|twj| {
         std::iter::once(&twj.relation)
             .chain(twj.joins.iter().map(|j| &j.relation))
             .find_map(|f| match f {
-                sqlparser::ast::TableFactor::Table { name, .. } if table_name(name) == table => {
-                    last_part(name)
-                }
+                TableFactor::Table { name, .. } if table_name(name) == table => last_part(name),
                 _ => None,
             })
     })
@@ -120,12 +130,9 @@ fn joined(
             _ => {}
         }
     }
-    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
     conds.iter().find_map(|c| {
-        let (a, b) = equality(c)?;
-        let (mine, other) = if same(&a.0, qi) { (a, b) } else { (b, a) };
-        (same(&mine.0, qi) && !same(&other.0, qi) && same(&mine.1, column))
-            .then(|| ((other.0, other.1, qi.to_string()), c.to_string()))
+        let (qa, col) = tie(c, qi, column)?;
+        Some(((qa, col, qi.to_string()), c.to_string()))
     })
 }
 
@@ -160,7 +167,6 @@ fn semi(
     table: &str,
     column: &str,
 ) -> Option<((String, String, String), String)> {
-    let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
     let mut conds: Vec<&Expr> = Vec::new();
     and_parts(s.selection.as_ref()?, &mut conds);
     let outer_named = |q: &str| factors.iter().any(|(_, fq, _)| same(fq, q));
@@ -205,16 +211,8 @@ fn semi(
             let mut inner: Vec<&Expr> = Vec::new();
             and_parts(sub.selection.as_ref()?, &mut inner);
             inner.iter().find_map(|e| {
-                let (a, b) = equality(e)?;
-                let (mine, other) = if same(&a.0, &qi) { (a, b) } else { (b, a) };
-                (same(&mine.0, &qi)
-                    && !same(&other.0, &qi)
-                    && same(&mine.1, column)
-                    && outer_named(&other.0))
-                .then(|| {
-                    let on = format!("EXISTS (... WHERE {e} ...)");
-                    ((other.0, other.1, qi.clone()), on)
-                })
+                let (qa, col) = tie(e, &qi, column).filter(|(qa, _)| outer_named(qa))?;
+                Some(((qa, col, qi.clone()), format!("EXISTS (... WHERE {e} ...)")))
             })
         }
         _ => None,
@@ -254,13 +252,12 @@ impl Planner<'_> {
                     .map(|j| (&j.relation, Some(&j.join_operator))),
             );
             for (f, op) in all {
-                if let sqlparser::ast::TableFactor::Table { name, alias, .. } = f {
+                if let TableFactor::Table { name, alias, .. } = f {
                     let qualifier = qualifier_of(name, alias.as_ref())?;
                     factors.push((table_name(name), qualifier, op));
                 }
             }
         }
-        let same = |a: &str, b: &str| a.eq_ignore_ascii_case(b);
         let (outer, on) = match factors.iter().find(|(t, _, _)| t == table) {
             Some((_, qi, _)) => joined(s, &factors, table, qi, column)?,
             None => semi(s, &factors, table, column)?,
