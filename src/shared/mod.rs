@@ -279,6 +279,12 @@ impl Shared {
         f(&ctx)
     }
 
+    /// Remembers a table's estimated rows (read from its nodes' statistics), for a session
+    /// whose current database is `db`.
+    pub fn rows_store(&self, db: Option<&str>, table: &str, rows: u64) {
+        self.table_rows.insert(column_key(db, table), rows);
+    }
+
     /// Remembers a table's columns (read from its nodes).
     pub fn columns_store(&self, schema: Option<&str>, table: &str, cols: Arc<[String]>) {
         self.columns.insert(column_key(schema, table), cols);

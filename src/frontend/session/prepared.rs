@@ -181,9 +181,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     let n = crate::exec::columns::rows(&mut self.nodes, topo, &table)
                         .await
                         .ok()?;
-                    self.shared
-                        .table_rows
-                        .insert(crate::shared::column_key(db.as_deref(), &table), n);
+                    self.shared.rows_store(db.as_deref(), &table, n);
                 }
                 _ => return None,
             }

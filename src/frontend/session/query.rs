@@ -642,11 +642,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     rows_read += 1;
                     crate::exec::columns::rows(&mut self.nodes, topo, &table)
                         .await
-                        .map(|n| {
-                            self.shared
-                                .table_rows
-                                .insert(crate::shared::column_key(db.as_deref(), &table), n)
-                        })
+                        .map(|n| self.shared.rows_store(db.as_deref(), &table, n))
                 }
                 Plan::NeedKey {
                     schema,
