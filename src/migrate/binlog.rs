@@ -84,7 +84,7 @@ pub async fn usable(s: &mut Conn) -> Option<Position> {
 }
 
 /// Keys of changed rows, each once.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Keys(HashMap<Vec<Option<Vec<u8>>>, Vec<Value>>);
 
 impl Keys {
@@ -331,14 +331,14 @@ pub(super) async fn recopy(
     let mut written = 0;
     let all = keys.take();
     let width = shape.key.len().max(1);
-    for chunk in all.chunks((60_000 / width).clamp(1, BATCH)) {
-        let (rows, gone, locked) = read_now(s, shape, chunk, later).await?;
-        for k in locked {
-            locked_now.add(k);
-        }
-        // Two statements, no transaction around them: the target is written by this task
-        // alone, and a pass that fails is read again from the saved position.
-        {
+    let copied: mysql_async::Result<()> = async {
+        for chunk in all.chunks((60_000 / width).clamp(1, BATCH)) {
+            let (rows, gone, locked) = read_now(s, shape, chunk, later).await?;
+            for k in locked {
+                locked_now.add(k);
+            }
+            // Two statements, no transaction around them: the target is written by this
+            // task alone, and a pass that fails is read again from the saved position.
             if !gone.is_empty() {
                 let params: Vec<Value> = gone.iter().flatten().cloned().collect();
                 let delete = format!(
@@ -353,6 +353,15 @@ pub(super) async fn recopy(
             super::copy::replace(t, shape, &rows, on).await?;
             written += rows.len() as u64;
         }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = copied {
+        // Every key stays to copy: a pass that stops is copied again, not lost.
+        for k in all {
+            keys.add(k);
+        }
+        return Err(e);
     }
     Ok((locked_now, written))
 }
@@ -530,21 +539,15 @@ impl Tail {
         let mut written = 0;
         for (i, (shape, keys)) in shapes.iter().zip(self.keys.iter_mut()).enumerate() {
             let later = later.get(i).and_then(Option::as_deref);
-            // Kept whole until copied: a pass that stops is copied again, not lost.
-            let all = keys.clone();
             match recopy(s, t, shape, keys, later, on).await {
                 Ok((locked, n)) => {
                     *keys = locked;
                     written += n;
                 }
                 Err(mysql_async::Error::Server(e)) if e.code == super::copy::LOCK_WAIT => {
-                    *keys = all;
                     return Err(Caught::Locked(e.to_string()));
                 }
-                Err(e) => {
-                    *keys = all;
-                    return Err(Caught::Failed(copying(&e.to_string())));
-                }
+                Err(e) => return Err(Caught::Failed(copying(&e.to_string()))),
             }
         }
         Ok(written)
