@@ -5,7 +5,8 @@
 #   SELECT o.order_id, p.name, p.price * o.qty FROM orders o JOIN products p
 #     ON p.product_id = o.product_id WHERE o.user_id = <u>
 # The answers must be equal; prints the time per query both ways, their ratio, and the rows
-# the proxy copied into temporary tables (bound: read by the join's keys; whole: as before).
+# the proxy copied (bound: read by the join's keys into a temporary table; inline: so, and
+# carried inside the statement; whole: as before).
 #
 #   bench/join_keys.sh
 #
@@ -13,7 +14,7 @@
 # QUERIES (default 200), BIN a shardproxy binary instead of building this checkout,
 # CARGO_TARGET_DIR honoured. Ports: shard nodes 3731-3734, direct node 3735, proxy 3737,
 # metrics 3738. The last line:
-#   per_query_ms_direct=F per_query_ms_proxy=F ratio=R copied_bound=N copied_whole=N
+#   per_query_ms_direct=F per_query_ms_proxy=F ratio=R copied_bound=N copied_inline=N copied_whole=N
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -115,14 +116,16 @@ run direct >/dev/null
 run proxy >/dev/null
 cmp -s "$work/out.direct" "$work/out.proxy" || die "the proxy's answers differ from the direct node's"
 b0=$(copied bound)
+i0=$(copied inline)
 w0=$(copied whole)
 td=$(run direct)
 tp=$(run proxy)
 b1=$(copied bound)
+i1=$(copied inline)
 w1=$(copied whole)
-awk -v d="$td" -v p="$tp" -v n="$queries" -v b=$((b1 - b0)) -v w=$((w1 - w0)) 'BEGIN {
-    printf "per query: direct %.2f ms, proxy %.2f ms (%.2fx); rows copied per query: %.1f by keys, %.1f whole\n",
-        1000 * d / n, 1000 * p / n, p / d, b / n, w / n
-    printf "per_query_ms_direct=%.2f per_query_ms_proxy=%.2f ratio=%.2f copied_bound=%d copied_whole=%d\n",
-        1000 * d / n, 1000 * p / n, p / d, b, w
+awk -v d="$td" -v p="$tp" -v n="$queries" -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v w=$((w1 - w0)) 'BEGIN {
+    printf "per query: direct %.2f ms, proxy %.2f ms (%.2fx); rows copied per query: %.1f by keys into a table, %.1f by keys inside the statement, %.1f whole\n",
+        1000 * d / n, 1000 * p / n, p / d, b / n, i / n, w / n
+    printf "per_query_ms_direct=%.2f per_query_ms_proxy=%.2f ratio=%.2f copied_bound=%d copied_inline=%d copied_whole=%d\n",
+        1000 * d / n, 1000 * p / n, p / d, b, i, w
 }'

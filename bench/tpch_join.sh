@@ -14,8 +14,9 @@
 #                 WHERE l.l_orderkey = <k>, the same way
 # For each: the plan (`shardproxy route`), one warm-up run each way whose answers must be
 # equal (sorted first where the query fixes no order), then RUNS timed runs each way,
-# alternating, and the median; the rows the proxy copied into temporary tables per execution
-# (its metric shardproxy_copied_rows_total: bound, read by a join's keys; whole, by the
+# alternating, and the median; the rows the proxy copied per execution
+# (its metric shardproxy_copied_rows_total: bound, read by a join's keys into a temporary
+# table; inline, so and carried inside the statement; whole, by the
 # statement's own filter). A query the proxy refuses is reported with its error and the bench
 # goes on; a wrong answer is reported (with the first differing lines), and the script exits 1
 # at the end.
@@ -29,7 +30,7 @@
 # tests/clients/install.sh installs, else PATH), BIN a shardproxy binary instead of building
 # this checkout, CARGO_TARGET_DIR honoured. Ports: shard nodes 3741-3744, direct node 3745,
 # proxy 3747, metrics 3748. The last line: for each query NAME,
-#   NAME_direct_ms=F NAME_proxy_ms=F NAME_ratio=R NAME_copied_bound=N NAME_copied_whole=N
+#   NAME_direct_ms=F NAME_proxy_ms=F NAME_ratio=R NAME_copied_bound=N NAME_copied_inline=N NAME_copied_whole=N
 # (ms per execution; copied rows per execution), or NAME=refused / NAME=wrong.
 set -euo pipefail
 
@@ -266,6 +267,7 @@ for n in "${names[@]}"; do
     fi
     echo "answers: $(wc -l <"$work/out.direct") rows, $how"
     b0=$(copied bound)
+    i0=$(copied inline)
     w0=$(copied whole)
     td=() tp=() refused=""
     for ((r = 0; r < runs; r++)); do
@@ -284,18 +286,19 @@ for n in "${names[@]}"; do
         continue
     fi
     b1=$(copied bound)
+    i1=$(copied inline)
     w1=$(copied whole)
     result[$n]=$(awk -v n="$n" -v d="$(median "${td[@]}")" -v p="$(median "${tp[@]}")" \
-        -v e="${execs[$n]}" -v runs="$runs" -v b=$((b1 - b0)) -v w=$((w1 - w0)) 'BEGIN {
-        dm = 1000 * d / e; pm = 1000 * p / e; be = b / (runs * e); we = w / (runs * e)
-        printf "%s_direct_ms=%.2f %s_proxy_ms=%.2f %s_ratio=%.2f %s_copied_bound=%.1f %s_copied_whole=%.1f",
-            n, dm, n, pm, n, pm / dm, n, be, n, we
+        -v e="${execs[$n]}" -v runs="$runs" -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v w=$((w1 - w0)) 'BEGIN {
+        dm = 1000 * d / e; pm = 1000 * p / e; be = b / (runs * e); ie = i / (runs * e); we = w / (runs * e)
+        printf "%s_direct_ms=%.2f %s_proxy_ms=%.2f %s_ratio=%.2f %s_copied_bound=%.1f %s_copied_inline=%.1f %s_copied_whole=%.1f",
+            n, dm, n, pm, n, pm / dm, n, be, n, ie, n, we
     }')
     awk -v d="$(median "${td[@]}")" -v p="$(median "${tp[@]}")" -v e="${execs[$n]}" \
-        -v runs="$runs" -v b=$((b1 - b0)) -v w=$((w1 - w0)) -v all="${td[*]} / ${tp[*]}" 'BEGIN {
-        printf "median of %d: direct %.2f ms, proxy %.2f ms (%.2fx) per %s; rows copied per %s: %.1f bound, %.1f whole\n",
+        -v runs="$runs" -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v w=$((w1 - w0)) -v all="${td[*]} / ${tp[*]}" 'BEGIN {
+        printf "median of %d: direct %.2f ms, proxy %.2f ms (%.2fx) per %s; rows copied per %s: %.1f bound into a table, %.1f bound inside the statement, %.1f whole\n",
             runs, 1000 * d / e, 1000 * p / e, p / d, (e > 1 ? "query" : "run"), (e > 1 ? "query" : "run"),
-            b / (runs * e), w / (runs * e)
+            b / (runs * e), i / (runs * e), w / (runs * e)
         printf "runs (s, direct / proxy): %s\n", all
     }'
 done

@@ -16,6 +16,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Door, NodeError, NodeResult, Run, Stmt};
+use super::inline::integer_column;
 use crate::plan::bind::{Bind, MAX_VALUES, PER_READ};
 use crate::routing::slot::slot_of_text;
 
@@ -47,28 +48,21 @@ fn class(c: &Column) -> Option<Class> {
     }
 }
 
-/// Is `column` an integer column in `definition` (`SHOW CREATE TABLE`'s text)?
-fn integer_column(definition: &str, column: &str) -> bool {
-    let name = crate::sql::write::quoted(column).to_string();
-    definition.lines().any(|l| {
-        l.trim_start()
-            .strip_prefix(name.as_str())
-            .map(str::trim_start)
-            .is_some_and(|ty| {
-                ["tinyint", "smallint", "mediumint", "int", "bigint"]
-                    .iter()
-                    .any(|t| {
-                        ty.strip_prefix(t)
-                            .is_some_and(|r| r.starts_with('(') || r.starts_with(' '))
-                    })
-            })
-    })
-}
-
 /// The outer side's distinct key values, as its node sent them, and their column.
 pub struct Keys {
     col: Option<Column>,
     values: Vec<Vec<u8>>,
+}
+
+impl Keys {
+    /// How many distinct values (NULLs left out).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
 }
 
 /// Reads the keys' query (`Bind::keys`) to its end from its started result.
@@ -162,6 +156,7 @@ mod tests {
             map: SlotMap::from_assignment(nodes),
             on: "p.id = o.pid".into(),
             key: "id".into(),
+            at: None,
         }
     }
 

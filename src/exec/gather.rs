@@ -18,6 +18,9 @@ use crate::merge::Row;
 use crate::plan::gather::{Gather, Ship};
 use crate::sql::write::quoted;
 
+/// MySQL's ER_PARSE_ERROR.
+const ER_PARSE_ERROR: u16 = 1064;
+
 /// An INSERT of copied rows is sent once it holds this many bytes.
 const BATCH_BYTES: usize = 512 * 1024;
 
@@ -29,17 +32,39 @@ pub async fn run<D: Door, K: Sink>(
     cap: u64,
     access: Access,
 ) -> Result<(), NodeError> {
-    let made = copy_all(door, &g.ships, &[g.node], cap).await;
     let mut seen = Warned {
         inner: sink,
         warnings: 0,
     };
-    let r = match made {
-        Ok(()) => {
-            let stmt = Stmt::new(&g.sql, &g.params);
-            route::single(door, &mut seen, g.node, stmt, access).await
+    // A binary-protocol answer comes from a statement prepared on the node and kept by its
+    // text: one carrying rows differs at every execution, so each would be prepared anew
+    // and kept (up to 256 a connection, each as long as its rows). Those get the tables.
+    let mut inline = !seen.binary();
+    let (r, made_temp) = loop {
+        let made = copy_all(door, &g.ships, &[g.node], cap, inline).await;
+        // The copies made as temporary tables (every one, when making them failed).
+        let mut made_temp: Vec<&Ship> = g.ships.iter().collect();
+        let mut carried = false;
+        let r = match made.and_then(|inlined| {
+            made_temp.retain(|s| !inlined.iter().any(|c| c.temp == s.temp));
+            carried = !inlined.is_empty();
+            with_inlined(g, inlined)
+        }) {
+            Ok(sql) => {
+                let stmt = Stmt::new(sql.as_deref().unwrap_or(&g.sql), &g.params);
+                route::single(door, &mut seen, g.node, stmt, access).await
+            }
+            Err(e) => Err(e),
+        };
+        // A node without JSON_TABLE (MariaDB before 10.6) cannot parse the rows carried
+        // inside the statement, and answers before any row: made as tables instead.
+        match r {
+            Err(e) if carried && e.error.code == ER_PARSE_ERROR => {
+                drop_temps(door, &made_temp, &[g.node], false).await?;
+                inline = false;
+            }
+            r => break (r, made_temp),
         }
-        Err(e) => Err(e),
     };
     // Dropping the copies would empty the node's warnings (GROUP_CONCAT cut at
     // group_concat_max_len) before the client's SHOW WARNINGS reads them there: copies of a
@@ -48,9 +73,38 @@ pub async fn run<D: Door, K: Sink>(
     if r.is_ok() && seen.warnings > 0 {
         return r;
     }
-    drop_copies(door, &g.ships, &[g.node], r.is_ok())
+    drop_temps(door, &made_temp, &[g.node], r.is_ok())
         .await
         .and(r)
+}
+
+/// A copy that travels inside the gathered statement instead of a temporary table.
+pub struct Carried {
+    /// Its temporary table's name, not made.
+    temp: String,
+    /// Where the gathered statement names it ([`crate::plan::bind::Bind::at`]).
+    at: (usize, usize),
+    /// The derived table of its rows, to stand there.
+    table: String,
+}
+
+/// The gathered statement with each copy that travels inside it in its place; `None`: as
+/// planned.
+fn with_inlined(g: &Gather, mut inlined: Vec<Carried>) -> Result<Option<String>, NodeError> {
+    if inlined.is_empty() {
+        return Ok(None);
+    }
+    // From the end, so that the spans before stay where they are.
+    inlined.sort_by_key(|c| std::cmp::Reverse(c.at));
+    let mut sql = g.sql.clone();
+    for c in &inlined {
+        sql = super::inline::placed(&sql, c.at, &c.table).ok_or_else(|| NodeError {
+            node: g.node,
+            error: MyError::internal("shardproxy: a copy's place in the statement is lost"),
+            broke: false,
+        })?;
+    }
+    Ok(Some(sql))
 }
 
 /// A sink that notes the warnings of what it passes on.
@@ -124,27 +178,47 @@ const LENIENT: &str = "SET STATEMENT sql_mode = REPLACE(REPLACE(@@sql_mode, 'STR
 
 /// Creates each copy on every target node and fills it: a target's own rows with INSERT ...
 /// SELECT there, other nodes' read once through the proxy and inserted on each target.
+///
+/// A copy bound by a join's keys, on one target, whose rows are few and travel as text
+/// ([`super::inline`]), when `inline`, is not made: it is returned, to be carried.
 pub async fn copy_all<D: Door>(
     door: &mut D,
     ships: &[Ship],
     targets: &[usize],
     cap: u64,
-) -> Result<(), NodeError> {
+    inline: bool,
+) -> Result<Vec<Carried>, NodeError> {
     // Inside a transaction a node's own rows are read in its branch, like the others'.
     door.enter(targets, Access::Read).await?;
     let mut copied = 0u64;
+    let mut inlined = Vec::new();
     for s in ships {
         let (text, keys) = definition_and_keys(door, s).await?;
+        let few = inline
+            && keys
+                .as_ref()
+                .is_some_and(|k| k.len() <= super::inline::MAX_ROWS);
+        let bound = match (&s.bind, keys) {
+            (Some(b), Some(keys)) => super::bind::reads_of(b, keys, &text),
+            _ => None,
+        };
+        let at = s.bind.as_ref().and_then(|b| b.at);
+        if let (Some(reads), [_], Some(at), true) = (&bound, targets, at, few) {
+            if let Some(table) = carry(door, s, reads, &text, cap, &mut copied).await? {
+                inlined.push(Carried {
+                    temp: s.temp.clone(),
+                    at,
+                    table,
+                });
+                continue;
+            }
+        }
         let create = temporary(s, &text)?;
         if targets.len() > 1 {
             for &t in targets {
                 door.run_on(t, &create).await?;
             }
         }
-        let bound = match (&s.bind, keys) {
-            (Some(b), Some(keys)) => super::bind::reads_of(b, keys, &text),
-            _ => None,
-        };
         let how = if bound.is_some() { "bound" } else { "whole" };
         let before = copied;
         let reads = bound.as_deref().unwrap_or(&s.reads);
@@ -196,17 +270,83 @@ pub async fn copy_all<D: Door>(
         }
         door.count_copied(how, copied - before);
     }
-    Ok(())
+    Ok(inlined)
+}
+
+/// A bound copy's rows read from every node (the gathering node's too) into the derived
+/// table that stands in for the copy ([`super::inline`]); `None` when the table's columns
+/// or its rows cannot travel so, and a temporary table must be made.
+async fn carry<D: Door>(
+    door: &mut D,
+    s: &Ship,
+    reads: &[(usize, String)],
+    definition: &str,
+    cap: u64,
+    copied: &mut u64,
+) -> Result<Option<String>, NodeError> {
+    let Some(shape) = super::inline::shape(definition) else {
+        return Ok(None);
+    };
+    let stmts: Vec<(usize, Stmt<'_>)> = reads
+        .iter()
+        .map(|(n, select)| (*n, Stmt::new(select, &[])))
+        .collect();
+    let mut doc = super::inline::Doc::new(&shape);
+    read_into(door, &stmts, &mut doc).await?;
+    let rows = doc.rows() as u64;
+    let Some(table) = doc.table() else {
+        return Ok(None);
+    };
+    *copied += rows;
+    if *copied > cap {
+        return Err(too_many_rows(s.definition, cap));
+    }
+    door.count_copied("inline", rows);
+    Ok(Some(table))
+}
+
+/// The error of a statement whose copies pass `max_rows_per_statement`.
+fn too_many_rows(node: usize, cap: u64) -> NodeError {
+    NodeError {
+        node,
+        error: MyError::new(
+            crate::plan::ER_NOT_SUPPORTED_YET,
+            format!(
+                "shardproxy: this query copies more than {cap} rows to one node (max_rows_per_statement); narrow it"
+            ),
+        ),
+        broke: false,
+    }
+}
+
+/// What rows read from the nodes are collected into.
+trait Collect {
+    fn row(&mut self, node: usize, row: &Row, cols: &[Column]) -> Result<(), NodeError>;
+}
+
+impl Collect for super::inline::Doc<'_> {
+    fn row(&mut self, _node: usize, row: &Row, cols: &[Column]) -> Result<(), NodeError> {
+        super::inline::Doc::row(self, row, cols);
+        Ok(())
+    }
 }
 
 /// A copied table's `SHOW CREATE TABLE` text, read once for every node its copy is made
-/// on, and, for a copy bound by a join's keys, those keys: both at once where they are on
-/// two nodes.
+/// on, and, for a copy bound by a join's keys, those keys: both at once, the definition
+/// read on another node of the table where the keys' node is the one planned for it (every
+/// node of a table holds the same definition).
 async fn definition_and_keys<D: Door>(
     door: &mut D,
     s: &Ship,
 ) -> Result<(String, Option<super::bind::Keys>), NodeError> {
-    let Some(b) = s.bind.as_ref().filter(|b| b.node != s.definition) else {
+    let other = |b: &crate::plan::bind::Bind| {
+        if b.node == s.definition {
+            b.map.nodes().into_iter().find(|n| *n != b.node)
+        } else {
+            Some(s.definition)
+        }
+    };
+    let Some((b, at)) = s.bind.as_ref().and_then(|b| Some((b, other(b)?))) else {
         let text = definition(door, s).await?;
         let keys = match &s.bind {
             Some(b) => Some(super::bind::read_keys(door, b).await?),
@@ -216,14 +356,14 @@ async fn definition_and_keys<D: Door>(
     };
     let show = show_create(s);
     let stmts = [
-        (s.definition, Stmt::new(&show, &[])),
+        (at, Stmt::new(&show, &[])),
         (b.node, Stmt::new(&b.keys, &[])),
     ];
     let results = door.start_all(&stmts, Run::TEXT_READ).await?;
     let mut ress = super::scatter::started(results).await?.into_iter();
     let (Some(def), Some(keys)) = (ress.next(), ress.next()) else {
         return Err(NodeError {
-            node: s.definition,
+            node: at,
             error: MyError::internal("shardproxy: a started read is missing"),
             broke: false,
         });
@@ -283,6 +423,17 @@ pub async fn drop_copies<D: Door>(
     targets: &[usize],
     report: bool,
 ) -> Result<(), NodeError> {
+    let ships: Vec<&Ship> = ships.iter().collect();
+    drop_temps(door, &ships, targets, report).await
+}
+
+/// [`drop_copies`] of some copies.
+async fn drop_temps<D: Door>(
+    door: &mut D,
+    ships: &[&Ship],
+    targets: &[usize],
+    report: bool,
+) -> Result<(), NodeError> {
     if ships.is_empty() {
         return Ok(());
     }
@@ -320,7 +471,7 @@ async fn read_rows<D: Door>(
 async fn read_into<D: Door>(
     door: &mut D,
     stmts: &[(usize, Stmt<'_>)],
-    out: &mut Inserts<'_>,
+    out: &mut impl Collect,
 ) -> Result<(), NodeError> {
     let run = Run::TEXT_READ;
     let mut nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
@@ -352,7 +503,7 @@ async fn read_into<D: Door>(
 async fn drain_into<R: NodeResult>(
     mut res: R,
     node: usize,
-    out: &mut Inserts<'_>,
+    out: &mut impl Collect,
 ) -> Result<(), NodeError> {
     let Some(cols) = res.columns() else {
         return res.finish().await;
@@ -386,6 +537,12 @@ struct Inserts<'a> {
     copied: &'a mut u64,
 }
 
+impl Collect for Inserts<'_> {
+    fn row(&mut self, node: usize, row: &Row, cols: &[Column]) -> Result<(), NodeError> {
+        Inserts::row(self, node, row, cols)
+    }
+}
+
 impl<'a> Inserts<'a> {
     fn new(temp: &str, cap: u64, copied: &'a mut u64) -> Self {
         Inserts {
@@ -401,17 +558,7 @@ impl<'a> Inserts<'a> {
     fn row(&mut self, node: usize, row: &Row, cols: &[Column]) -> Result<(), NodeError> {
         *self.copied += 1;
         if *self.copied > self.cap {
-            return Err(NodeError {
-                node,
-                error: MyError::new(
-                    crate::plan::ER_NOT_SUPPORTED_YET,
-                    format!(
-                        "shardproxy: this query copies more than {} rows to one node (max_rows_per_statement); narrow it",
-                        self.cap
-                    ),
-                ),
-                broke: false,
-            });
+            return Err(too_many_rows(node, self.cap));
         }
         if self.sql.is_empty() {
             self.sql.push_str(&self.head);
@@ -646,6 +793,7 @@ mod tests {
             map: crate::routing::slot::SlotMap::from_assignment(Box::new([0u16; 1024])),
             on: "t_user.user_id = o.u".into(),
             key: "user_id".into(),
+            at: None,
         });
         let mut sink = RecordSink::text();
         run(&mut d, &mut sink, &g, 100, Access::Read)

@@ -22,6 +22,9 @@ pub mod dual_write;
 pub mod fake;
 pub mod gather;
 pub mod held;
+pub mod inline;
+#[cfg(test)]
+mod inline_tests;
 pub mod key_page;
 pub mod key_update;
 pub mod lookup;
@@ -215,9 +218,13 @@ pub async fn shipped<D: Door, K: Sink>(
     access: Access,
 ) -> Result<(), MyError> {
     let nodes = s.nodes();
-    let made = gather::copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement).await;
+    let made = gather::copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement, false).await;
     let r = match made {
-        Ok(()) => Box::pin(run(&s.then, topo, access, door, sink)).await,
+        // Its copies are not bound by keys: none travels inside the statement.
+        Ok(inlined) if inlined.is_empty() => Box::pin(run(&s.then, topo, access, door, sink)).await,
+        Ok(_) => Err(MyError::internal(
+            "shardproxy: a copy to every node cannot travel inside the statement",
+        )),
         Err(e) => Err(MyError::from(e)),
     };
     gather::drop_copies(door, &s.ships, &nodes, r.is_ok())

@@ -15,9 +15,11 @@
 //! collation or a conversion could decide otherwise than the slot of its text), or more
 //! values than [`MAX_VALUES`], and the copy reads `p` as before.
 
+use std::ops::ControlFlow;
+
 use sqlparser::ast::{
     BinaryOperator, Expr, InTarget, JoinConstraint, JoinOperator, Query, Select, SelectItem,
-    SetExpr, TableFactor,
+    SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
 use super::gather::{and_parts, last_part, qualifier_of, quoted, select_filter, Pushdown};
@@ -31,6 +33,8 @@ use crate::sql::text::Text;
 pub const MAX_VALUES: usize = 10_000;
 /// Values in one read's IN list.
 pub const PER_READ: usize = 1_000;
+/// Rows of a bound copy that may travel inside the statement (`crate::exec::inline`).
+pub const INLINE_ROWS: usize = 5_000;
 
 /// How a copied table's rows are chosen by the values of a join key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +51,10 @@ pub struct Bind {
     pub on: String,
     /// The copied table's shard key column (its type, read at run time, decides the routing).
     pub key: String,
+    /// Where the gathered statement names the copy (`` `__sp_ship_0` ``), when its one
+    /// reference is a bare table name (no index hint or partition): a copy of few rows can
+    /// then travel inside the statement instead (`crate::exec::inline`).
+    pub at: Option<(usize, usize)>,
 }
 
 /// A conjunct `a.x = b.y`, as (qualifier, column) pairs.
@@ -219,7 +227,78 @@ fn semi(
     })
 }
 
+/// Is every reference to `table` in `stmt` a bare name: no index hint, partition, sample or
+/// arguments, nothing a derived table in its place could not carry?
+fn bare(stmt: &Statement, table: &str) -> bool {
+    struct Refs<'t> {
+        table: &'t str,
+    }
+    impl Visitor for Refs<'_> {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, f: &TableFactor) -> ControlFlow<()> {
+            match f {
+                TableFactor::Table {
+                    name,
+                    args,
+                    with_hints,
+                    version,
+                    with_ordinality,
+                    partitions,
+                    json_path,
+                    sample,
+                    index_directives,
+                    inheritance,
+                    ..
+                } if table_name(name) == self.table => {
+                    let bare = args.is_none()
+                        && with_hints.is_empty()
+                        && version.is_none()
+                        && !with_ordinality
+                        && partitions.is_empty()
+                        && json_path.is_none()
+                        && sample.is_none()
+                        && index_directives.is_empty()
+                        && inheritance.is_none();
+                    if bare {
+                        ControlFlow::Continue(())
+                    } else {
+                        ControlFlow::Break(())
+                    }
+                }
+                _ => ControlFlow::Continue(()),
+            }
+        }
+    }
+    stmt.visit(&mut Refs { table }).is_continue()
+}
+
+/// Where the gathered statement `sql` (read in `mode`) names the copy `temp`, when it does
+/// so exactly once, as a quoted name.
+pub(super) fn named_at(
+    sql: &str,
+    temp: &str,
+    mode: crate::sql::lex::Mode,
+) -> Option<(usize, usize)> {
+    let name = quoted(temp);
+    let lexed = crate::sql::lex::lex(sql, mode);
+    if lexed.error.is_some() {
+        return None;
+    }
+    let mut at = lexed
+        .toks
+        .iter()
+        .filter(|t| t.kind == crate::sql::lex::Kind::Quoted && t.text(sql) == name)
+        .map(|t| (t.start, t.end));
+    let first = at.next()?;
+    at.next().is_none().then_some(first)
+}
+
 impl Planner<'_> {
+    /// Whether the bound copy of `table` may travel inside the statement (see [`Bind::at`]).
+    pub(super) fn bare(&self, table: &str) -> bool {
+        bare(self.stmt, table)
+    }
+
     /// How the copy of `table` (as the statement writes it: `written`) can be read by the
     /// keys its join binds, the statement gathered on `node`; `placed`: each table's nodes.
     pub(super) fn bind(
@@ -317,6 +396,7 @@ impl Planner<'_> {
             map: map.clone(),
             on,
             key: column.clone(),
+            at: None,
         })
     }
 }
@@ -415,6 +495,26 @@ mod tests {
         ] {
             let p = plan_of(sql);
             assert!(bind_of(&p, "t_item").is_none(), "{sql}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn a_bare_reference_is_where_its_rows_may_travel_inside_the_statement() {
+        let p = plan_of(
+            "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5",
+        );
+        let Plan::Gather(g) = &p else { panic!("{p:?}") };
+        let at = bind_of(&p, "t_item").and_then(|b| b.at).expect("placed");
+        assert_eq!(&g.sql[at.0..at.1], "`__sp_ship_0`");
+        assert!(g.sql[at.1..].starts_with(" i ON"), "{}", g.sql);
+        // An index hint or a partition would not apply to a derived table.
+        for sql in [
+            "SELECT o.order_id FROM t_order o JOIN t_item i FORCE INDEX (PRIMARY) ON i.user_id = o.order_id WHERE o.user_id = 5",
+            "SELECT o.order_id FROM t_order o JOIN t_item PARTITION (p0) i ON i.user_id = o.order_id WHERE o.user_id = 5",
+        ] {
+            let p = plan_of(sql);
+            let b = bind_of(&p, "t_item").unwrap_or_else(|| panic!("{sql}: not bound: {p:?}"));
+            assert_eq!(b.at, None, "{sql}");
         }
     }
 

@@ -189,6 +189,13 @@ impl Planner<'_> {
             Ok(p) if p.param_count() == self.parsed.param_count() => {}
             _ => return no("where renaming its tables changed the statement"),
         }
+        let mut ships = ships;
+        for s in &mut ships {
+            let bare = self.bare(&s.table.to_ascii_lowercase());
+            if let Some(b) = s.bind.as_mut().filter(|_| bare) {
+                b.at = super::bind::named_at(&sql, &s.temp, self.parsed.mode);
+            }
+        }
         Plan::Gather(Box::new(Gather {
             node,
             ships,

@@ -652,6 +652,13 @@ impl PlanDescription<'_> {
                             "     (over {} values, or floating-point ones: read as planned)",
                             super::bind::MAX_VALUES
                         )?;
+                        if b.at.is_some() {
+                            writeln!(
+                                f,
+                                "     (up to {} rows of a table without floating-point, binary, ENUM or SET columns: carried inside the statement as a JSON_TABLE, no temporary table)",
+                                super::bind::INLINE_ROWS
+                            )?;
+                        }
                     }
                     for (n, sql) in &s.reads {
                         writeln!(f, "     {}: {sql}", name(*n))?;

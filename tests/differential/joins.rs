@@ -6,7 +6,7 @@
 
 use mysql_async::prelude::Queryable;
 
-use crate::common::{hash_slot_table, start_proxy_on};
+use crate::common::{hash_slot_table, start_proxy_on, Proxy};
 use crate::judge::{judge, must, Check, Compare, Outcome, Pair};
 use crate::{cluster, L, SHARDS};
 
@@ -119,15 +119,32 @@ const CASES: &[(&str, bool)] = &[
     ),
 ];
 
+/// A session through `proxy` and one to the reference, after `setup` ran on both.
+async fn set_up<'p>(proxy: &'p Proxy, setup: &[String]) -> Pair<'p> {
+    let mut pair = Pair::new(proxy, cluster()).await;
+    for sql in setup {
+        must(&mut pair.p, sql, "the proxy").await;
+        must(&mut pair.r, sql, "the reference").await;
+    }
+    pair
+}
+
+/// The rows the proxy's copies read so far, by how (`shardproxy_copied_rows_total`).
+fn copied(proxy: &Proxy, how: &str) -> u64 {
+    proxy
+        .shared
+        .metrics
+        .copied_rows
+        .with_label_values(&[how])
+        .get()
+}
+
 #[tokio::test]
 async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_like_one_mariadb() {
-    let c = cluster();
     let rules = hash_slot_table("j_orders", "user_id", &L)
         + &hash_slot_table("j_products", "product_id", &L)
         + &hash_slot_table("j_codes", "code", &L)
         + &hash_slot_table("j_skus", "sku", &L);
-    let proxy = start_proxy_on(c, &SHARDS, &rules);
-    let mut pair = Pair::new(&proxy, c).await;
     let mut setup = vec![
         "DROP TABLE IF EXISTS j_orders".to_string(),
         "DROP TABLE IF EXISTS j_products".to_string(),
@@ -173,24 +190,23 @@ async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_l
         "INSERT IGNORE INTO j_skus VALUES {}",
         skus.join(", ")
     ));
-    for sql in &setup {
-        must(&mut pair.p, sql, "the proxy").await;
-        must(&mut pair.r, sql, "the reference").await;
-    }
-    let copied = |how: &str| {
-        proxy
-            .shared
-            .metrics
-            .copied_rows
-            .with_label_values(&[how])
-            .get()
-    };
+    let proxy = start_proxy_on(cluster(), &SHARDS, &rules);
+    let mut pair = set_up(&proxy, &setup).await;
+    let copied = |how: &str| copied(&proxy, how);
     let mut wrong = Vec::new();
+    let mut inlined = 0;
     for prepared in [false, true] {
         for (sql, bound) in CASES {
-            let (b0, w0) = (copied("bound"), copied("whole"));
+            let (b0, i0, w0) = (copied("bound"), copied("inline"), copied("whole"));
             let (want, got) = pair.both(sql, prepared).await;
-            let (b, w) = (copied("bound") - b0, copied("whole") - w0);
+            let (b, i, w) = (
+                copied("bound") - b0,
+                copied("inline") - i0,
+                copied("whole") - w0,
+            );
+            inlined += i;
+            // Rows read by keys, into a temporary table or into the statement.
+            let b = b + i;
             let how = if prepared { "prepared" } else { "text" };
             match judge(&want, &got, &Check::exact(Compare::Ordered)) {
                 Outcome::Matched => {}
@@ -208,15 +224,171 @@ async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_l
     let sql = "SELECT o.order_id, p.name, p.price * o.qty FROM j_orders o JOIN j_products p \
                ON p.product_id = o.product_id WHERE o.user_id = ? ORDER BY o.order_id";
     for user in [1, 17, 40, 77] {
-        let b0 = copied("bound");
+        let b0 = copied("bound") + copied("inline");
         type Row = (i64, Option<String>, Option<String>);
         let got: Vec<Row> = pair.p.exec(sql, (user,)).await.expect("proxy, bound");
         let want: Vec<Row> = pair.r.exec(sql, (user,)).await.expect("reference, bound");
-        let b = copied("bound") - b0;
+        let b = copied("bound") + copied("inline") - b0;
         if got != want || b > 40 {
             wrong.push(format!(
                 "user {user}: {got:?} against {want:?}, {b} rows copied"
             ));
+        }
+    }
+    // Few rows of plain types: carried inside the statement, no temporary table.
+    assert!(inlined > 0, "no bound copy travelled inside its statement");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Columns of every type whose rows travel inside the statement (`src/exec/inline.rs`), and
+/// one of a type that keeps the temporary table (a FLOAT, whose text may round): each value
+/// compares, sorts, converts and is described as the table's own would be.
+const KINDS: &[(&str, bool)] = &[
+    (
+        "SELECT r.n, k.* FROM j_refs r JOIN j_kinds k ON k.id = r.k WHERE r.owner = 3 \
+         ORDER BY r.n",
+        true,
+    ),
+    // A binary collation (case and trailing spaces count), a latin1 column, and a
+    // general_ci column of the outer table against the binary one.
+    (
+        "SELECT r.n, k.name, k.l FROM j_refs r JOIN j_kinds k ON k.id = r.k \
+         WHERE r.owner = 3 AND k.name = 'ABC' ORDER BY r.n",
+        true,
+    ),
+    (
+        "SELECT r.n, k.name = r.label, CONCAT(k.l, '-', k.c), LENGTH(k.l), k.tx LIKE 'a%' \
+         FROM j_refs r JOIN j_kinds k ON k.id = r.k WHERE r.owner = 6 \
+         ORDER BY k.name, r.n",
+        true,
+    ),
+    (
+        "SELECT k.l, COUNT(*), SUM(k.d), MAX(k.dt), MIN(k.t) FROM j_refs r JOIN j_kinds k \
+         ON k.id = r.k WHERE r.owner = 5 GROUP BY k.l ORDER BY k.l",
+        true,
+    ),
+    (
+        "SELECT r.n, k.u + 1, k.d * 3, k.dt + INTERVAL 1 DAY, k.y + 0, k.dd, k.t, k.ts \
+         FROM j_refs r LEFT JOIN j_kinds k ON k.id = r.k WHERE r.owner = 5 ORDER BY r.n",
+        true,
+    ),
+    (
+        "SELECT r.n, f.f, f.f * 3 FROM j_refs r JOIN j_floats f ON f.id = r.k \
+         WHERE r.owner = 3 ORDER BY r.n",
+        false,
+    ),
+];
+
+#[tokio::test]
+async fn rows_carried_inside_the_statement_keep_their_columns_types_and_collations() {
+    let rules = hash_slot_table("j_refs", "owner", &L)
+        + &hash_slot_table("j_kinds", "id", &L)
+        + &hash_slot_table("j_floats", "id", &L);
+    let mut setup = vec![
+        "DROP TABLE IF EXISTS j_refs".to_string(),
+        "DROP TABLE IF EXISTS j_kinds".to_string(),
+        "DROP TABLE IF EXISTS j_floats".to_string(),
+        "CREATE TABLE j_refs (n INT PRIMARY KEY, owner INT NOT NULL, k INT, \
+         label VARCHAR(10) COLLATE utf8mb4_general_ci)"
+            .into(),
+        "CREATE TABLE j_kinds (id INT PRIMARY KEY, u BIGINT UNSIGNED, d DECIMAL(30,10), \
+         dt DATETIME(6), t TIME(2), y YEAR, dd DATE, \
+         name VARCHAR(20) COLLATE utf8mb4_bin, l VARCHAR(10) CHARACTER SET latin1, \
+         tx TEXT, c CHAR(4), ts TIMESTAMP NULL) DEFAULT CHARSET=utf8mb4"
+            .into(),
+        "CREATE TABLE j_floats (id INT PRIMARY KEY, f FLOAT)".into(),
+    ];
+    let refs: Vec<String> = (1..=60)
+        .map(|n: i64| {
+            let k = if n % 11 == 0 {
+                "NULL".to_string()
+            } else {
+                (n % 23).to_string()
+            };
+            let label = ["abc", "ABC", "x", "é"][(n % 4) as usize];
+            format!("({n}, {}, {k}, '{label}')", n % 7)
+        })
+        .collect();
+    setup.push(format!("INSERT INTO j_refs VALUES {}", refs.join(", ")));
+    let names = ["ABC", "abc", "ABC ", "Zé", "o''q\\\"", ""];
+    let kinds: Vec<String> = (1..=20)
+        .map(|i: i64| {
+            format!(
+                "({i}, {}, {}.{:010}, '2024-0{}-1{} 0{}:30:15.{:06}', '{}:05:01.5', {}, \
+                 '2023-12-0{}', '{}', '{}', {}, 'c{}', {})",
+                18446744073709551000u64 + i as u64,
+                i * 12345,
+                i * 7,
+                1 + i % 9,
+                i % 10,
+                i % 10,
+                i * 31,
+                i * 3 - 30,
+                1901 + i * 12,
+                1 + i % 9,
+                names[(i % 6) as usize],
+                ["aé", "b", "Aé"][(i % 3) as usize],
+                if i % 5 == 0 {
+                    "NULL".to_string()
+                } else {
+                    format!("'a{i}'")
+                },
+                i,
+                if i % 4 == 0 {
+                    "NULL"
+                } else {
+                    "'2024-03-01 10:00:00'"
+                },
+            )
+        })
+        .collect();
+    setup.push(format!("INSERT INTO j_kinds VALUES {}", kinds.join(", ")));
+    let floats: Vec<String> = (1..=20)
+        .map(|i: i64| format!("({i}, {}.1)", i * 3))
+        .collect();
+    setup.push(format!("INSERT INTO j_floats VALUES {}", floats.join(", ")));
+    let proxy = start_proxy_on(cluster(), &SHARDS, &rules);
+    let mut pair = set_up(&proxy, &setup).await;
+    let copied = |how: &str| copied(&proxy, how);
+    let mut wrong = Vec::new();
+    for prepared in [false, true] {
+        for (sql, inline) in KINDS {
+            let (i0, b0) = (copied("inline"), copied("bound"));
+            let (want, got) = pair.both(sql, prepared).await;
+            let (i, b) = (copied("inline") - i0, copied("bound") - b0);
+            let how = if prepared { "prepared" } else { "text" };
+            match judge(&want, &got, &Check::exact(Compare::Ordered)) {
+                Outcome::Matched => {}
+                other => wrong.push(format!("{how} {sql}: {other:?}")),
+            }
+            // A prepared statement's rows go into a table: its node statement is prepared
+            // and kept by its text, which rows carried inside would change each time.
+            let inline = *inline && !prepared;
+            if inline && (i == 0 || b > 0) {
+                wrong.push(format!(
+                    "{how} {sql}: {i} rows inside the statement, {b} in a table"
+                ));
+            }
+            if !inline && (i > 0 || b == 0) {
+                wrong.push(format!(
+                    "{how} {sql}: {i} rows inside the statement, {b} in a table"
+                ));
+            }
+        }
+    }
+    // A TIMESTAMP read on one node and carried to another is the same instant in the
+    // session's time zone, and the client's SET names travel to every node.
+    for sql in [
+        "SET time_zone = '+05:30'",
+        "SET NAMES latin1",
+        "SET NAMES utf8mb4",
+    ] {
+        must(&mut pair.p, sql, "the proxy").await;
+        must(&mut pair.r, sql, "the reference").await;
+        let (want, got) = pair.both(KINDS[0].0, false).await;
+        match judge(&want, &got, &Check::exact(Compare::Ordered)) {
+            Outcome::Matched => {}
+            other => wrong.push(format!("after {sql}: {other:?}")),
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
