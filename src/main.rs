@@ -34,6 +34,8 @@ enum Command {
         config: PathBuf,
         /// Also connect to every node and report tables missing on some of their rule's
         /// nodes (or, named by no rule, missing on the default node); non-zero when any is.
+        /// Lists too the unique keys each node enforces on its own rows only (without the
+        /// shard key), which do not fail the check.
         #[arg(long)]
         nodes: bool,
     },
@@ -228,7 +230,12 @@ fn main() -> ExitCode {
                         Ok(rt) => rt.block_on(tables_on_nodes(&t)),
                         Err(e) => Err(format!("cannot start the runtime: {e}")),
                     };
-                    match faults {
+                    if let Ok((_, per_node)) = &faults {
+                        for line in per_node {
+                            println!("  unique per node: {line}");
+                        }
+                    }
+                    match faults.map(|(f, _)| f) {
                         Ok(f) if f.is_empty() => {
                             println!("  every node holds the tables its rules place there")
                         }
@@ -501,9 +508,12 @@ fn serve(config: PathBuf, now: Option<chrono::NaiveDate>) -> ExitCode {
 
 /// Every node's tables, asked over its URL, and the faults in where they are
 /// (`config::misplaced`). A node that cannot be asked fails the check.
-async fn tables_on_nodes(t: &config::Topology) -> Result<Vec<String>, String> {
+/// The faults in where the nodes hold the tables, and the unique keys the nodes enforce each
+/// on its own rows only (`config::unique`).
+async fn tables_on_nodes(t: &config::Topology) -> Result<(Vec<String>, Vec<String>), String> {
     use mysql_async::prelude::Queryable;
     let mut have = Vec::new();
+    let mut unique: Vec<config::unique::UniqueKey> = Vec::new();
     for node in t.all_nodes() {
         let n = &t.nodes[node];
         let mut conn = mysql_async::Conn::new(n.opts.clone())
@@ -513,7 +523,26 @@ async fn tables_on_nodes(t: &config::Topology) -> Result<Vec<String>, String> {
             .query("SHOW FULL TABLES")
             .await
             .map_err(|e| format!("{}: {e}", n.name))?;
+        let parts: Vec<(String, String, Option<String>)> = conn
+            .query(
+                "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS \
+                 WHERE TABLE_SCHEMA = DATABASE() AND NON_UNIQUE = 0 \
+                 ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX",
+            )
+            .await
+            .map_err(|e| format!("{}: {e}", n.name))?;
         let _ = conn.disconnect().await;
+        for (table, name, column) in parts {
+            let column = column.unwrap_or_default();
+            match unique.last_mut() {
+                Some(k) if k.table == table && k.name == name => k.columns.push(column),
+                _ => unique.push(config::unique::UniqueKey {
+                    table,
+                    name,
+                    columns: vec![column],
+                }),
+            }
+        }
         let names = rows
             .into_iter()
             .map(|r| r.0)
@@ -521,5 +550,8 @@ async fn tables_on_nodes(t: &config::Topology) -> Result<Vec<String>, String> {
             .collect();
         have.push((node, names));
     }
-    Ok(config::misplaced(t, &have))
+    Ok((
+        config::misplaced(t, &have),
+        config::unique::per_node_only_keys(t, &unique),
+    ))
 }

@@ -16,6 +16,7 @@ mod placement;
 mod shape;
 #[cfg(test)]
 mod tests;
+pub mod unique;
 
 pub use placement::misplaced;
 pub use shape::*;

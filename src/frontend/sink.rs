@@ -26,9 +26,20 @@ pub struct Last {
     pub sets_id: bool,
     /// It left warnings or an error: `SHOW WARNINGS` asks its node connection.
     pub diagnostics: bool,
-    /// It failed with an error the proxy raised itself: `SHOW WARNINGS` and the counts are
-    /// answered from it.
-    pub own_error: Option<crate::error::MyError>,
+    /// It failed with an error the proxy raised itself, or succeeded with a warning the
+    /// proxy added: `SHOW WARNINGS` and the counts are answered from it.
+    pub own: Option<Own>,
+    /// A warning the proxy adds to the next OK it writes (a DDL's unique key that the
+    /// nodes enforce each on its own rows only, `crate::config::unique`).
+    pub warn_next: Option<crate::error::MyError>,
+}
+
+/// A diagnostic the proxy raised itself, which no node connection holds.
+#[derive(Debug, Clone)]
+pub struct Own {
+    pub error: crate::error::MyError,
+    /// A warning the proxy added to a statement that succeeded, not the statement's error.
+    pub warning: bool,
 }
 
 impl Last {
@@ -47,18 +58,26 @@ impl Last {
     /// node raised it, else the proxy's own.
     pub fn failed(&mut self, e: &crate::error::MyError) {
         self.seen.row_count = -1;
+        self.warn_next = None;
         if e.from_node {
             self.diagnostics = true;
-            self.own_error = None;
+            self.own = None;
         } else {
             self.diagnostics = false;
-            self.own_error = Some(e.clone());
+            self.own = Some(Own {
+                error: e.clone(),
+                warning: false,
+            });
         }
     }
 
     /// `sql` with what the session may ask about itself answered (`crate::sql::seen`).
     pub fn answer(&self, sql: &str, mode: crate::sql::lex::Mode) -> Option<String> {
-        crate::sql::seen::answer(sql, &self.seen, self.own_error.is_some(), mode)
+        let own = self.own.as_ref().map(|o| crate::sql::seen::Own {
+            warnings: 1,
+            errors: u8::from(!o.warning),
+        });
+        crate::sql::seen::answer(sql, &self.seen, own, mode)
     }
 }
 
@@ -123,7 +142,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn end(&mut self, status: StatusFlags, warnings: u16, more: bool) {
-        self.last.own_error = None;
+        self.last.own = None;
         self.last.seen.row_count = -1;
         self.last.seen.found_rows = Some(self.rows - self.rows_before);
         self.last.diagnostics = warnings > 0;
@@ -132,9 +151,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
     }
 
     fn ok(&mut self, ok: &OkInfo, status: StatusFlags, more: bool) {
-        self.last.own_error = None;
+        self.last.own = None;
         self.last.seen.row_count = ok.affected as i64;
         self.last.diagnostics = ok.warnings > 0;
+        let mut warnings = ok.warnings;
+        match self.last.warn_next.take() {
+            // The node's warnings stay the statement's (SHOW WARNINGS asks the node): the
+            // proxy's goes to the log instead of a count SHOW WARNINGS would not match.
+            Some(w) if ok.warnings > 0 => {
+                tracing::warn!(warning = %w.message, "a DDL's warning not added to the node's")
+            }
+            Some(w) => {
+                warnings = 1;
+                self.last.own = Some(Own {
+                    error: w,
+                    warning: true,
+                });
+            }
+            None => {}
+        }
         if ok.last_insert_id != 0 {
             self.last.reported_id = ok.last_insert_id;
         }
@@ -143,7 +178,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Sink for ClientSink<'_, S> {
             ok.affected,
             ok.last_insert_id,
             status,
-            ok.warnings,
+            warnings,
             &ok.info,
         ));
     }

@@ -9,6 +9,7 @@ pub mod ranges;
 pub mod raw;
 pub mod seen;
 pub mod text;
+pub mod unique_keys;
 pub mod uservars;
 pub mod write;
 

@@ -43,8 +43,10 @@ enum Asked {
     RowCount,
     FoundRows,
     ConnectionId,
-    /// `@@warning_count`, `@@error_count`: answered only after an error of the proxy's own.
-    DiagnosticsCount,
+    /// `@@warning_count`, `@@error_count`: answered only after a diagnostic of the proxy's
+    /// own.
+    WarningCount,
+    ErrorCount,
     /// `@@socket`: the proxy listens on no unix socket. A node's socket path, answered by
     /// the node, sent clients that prefer sockets on a local host (mysql_async's default)
     /// to the node itself, past the proxy.
@@ -131,10 +133,10 @@ fn calls(sql: &str, mode: crate::sql::lex::Mode) -> Vec<Call> {
                     Some(Asked::InsertId)
                 } else if name.eq_ignore_ascii_case("socket") {
                     Some(Asked::Socket)
-                } else if name.eq_ignore_ascii_case("warning_count")
-                    || name.eq_ignore_ascii_case("error_count")
-                {
-                    Some(Asked::DiagnosticsCount)
+                } else if name.eq_ignore_ascii_case("warning_count") {
+                    Some(Asked::WarningCount)
+                } else if name.eq_ignore_ascii_case("error_count") {
+                    Some(Asked::ErrorCount)
                 } else {
                     None
                 };
@@ -200,17 +202,26 @@ fn calls(sql: &str, mode: crate::sql::lex::Mode) -> Vec<Call> {
     out
 }
 
+/// The diagnostics of the last statement the proxy raised itself, which no node's
+/// diagnostics area holds: an error (one warning, one error) or a warning it added to a
+/// statement that succeeded (one warning).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Own {
+    pub warnings: u8,
+    pub errors: u8,
+}
+
 /// The statement with its calls replaced by their values; `None` when it makes none (or
-/// only of what the proxy does not know, which the node that knows answers). `own_error`:
-/// the last statement failed with an error the proxy raised itself, which no node's
-/// diagnostics area holds, so `@@warning_count` and `@@error_count` are 1.
+/// only of what the proxy does not know, which the node that knows answers). `own`: the
+/// last statement's diagnostics are the proxy's own, so `@@warning_count` and
+/// `@@error_count` are theirs.
 pub fn answer(
     sql: &str,
     seen: &Seen,
-    own_error: bool,
+    own: Option<Own>,
     mode: crate::sql::lex::Mode,
 ) -> Option<String> {
-    if !(may_ask(sql) || own_error && reads_diagnostics(sql)) {
+    if !(may_ask(sql) || own.is_some() && reads_diagnostics(sql)) {
         return None;
     }
     let calls = calls(sql, mode);
@@ -232,8 +243,11 @@ pub fn answer(
                 None => continue,
             },
             Asked::ConnectionId => seen.connection_id.to_string(),
-            Asked::DiagnosticsCount if own_error => "1".to_string(),
-            Asked::DiagnosticsCount => continue,
+            Asked::WarningCount | Asked::ErrorCount => match (own, c.asked) {
+                (Some(o), Asked::WarningCount) => o.warnings.to_string(),
+                (Some(o), _) => o.errors.to_string(),
+                (None, _) => continue,
+            },
             Asked::Socket => "NULL".to_string(),
         };
         edits.push((c.start, c.end, value));
@@ -322,7 +336,7 @@ mod tests {
 
     #[test]
     fn calls_become_values_and_items_keep_their_names() {
-        let a = |s: &str| answer(s, &seen(), false, Default::default());
+        let a = |s: &str| answer(s, &seen(), None, Default::default());
         assert_eq!(
             a("SELECT LAST_INSERT_ID()").as_deref(),
             Some("SELECT 42 AS `LAST_INSERT_ID()`")
@@ -352,17 +366,28 @@ mod tests {
             a("KILL QUERY CONNECTION_ID()").as_deref(),
             Some("KILL QUERY 9")
         );
-        // After an error the proxy raised itself, its counts are the proxy's; else the node's.
-        assert_eq!(
-            answer(
-                "SELECT @@warning_count, @@session.error_count",
-                &seen(),
-                true,
-                Default::default()
-            )
-            .as_deref(),
-            Some("SELECT 1 AS `@@warning_count`, 1 AS `@@session.error_count`")
-        );
+        // After an error the proxy raised itself, its counts are the proxy's (after a warning
+        // it added, no error); else the node's.
+        for (errors, want) in [
+            (
+                1,
+                "SELECT 1 AS `@@warning_count`, 1 AS `@@session.error_count`",
+            ),
+            (
+                0,
+                "SELECT 1 AS `@@warning_count`, 0 AS `@@session.error_count`",
+            ),
+        ] {
+            let own = Some(Own {
+                warnings: 1,
+                errors,
+            });
+            let sql = "SELECT @@warning_count, @@session.error_count";
+            assert_eq!(
+                answer(sql, &seen(), own, Default::default()).as_deref(),
+                Some(want)
+            );
+        }
         assert_eq!(a("SELECT @@warning_count"), None);
         // The proxy has no unix socket: a client must not learn a node's.
         assert_eq!(
@@ -377,7 +402,7 @@ mod tests {
 
     #[test]
     fn literals_names_and_comments_are_left_alone() {
-        let a = |s: &str| answer(s, &seen(), false, Default::default());
+        let a = |s: &str| answer(s, &seen(), None, Default::default());
         assert_eq!(a("SELECT 'LAST_INSERT_ID()'"), None);
         assert_eq!(a("SELECT `row_count()` FROM t"), None);
         assert_eq!(a("SELECT t.row_count FROM t"), None);
@@ -395,7 +420,7 @@ mod tests {
             answer(
                 "SELECT LAST_INSERT_ID(5), LAST_INSERT_ID()",
                 &seen(),
-                false,
+                None,
                 Default::default()
             ),
             None
@@ -416,7 +441,7 @@ mod tests {
             answer(
                 "SELECT LAST_INSERT_ID()",
                 &unknown,
-                false,
+                None,
                 Default::default()
             ),
             None
@@ -427,14 +452,14 @@ mod tests {
             ansi_quotes: false,
         };
         assert_eq!(
-            answer(r"SELECT '\', LAST_INSERT_ID() AS i", &seen(), false, nbe).as_deref(),
+            answer(r"SELECT '\', LAST_INSERT_ID() AS i", &seen(), None, nbe).as_deref(),
             Some(r"SELECT '\', 42 AS i")
         );
         assert_eq!(
             answer(
                 "SELECT LAST_INSERT_ID(), ROW_COUNT()",
                 &unknown,
-                false,
+                None,
                 Default::default()
             )
             .as_deref(),

@@ -13,6 +13,7 @@ mod placements;
 mod session;
 mod statements;
 mod tools;
+mod unique;
 mod variables;
 mod wire;
 

@@ -1,6 +1,7 @@
 //! The diagnostics area of an error the proxy raised itself (a refusal, a node it could not
-//! reach): no node connection holds it, so `SHOW WARNINGS`, `SHOW ERRORS` and their counts
-//! are answered here, as MariaDB answers them about its own errors. (The counts in
+//! reach), or of a warning it added to a statement that succeeded: no node connection holds
+//! it, so `SHOW WARNINGS`, `SHOW ERRORS` and their counts are answered here, as MariaDB
+//! answers them about its own errors. (The counts in
 //! `@@warning_count` / `@@error_count` become values in the statement's text,
 //! `crate::sql::seen`.)
 
@@ -16,13 +17,16 @@ use crate::exec::door::Sink;
 /// What a statement that reads the diagnostics area asks of it.
 #[derive(Debug, PartialEq, Eq)]
 enum Read {
-    /// `SHOW WARNINGS` / `SHOW ERRORS`, with the rows `LIMIT [offset,] count` leaves.
-    List { skip: u64, take: u64 },
+    /// `SHOW WARNINGS` / `SHOW ERRORS` (`errors`), with the rows `LIMIT [offset,] count`
+    /// leaves.
+    List { skip: u64, take: u64, errors: bool },
     /// `SHOW COUNT(*) WARNINGS` / `SHOW COUNT(*) ERRORS`: the variable it reads.
     Count(&'static str),
     /// `GET DIAGNOSTICS`.
     Get,
 }
+
+const ERROR_COUNT: &str = "@@session.error_count";
 
 fn read_of(sql: &str) -> Option<Read> {
     let w = crate::sql::leading_words(sql, 10);
@@ -39,17 +43,19 @@ fn read_of(sql: &str) -> Option<Read> {
             return Some(Read::Count("@@session.warning_count"));
         }
         if is(5, "ERRORS") {
-            return Some(Read::Count("@@session.error_count"));
+            return Some(Read::Count(ERROR_COUNT));
         }
         return None;
     }
     if !(is(1, "WARNINGS") || is(1, "ERRORS")) {
         return None;
     }
+    let errors = is(1, "ERRORS");
     if end(2) {
         return Some(Read::List {
             skip: 0,
             take: u64::MAX,
+            errors,
         });
     }
     let num = |i: usize| w.get(i).and_then(|x| x.parse::<u64>().ok());
@@ -57,8 +63,12 @@ fn read_of(sql: &str) -> Option<Read> {
         return None;
     }
     match (num(3), is(4, ","), num(5)) {
-        (Some(take), false, _) if end(4) => Some(Read::List { skip: 0, take }),
-        (Some(skip), true, Some(take)) if end(6) => Some(Read::List { skip, take }),
+        (Some(take), false, _) if end(4) => Some(Read::List {
+            skip: 0,
+            take,
+            errors,
+        }),
+        (Some(skip), true, Some(take)) if end(6) => Some(Read::List { skip, take, errors }),
         _ => None,
     }
 }
@@ -88,16 +98,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// `None` when the last statement left no such error or the statement is not one of
     /// these reads (a `SELECT @@warning_count` runs with the count as its value).
     pub(super) fn own_diagnostics(&mut self, sql: &str, binary: bool) -> Option<Outcome> {
-        let e = self.last.own_error.clone()?;
+        let own = self.last.own.clone()?;
         let read = read_of(sql)?;
-        Some(self.write_own_diagnostics(&e, read, binary))
+        Some(self.write_own_diagnostics(&own.error, own.warning, read, binary))
     }
 
-    fn write_own_diagnostics(&mut self, e: &MyError, read: Read, binary: bool) -> Outcome {
+    /// `warning`: `e` is a warning the proxy added to a statement that succeeded.
+    fn write_own_diagnostics(
+        &mut self,
+        e: &MyError,
+        warning: bool,
+        read: Read,
+        binary: bool,
+    ) -> Outcome {
         let (cols, rows) = match read {
             Read::Get => {
                 return Err(MyError::unsupported(
-                    "shardproxy: GET DIAGNOSTICS after an error the proxy raised itself (SHOW WARNINGS answers it)",
+                    "shardproxy: GET DIAGNOSTICS after a diagnostic the proxy raised itself (SHOW WARNINGS answers it)",
                 ))
             }
             Read::Count(name) => (
@@ -107,9 +124,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     21,
                     ColumnFlags::empty(),
                 )],
-                vec![vec![Some(Value::UInt(1))]],
+                vec![vec![Some(Value::UInt(u64::from(
+                    !(warning && name == ERROR_COUNT),
+                )))]],
             ),
-            Read::List { skip, take } => {
+            Read::List { skip, take, errors } => {
                 let cols = vec![
                     text_column("Level", 7),
                     number_column(
@@ -120,12 +139,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     ),
                     text_column("Message", 512),
                 ];
+                let level: &[u8] = if warning { b"Warning" } else { b"Error" };
                 let row = vec![
-                    Some(Value::Bytes(b"Error".to_vec())),
+                    Some(Value::Bytes(level.to_vec())),
                     Some(Value::UInt(u64::from(e.code))),
                     Some(Value::Bytes(e.message.clone().into_bytes())),
                 ];
-                let rows = if skip == 0 && take > 0 {
+                // SHOW ERRORS lists no warning.
+                let rows = if skip == 0 && take > 0 && !(warning && errors) {
                     vec![row]
                 } else {
                     Vec::new()
@@ -153,15 +174,24 @@ mod tests {
         let all = Read::List {
             skip: 0,
             take: u64::MAX,
+            errors: false,
         };
         assert_eq!(read_of("SHOW WARNINGS"), Some(all));
         assert_eq!(
             read_of("show errors limit 0"),
-            Some(Read::List { skip: 0, take: 0 })
+            Some(Read::List {
+                skip: 0,
+                take: 0,
+                errors: true
+            })
         );
         assert_eq!(
             read_of("SHOW WARNINGS LIMIT 1, 5;"),
-            Some(Read::List { skip: 1, take: 5 })
+            Some(Read::List {
+                skip: 1,
+                take: 5,
+                errors: false
+            })
         );
         assert_eq!(
             read_of("SHOW COUNT(*) ERRORS"),

@@ -211,7 +211,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         let before = self.rows_written;
+        if kind == "ddl" {
+            self.last.warn_next = parsed
+                .as_ref()
+                .ok()
+                .and_then(|p| unique_per_node(&p.stmt, &topo));
+        }
         let out = self.run_statement(&plan, false, read, kind).await;
+        self.last.warn_next = None;
         if kind == "ddl" {
             // A column's collation may have changed.
             self.shared.collations.invalidate_all();
@@ -409,7 +416,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         // one that names none (SET, SELECT @@x, BEGIN) leaves the last one's warnings, and
         // their connection, to SHOW WARNINGS.
         let keeps_diagnostics = matches!(plan, Plan::Sticky { .. } | Plan::Session(_));
-        let kept = keeps_diagnostics.then(|| (self.last.diagnostics, self.last.own_error.clone()));
+        let kept = keeps_diagnostics.then(|| (self.last.diagnostics, self.last.own.clone()));
         if ddl {
             crate::exec::txn::Transactions::ddl(&mut self.nodes, true).await?;
         }
@@ -425,7 +432,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let (Some((diagnostics, own)), Ok(_)) = (kept, &r) {
             if !self.last.diagnostics {
                 self.last.diagnostics = diagnostics;
-                self.last.own_error = own;
+                self.last.own = own;
             }
         }
         if ddl {
@@ -812,4 +819,17 @@ pub(super) fn is_read(parsed: Option<&Parsed>, sql: &str) -> bool {
         },
         None => sql::reads_catalog(sql),
     }
+}
+
+/// The warning a DDL statement gets when it declares a unique key its table's nodes enforce
+/// each on its own rows only (`crate::config::unique`).
+fn unique_per_node(
+    stmt: &sqlparser::ast::Statement,
+    topo: &crate::config::Topology,
+) -> Option<MyError> {
+    let said: Vec<String> = crate::sql::unique_keys::declared(stmt)
+        .iter()
+        .filter_map(|k| crate::config::unique::per_node_only(topo, &k.table, &k.name, &k.columns))
+        .collect();
+    (!said.is_empty()).then(|| MyError::new(crate::plan::ER_NOT_SUPPORTED_YET, said.join("; ")))
 }
