@@ -12,6 +12,7 @@ pub mod error;
 pub mod exec;
 pub mod frontend;
 pub mod hooks;
+pub mod load;
 pub mod logins;
 pub mod merge;
 pub mod metadata;

@@ -76,6 +76,19 @@ enum Command {
         #[command(subcommand)]
         what: NodeCommand,
     },
+    /// A live view of a proxy's load: nodes, hot slots, hot keys and the balance it
+    /// suggests, from its admin interface, redrawn every second.
+    Top {
+        /// The admin interface (`[admin]` of the proxy).
+        #[arg(long, default_value = ADMIN)]
+        admin: String,
+        /// Seconds between redraws.
+        #[arg(long, default_value_t = 1)]
+        interval: u64,
+        /// Print one screen and exit.
+        #[arg(long)]
+        once: bool,
+    },
     /// Print where a statement would run and the SQL each node would get.
     Route {
         #[arg(long)]
@@ -353,6 +366,30 @@ fn main() -> ExitCode {
                 Some(RebalanceCommand::Follow) => Ask::Follow,
             };
             plan_cli(&admin, ask)
+        }
+        Command::Top {
+            admin,
+            interval,
+            once,
+        } => {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            let every = std::time::Duration::from_secs(interval.max(1));
+            match rt.block_on(shardproxy::admin::top::run(&admin, every, once)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Node { admin, what } => {
             use shardproxy::migrate::plan_cli::{Ask, Run};

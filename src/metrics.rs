@@ -2,9 +2,7 @@
 //! backend errors, connections held, rows merged, refusals by reason, reloads, the rules
 //! version) and per-slot counters, the input for hot-spot detection.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
@@ -13,23 +11,6 @@ use prometheus::{
 use tracing::{info, warn};
 
 use crate::routing::slot::SLOTS;
-
-/// Statements and bytes per logical slot of one table.
-/// One table's per-slot counters.
-#[derive(Debug)]
-pub struct SlotCounters {
-    statements: Vec<AtomicU64>,
-    bytes: Vec<AtomicU64>,
-}
-
-impl SlotCounters {
-    /// Counts a statement (and its bytes) against a slot.
-    pub fn hit(&self, slot: u16, bytes: usize) {
-        let s = usize::from(slot) % SLOTS;
-        self.statements[s].fetch_add(1, Ordering::Relaxed);
-        self.bytes[s].fetch_add(bytes as u64, Ordering::Relaxed);
-    }
-}
 
 pub struct Metrics {
     registry: Registry,
@@ -72,7 +53,8 @@ pub struct Metrics {
     pub migration_rows: IntCounterVec,
     pub shadow_failures: IntCounter,
     pub migration_freeze_seconds: prometheus::Histogram,
-    slots: RwLock<HashMap<String, Arc<SlotCounters>>>,
+    /// Load per slot, node and key (`crate::load`), the input of hot-spot detection.
+    pub load: crate::load::Load,
 }
 
 fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -212,7 +194,7 @@ impl Metrics {
                 .buckets(vec![0.01, 0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0, 5.0]),
             )
             .expect("valid metric definition"),
-            slots: RwLock::new(HashMap::new()),
+            load: crate::load::Load::default(),
         };
         for c in [
             Box::new(m.statements.clone()) as Box<dyn prometheus::core::Collector>,
@@ -251,28 +233,8 @@ impl Metrics {
     }
 
     /// A table's slot counters (kept by whoever counts the same table often).
-    pub fn slot_counters(&self, table: &str) -> Arc<SlotCounters> {
-        let existing = self
-            .slots
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(table)
-            .cloned();
-        let counters = match existing {
-            Some(c) => c,
-            None => {
-                let mut w = self.slots.write().unwrap_or_else(|e| e.into_inner());
-                w.entry(table.to_string())
-                    .or_insert_with(|| {
-                        Arc::new(SlotCounters {
-                            statements: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
-                            bytes: (0..SLOTS).map(|_| AtomicU64::new(0)).collect(),
-                        })
-                    })
-                    .clone()
-            }
-        };
-        counters
+    pub fn slot_counters(&self, table: &str) -> Arc<crate::load::SlotLoad> {
+        self.load.table(table)
     }
 
     /// The Prometheus text exposition of every metric (slots that saw no statement omitted).
@@ -280,32 +242,65 @@ impl Metrics {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         let mut out = String::from_utf8_lossy(&buf).into_owned();
-        let slots = self.slots.read().unwrap_or_else(|e| e.into_inner());
-        let mut tables: Vec<&String> = slots.keys().collect();
-        tables.sort();
+        let tables = self.load.tables();
         for (name, help, pick) in [
             (
                 "shardproxy_slot_statements_total",
                 "Statements routed by key to each logical slot",
-                0,
+                crate::load::detect::STATEMENTS,
             ),
             (
                 "shardproxy_slot_bytes_total",
                 "Statement bytes routed by key to each logical slot",
-                1,
+                crate::load::detect::BYTES,
+            ),
+            (
+                "shardproxy_slot_rows_total",
+                "Rows returned or changed by the statements routed by key to each logical slot",
+                crate::load::detect::ROWS,
+            ),
+            (
+                "shardproxy_slot_seconds_total",
+                "Time the statements routed by key to each logical slot took (their node time and the proxy's)",
+                crate::load::detect::MICROS,
             ),
         ] {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
             for t in &tables {
-                let c = &slots[*t];
-                let v = if pick == 0 { &c.statements } else { &c.bytes };
-                for (slot, n) in v.iter().enumerate() {
-                    let n = n.load(Ordering::Relaxed);
-                    if n > 0 {
-                        out.push_str(&format!("{name}{{table=\"{t}\",slot=\"{slot}\"}} {n}\n"));
+                for slot in 0..SLOTS as u16 {
+                    let c = t.counts(slot);
+                    if c[crate::load::detect::STATEMENTS] == 0 {
+                        continue;
+                    }
+                    let label = format!("{{table=\"{}\",slot=\"{slot}\"}}", t.name());
+                    if pick == crate::load::detect::MICROS {
+                        let secs = c[pick] as f64 / 1e6;
+                        out.push_str(&format!("{name}{label} {secs}\n"));
+                    } else {
+                        out.push_str(&format!("{name}{label} {}\n", c[pick]));
                     }
                 }
             }
+        }
+        let hot = self.load.hot_slots();
+        out.push_str("# HELP shardproxy_hot_slots Slots hot now (`[hot]`), by table\n# TYPE shardproxy_hot_slots gauge\n");
+        for t in &tables {
+            let n = hot.iter().filter(|(table, _)| table == t.name()).count();
+            out.push_str(&format!(
+                "shardproxy_hot_slots{{table=\"{}\"}} {n}\n",
+                t.name()
+            ));
+        }
+        out.push_str("# HELP shardproxy_node_load_ratio Each node's node time over the mean of the nodes', over the last `[hot] seconds`\n# TYPE shardproxy_node_load_ratio gauge\n");
+        out.push_str("# HELP shardproxy_node_hot Whether the node is hot now (1) or not (0)\n# TYPE shardproxy_node_hot gauge\n");
+        for n in self.load.last_nodes() {
+            out.push_str(&format!(
+                "shardproxy_node_load_ratio{{node=\"{}\"}} {}\nshardproxy_node_hot{{node=\"{}\"}} {}\n",
+                n.name,
+                n.of_mean,
+                n.name,
+                u8::from(n.hot_for.is_some())
+            ));
         }
         out
     }
@@ -383,6 +378,8 @@ mod tests {
         m.statements.with_label_values(&["select", "single"]).inc();
         m.slot_hit("t_order", 7, 40);
         m.slot_hit("t_order", 7, 2);
+        m.slot_counters("t_order")
+            .spent(7, 3, std::time::Duration::from_millis(5), || None);
         let text = m.render();
         assert!(
             text.contains("shardproxy_statements_total{route=\"single\",type=\"select\"} 1"),
@@ -394,6 +391,18 @@ mod tests {
         );
         assert!(
             text.contains("shardproxy_slot_bytes_total{table=\"t_order\",slot=\"7\"} 42"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardproxy_slot_rows_total{table=\"t_order\",slot=\"7\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardproxy_slot_seconds_total{table=\"t_order\",slot=\"7\"} 0.005"),
+            "{text}"
+        );
+        assert!(
+            text.contains("shardproxy_hot_slots{table=\"t_order\"} 0"),
             "{text}"
         );
         assert!(!text.contains("slot=\"8\""), "{text}");

@@ -2,11 +2,13 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
+mod load;
 mod meta;
 mod migrations;
 mod nodes;
 mod rebalance;
 mod rules_file;
+pub mod top;
 pub mod watch;
 mod words;
 
@@ -35,7 +37,7 @@ use self::rules_file::edit;
 pub use self::words::Answer;
 use self::words::{headers, parse_range, slot_range_from, unsupported};
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id]";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id] | SHOW LOAD | SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t] | SHOW BALANCE";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -459,6 +461,26 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
     }
     if is(0, "MIGRATE") && is(1, "KEY") {
         return migrations::migrate_key(shared, &t, &w).await;
+    }
+    if is(0, "SHOW") && is(1, "LOAD") {
+        return Ok(load::show_load(shared, &t));
+    }
+    if is(0, "SHOW") && is(1, "HOT") && (is(2, "SLOTS") || is(2, "KEYS")) {
+        let table = if is(3, "FOR") {
+            Some(w.get(4).map(|x| x.trim_matches('`')).ok_or_else(|| {
+                unsupported("usage: SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t]")
+            })?)
+        } else {
+            None
+        };
+        return Ok(if is(2, "SLOTS") {
+            load::show_slots(shared, &t, table)
+        } else {
+            load::show_keys(shared, table)
+        });
+    }
+    if is(0, "SHOW") && is(1, "BALANCE") {
+        return Ok(load::show_balance(shared, &t));
     }
     if is(0, "SHOW") && is(1, "REBALANCE") {
         return rebalance::show(shared, &t).await;

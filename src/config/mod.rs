@@ -12,6 +12,7 @@ use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
 pub use crate::routing::TableRule;
 
+pub mod hot;
 mod placement;
 mod shape;
 #[cfg(test)]
@@ -144,6 +145,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             ));
         }
     }
+    file.hot.check().map_err(err)?;
     if let Some(m) = &file.metrics {
         m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             err(format!(
@@ -232,6 +234,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         admin: file.admin,
         metrics: file.metrics,
         metadata: file.metadata,
+        hot: file.hot,
+        balance: file.balance,
         nodes,
         default_node,
         tables,

@@ -34,6 +34,10 @@ pub(super) struct RulesFile {
     pub(super) admin: Option<AdminSection>,
     pub(super) metrics: Option<MetricsSection>,
     pub(super) metadata: Option<MetadataSection>,
+    #[serde(default)]
+    pub(super) hot: super::hot::HotSection,
+    #[serde(default)]
+    pub(super) balance: super::hot::BalanceSection,
     pub(super) nodes: BTreeMap<String, NodeSection>,
     #[serde(default)]
     pub(super) tables: BTreeMap<String, TableSection>,
@@ -605,6 +609,10 @@ pub struct Topology {
     pub admin: Option<AdminSection>,
     pub metrics: Option<MetricsSection>,
     pub metadata: Option<MetadataSection>,
+    /// `[hot]`: when a slot or node is hot.
+    pub hot: super::hot::HotSection,
+    /// `[balance]`: what is done about it.
+    pub balance: super::hot::BalanceSection,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.

@@ -308,3 +308,29 @@ fn a_node_may_carry_a_weight() {
     )
     .is_err());
 }
+
+#[test]
+fn hot_thresholds_default_and_are_checked() {
+    let t = with("").unwrap();
+    assert_eq!(t.hot, hot::HotSection::default());
+    assert_eq!(t.hot.seconds, 5);
+    assert_eq!(t.balance.mode, hot::BalanceMode::Suggest);
+    let t = with("[hot]\nseconds = 3\nslot_statements = 50\n[balance]\nmode = \"off\"\n").unwrap();
+    assert_eq!((t.hot.seconds, t.hot.slot_statements), (3, 50));
+    assert_eq!(t.hot.slot_node_ms, 300);
+    assert_eq!(t.balance.mode, hot::BalanceMode::Off);
+    for (bad, said) in [
+        ("[hot]\nseconds = 0\n", "seconds must be 1 to 60"),
+        ("[hot]\nnode_ratio = 1.0\n", "node_ratio must be over 1.0"),
+        ("[hot]\nslot_rows = 0\n", "slot thresholds must be over 0"),
+        ("[hot]\nkeys = 0\n", "keys must be 1 to 1000"),
+        ("[hot]\nsecond = 3\n", "unknown field `second`"),
+        (
+            "[balance]\nmode = \"sometimes\"\n",
+            "unknown variant `sometimes`",
+        ),
+    ] {
+        let e = error_of(bad);
+        assert!(e.contains(said), "{bad}: {e}");
+    }
+}

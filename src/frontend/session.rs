@@ -75,7 +75,7 @@ struct Prepared {
     /// Its shape's entry in the plan cache (the counters).
     entry: Option<Arc<crate::plan::cache::Entry>>,
     /// The slot counters of its cached plan's table.
-    slots: Option<Arc<crate::metrics::SlotCounters>>,
+    slots: Option<Arc<crate::load::SlotLoad>>,
     /// It assigns user variables or calls a named-lock function
     /// (`crate::sql::uservars::special`): it takes the one-node path at every execute.
     special: bool,

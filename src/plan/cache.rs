@@ -51,7 +51,7 @@ pub struct Entry {
     pub route: std::sync::Mutex<String>,
     pub text_plan: OnceLock<TextPlan>,
     /// The slot counters of the cached plan's table.
-    pub slots: OnceLock<Arc<crate::metrics::SlotCounters>>,
+    pub slots: OnceLock<Arc<crate::load::SlotLoad>>,
     pub executions: AtomicU64,
     pub cached_executions: AtomicU64,
     pub rows: AtomicU64,

@@ -51,14 +51,23 @@ pub fn plan(
     plan_traced(sql, parsed, params, topo, ctx).0
 }
 
-/// [`plan`], with the `(table, slot)` pairs the statement was routed to by key.
+/// A slot a statement was routed to by a key (one of the keys, where several share it):
+/// what the load of slots and keys is counted against (`crate::load`).
+#[derive(Debug, Clone)]
+pub struct Traced {
+    pub table: String,
+    pub slot: u16,
+    pub key: Value,
+}
+
+/// [`plan`], with the slots the statement was routed to by key.
 pub fn plan_traced(
     sql: &str,
     parsed: Result<&Parsed, &str>,
     params: &[Value],
     topo: &Topology,
     ctx: &PlanCtx<'_>,
-) -> (Plan, Vec<(String, u16)>) {
+) -> (Plan, Vec<Traced>) {
     if let Some(p) = session_statement(sql, topo) {
         return (p, Vec::new());
     }
@@ -87,8 +96,8 @@ pub fn plan_traced(
         return (Plan::NeedLookup(missing), Vec::new());
     }
     let mut slots = planner.slots.take();
-    slots.sort_unstable();
-    slots.dedup();
+    slots.sort_by(|a, b| (&a.table, a.slot).cmp(&(&b.table, b.slot)));
+    slots.dedup_by(|a, b| a.table == b.table && a.slot == b.slot);
     let plan = moving::adjust(&planner, plan);
     (one_node_only(sql, planner.parsed.mode, plan, topo), slots)
 }
@@ -131,7 +140,7 @@ fn one_node_only(sql: &str, mode: sql::lex::Mode, plan: Plan, topo: &Topology) -
 
 struct Planner<'a> {
     /// Slots the statement was routed to by key: (table, slot), for the per-slot metrics.
-    slots: std::cell::RefCell<Vec<(String, u16)>>,
+    slots: std::cell::RefCell<Vec<Traced>>,
     /// Directory keys the lookup cache does not know yet.
     missing: std::cell::RefCell<Vec<(String, Vec<u8>)>>,
     /// The routing values the statement was routed by, for hash_slot and directory tables:
@@ -214,8 +223,12 @@ impl<'a> Planner<'a> {
         }
     }
 
-    fn trace(&self, table: &str, slot: u16) {
-        self.slots.borrow_mut().push((table.to_string(), slot));
+    fn trace(&self, table: &str, slot: u16, key: &Value) {
+        self.slots.borrow_mut().push(Traced {
+            table: table.to_string(),
+            slot,
+            key: key.clone(),
+        });
     }
 
     fn trace_value(&self, table: &str, v: &Value) {
@@ -279,11 +292,8 @@ impl<'a> Planner<'a> {
                 .filter_map(|v| {
                     let s = slot_of(v)?;
                     self.trace_value(table, v);
-                    Some(s)
-                })
-                .map(|s| {
-                    self.trace(table, s);
-                    map.node_of_slot(s)
+                    self.trace(table, s, v);
+                    Some(map.node_of_slot(s))
                 })
                 .collect(),
             (TableRule::Range { map, .. }, Some(values)) => {
@@ -372,7 +382,7 @@ impl<'a> Planner<'a> {
         match rule {
             TableRule::HashSlot { map, .. } => {
                 let slot = slot_of(v).ok_or_else(constant)?;
-                self.trace(table, slot);
+                self.trace(table, slot, v);
                 self.trace_value(table, v);
                 Ok(map.node_of_slot(slot))
             }

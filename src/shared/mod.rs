@@ -2,6 +2,7 @@
 //! one is offered), the node pools, the metrics, the proxy's clock, the id generator and the
 //! directory lookup caches.
 
+pub mod load;
 pub mod migration;
 pub mod views;
 

@@ -9,6 +9,7 @@ mod common;
 
 mod connections;
 mod dump;
+mod hot;
 mod placements;
 mod session;
 mod statements;

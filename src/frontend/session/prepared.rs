@@ -20,6 +20,7 @@ use crate::error::{
 use crate::exec::door::{Access, Door, NodeResult, Run, Stmt};
 use crate::protocol::codec;
 use crate::sql::{self, Parsed};
+use crate::value::text_form;
 
 /// Prepared statements a client may hold at once (MariaDB's default
 /// max_prepared_stmt_count).
@@ -297,21 +298,27 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 )
                 .await;
             self.account(&plan, kind, bytes, &slots);
-            return self.run_statement(&plan, true, read, kind).await;
+            let before = self.rows_written;
+            let out = self.run_statement(&plan, true, read, kind).await;
+            self.spent(&slots, self.rows_written - before, started.elapsed());
+            return out;
         }
         let fenced = !stmt.read && self.shared.migration.blind(&topo);
         let cached = match stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
-            Some(route) => route.resolve(&topo, &params).inspect(|r| {
-                if let Some(slot) = r.slot {
+            Some(route) => route.resolve(&topo, &params).map(|r| {
+                let counters = r.slot.map(|slot| {
                     let shared = &self.shared;
-                    stmt.slots
-                        .get_or_insert_with(|| shared.metrics.slot_counters(&route.table))
-                        .hit(slot, bytes);
-                }
+                    let c = stmt
+                        .slots
+                        .get_or_insert_with(|| shared.metrics.slot_counters(&route.table));
+                    c.hit(slot, bytes);
+                    (c.clone(), slot, route.param)
+                });
+                (r, counters)
             }),
             None => None,
         };
-        if let Some(r) = cached {
+        if let Some((r, counters)) = cached {
             let (read, kind, entry, sql) =
                 (stmt.read, stmt.kind, stmt.entry.clone(), stmt.sql.clone());
             // A write to a captured slot is counted toward its move's target; planned in
@@ -326,8 +333,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 if r.captured.is_some() {
                     self.release_moves();
                 }
+                let took = started.elapsed();
+                if let Some((c, slot, param)) = counters {
+                    c.spent(slot, rows, took, || params.get(param).and_then(text_form));
+                }
                 if let Some(e) = entry {
-                    e.count(rows, out.is_err(), started.elapsed(), true);
+                    e.count(rows, out.is_err(), took, true);
                 }
                 return out;
             }
@@ -365,6 +376,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let route = self.account(&plan, kind, bytes, &slots);
         let before = self.rows_written;
         let out = self.run_statement(&plan, true, read, kind).await;
+        self.spent(&slots, self.rows_written - before, started.elapsed());
         if let Some(e) = entry {
             e.set_route(route);
             e.count(

@@ -13,9 +13,10 @@ use crate::config::Topology;
 use crate::error::{MyError, ER_PARSE_ERROR};
 use crate::exec::door::{Access, Stmt};
 use crate::plan::cache::TextPlan;
-use crate::plan::{self, OkMerge, Plan, SessionOp};
+use crate::plan::{self, OkMerge, Plan, SessionOp, Traced};
 use crate::sql::digest::{digest, Literal};
 use crate::sql::{self, uservars, Parsed};
+use crate::value::text_form;
 
 /// How long a write to slots at the freeze step of their move waits for the next step.
 const FROZEN_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -158,7 +159,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             {
                 let key = d.literals.get(route.param).and_then(Literal::value);
                 if let Some(r) = key
-                    .and_then(|k| route.resolve_value(&topo, &k))
+                    .as_ref()
+                    .and_then(|k| route.resolve_value(&topo, k))
                     .filter(|r| {
                         r.captured
                             .is_none_or(|to| self.count_toward(&[to], true, topo.version))
@@ -171,18 +173,24 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         "query (cached plan)"
                     );
                     self.count_single(kind);
-                    if let Some(slot) = r.slot {
-                        e.slots
-                            .get_or_init(|| self.shared.metrics.slot_counters(&route.table))
-                            .hit(slot, sql.len());
-                    }
+                    let counters = r.slot.map(|slot| {
+                        let c = e
+                            .slots
+                            .get_or_init(|| self.shared.metrics.slot_counters(&route.table));
+                        c.hit(slot, sql.len());
+                        (c.clone(), slot)
+                    });
                     let (out, rows) = self
                         .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
                         .await;
                     if r.captured.is_some() {
                         self.release_moves();
                     }
-                    e.count(rows, out.is_err(), started.elapsed(), true);
+                    let took = started.elapsed();
+                    if let Some((c, slot)) = counters {
+                        c.spent(slot, rows, took, || key.as_ref().and_then(text_form));
+                    }
+                    e.count(rows, out.is_err(), took, true);
                     return out;
                 }
             }
@@ -223,8 +231,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // A column's collation may have changed.
             self.shared.collations.invalidate_all();
         }
+        let rows = self.rows_written - before;
+        self.spent(&slots, rows, started.elapsed());
         if let Some(e) = &entry {
-            let rows = self.rows_written - before;
             e.count(rows, out.is_err(), started.elapsed(), false);
         }
         out
@@ -331,7 +340,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let read = is_read(parsed.as_ref().ok(), sql);
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         self.account(&plan, kind, sql.len(), &slots);
+        let (started, before) = (Instant::now(), self.rows_written);
         let ran = self.run_statement(&plan, binary, read, kind).await;
+        self.spent(&slots, self.rows_written - before, started.elapsed());
         if assigned.is_empty() {
             return ran;
         }
@@ -576,7 +587,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         parsed: Result<&Parsed, &str>,
         params: &[Value],
         topo: &Arc<Topology>,
-    ) -> (Plan, Vec<(String, u16)>) {
+    ) -> (Plan, Vec<Traced>) {
         let mut read_once = false;
         // A reload between the read and the planning empties the caches: a few reads each.
         let mut columns_read = 0;
@@ -729,7 +740,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         plan: &Plan,
         kind: &str,
         bytes: usize,
-        slots: &[(String, u16)],
+        slots: &[Traced],
     ) -> &'static str {
         let m = &self.shared.metrics;
         let route = match plan {
@@ -773,10 +784,26 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         };
         m.statements.with_label_values(&[kind, route]).inc();
-        for (table, slot) in slots {
-            m.slot_hit(table, *slot, bytes);
+        for t in slots {
+            m.slot_hit(&t.table, t.slot, bytes);
         }
         route
+    }
+
+    /// Counts what a statement cost against the slots it was routed to by key: the rows it
+    /// returned or changed, and the time it took, shared evenly among them.
+    pub(super) fn spent(&self, slots: &[Traced], rows: u64, took: std::time::Duration) {
+        if slots.is_empty() {
+            return;
+        }
+        let n = slots.len() as u32;
+        let (rows, took) = (rows / u64::from(n), took / n);
+        for t in slots {
+            self.shared
+                .metrics
+                .slot_counters(&t.table)
+                .spent(t.slot, rows, took, || text_form(&t.key));
+        }
     }
 }
 

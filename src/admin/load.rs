@@ -1,0 +1,192 @@
+//! `SHOW LOAD`, `SHOW HOT SLOTS [FOR t]`, `SHOW HOT KEYS [FOR t]` and `SHOW BALANCE`: the
+//! load this proxy measured (`crate::load`) over the last `[hot] seconds`, a second at a
+//! time, and the moves that would even it out (`crate::shared::load::suggest`).
+
+use super::words::{headers, Answer};
+use crate::config::hot::BalanceMode;
+use crate::config::{TableRule, Topology};
+use crate::load::detect::{BYTES, MICROS, ROWS, STATEMENTS};
+use crate::shared::Shared;
+
+/// Slots `SHOW HOT SLOTS` lists besides the hot ones.
+const SLOT_ROWS: usize = 20;
+/// Keys `SHOW HOT KEYS` lists per hot slot.
+const KEY_ROWS: usize = 10;
+
+fn ms(micros: u64) -> String {
+    format!("{:.1}", micros as f64 / 1000.0)
+}
+
+fn state(hot_for: Option<u64>) -> String {
+    match hot_for {
+        Some(s) => format!("hot for {s}s"),
+        None => "-".into(),
+    }
+}
+
+/// `SHOW LOAD`: each node's statements and node time a second, against the mean.
+pub fn show_load(shared: &Shared, t: &Topology) -> Answer {
+    let load = &shared.metrics.load;
+    let hot = load.hot_slots();
+    let rows = load
+        .nodes(&t.hot)
+        .into_iter()
+        .map(|n| {
+            let index = t.node_index(&n.name);
+            let hot_slots = hot
+                .iter()
+                .filter(|(table, slot)| {
+                    matches!(t.table(table), Some(TableRule::HashSlot { map, .. })
+                        if Some(map.owner_of_slot(*slot)) == index)
+                })
+                .count();
+            vec![
+                n.name,
+                n.statements.to_string(),
+                ms(n.micros),
+                format!("{:.2}", n.of_mean),
+                hot_slots.to_string(),
+                state(n.hot_for),
+            ]
+        })
+        .collect();
+    Answer::Rows {
+        columns: headers(&[
+            "node",
+            "statements_per_s",
+            "node_ms_per_s",
+            "of_mean",
+            "hot_slots",
+            "state",
+        ]),
+        rows,
+    }
+}
+
+/// `SHOW HOT SLOTS [FOR t]`: the hot slots, then the busiest others.
+pub fn show_slots(shared: &Shared, t: &Topology, table: Option<&str>) -> Answer {
+    let rows = shared
+        .metrics
+        .load
+        .slots(&t.hot, usize::MAX)
+        .into_iter()
+        .filter(|s| table.is_none_or(|name| name.eq_ignore_ascii_case(&s.table)))
+        .enumerate()
+        .filter(|(i, s)| s.hot_for.is_some() || *i < SLOT_ROWS)
+        .map(|(_, s)| {
+            let node = match t.table(&s.table) {
+                Some(TableRule::HashSlot { map, .. }) => {
+                    t.node_name(map.owner_of_slot(s.slot)).to_string()
+                }
+                _ => "?".into(),
+            };
+            vec![
+                s.table,
+                s.slot.to_string(),
+                node,
+                s.rate[STATEMENTS].to_string(),
+                s.rate[ROWS].to_string(),
+                s.rate[BYTES].to_string(),
+                ms(s.rate[MICROS]),
+                state(s.hot_for),
+            ]
+        })
+        .collect();
+    Answer::Rows {
+        columns: headers(&[
+            "table",
+            "slot",
+            "node",
+            "statements_per_s",
+            "rows_per_s",
+            "bytes_per_s",
+            "node_ms_per_s",
+            "state",
+        ]),
+        rows,
+    }
+}
+
+/// `SHOW HOT KEYS [FOR t]`: each hot slot's heaviest keys since it became hot.
+pub fn show_keys(shared: &Shared, table: Option<&str>) -> Answer {
+    let rows = shared
+        .metrics
+        .load
+        .keys(table, KEY_ROWS)
+        .into_iter()
+        .map(|k| {
+            let share = if k.total > 0 {
+                100.0 * k.count as f64 / k.total as f64
+            } else {
+                0.0
+            };
+            vec![
+                k.table,
+                k.slot.to_string(),
+                String::from_utf8_lossy(&k.key).into_owned(),
+                k.count.to_string(),
+                k.error.to_string(),
+                format!("{share:.1}"),
+            ]
+        })
+        .collect();
+    Answer::Rows {
+        columns: headers(&["table", "slot", "key", "statements", "error", "pct_of_slot"]),
+        rows,
+    }
+}
+
+/// `SHOW BALANCE`: the moves that would even the nodes' load now, as the admin statements
+/// that make them, with the load a second of each side before and after; and the hot slots
+/// no move helps (each its node's load nearly alone: it needs a split at its key).
+pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
+    let columns = headers(&[
+        "mode",
+        "action",
+        "slot_ms_per_s",
+        "from_ms_per_s",
+        "to_ms_per_s",
+    ]);
+    let mode = match t.balance.mode {
+        BalanceMode::Off => "off",
+        BalanceMode::Suggest => "suggest",
+    };
+    if t.balance.mode == BalanceMode::Off {
+        return Answer::Rows {
+            columns,
+            rows: Vec::new(),
+        };
+    }
+    let plan = crate::shared::load::suggest(shared, t);
+    let statements = crate::shared::load::statements(t, &plan);
+    let mut rows: Vec<Vec<String>> = plan
+        .moves
+        .iter()
+        .zip(statements)
+        .map(|(m, s)| {
+            vec![
+                mode.into(),
+                s,
+                ms(m.micros),
+                format!("{} -> {}", ms(m.from_load.0), ms(m.from_load.1)),
+                format!("{} -> {}", ms(m.to_load.0), ms(m.to_load.1)),
+            ]
+        })
+        .collect();
+    for c in &plan.stuck {
+        rows.push(vec![
+            mode.into(),
+            format!(
+                "-- slot {} of {} on {} is most of its node's load: moving it moves the hot spot (SHOW HOT KEYS FOR {})",
+                c.slot,
+                c.table,
+                t.node_name(c.node),
+                c.table
+            ),
+            ms(c.micros),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    Answer::Rows { columns, rows }
+}

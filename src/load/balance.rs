@@ -1,0 +1,142 @@
+//! The moves that would even the nodes' load: hot slots from the nodes over `node_ratio`
+//! times the mean to the coolest nodes, by the node time each slot was measured to take.
+//! A move is planned only if it lowers the busier of its two nodes: it never makes its
+//! target hotter than its source was left (a slot that carries most of its node's load
+//! would only carry the hot spot along, and is named as stuck instead: what it needs is a
+//! split at its heaviest key). Pure; `SHOW BALANCE` shows the plan.
+
+/// A hot slot (of a group of tables sharded alike, named by its first table) and its load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub table: String,
+    pub slot: u16,
+    pub node: usize,
+    /// Node time a second, microseconds.
+    pub micros: u64,
+}
+
+/// One planned move, with the two nodes' load a second before and after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub table: String,
+    pub slot: u16,
+    pub from: usize,
+    pub to: usize,
+    pub micros: u64,
+    pub from_load: (u64, u64),
+    pub to_load: (u64, u64),
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub moves: Vec<Move>,
+    /// Hot slots on an overloaded node that no move helps.
+    pub stuck: Vec<Candidate>,
+}
+
+/// Plans at most `max` moves. `nodes` are the nodes that may take slots, with their node
+/// time a second (microseconds).
+pub fn plan(nodes: &[(usize, u64)], candidates: &[Candidate], ratio: f64, max: usize) -> Plan {
+    let mut load: Vec<(usize, u64)> = nodes.to_vec();
+    let mut out = Plan::default();
+    if load.len() < 2 {
+        return out;
+    }
+    let mean = load.iter().map(|(_, l)| *l as f64).sum::<f64>() / load.len() as f64;
+    let mut hot: Vec<&Candidate> = candidates.iter().collect();
+    // The heaviest first: fewest moves for the most load.
+    hot.sort_by(|a, b| b.micros.cmp(&a.micros).then(a.slot.cmp(&b.slot)));
+    for c in hot {
+        if out.moves.len() >= max {
+            break;
+        }
+        let Some(from) = load.iter().position(|(n, _)| *n == c.node) else {
+            continue;
+        };
+        if (load[from].1 as f64) <= mean * ratio {
+            continue;
+        }
+        let Some(to) = (0..load.len())
+            .filter(|i| *i != from)
+            .min_by_key(|i| (load[*i].1, load[*i].0))
+        else {
+            continue;
+        };
+        let (f, t) = (load[from].1, load[to].1);
+        let w = c.micros.min(f);
+        if t + w >= f {
+            out.stuck.push(c.clone());
+            continue;
+        }
+        out.moves.push(Move {
+            table: c.table.clone(),
+            slot: c.slot,
+            from: c.node,
+            to: load[to].0,
+            micros: w,
+            from_load: (f, f - w),
+            to_load: (t, t + w),
+        });
+        load[from].1 = f - w;
+        load[to].1 = t + w;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(slot: u16, node: usize, micros: u64) -> Candidate {
+        Candidate {
+            table: "t".into(),
+            slot,
+            node,
+            micros,
+        }
+    }
+
+    #[test]
+    fn hot_slots_go_from_the_hottest_node_to_the_coolest() {
+        // Node 0 carries 900 ms a second, three others 100: its two hot slots go to two
+        // different nodes, the heavier first.
+        let nodes = [(0, 900_000), (1, 100_000), (2, 100_000), (3, 120_000)];
+        let p = plan(&nodes, &[c(5, 0, 300_000), c(9, 0, 350_000)], 1.5, 4);
+        let moved: Vec<(u16, usize, usize)> =
+            p.moves.iter().map(|m| (m.slot, m.from, m.to)).collect();
+        assert_eq!(moved, vec![(9, 0, 1), (5, 0, 2)]);
+        assert_eq!(p.moves[0].from_load, (900_000, 550_000));
+        assert_eq!(p.moves[0].to_load, (100_000, 450_000));
+        assert!(p.stuck.is_empty());
+    }
+
+    #[test]
+    fn a_slot_that_is_its_nodes_whole_load_is_stuck_not_moved() {
+        let nodes = [(0, 800_000), (1, 100_000), (2, 100_000)];
+        let p = plan(&nodes, &[c(5, 0, 750_000)], 1.5, 4);
+        assert!(p.moves.is_empty());
+        assert_eq!(p.stuck, vec![c(5, 0, 750_000)]);
+    }
+
+    #[test]
+    fn nothing_moves_when_the_nodes_are_even_or_the_cap_is_reached() {
+        let even = [(0, 300_000), (1, 290_000), (2, 310_000)];
+        assert_eq!(plan(&even, &[c(5, 2, 200_000)], 1.5, 4), Plan::default());
+        let skewed = [(0, 900_000), (1, 0), (2, 0)];
+        let p = plan(&skewed, &[c(1, 0, 200_000), c(2, 0, 200_000)], 1.5, 1);
+        assert_eq!(p.moves.len(), 1);
+    }
+
+    #[test]
+    fn after_the_moves_no_target_is_hotter_than_its_source_was_left() {
+        let nodes = [(0, 1_000_000), (1, 600_000), (2, 50_000)];
+        let cands: Vec<Candidate> = (0..10).map(|s| c(s, 0, 90_000)).collect();
+        let p = plan(&nodes, &cands, 1.2, 10);
+        for m in &p.moves {
+            assert!(m.to_load.1 < m.from_load.0, "{m:?}");
+        }
+        // Moves stop once node 0 is no longer over 1.2 x the mean (550 ms).
+        let left = nodes[0].1 - p.moves.iter().map(|m| m.micros).sum::<u64>();
+        assert!(left as f64 <= 550_000.0 * 1.2 + 90_000.0, "{left}");
+    }
+}

@@ -1,0 +1,121 @@
+//! The once-a-second tick of the load windows (`crate::load`): each node's statements and
+//! node time read off its latency histogram, the windows closed, and what turned hot or cool
+//! logged; in `[balance] mode = "suggest"` the moves that would even the load are logged
+//! when they change, and `SHOW BALANCE` shows them ([`suggest`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::Shared;
+use crate::config::hot::BalanceMode;
+use crate::config::{TableRule, Topology};
+use crate::load::balance::{self, Candidate, Plan};
+
+/// Moves a suggestion holds at most.
+pub const MAX_MOVES: usize = 4;
+
+/// Ticks the load windows every second until the process ends.
+pub async fn watch(shared: Arc<Shared>) {
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut said: Vec<String> = Vec::new();
+    loop {
+        every.tick().await;
+        let topo = shared.topology();
+        let nodes = topo
+            .nodes
+            .iter()
+            .filter(|n| !n.retired)
+            .map(|n| {
+                let h = shared.metrics.latency.with_label_values(&[&n.name]);
+                let micros = (h.get_sample_sum() * 1e6) as u64;
+                (n.name.clone(), [h.get_sample_count(), micros])
+            })
+            .collect();
+        let changes = shared.metrics.load.tick(nodes, &topo.hot);
+        for (table, slot) in &changes.hot {
+            warn!(table, slot, "hot slot");
+        }
+        for (table, slot) in &changes.cool {
+            info!(table, slot, "slot cool again");
+        }
+        for node in &changes.hot_nodes {
+            warn!(node, "hot node");
+        }
+        for node in &changes.cool_nodes {
+            info!(node, "node cool again");
+        }
+        if topo.balance.mode == BalanceMode::Suggest {
+            let now = statements(&topo, &suggest(&shared, &topo));
+            if now != said && !now.is_empty() {
+                warn!(moves = %now.join("; "), "balance suggests");
+            }
+            said = now;
+        }
+    }
+}
+
+/// The moves that would even the nodes' load now, by the load measured over the last
+/// `[hot] seconds`: the hot slots of hash_slot tables (a group of tables sharded alike
+/// counted as one, named by its first table), from nodes over `node_ratio` times the mean.
+pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
+    let load = &shared.metrics.load;
+    let nodes: Vec<(usize, u64)> = load
+        .nodes(&topo.hot)
+        .into_iter()
+        .filter_map(|n| Some((topo.node_index(&n.name)?, n.micros)))
+        .collect();
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for s in load.slots(&topo.hot, usize::MAX) {
+        if s.hot_for.is_none() {
+            continue;
+        }
+        let Some(TableRule::HashSlot { map, .. }) = topo.table(&s.table) else {
+            continue;
+        };
+        if map.moving(s.slot).is_some() {
+            continue;
+        }
+        // The group's first table names it.
+        let mut group: Vec<&String> = topo
+            .tables
+            .iter()
+            .filter(|(_, r)| matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map)))
+            .map(|(name, _)| name)
+            .collect();
+        group.sort();
+        let name = group.first().map_or(s.table.clone(), |n| n.to_string());
+        let micros = s.rate[crate::load::detect::MICROS];
+        match candidates
+            .iter_mut()
+            .find(|c| c.table == name && c.slot == s.slot)
+        {
+            Some(c) => c.micros += micros,
+            None => candidates.push(Candidate {
+                table: name,
+                slot: s.slot,
+                node: map.owner_of_slot(s.slot),
+                micros,
+            }),
+        }
+    }
+    balance::plan(&nodes, &candidates, topo.hot.node_ratio, MAX_MOVES)
+}
+
+/// A plan's moves as the admin statements that make them.
+pub fn statements(topo: &Topology, plan: &Plan) -> Vec<String> {
+    plan.moves
+        .iter()
+        .map(|m| {
+            format!(
+                "MIGRATE SLOTS {}-{} OF {} TO {}",
+                m.slot,
+                m.slot,
+                m.table,
+                topo.node_name(m.to)
+            )
+        })
+        .collect()
+}

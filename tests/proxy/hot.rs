@@ -1,0 +1,257 @@
+//! Hot spots found from live load (issue 28's detection): two keys of one node hammered
+//! through the proxy, one by text and one prepared, turn their slots hot within seconds;
+//! `SHOW HOT SLOTS`, `SHOW HOT KEYS`, `SHOW LOAD` and `SHOW BALANCE` name them, the metrics
+//! count them, nothing moves in "suggest" mode, and the slots cool once the load stops.
+
+use std::time::Instant;
+
+use super::*;
+
+/// An admin answer as rows of text, by column name.
+async fn admin_rows(ops: &mut Conn, sql: &str) -> Vec<std::collections::HashMap<String, String>> {
+    let rows: Vec<Row> = ops.query(sql).await.expect(sql);
+    rows.into_iter()
+        .map(|r| {
+            let names: Vec<String> = r
+                .columns_ref()
+                .iter()
+                .map(|c| c.name_str().into_owned())
+                .collect();
+            names
+                .into_iter()
+                .enumerate()
+                .map(|(i, n)| {
+                    (
+                        n,
+                        r.get::<Option<String>, _>(i).flatten().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn hot_slot(rows: &[std::collections::HashMap<String, String>], slot: u16) -> bool {
+    rows.iter()
+        .any(|r| r["slot"] == slot.to_string() && r["state"].starts_with("hot"))
+}
+
+#[tokio::test]
+async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
+    let c = cluster();
+    let rules =
+        "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n\
+                 [hot]\nseconds = 2\nslot_statements = 150\nnode_min_ms = 5\n\n\
+                 [balance]\nmode = \"suggest\"\n\n"
+            .to_string()
+            + &sharded("t_hot");
+    let proxy = start_proxy(c, &rules);
+    let mut p = proxy.conn().await;
+    p.query_drop("DROP TABLE IF EXISTS t_hot")
+        .await
+        .expect("drop");
+    p.query_drop("CREATE TABLE t_hot (user_id BIGINT PRIMARY KEY, v VARCHAR(20))")
+        .await
+        .expect("create");
+    // Two keys of ds1 in different slots, and a key on each other node.
+    let on1 = keys_on_node(&L, 1, 64);
+    let a = on1[0];
+    let b = *on1
+        .iter()
+        .find(|k| slot_of(&Value::Int(**k)) != slot_of(&Value::Int(a)))
+        .expect("two slots");
+    let (slot_a, slot_b) = (
+        slot_of(&Value::Int(a)).expect("slot"),
+        slot_of(&Value::Int(b)).expect("slot"),
+    );
+    let others: Vec<i64> = [0, 2, 3].iter().map(|n| key_on_node(&L, *n)).collect();
+    for k in [a, b].iter().chain(&others) {
+        p.query_drop(format!("INSERT INTO t_hot VALUES ({k}, 'v{k}')"))
+            .await
+            .expect("insert");
+    }
+    let admin = format!(
+        "mysql://ops:ops@127.0.0.1:{}",
+        proxy.admin_port.expect("admin port")
+    );
+    let mut ops = Conn::new(mysql_async::Opts::from_url(&admin).expect("admin URL"))
+        .await
+        .expect("admin");
+    let version = proxy.shared.topology().version;
+
+    // The load: key a by text, key b prepared, the others now and then.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut load = Vec::new();
+    for (i, k) in [a, b].into_iter().enumerate() {
+        let (pool, stop) = (proxy.pool(), stop.clone());
+        let others = others.clone();
+        load.push(tokio::spawn(async move {
+            let mut conn = pool.get_conn().await.expect("load conn");
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = if n % 50 == 49 {
+                    others[(n as usize / 50) % 3]
+                } else {
+                    k
+                };
+                let row: Option<(i64, String)> = if i == 0 {
+                    conn.query_first(format!(
+                        "SELECT user_id, v FROM t_hot WHERE user_id = {key}"
+                    ))
+                    .await
+                    .expect("text read")
+                } else {
+                    conn.exec_first("SELECT user_id, v FROM t_hot WHERE user_id = ?", (key,))
+                        .await
+                        .expect("prepared read")
+                };
+                assert_eq!(row, Some((key, format!("v{key}"))));
+                n += 1;
+            }
+            n
+        }));
+    }
+
+    // Both slots hot within 10 seconds of the load's start.
+    let started = Instant::now();
+    let slots = loop {
+        let rows = admin_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
+        if hot_slot(&rows, slot_a) && hot_slot(&rows, slot_b) {
+            break rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "not hot after 10 s: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let row = slots
+        .iter()
+        .find(|r| r["slot"] == slot_a.to_string())
+        .expect("slot a");
+    assert_eq!(row["table"], "t_hot");
+    assert_eq!(row["node"], "ds1");
+    assert!(
+        row["statements_per_s"].parse::<u64>().expect("rate") >= 150,
+        "{row:?}"
+    );
+    assert!(
+        row["rows_per_s"].parse::<u64>().expect("rate") >= 150,
+        "{row:?}"
+    );
+    assert!(
+        row["node_ms_per_s"].parse::<f64>().expect("ms") > 0.0,
+        "{row:?}"
+    );
+    // The light slots are listed, not hot.
+    assert!(slots.iter().any(|r| r["state"] == "-"), "{slots:?}");
+
+    // Their keys: the text key and the prepared one, each nearly all of its slot.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let keys = admin_rows(&mut ops, "SHOW HOT KEYS FOR t_hot").await;
+    for (k, slot) in [(a, slot_a), (b, slot_b)] {
+        let top = keys
+            .iter()
+            .find(|r| r["slot"] == slot.to_string())
+            .unwrap_or_else(|| panic!("slot {slot} has keys: {keys:?}"));
+        assert_eq!(top["key"], k.to_string(), "{keys:?}");
+        assert!(
+            top["pct_of_slot"].parse::<f64>().expect("pct") > 90.0,
+            "{keys:?}"
+        );
+    }
+
+    // ds1 carries most of the load: hot, and the node's listing says so.
+    let nodes = loop {
+        let nodes = admin_rows(&mut ops, "SHOW LOAD").await;
+        if nodes
+            .iter()
+            .any(|r| r["node"] == "ds1" && r["state"].starts_with("hot"))
+        {
+            break nodes;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "ds1 not hot: {nodes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let ds1 = nodes.iter().find(|r| r["node"] == "ds1").expect("ds1");
+    assert_eq!(ds1["hot_slots"], "2", "{nodes:?}");
+    assert!(
+        ds1["of_mean"].parse::<f64>().expect("ratio") > 1.5,
+        "{nodes:?}"
+    );
+
+    // The suggestion: one of the two slots to another node; nothing moves.
+    let balance = admin_rows(&mut ops, "SHOW BALANCE").await;
+    let moves: Vec<&String> = balance
+        .iter()
+        .map(|r| &r["action"])
+        .filter(|a| a.starts_with("MIGRATE SLOTS"))
+        .collect();
+    assert_eq!(moves.len(), 1, "{balance:?}");
+    assert!(
+        [slot_a, slot_b]
+            .iter()
+            .any(|s| moves[0].starts_with(&format!("MIGRATE SLOTS {s}-{s} OF t_hot TO ds"))),
+        "{balance:?}"
+    );
+    assert!(!moves[0].ends_with("ds1"), "{balance:?}");
+    assert!(balance.iter().all(|r| r["mode"] == "suggest"));
+    assert_eq!(
+        proxy.shared.topology().version,
+        version,
+        "suggest mode moved something"
+    );
+    let text = proxy.shared.metrics.render();
+    assert!(
+        text.contains("shardproxy_hot_slots{table=\"t_hot\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shardproxy_node_hot{node=\"ds1\"} 1"),
+        "{text}"
+    );
+
+    // `shardproxy top --once` prints the same.
+    let top = std::process::Command::new(env!("CARGO_BIN_EXE_shardproxy"))
+        .args(["top", "--once", "--admin", &admin])
+        .output()
+        .expect("shardproxy top");
+    let screen = String::from_utf8_lossy(&top.stdout);
+    assert!(
+        top.status.success(),
+        "{screen} {}",
+        String::from_utf8_lossy(&top.stderr)
+    );
+    assert!(
+        screen.contains("NODES") && screen.contains("HOT KEYS"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!(" {a} ")) || screen.contains(&format!(" {a}\n")),
+        "{screen}"
+    );
+    assert!(screen.contains("MIGRATE SLOTS"), "{screen}");
+
+    // The load stops: the slots cool, and their keys are forgotten.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for l in load {
+        assert!(l.await.expect("load task") > 100);
+    }
+    let stopped = Instant::now();
+    loop {
+        let rows = admin_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
+        if !hot_slot(&rows, slot_a) && !hot_slot(&rows, slot_b) {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(10),
+            "still hot: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(admin_rows(&mut ops, "SHOW HOT KEYS").await.is_empty());
+    p.query_drop("DROP TABLE t_hot").await.expect("drop");
+}
