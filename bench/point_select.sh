@@ -21,9 +21,12 @@
 # prefer_socket=false to reach them over TCP as the relay does), RELAY_TO (direct, the
 # default: the relay in front of the direct node; shards: in front of the shard nodes, each
 # client connection to one of them in turn, so the relay pays for as many MariaDB servers as
-# the proxy; most of its point selects then find no row), CARGO_TARGET_DIR.
+# the proxy; most of its point selects then find no row), CARGO_TARGET_DIR, BIN (the proxy
+# binary to measure; default: this checkout, built), BASE_BIN (a
+# shardproxy binary built from another commit: a fifth target, base1, serves proxy1's rules
+# from it, so `proxy1 / base1` is what a change cost on the hot path, in one run).
 # Ports: shard nodes from 3411 (3411-3414 with four), the direct node next, relay 3416, proxy
-# 3417, proxy1 3418. Everything started
+# 3417, proxy1 3418, base1 3419. Everything started
 # here is stopped and removed on exit. The output ends with one line per mode,
 #   mode=prepared direct_qps=N relay_qps=N proxy_qps=N proxy_vs_relay=R relay_cpu_us=U proxy_cpu_us=U proxy1_qps=N proxy1_vs_relay=R proxy1_cpu_us=U
 #   mode=text ...
@@ -49,8 +52,14 @@ readonly direct_port=$((base_port + shard_count))
 readonly relay_port=3416
 readonly proxy_port=3417
 readonly proxy1_port=3418
+readonly base1_port=3419
+readonly base_bin=${BASE_BIN:-}
 readonly modes=(prepared text)
-readonly targets=(direct relay proxy proxy1)
+if [[ -n $base_bin ]]; then
+    readonly targets=(direct relay proxy proxy1 base1)
+else
+    readonly targets=(direct relay proxy proxy1)
+fi
 
 die() {
     echo "point_select.sh: $*" >&2
@@ -85,10 +94,7 @@ if [[ -n $perf_dir ]]; then
     perf_dir_abs=$(cd "$perf_dir" && pwd)
 fi
 
-echo "== building shardproxy (release): about 14 minutes on a fresh 2-core machine, seconds once built"
-(cd "$repo" && cargo build --release)
-bin=$(cargo_target_dir)/release/shardproxy
-[[ -x $bin ]] || die "$bin not found after the build"
+bench_proxy_binary
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [[ $commit != unknown && -n $(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null) ]]; then
     commit+="+dirty"
@@ -149,6 +155,14 @@ four_shards_pid=$proxy_pid
 bench_start_proxy "$bin" "$proxy1_port" sbtest sbtest "$work/rules1.toml" "$work/proxy1.log"
 proxy1_pid=$proxy_pid
 bench_pids+=("$proxy1_pid")
+base1_pid=""
+if [[ -n $base_bin ]]; then
+    [[ -x $base_bin ]] || die "BASE_BIN $base_bin is not an executable"
+    sed "s/127.0.0.1:$proxy1_port/127.0.0.1:$base1_port/" "$work/rules1.toml" >"$work/rules1b.toml"
+    bench_start_proxy "$base_bin" "$base1_port" sbtest sbtest "$work/rules1b.toml" "$work/base1.log"
+    base1_pid=$proxy_pid
+    bench_pids+=("$base1_pid")
+fi
 proxy_pid=$four_shards_pid
 
 # The relay: HAProxy copying bytes between the client and the direct node, with its default
@@ -203,6 +217,7 @@ declare -A sb_conn=(
     [relay]="--mysql-port=$relay_port --mysql-user=root --mysql-password=root"
     [proxy]="--mysql-port=$proxy_port --mysql-user=sbtest --mysql-password=sbtest"
     [proxy1]="--mysql-port=$proxy1_port --mysql-user=sbtest --mysql-password=sbtest"
+    [base1]="--mysql-port=$base1_port --mysql-user=sbtest --mysql-password=sbtest"
 )
 declare -A ps_mode=([prepared]=auto [text]=disable)
 
@@ -212,12 +227,12 @@ for ((i = 0; i < shard_count; i++)); do
     shard_pids+="${shard_pids:+ }$(<"$work/node$i.pid")"
 done
 direct_pid=$(<"$work/node$shard_count.pid")
-declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid [proxy1]=$proxy1_pid)
+declare -A middle_pid=([direct]="" [relay]=$relay_pid [proxy]=$proxy_pid [proxy1]=$proxy1_pid [base1]=$base1_pid)
 relay_nodes=$direct_pid
 [[ $relay_to == shards ]] && relay_nodes=$shard_pids
-declare -A node_pids=([direct]=$direct_pid [relay]=$relay_nodes [proxy]=$shard_pids [proxy1]=$direct_pid)
+declare -A node_pids=([direct]=$direct_pid [relay]=$relay_nodes [proxy]=$shard_pids [proxy1]=$direct_pid [base1]=$direct_pid)
 # Every long-running process of the bench, whichever target a run measures.
-readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid $proxy1_pid"
+readonly bench_procs="$shard_pids $direct_pid $relay_pid $proxy_pid $proxy1_pid${base1_pid:+ $base1_pid}"
 
 # sb TARGET ARGS...: sysbench oltp_point_select against TARGET.
 sb() {
@@ -515,6 +530,12 @@ for mode in "${modes[@]}"; do
         "proxy1_qps=${med_qps[$mode.proxy1]} proxy1_vs_relay=$(ratio "${med_qps[$mode.proxy1]}" "${med_qps[$mode.relay]}")" \
         "proxy1_cpu_us=${med_mid[$mode.proxy1]}"
 done
+if [[ -n $base_bin ]]; then
+    for mode in "${modes[@]}"; do
+        echo "mode=$mode base1_qps=${med_qps[$mode.base1]} base1_cpu_us=${med_mid[$mode.base1]}" \
+            "proxy1_vs_base1=$(ratio "${med_qps[$mode.proxy1]}" "${med_qps[$mode.base1]}")"
+    done
+fi
 echo "prepared_vs_relay=$(ratio "${med_qps[prepared.proxy]}" "${med_qps[prepared.relay]}")" \
     "text_vs_relay=$(ratio "${med_qps[text.proxy]}" "${med_qps[text.relay]}")" \
     "same_node_prepared_vs_relay=$(ratio "${med_qps[prepared.proxy1]}" "${med_qps[prepared.relay]}")" \

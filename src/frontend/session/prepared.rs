@@ -305,20 +305,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         let fenced = !stmt.read && self.shared.migration.blind(&topo);
         let cached = match stmt.route.as_ref().filter(|_| stmt.trusted && !fenced) {
-            Some(route) => route.resolve(&topo, &params).map(|r| {
-                let counters = r.slot.map(|slot| {
+            Some(route) => route.resolve(&topo, &params).inspect(|r| {
+                if let Some(slot) = r.slot {
                     let shared = &self.shared;
-                    let c = stmt
-                        .slots
-                        .get_or_insert_with(|| shared.metrics.slot_counters(&route.table));
-                    c.hit(slot, bytes);
-                    (c.clone(), slot, route.param)
-                });
-                (r, counters)
+                    stmt.slots
+                        .get_or_insert_with(|| shared.metrics.slot_counters(&route.table))
+                        .hit(slot, bytes);
+                }
             }),
             None => None,
         };
-        if let Some((r, counters)) = cached {
+        if let Some(r) = cached {
             let (read, kind, entry, sql) =
                 (stmt.read, stmt.kind, stmt.entry.clone(), stmt.sql.clone());
             // A write to a captured slot is counted toward its move's target; planned in
@@ -334,8 +331,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     self.release_moves();
                 }
                 let took = started.elapsed();
-                if let Some((c, slot, param)) = counters {
-                    c.spent(slot, rows, took, || params.get(param).and_then(text_form));
+                if let Some(slot) = r.slot {
+                    // The counters and the key's place, as kept with the statement (no
+                    // reference count taken per execution).
+                    let stmt = self.stmts.get(&id);
+                    let param = stmt.and_then(|s| s.route.as_ref()).map(|r| r.param);
+                    if let Some(c) = stmt.and_then(|s| s.slots.as_ref()) {
+                        c.spent(slot, rows, took, || {
+                            param.and_then(|p| params.get(p)).and_then(text_form)
+                        });
+                    }
                 }
                 if let Some(e) = entry {
                     e.count(rows, out.is_err(), took, true);

@@ -173,13 +173,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         "query (cached plan)"
                     );
                     self.count_single(kind);
-                    let counters = r.slot.map(|slot| {
-                        let c = e
-                            .slots
-                            .get_or_init(|| self.shared.metrics.slot_counters(&route.table));
-                        c.hit(slot, sql.len());
-                        (c.clone(), slot)
-                    });
+                    if let Some(slot) = r.slot {
+                        e.slots
+                            .get_or_init(|| self.shared.metrics.slot_counters(&route.table))
+                            .hit(slot, sql.len());
+                    }
                     let (out, rows) = self
                         .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
                         .await;
@@ -187,7 +185,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         self.release_moves();
                     }
                     let took = started.elapsed();
-                    if let Some((c, slot)) = counters {
+                    if let (Some(slot), Some(c)) = (r.slot, e.slots.get()) {
                         c.spent(slot, rows, took, || key.as_ref().and_then(text_form));
                     }
                     e.count(rows, out.is_err(), took, true);
