@@ -100,7 +100,7 @@ pub fn show_slots(shared: &Shared, t: &Topology, table: Option<&str>) -> Answer 
             "statements_per_s",
             "rows_per_s",
             "bytes_per_s",
-            "node_ms_per_s",
+            "ms_per_s",
             "state",
         ]),
         rows,
@@ -150,6 +150,7 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
     let mode = match t.balance.mode {
         BalanceMode::Off => "off",
         BalanceMode::Suggest => "suggest",
+        BalanceMode::Auto => "auto",
     };
     if t.balance.mode == BalanceMode::Off {
         return Answer::Rows {

@@ -112,11 +112,37 @@ pub enum BalanceMode {
     /// logged, and moves nothing.
     #[default]
     Suggest,
+    /// Also makes them, one at a time, through the rebalancer's queue (needs `[metadata]`).
+    Auto,
 }
 
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+/// `[balance]`: what is done about hot slots, and the guards of `mode = "auto"`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct BalanceSection {
     #[serde(default)]
     pub mode: BalanceMode,
+    /// A slot moved (by anyone) less than this long ago is not moved by the balancer.
+    #[serde(default = "default_cooldown_secs")]
+    pub cooldown_secs: u64,
+    /// Moves the balancer may start in any hour.
+    #[serde(default = "default_max_moves_per_hour")]
+    pub max_moves_per_hour: u32,
+}
+
+impl Default for BalanceSection {
+    fn default() -> Self {
+        BalanceSection {
+            mode: BalanceMode::default(),
+            cooldown_secs: default_cooldown_secs(),
+            max_moves_per_hour: default_max_moves_per_hour(),
+        }
+    }
+}
+
+fn default_cooldown_secs() -> u64 {
+    600
+}
+fn default_max_moves_per_hour() -> u32 {
+    6
 }

@@ -146,6 +146,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         }
     }
     file.hot.check().map_err(err)?;
+    if file.balance.mode == hot::BalanceMode::Auto && file.metadata.is_none() {
+        return Err(err(
+            "[balance] mode = \"auto\" moves slots through the rebalancer's queue, which needs a [metadata] schema".into(),
+        ));
+    }
     if let Some(m) = &file.metrics {
         m.listen.parse::<std::net::SocketAddr>().map_err(|e| {
             err(format!(

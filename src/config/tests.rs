@@ -329,6 +329,7 @@ fn hot_thresholds_default_and_are_checked() {
             "[balance]\nmode = \"sometimes\"\n",
             "unknown variant `sometimes`",
         ),
+        ("[balance]\nmode = \"auto\"\n", "needs a [metadata] schema"),
     ] {
         let e = error_of(bad);
         assert!(e.contains(said), "{bad}: {e}");

@@ -13,6 +13,7 @@
 //! its writes to moving slots fail rather than go astray) and its counters, is state every
 //! session reads: [`crate::shared::migration::Local`].
 
+pub mod balance;
 pub mod binlog;
 mod capture;
 pub mod cli;

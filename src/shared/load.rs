@@ -1,8 +1,10 @@
 //! The once-a-second tick of the load windows (`crate::load`): each node's statements and
 //! node time read off its latency histogram, the windows closed, and what turned hot or cool
-//! logged; in `[balance] mode = "suggest"` the moves that would even the load are logged
-//! when they change, and `SHOW BALANCE` shows them ([`suggest`]).
+//! logged; unless `[balance] mode = "off"` the moves that would even the load are logged
+//! when they change, and `SHOW BALANCE` shows them ([`suggest`]; `crate::migrate::balance`
+//! makes them in mode "auto").
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +14,7 @@ use super::Shared;
 use crate::config::hot::BalanceMode;
 use crate::config::{TableRule, Topology};
 use crate::load::balance::{self, Candidate, Plan};
+use crate::load::detect::MICROS;
 
 /// Moves a suggestion holds at most.
 pub const MAX_MOVES: usize = 4;
@@ -47,7 +50,7 @@ pub async fn watch(shared: Arc<Shared>) {
         for node in &changes.cool_nodes {
             info!(node, "node cool again");
         }
-        if topo.balance.mode == BalanceMode::Suggest {
+        if topo.balance.mode != BalanceMode::Off {
             let now = statements(&topo, &suggest(&shared, &topo));
             if now != said && !now.is_empty() {
                 warn!(moves = %now.join("; "), "balance suggests");
@@ -67,8 +70,18 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         .into_iter()
         .filter_map(|n| Some((topo.node_index(&n.name)?, n.micros)))
         .collect();
+    let all = load.slots(&topo.hot, usize::MAX);
+    // The time of each node's statements routed by key, as the proxy saw them (node time
+    // and the proxy's own, queueing included): a slot's share of it is its share of the
+    // node's time.
+    let mut keyed: HashMap<usize, u64> = HashMap::new();
+    for s in &all {
+        if let Some(TableRule::HashSlot { map, .. }) = topo.table(&s.table) {
+            *keyed.entry(map.owner_of_slot(s.slot)).or_default() += s.rate[MICROS];
+        }
+    }
     let mut candidates: Vec<Candidate> = Vec::new();
-    for s in load.slots(&topo.hot, usize::MAX) {
+    for s in all {
         if s.hot_for.is_none() {
             continue;
         }
@@ -79,15 +92,16 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
             continue;
         }
         // The group's first table names it.
-        let mut group: Vec<&String> = topo
-            .tables
-            .iter()
-            .filter(|(_, r)| matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map)))
-            .map(|(name, _)| name)
-            .collect();
+        let mut group = group_of(topo, &s.table);
         group.sort();
-        let name = group.first().map_or(s.table.clone(), |n| n.to_string());
-        let micros = s.rate[crate::load::detect::MICROS];
+        let name = group.swap_remove(0);
+        let node = map.owner_of_slot(s.slot);
+        let node_time = nodes.iter().find(|(n, _)| *n == node).map_or(0, |n| n.1);
+        let micros = balance::node_share(
+            s.rate[MICROS],
+            keyed.get(&node).copied().unwrap_or(0),
+            node_time,
+        );
         match candidates
             .iter_mut()
             .find(|c| c.table == name && c.slot == s.slot)
@@ -96,12 +110,33 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
             None => candidates.push(Candidate {
                 table: name,
                 slot: s.slot,
-                node: map.owner_of_slot(s.slot),
+                node,
                 micros,
             }),
         }
     }
     balance::plan(&nodes, &candidates, topo.hot.node_ratio, MAX_MOVES)
+}
+
+/// The hash_slot tables sharded alike with `table` (they move together), `table` first and
+/// the others by name.
+pub fn group_of(topo: &Topology, table: &str) -> Vec<String> {
+    let mut out = vec![table.to_string()];
+    let Some(TableRule::HashSlot { map, .. }) = topo.table(table) else {
+        return out;
+    };
+    let mut others: Vec<String> = topo
+        .tables
+        .iter()
+        .filter(|(name, r)| {
+            !name.eq_ignore_ascii_case(table)
+                && matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    others.sort();
+    out.extend(others);
+    out
 }
 
 /// A plan's moves as the admin statements that make them.

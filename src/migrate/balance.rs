@@ -1,0 +1,174 @@
+//! `[balance] mode = "auto"`: the moves `SHOW BALANCE` suggests, made. Every proxy with a
+//! metadata schema runs [`run`]; a move is queued as a rebalance plan of one move
+//! (`crate::metadata::rebalance::enqueue`, under the plan lock), so the migration driver runs
+//! it like any other, `SHOW REBALANCE` shows it and `ABORT REBALANCE` stops it, and only one
+//! balancing action is ever in flight in the cluster: a proxy whose plan comes second is
+//! refused, as is any plan while a migration or another plan runs.
+//!
+//! Guards against flapping, on top of the detection's hysteresis and the planner's rule that
+//! a move never makes its target the hotter of the two nodes:
+//! - the same first move suggested for [`CONFIRM`] consecutive seconds (not one noisy window);
+//! - no move of a slot moved (by anyone, for any reason) within `cooldown_secs`;
+//! - at most `max_moves_per_hour` moves of the balancer's in any hour;
+//! - after a move ends, the windows that still saw the old placement ([hot] seconds and a
+//!   margin) pass before the next is planned.
+//!
+//! The guards read the metadata schema, so they hold across proxies and restarts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts};
+use tracing::{info, warn};
+
+use crate::config::hot::BalanceMode;
+use crate::config::Topology;
+use crate::load::balance::Move;
+use crate::metadata::migrations::Migration;
+use crate::shared::load::{group_of, suggest};
+use crate::shared::Shared;
+
+/// Seconds the same move must be suggested before it is queued.
+pub const CONFIRM: u32 = 2;
+/// What a balancer's plan is called (`shard_rebalance.what` starts with it).
+pub const WHAT: &str = "BALANCE";
+
+/// The auto balancer of a proxy (see the module documentation).
+pub async fn run(shared: Arc<Shared>) {
+    let mut seen: Option<(String, u16, usize)> = None;
+    let mut streak = 0u32;
+    let mut conn: Option<Conn> = None;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let topo = shared.topology();
+        let Some(meta) = topo
+            .metadata
+            .as_ref()
+            .filter(|_| topo.balance.mode == BalanceMode::Auto)
+        else {
+            conn = None;
+            seen = None;
+            continue;
+        };
+        let plan = suggest(&shared, &topo);
+        // The moves the guards allow, in the planner's order: the first is the one queued.
+        let Some(first) = plan.moves.first() else {
+            seen = None;
+            continue;
+        };
+        let key = (first.table.clone(), first.slot, first.to);
+        if seen.as_ref() == Some(&key) {
+            streak += 1;
+        } else {
+            seen = Some(key);
+            streak = 1;
+        }
+        if streak < CONFIRM {
+            continue;
+        }
+        if conn.is_none() {
+            conn = match Opts::from_url(&meta.url) {
+                Ok(o) => Conn::new(o).await.ok(),
+                Err(_) => None,
+            };
+        }
+        let Some(c) = conn.as_mut() else {
+            continue;
+        };
+        match act(c, &topo, &plan.moves).await {
+            Ok(Some(said)) => {
+                info!(plan = %said, "balance: queued");
+                seen = None;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                warn!(error = %e, "balance: the metadata schema failed; trying again");
+                conn = None;
+            }
+        }
+    }
+}
+
+/// Queues the first of `moves` the guards allow, as a plan of its own; what it queued.
+async fn act(c: &mut Conn, topo: &Topology, moves: &[Move]) -> mysql_async::Result<Option<String>> {
+    let b = &topo.balance;
+    // A move's windows still saw the old placement: let them pass.
+    let settle = u64::from(topo.hot.seconds) + 3;
+    let recent: Option<i64> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM shard_rebalance WHERE what LIKE CONCAT(?, '%') \
+             AND (state IN ('running', 'paused', 'aborting') OR updated > NOW(3) - INTERVAL ? SECOND)",
+            (WHAT, settle),
+        )
+        .await?;
+    if recent.unwrap_or(0) > 0 {
+        return Ok(None);
+    }
+    let last_hour: Option<i64> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM shard_migrations m JOIN shard_rebalance r ON m.plan_id = r.id \
+             WHERE r.what LIKE CONCAT(?, '%') AND m.started > NOW(3) - INTERVAL 1 HOUR",
+            (WHAT,),
+        )
+        .await?;
+    if last_hour.unwrap_or(0) >= i64::from(b.max_moves_per_hour) {
+        return Ok(None);
+    }
+    for m in moves {
+        let tables = group_of(topo, &m.table);
+        if cooling(c, &tables, m.slot, b.cooldown_secs).await? {
+            continue;
+        }
+        let what = format!(
+            "{WHAT} slot {} of {} from {} ({} ms/s) to {} ({} ms/s): the slot's {} ms/s",
+            m.slot,
+            m.table,
+            topo.node_name(m.from),
+            m.from_load.0 / 1000,
+            topo.node_name(m.to),
+            m.to_load.0 / 1000,
+            m.micros / 1000
+        );
+        let mv = Migration::new(
+            tables.join(","),
+            m.slot,
+            m.slot,
+            None,
+            topo.node_name(m.from).to_string(),
+            topo.node_name(m.to).to_string(),
+            0,
+            true,
+        );
+        let max = topo.metadata.as_ref().map_or(1, |m| m.max_parallel_moves);
+        return Ok(
+            match crate::metadata::rebalance::enqueue(c, &what, max, &[mv]).await? {
+                Ok(id) => Some(format!("rebalance {id}: {what}")),
+                // Another plan or migration runs: one action in flight.
+                Err(_) => None,
+            },
+        );
+    }
+    Ok(None)
+}
+
+/// Was the slot, of any of `tables`, moved or being moved within `cooldown` seconds?
+async fn cooling(
+    c: &mut Conn,
+    tables: &[String],
+    slot: u16,
+    cooldown: u64,
+) -> mysql_async::Result<bool> {
+    let rows: Vec<String> = c
+        .exec(
+            "SELECT table_name FROM shard_migrations WHERE key_value IS NULL \
+             AND first_slot <= ? AND last_slot >= ? AND updated > NOW(3) - INTERVAL ? SECOND",
+            (slot, slot, cooldown),
+        )
+        .await?;
+    Ok(rows.iter().any(|names| {
+        names
+            .split(',')
+            .any(|n| tables.iter().any(|t| t.eq_ignore_ascii_case(n.trim())))
+    }))
+}

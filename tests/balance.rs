@@ -1,0 +1,189 @@
+//! `[balance] mode = "auto"` on real MariaDB nodes (issue 28's action): two keys of one node
+//! hammered through two proxies on one metadata schema turn their slots and the node hot;
+//! one proxy queues the move that evens the load, as a plan of one move, and the migration
+//! driver runs it live, while writers change rows through both proxies: no statement fails,
+//! no row is lost, the hot slot ends on the coolest node, and nothing else moves (the other
+//! slot would only move the hot spot back, and the moved one is cooling down). Its own test
+//! binary: nodes 0-3 are ds0-ds3, node 4 holds the metadata schema.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::moves::*;
+use common::workload::*;
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Pool, Value};
+use shardproxy::routing::slot::slot_of;
+
+const NODES: usize = 5;
+const META: usize = 4;
+
+fn owner(p: &Proxy, table: &str, slot: u16) -> String {
+    let t = p.shared.topology();
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
+        panic!("{table} is not hash_slot");
+    };
+    t.node_name(map.owner_of_slot(slot)).to_string()
+}
+
+/// Readers of one key each, through `pool`, until `stop`: the reads done and the errors.
+fn hammer(
+    pool: Pool,
+    key: i64,
+    stop: Arc<AtomicBool>,
+    reads: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    tokio::spawn(async move {
+        let mut failed = Vec::new();
+        let mut conn = pool.get_conn().await.expect("reader");
+        while !stop.load(Ordering::Relaxed) {
+            let r: Result<Option<(i64, i64)>, _> = conn
+                .exec_first("SELECT id, v FROM t_bal WHERE id = ?", (key,))
+                .await;
+            match r {
+                Ok(Some(_)) => {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => failed.push(format!("key {key} not found")),
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        failed
+    })
+}
+
+#[tokio::test]
+async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps() {
+    let c = Cluster::shared(NODES);
+    let meta = "bal_meta";
+    fresh_schema_on(c, META, meta).await;
+    let nodes = [("ds0", 0), ("ds1", 1), ("ds2", 2), ("ds3", 3)];
+    let layout = FOUR_NODES;
+    let tables = "[hot]\nseconds = 2\nslot_statements = 150\nnode_min_ms = 5\n\n\
+                  [balance]\nmode = \"auto\"\n\n"
+        .to_string()
+        + &hash_slot_table("t_bal", "id", &layout);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules_on(c, META, meta, &nodes, &tables));
+    let b = watching(&dir, "b", rules_on(c, META, meta, &nodes, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    let rows = 4_000;
+    load_after_dropping(c, &[0, 1, 2, 3], &pool_a, "t_bal", rows).await;
+
+    // Two keys of ds1 in different slots, among the loaded rows the writers leave alone.
+    let written = 3_000;
+    let on1: Vec<i64> = (written + 1..=rows)
+        .filter(|k| node_of_key(&layout, *k) == 1)
+        .collect();
+    let slot = |k: i64| slot_of(&Value::Int(k)).expect("slot");
+    let ka = on1[0];
+    let kb = *on1
+        .iter()
+        .find(|k| slot(**k) != slot(ka))
+        .expect("two slots");
+    let (sa, sb) = (slot(ka), slot(kb));
+
+    // Writers over every key through both proxies, readers of the two keys through both.
+    let workers = Workers::start("t_bal", 4, written, &[pool_a.clone(), pool_b.clone()]);
+    workers.write(50).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let readers: Vec<_> = [(&pool_a, ka), (&pool_b, ka), (&pool_a, kb), (&pool_b, kb)]
+        .into_iter()
+        .map(|(p, k)| hammer(p.clone(), k, stop.clone(), reads.clone()))
+        .collect();
+
+    // A plan of the balancer's is queued within 30 s, and runs to its end.
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    let plan = loop {
+        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
+        if rows
+            .first()
+            .is_some_and(|r| r["what"].starts_with("BALANCE"))
+        {
+            break rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no balancing move in 30 s: {rows:?}\n{:?}\n{:?}",
+            named_rows(&mut ops_a, "SHOW LOAD").await,
+            named_rows(&mut ops_a, "SHOW BALANCE").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let queued_after = started.elapsed();
+    assert_eq!(plan.len(), 1, "one move a plan: {plan:?}");
+    let moved = plan[0]["slots"]
+        .split_once('-')
+        .filter(|(x, y)| x == y)
+        .and_then(|(x, _)| x.parse::<u16>().ok())
+        .unwrap_or_else(|| panic!("one slot: {plan:?}"));
+    assert!([sa, sb].contains(&moved), "{plan:?}");
+    assert_eq!(plan[0]["source"], "ds1", "{plan:?}");
+    let target = plan[0]["target"].clone();
+    assert_ne!(target, "ds1");
+    loop {
+        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
+        if rows.first().is_some_and(|r| r["plan_state"] == "done") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the balancing move did not end: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Both proxies route the slot to its new node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while [&a, &b].iter().any(|p| owner(p, "t_bal", moved) != target) {
+        assert!(
+            Instant::now() < deadline,
+            "the proxies did not follow the move"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The load goes on: no other move is queued (the slot left on ds1 would carry the hot
+    // spot to a node as loaded as ds1 is now, and the moved one is cooling down).
+    let after = Instant::now();
+    workers.write(100).await;
+    while after.elapsed() < Duration::from_secs(12) {
+        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
+        assert!(
+            rows.first().is_some_and(
+                |r| r["plan_state"] == "done" && r["slots"] == format!("{moved}-{moved}")
+            ),
+            "a second balancing move: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut failed: Vec<String> = Vec::new();
+    for r in readers {
+        failed.extend(r.await.expect("reader"));
+    }
+    let (mut expected, worker_failed, writes) = workers.stop().await;
+    for k in written + 1..=rows {
+        expected.insert(k, Some(k));
+    }
+    failed.extend(worker_failed);
+    no_client_failed(&failed);
+    assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
+    keys_match(&[&pool_a, &pool_b], "t_bal", &expected).await;
+    // The moved slot's rows are on the target only.
+    let pred = format!("CRC32(id) % 1024 = {moved}");
+    let mut held: HashMap<&str, i64> = HashMap::new();
+    for (name, i) in nodes {
+        held.insert(name, count_on(c, i, "t_bal", &pred).await);
+    }
+    let all = (1..=rows).filter(|k| slot(*k) == moved).count() as i64;
+    assert_eq!(held[target.as_str()], all, "{held:?}");
+    assert_eq!(held.values().sum::<i64>(), all, "{held:?}");
+    eprintln!("balancing move queued {queued_after:?} after the load began");
+}
