@@ -285,7 +285,7 @@ impl Metrics {
         let hot = self.load.hot_slots();
         out.push_str("# HELP shardproxy_hot_slots Slots hot now (`[hot]`), by table\n# TYPE shardproxy_hot_slots gauge\n");
         for t in &tables {
-            let n = hot.iter().filter(|(table, _)| table == t.name()).count();
+            let n = hot.iter().filter(|(table, _)| &**table == t.name()).count();
             out.push_str(&format!(
                 "shardproxy_hot_slots{{table=\"{}\"}} {n}\n",
                 t.name()

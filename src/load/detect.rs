@@ -5,6 +5,7 @@
 //! against the mean of the nodes'. Pure: the windows come from [`super::Load::tick`].
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::config::hot::HotSection;
 
@@ -15,8 +16,8 @@ pub const ROWS: usize = 1;
 pub const BYTES: usize = 2;
 pub const MICROS: usize = 3;
 
-/// A slot of a table.
-pub type SlotId = (String, u16);
+/// A slot of a table (the name shared with the table's counters: a window holds no copy).
+pub type SlotId = (Arc<str>, u16);
 
 /// One second's load: each slot that saw statements, and each node's statements and node
 /// time (microseconds), by node name.
@@ -26,7 +27,8 @@ pub struct Window {
     pub nodes: Vec<(String, [u64; 2])>,
 }
 
-/// Windows kept (the reports average over the last `seconds` of them).
+/// Windows kept at most; the ring keeps only the last `[hot] seconds` of them, which the
+/// reports average over.
 pub const RING: usize = 60;
 
 /// Where a measure stands against its thresholds.
@@ -172,7 +174,7 @@ impl Tracker {
         changes.hot.sort();
         changes.cool.sort();
         self.ring.push_back(w);
-        while self.ring.len() > RING {
+        while self.ring.len() > RING.min(hot.seconds.max(1) as usize) {
             self.ring.pop_front();
         }
         changes
@@ -271,7 +273,7 @@ mod tests {
         Window {
             slots: slot_statements
                 .iter()
-                .map(|(s, n)| (("t".to_string(), *s), [*n, 0, 0, 0]))
+                .map(|(s, n)| (("t".into(), *s), [*n, 0, 0, 0]))
                 .collect(),
             nodes: nodes
                 .iter()
@@ -287,8 +289,8 @@ mod tests {
         assert!(t.push(window(&[(7, 150)], &[]), &h).hot.is_empty());
         assert!(t.push(window(&[(7, 150)], &[]), &h).hot.is_empty());
         let c = t.push(window(&[(7, 150)], &[]), &h);
-        assert_eq!(c.hot, vec![("t".to_string(), 7)]);
-        assert_eq!(t.hot_slots(), vec![(("t".to_string(), 7), 0)]);
+        assert_eq!(c.hot, vec![("t".into(), 7)]);
+        assert_eq!(t.hot_slots(), vec![(("t".into(), 7), 0)]);
     }
 
     #[test]
@@ -352,7 +354,7 @@ mod tests {
         for n in [10, 20, 30, 40] {
             t.push(window(&[(1, n)], &[("a", n * 1000)]), &h);
         }
-        assert_eq!(t.slot_rates(2)[&("t".to_string(), 1)][STATEMENTS], 35);
+        assert_eq!(t.slot_rates(2)[&("t".into(), 1)][STATEMENTS], 35);
         assert_eq!(t.node_rates(2), vec![("a".to_string(), [0, 35_000])]);
     }
 }

@@ -25,7 +25,7 @@ use sketch::Sketch;
 /// One table's per-slot counters.
 #[derive(Debug)]
 pub struct SlotLoad {
-    table: String,
+    table: Arc<str>,
     /// This window's counts: statements, rows, bytes, microseconds.
     now: Box<[[AtomicU64; 4]]>,
     /// Counts of the windows closed (what the metrics add this window's to).
@@ -38,7 +38,7 @@ pub struct SlotLoad {
 impl SlotLoad {
     fn new(table: &str) -> Self {
         SlotLoad {
-            table: table.to_string(),
+            table: table.into(),
             now: (0..SLOTS).map(|_| Default::default()).collect(),
             closed: Mutex::new(vec![[0; 4]; SLOTS].into_boxed_slice()),
             hot: (0..SLOTS).map(|_| AtomicBool::new(false)).collect(),
@@ -239,7 +239,7 @@ impl Load {
             .map(|((table, slot), rate)| {
                 let hot_for = hot_since.get(&(table.clone(), slot)).map(|t| now - t);
                 SlotRate {
-                    table,
+                    table: table.to_string(),
                     slot,
                     rate,
                     hot_for,
@@ -248,9 +248,9 @@ impl Load {
             .collect();
         // A hot slot idle in the last windows is still listed, as it is still hot.
         for ((table, slot), t) in &hot_since {
-            if !all.iter().any(|r| &r.table == table && r.slot == *slot) {
+            if !all.iter().any(|r| *r.table == **table && r.slot == *slot) {
                 all.push(SlotRate {
-                    table: table.clone(),
+                    table: table.to_string(),
                     slot: *slot,
                     rate: [0; 4],
                     hot_for: Some(now - t),
@@ -327,7 +327,7 @@ impl Load {
                 let sk = &keys[slot];
                 for c in sk.top(per_slot) {
                     out.push(HotKey {
-                        table: t.table.clone(),
+                        table: t.table.to_string(),
                         slot: *slot,
                         key: c.key.to_vec(),
                         count: c.count,

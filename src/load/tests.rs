@@ -31,7 +31,7 @@ fn a_busy_slot_turns_hot_and_its_keys_are_counted_only_then() {
     run(&load, 3, 20, "k1");
     run(&load, 4, 2, "other");
     let c = load.tick(vec![], &h);
-    assert_eq!(c.hot, vec![("t".to_string(), 3)]);
+    assert_eq!(c.hot, vec![("t".into(), 3)]);
     // Hot now: its keys feed the sketch; the cool slot's do not.
     run(&load, 3, 6, "k1");
     run(&load, 3, 2, "k2");
@@ -64,7 +64,7 @@ fn a_cooled_slot_forgets_its_keys() {
     assert_eq!(load.keys(None, 5).len(), 1);
     load.tick(vec![], &h);
     let c = load.tick(vec![], &h);
-    assert_eq!(c.cool, vec![("t".to_string(), 3)]);
+    assert_eq!(c.cool, vec![("t".into(), 3)]);
     assert!(load.keys(None, 5).is_empty());
     assert!(load.slots(&h, 10).iter().all(|s| s.hot_for.is_none()));
 }

@@ -39,10 +39,10 @@ pub async fn watch(shared: Arc<Shared>) {
             .collect();
         let changes = shared.metrics.load.tick(nodes, &topo.hot);
         for (table, slot) in &changes.hot {
-            warn!(table, slot, "hot slot");
+            warn!(table = %table, slot, "hot slot");
         }
         for (table, slot) in &changes.cool {
-            info!(table, slot, "slot cool again");
+            info!(table = %table, slot, "slot cool again");
         }
         for node in &changes.hot_nodes {
             warn!(node, "hot node");
