@@ -372,24 +372,8 @@ fn main() -> ExitCode {
             interval,
             once,
         } => {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("error: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
             let every = std::time::Duration::from_secs(interval.max(1));
-            match rt.block_on(shardproxy::admin::top::run(&admin, every, once)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            client(shardproxy::admin::top::run(&admin, every, once))
         }
         Command::Node { admin, what } => {
             use shardproxy::migrate::plan_cli::{Ask, Run};
@@ -458,6 +442,12 @@ fn main() -> ExitCode {
 
 /// `rebalance ...` and `node ...`: `ask` sent to the admin interface at `admin`.
 fn plan_cli(admin: &str, ask: shardproxy::migrate::plan_cli::Ask) -> ExitCode {
+    client(shardproxy::migrate::plan_cli::run(admin, ask))
+}
+
+/// A client of the admin interface run to its end on a runtime of its own: its error on
+/// stderr, and the exit code.
+fn client(work: impl std::future::Future<Output = Result<(), String>>) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -468,7 +458,7 @@ fn plan_cli(admin: &str, ask: shardproxy::migrate::plan_cli::Ask) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(shardproxy::migrate::plan_cli::run(admin, ask)) {
+    match rt.block_on(work) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

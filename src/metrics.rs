@@ -37,6 +37,8 @@ pub struct Metrics {
     pub xa_recovered: IntCounterVec,
     /// Deadlocks across nodes the proxy broke.
     pub deadlocks: prometheus::IntCounter,
+    /// Hot-slot moves this proxy's balancer queued (`[balance] mode = "auto"`).
+    pub balance_moves: prometheus::IntCounter,
     /// Client commands that panicked (bugs; each ended its client's connection).
     pub panics: prometheus::IntCounter,
     /// Clients that hung up while a statement of theirs ran (its node statements killed).
@@ -146,6 +148,11 @@ impl Metrics {
                 "Deadlocks across nodes (seen by no node) that the proxy broke",
             )
             .expect("valid metric definition"),
+            balance_moves: prometheus::IntCounter::new(
+                "shardproxy_balance_moves_total",
+                "Hot-slot moves this proxy's balancer queued ([balance] mode = \"auto\")",
+            )
+            .expect("valid metric definition"),
             pins: counter_vec(
                 "shardproxy_session_pins_total",
                 "Node connections pinned to their client session (not lent to others until it ends) by state the proxy does not track, by reason",
@@ -212,6 +219,7 @@ impl Metrics {
             Box::new(m.transactions.clone()),
             Box::new(m.xa_recovered.clone()),
             Box::new(m.deadlocks.clone()),
+            Box::new(m.balance_moves.clone()),
             Box::new(m.panics.clone()),
             Box::new(m.hangups.clone()),
             Box::new(m.pins.clone()),

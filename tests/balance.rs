@@ -118,6 +118,13 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let queued_after = started.elapsed();
+    // Queued by one proxy's balancer (counted once its queueing returned).
+    let queued = || a.shared.metrics.balance_moves.get() + b.shared.metrics.balance_moves.get();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while queued() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(queued(), 1);
     assert_eq!(plan.len(), 1, "one move a plan: {plan:?}");
     let moved = plan[0]["slots"]
         .split_once('-')
@@ -163,6 +170,7 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    assert_eq!(queued(), 1, "a second move was queued");
     stop.store(true, Ordering::Relaxed);
     let mut failed: Vec<String> = Vec::new();
     for r in readers {

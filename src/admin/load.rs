@@ -174,15 +174,29 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
             ]
         })
         .collect();
+    let keys = shared.metrics.load.keys(None, 1);
     for c in &plan.stuck {
+        // Its heaviest key, from the sketch of any of the group's tables.
+        let heaviest = keys
+            .iter()
+            .filter(|k| k.slot == c.slot && k.total > 0)
+            .max_by_key(|k| k.count)
+            .map(|k| {
+                format!(
+                    "; its heaviest key, {} of `{}`, has {:.0}% of its statements",
+                    String::from_utf8_lossy(&k.key),
+                    k.table,
+                    100.0 * k.count as f64 / k.total as f64
+                )
+            })
+            .unwrap_or_default();
         rows.push(vec![
             mode.into(),
             format!(
-                "-- slot {} of {} on {} is most of its node's load: moving it moves the hot spot (SHOW HOT KEYS FOR {})",
+                "-- slot {} of {} on {} is most of its node's load: moving it moves the hot spot{heaviest} (splitting a key out of its slot is not built yet)",
                 c.slot,
                 c.table,
                 t.node_name(c.node),
-                c.table
             ),
             ms(c.micros),
             String::new(),

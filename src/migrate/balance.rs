@@ -78,6 +78,7 @@ pub async fn run(shared: Arc<Shared>) {
         };
         match act(c, &topo, &plan.moves).await {
             Ok(Some(said)) => {
+                shared.metrics.balance_moves.inc();
                 info!(plan = %said, "balance: queued");
                 seen = None;
             }

@@ -6,30 +6,7 @@
 use std::time::Instant;
 
 use super::*;
-
-/// An admin answer as rows of text, by column name.
-async fn admin_rows(ops: &mut Conn, sql: &str) -> Vec<std::collections::HashMap<String, String>> {
-    let rows: Vec<Row> = ops.query(sql).await.expect(sql);
-    rows.into_iter()
-        .map(|r| {
-            let names: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().into_owned())
-                .collect();
-            names
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    (
-                        n,
-                        r.get::<Option<String>, _>(i).flatten().unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .collect()
-}
+use common::moves::named_rows;
 
 fn hot_slot(rows: &[std::collections::HashMap<String, String>], slot: u16) -> bool {
     rows.iter()
@@ -115,7 +92,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
     // Both slots hot within 10 seconds of the load's start.
     let started = Instant::now();
     let slots = loop {
-        let rows = admin_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
+        let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
         if hot_slot(&rows, slot_a) && hot_slot(&rows, slot_b) {
             break rows;
         }
@@ -145,7 +122,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
 
     // Their keys: the text key and the prepared one, each nearly all of its slot.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let keys = admin_rows(&mut ops, "SHOW HOT KEYS FOR t_hot").await;
+    let keys = named_rows(&mut ops, "SHOW HOT KEYS FOR t_hot").await;
     for (k, slot) in [(a, slot_a), (b, slot_b)] {
         let top = keys
             .iter()
@@ -160,7 +137,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
 
     // ds1 carries most of the load: hot, and the node's listing says so.
     let nodes = loop {
-        let nodes = admin_rows(&mut ops, "SHOW LOAD").await;
+        let nodes = named_rows(&mut ops, "SHOW LOAD").await;
         if nodes
             .iter()
             .any(|r| r["node"] == "ds1" && r["state"].starts_with("hot"))
@@ -181,7 +158,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
     );
 
     // The suggestion: one of the two slots to another node; nothing moves.
-    let balance = admin_rows(&mut ops, "SHOW BALANCE").await;
+    let balance = named_rows(&mut ops, "SHOW BALANCE").await;
     let moves: Vec<&String> = balance
         .iter()
         .map(|r| &r["action"])
@@ -195,6 +172,19 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
         "{balance:?}"
     );
     assert!(!moves[0].ends_with("ds1"), "{balance:?}");
+    // The other slot stays: alone it is nearly all of ds1's load now; its heaviest key is
+    // named.
+    let stuck: Vec<&String> = balance
+        .iter()
+        .map(|r| &r["action"])
+        .filter(|a| a.starts_with("-- slot"))
+        .collect();
+    assert_eq!(stuck.len(), 1, "{balance:?}");
+    assert!(
+        stuck[0].contains(&format!("its heaviest key, {a} of `t_hot`"))
+            || stuck[0].contains(&format!("its heaviest key, {b} of `t_hot`")),
+        "{balance:?}"
+    );
     assert!(balance.iter().all(|r| r["mode"] == "suggest"));
     assert_eq!(
         proxy.shared.topology().version,
@@ -239,7 +229,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
     }
     let stopped = Instant::now();
     loop {
-        let rows = admin_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
+        let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot").await;
         if !hot_slot(&rows, slot_a) && !hot_slot(&rows, slot_b) {
             break;
         }
@@ -249,6 +239,6 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(admin_rows(&mut ops, "SHOW HOT KEYS").await.is_empty());
+    assert!(named_rows(&mut ops, "SHOW HOT KEYS").await.is_empty());
     p.query_drop("DROP TABLE t_hot").await.expect("drop");
 }
