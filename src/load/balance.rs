@@ -52,9 +52,16 @@ pub fn node_share(slot: u64, keyed: u64, node: u64) -> u64 {
     (slot as u128 * node as u128 / keyed as u128) as u64
 }
 
-/// Plans at most `max` moves. `nodes` are the nodes that may take slots, with their node
-/// time a second (microseconds).
-pub fn plan(nodes: &[(usize, u64)], candidates: &[Candidate], ratio: f64, max: usize) -> Plan {
+/// Plans at most `max` moves. `nodes` are the nodes in service with their node time a
+/// second (microseconds); those `closed` take no slots (weight 0: being drained), though
+/// their load counts in the mean.
+pub fn plan(
+    nodes: &[(usize, u64)],
+    closed: &[usize],
+    candidates: &[Candidate],
+    ratio: f64,
+    max: usize,
+) -> Plan {
     let mut load: Vec<(usize, u64)> = nodes.to_vec();
     let mut out = Plan::default();
     if load.len() < 2 {
@@ -75,7 +82,7 @@ pub fn plan(nodes: &[(usize, u64)], candidates: &[Candidate], ratio: f64, max: u
             continue;
         }
         let Some(to) = (0..load.len())
-            .filter(|i| *i != from)
+            .filter(|i| *i != from && !closed.contains(&load[*i].0))
             .min_by_key(|i| (load[*i].1, load[*i].0))
         else {
             continue;
@@ -127,7 +134,7 @@ mod tests {
         // Node 0 carries 900 ms a second, three others 100: its two hot slots go to two
         // different nodes, the heavier first.
         let nodes = [(0, 900_000), (1, 100_000), (2, 100_000), (3, 120_000)];
-        let p = plan(&nodes, &[c(5, 0, 300_000), c(9, 0, 350_000)], 1.5, 4);
+        let p = plan(&nodes, &[], &[c(5, 0, 300_000), c(9, 0, 350_000)], 1.5, 4);
         let moved: Vec<(u16, usize, usize)> =
             p.moves.iter().map(|m| (m.slot, m.from, m.to)).collect();
         assert_eq!(moved, vec![(9, 0, 1), (5, 0, 2)]);
@@ -137,9 +144,18 @@ mod tests {
     }
 
     #[test]
+    fn a_node_being_drained_takes_no_slot() {
+        // ds1 is the coolest but weighs 0: the slot goes to the next coolest.
+        let nodes = [(0, 900_000), (1, 0), (2, 100_000)];
+        let p = plan(&nodes, &[1], &[c(5, 0, 300_000)], 1.5, 4);
+        assert_eq!(p.moves.len(), 1);
+        assert_eq!(p.moves[0].to, 2);
+    }
+
+    #[test]
     fn a_slot_that_is_its_nodes_whole_load_is_stuck_not_moved() {
         let nodes = [(0, 800_000), (1, 100_000), (2, 100_000)];
-        let p = plan(&nodes, &[c(5, 0, 750_000)], 1.5, 4);
+        let p = plan(&nodes, &[], &[c(5, 0, 750_000)], 1.5, 4);
         assert!(p.moves.is_empty());
         assert_eq!(p.stuck, vec![c(5, 0, 750_000)]);
     }
@@ -149,12 +165,15 @@ mod tests {
         // Moving the 500 ms slot would lower the peak from 1000 to 600 ms: on the target,
         // then hotter than its source.
         let nodes = [(0, 1_000_000), (1, 100_000), (2, 150_000), (3, 150_000)];
-        let p = plan(&nodes, &[c(5, 0, 500_000)], 1.5, 4);
+        let p = plan(&nodes, &[], &[c(5, 0, 500_000)], 1.5, 4);
         assert!(p.moves.is_empty(), "{p:?}");
         assert_eq!(p.stuck, vec![c(5, 0, 500_000)]);
         // The same slot where the target stays below the source: moved.
         let nodes = [(0, 1_200_000), (1, 100_000), (2, 150_000), (3, 150_000)];
-        assert_eq!(plan(&nodes, &[c(5, 0, 500_000)], 1.5, 4).moves.len(), 1);
+        assert_eq!(
+            plan(&nodes, &[], &[c(5, 0, 500_000)], 1.5, 4).moves.len(),
+            1
+        );
     }
 
     #[test]
@@ -172,7 +191,7 @@ mod tests {
         // ds0 carries one hot slot and a little more than the coolest node: moving the
         // slot there would lower the pair's peak by 20 of 600 ms (3%), trading places.
         let nodes = [(0, 600_000), (1, 100_000), (2, 80_000)];
-        let p = plan(&nodes, &[c(5, 0, 500_000)], 1.5, 4);
+        let p = plan(&nodes, &[], &[c(5, 0, 500_000)], 1.5, 4);
         assert!(p.moves.is_empty(), "{p:?}");
         assert_eq!(p.stuck.len(), 1);
     }
@@ -180,9 +199,12 @@ mod tests {
     #[test]
     fn nothing_moves_when_the_nodes_are_even_or_the_cap_is_reached() {
         let even = [(0, 300_000), (1, 290_000), (2, 310_000)];
-        assert_eq!(plan(&even, &[c(5, 2, 200_000)], 1.5, 4), Plan::default());
+        assert_eq!(
+            plan(&even, &[], &[c(5, 2, 200_000)], 1.5, 4),
+            Plan::default()
+        );
         let skewed = [(0, 900_000), (1, 0), (2, 0)];
-        let p = plan(&skewed, &[c(1, 0, 200_000), c(2, 0, 200_000)], 1.5, 1);
+        let p = plan(&skewed, &[], &[c(1, 0, 200_000), c(2, 0, 200_000)], 1.5, 1);
         assert_eq!(p.moves.len(), 1);
     }
 
@@ -190,7 +212,7 @@ mod tests {
     fn after_the_moves_no_target_is_hotter_than_its_source_was_left() {
         let nodes = [(0, 1_000_000), (1, 600_000), (2, 50_000)];
         let cands: Vec<Candidate> = (0..10).map(|s| c(s, 0, 90_000)).collect();
-        let p = plan(&nodes, &cands, 1.2, 10);
+        let p = plan(&nodes, &[], &cands, 1.2, 10);
         for m in &p.moves {
             assert!(m.to_load.1 < m.from_load.0, "{m:?}");
         }

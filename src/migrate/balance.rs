@@ -31,6 +31,8 @@ use crate::shared::Shared;
 
 /// Seconds the same move must be suggested before it is queued.
 pub const CONFIRM: u32 = 2;
+/// How long one look at the metadata schema (the guards, the queueing) may take.
+const ACT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a balancer's plan is called (`shard_rebalance.what` starts with it).
 pub const WHAT: &str = "BALANCE";
 
@@ -76,7 +78,15 @@ pub async fn run(shared: Arc<Shared>) {
         let Some(c) = conn.as_mut() else {
             continue;
         };
-        match act(c, &topo, &plan.moves).await {
+        // A metadata node that hangs holds the balancer only this long.
+        let acted = tokio::time::timeout(ACT_TIMEOUT, act(c, &topo, &plan.moves))
+            .await
+            .unwrap_or_else(|_| {
+                Err(mysql_async::Error::Other(
+                    "no answer from the metadata schema within 10 s".into(),
+                ))
+            });
+        match acted {
             Ok(Some(said)) => {
                 shared.metrics.balance_moves.inc();
                 info!(plan = %said, "balance: queued");

@@ -115,7 +115,13 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
             }),
         }
     }
-    balance::plan(&nodes, &candidates, topo.hot.node_ratio, MAX_MOVES)
+    // A node of weight 0 is being drained: it takes no slots.
+    let closed: Vec<usize> = nodes
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| topo.nodes[*n].weight == 0)
+        .collect();
+    balance::plan(&nodes, &closed, &candidates, topo.hot.node_ratio, MAX_MOVES)
 }
 
 /// The hash_slot tables sharded alike with `table` (they move together), `table` first and
