@@ -242,3 +242,113 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
     assert!(named_rows(&mut ops, "SHOW HOT KEYS").await.is_empty());
     p.query_drop("DROP TABLE t_hot").await.expect("drop");
 }
+
+/// The rules of the reload test: `[hot]` with this slot threshold, `[balance]` in `mode`.
+fn hot_rules(c: &Cluster, version: u64, slot_statements: u64, mode: &str) -> String {
+    rules_toml(
+        c,
+        &format!(
+            "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n\
+             [hot]\nseconds = 2\nslot_statements = {slot_statements}\nslot_node_ms = 100000\nnode_min_ms = 1\n\n\
+             [balance]\nmode = \"{mode}\"\n\n{}",
+            sharded("t_hot_rl")
+        ),
+    )
+    .replacen("version = 1", &format!("version = {version}"), 1)
+}
+
+#[tokio::test]
+async fn thresholds_changed_by_reload_apply_to_the_next_windows() {
+    let c = cluster();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("rules.toml");
+    std::fs::write(&path, hot_rules(c, 1, 1_000_000, "suggest")).expect("rules");
+    let proxy = start_proxy_watching(&path);
+    let mut p = proxy.conn().await;
+    p.query_drop("DROP TABLE IF EXISTS t_hot_rl")
+        .await
+        .expect("drop");
+    p.query_drop("CREATE TABLE t_hot_rl (user_id BIGINT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    let k = keys_on_node(&L, 2, 1)[0];
+    let s = slot_of(&Value::Int(k)).expect("slot");
+    p.query_drop(format!("INSERT INTO t_hot_rl VALUES ({k}, 1)"))
+        .await
+        .expect("insert");
+    let admin = format!(
+        "mysql://ops:ops@127.0.0.1:{}",
+        proxy.admin_port.expect("admin port")
+    );
+    let mut ops = Conn::new(mysql_async::Opts::from_url(&admin).expect("admin URL"))
+        .await
+        .expect("admin");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (pool, stop) = (proxy.pool(), stop.clone());
+        tokio::spawn(async move {
+            let mut conn = pool.get_conn().await.expect("load conn");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _: Option<i64> = conn
+                    .exec_first("SELECT v FROM t_hot_rl WHERE user_id = ?", (k,))
+                    .await
+                    .expect("read");
+            }
+        })
+    };
+    // Far under a million statements a second: busy, not hot.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot_rl").await;
+    assert!(rows.iter().any(|r| r["slot"] == s.to_string()), "{rows:?}");
+    assert!(!hot_slot(&rows, s), "{rows:?}");
+    // The threshold lowered by a reload: hot within the next windows.
+    std::fs::write(&path, hot_rules(c, 2, 50, "suggest")).expect("rules v2");
+    let reloaded = Instant::now();
+    loop {
+        let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot_rl").await;
+        if hot_slot(&rows, s) {
+            break;
+        }
+        assert!(
+            reloaded.elapsed() < Duration::from_secs(10),
+            "not hot 10 s after the reload (rules version {}): {rows:?}",
+            proxy.shared.topology().version
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // `[balance] mode = "off"` by reload: detection goes on, nothing is suggested. Before,
+    // the slot (all of ds2's load) is named as one no move helps.
+    let balance = loop {
+        let balance = named_rows(&mut ops, "SHOW BALANCE").await;
+        if !balance.is_empty() {
+            break balance;
+        }
+        assert!(
+            reloaded.elapsed() < Duration::from_secs(15),
+            "nothing in SHOW BALANCE"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(balance[0]["mode"], "suggest", "{balance:?}");
+    assert!(
+        balance[0]["action"].starts_with(&format!("-- slot {s} of t_hot_rl on ds2")),
+        "{balance:?}"
+    );
+    std::fs::write(&path, hot_rules(c, 3, 50, "off")).expect("rules v3");
+    let reloaded = Instant::now();
+    while proxy.shared.topology().version != 3 {
+        assert!(
+            reloaded.elapsed() < Duration::from_secs(10),
+            "v3 not applied"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(named_rows(&mut ops, "SHOW BALANCE").await.is_empty());
+    assert!(hot_slot(
+        &named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot_rl").await,
+        s
+    ));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.await.expect("load");
+    p.query_drop("DROP TABLE t_hot_rl").await.expect("drop");
+}
