@@ -565,6 +565,10 @@ async fn two_proxies_on_one_metadata_schema_converge() {
     // An invalid metadata version (a slot left unassigned) is refused by both; 3 stays.
     let pool = c.direct(2);
     let mut direct = pool.get_conn().await.expect("direct");
+    // In one transaction: a proxy polling between a bump alone and the delete would take
+    // version 4 whole, and then never see an invalid one (it failed so in CI on a loaded
+    // machine).
+    direct.query_drop("BEGIN").await.expect("begin");
     direct
         .query_drop(
             "UPDATE shardproxy_meta.shard_slot_map SET version = 4 WHERE table_name = 't_meta'",
@@ -575,6 +579,7 @@ async fn two_proxies_on_one_metadata_schema_converge() {
         .query_drop("DELETE FROM shardproxy_meta.shard_slot_map WHERE table_name = 't_meta' AND slot_id = 7")
         .await
         .expect("delete a slot row");
+    direct.query_drop("COMMIT").await.expect("commit");
     drop(direct);
     pool.disconnect().await.ok();
     // Each proxy refuses it at its next poll (waited for, not slept on: a loaded machine
