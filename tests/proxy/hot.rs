@@ -8,6 +8,18 @@ use std::time::Instant;
 use super::*;
 use common::moves::named_rows;
 
+/// The proxy's admin URL, and a connection to it.
+async fn admin_of(proxy: &Proxy) -> (String, Conn) {
+    let admin = format!(
+        "mysql://ops:ops@127.0.0.1:{}",
+        proxy.admin_port.expect("admin port")
+    );
+    let ops = Conn::new(mysql_async::Opts::from_url(&admin).expect("admin URL"))
+        .await
+        .expect("admin");
+    (admin, ops)
+}
+
 fn hot_slot(rows: &[std::collections::HashMap<String, String>], slot: u16) -> bool {
     rows.iter()
         .any(|r| r["slot"] == slot.to_string() && r["state"].starts_with("hot"))
@@ -47,13 +59,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
             .await
             .expect("insert");
     }
-    let admin = format!(
-        "mysql://ops:ops@127.0.0.1:{}",
-        proxy.admin_port.expect("admin port")
-    );
-    let mut ops = Conn::new(mysql_async::Opts::from_url(&admin).expect("admin URL"))
-        .await
-        .expect("admin");
+    let (admin, mut ops) = admin_of(&proxy).await;
     let version = proxy.shared.topology().version;
 
     // The load: key a by text, key b prepared, the others now and then.
@@ -276,13 +282,7 @@ async fn thresholds_changed_by_reload_apply_to_the_next_windows() {
     p.query_drop(format!("INSERT INTO t_hot_rl VALUES ({k}, 1)"))
         .await
         .expect("insert");
-    let admin = format!(
-        "mysql://ops:ops@127.0.0.1:{}",
-        proxy.admin_port.expect("admin port")
-    );
-    let mut ops = Conn::new(mysql_async::Opts::from_url(&admin).expect("admin URL"))
-        .await
-        .expect("admin");
+    let (_, mut ops) = admin_of(&proxy).await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = {
         let (pool, stop) = (proxy.pool(), stop.clone());
