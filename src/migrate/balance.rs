@@ -7,7 +7,7 @@
 //!
 //! Guards against flapping, on top of the detection's hysteresis and the planner's rule that
 //! a move never makes its target the hotter of the two nodes:
-//! - the same first move suggested for [`CONFIRM`] consecutive seconds (not one noisy window);
+//! - the same first move suggested in [`CONFIRM`] consecutive windows (not one noisy window);
 //! - no move of a slot moved (by anyone, for any reason) within `cooldown_secs`;
 //! - at most `max_moves_per_hour` moves of the balancer's in any hour;
 //! - after a move ends, the windows that still saw the old placement ([hot] seconds and a
@@ -26,10 +26,10 @@ use crate::config::hot::BalanceMode;
 use crate::config::Topology;
 use crate::load::balance::Move;
 use crate::metadata::migrations::Migration;
-use crate::shared::load::{group_of, suggest};
+use crate::shared::load::group_of;
 use crate::shared::Shared;
 
-/// Seconds the same move must be suggested before it is queued.
+/// Windows (seconds) in a row the same move must be suggested before it is queued.
 pub const CONFIRM: u32 = 2;
 /// How long one look at the metadata schema (the guards, the queueing) may take.
 const ACT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -41,8 +41,11 @@ pub async fn run(shared: Arc<Shared>) {
     let mut seen: Option<(String, u16, usize)> = None;
     let mut streak = 0u32;
     let mut conn: Option<Conn> = None;
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    // The plan of each window as the load's tick made it: one plan a window, so the
+    // confirmation counts windows, not this loop's turns.
+    let mut windows = shared.suggested.subscribe();
+    while windows.changed().await.is_ok() {
+        let plan = windows.borrow_and_update().clone();
         let topo = shared.topology();
         let Some(meta) = topo
             .metadata
@@ -53,7 +56,6 @@ pub async fn run(shared: Arc<Shared>) {
             seen = None;
             continue;
         };
-        let plan = suggest(&shared, &topo);
         // The moves the guards allow, in the planner's order: the first is the one queued.
         let Some(first) = plan.moves.first() else {
             seen = None;

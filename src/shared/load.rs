@@ -1,8 +1,8 @@
 //! The once-a-second tick of the load windows (`crate::load`): each node's statements and
 //! node time read off its latency histogram, the windows closed, and what turned hot or cool
 //! logged; unless `[balance] mode = "off"` the moves that would even the load are logged
-//! when they change, and `SHOW BALANCE` shows them ([`suggest`]; `crate::migrate::balance`
-//! makes them in mode "auto").
+//! when they change, and `SHOW BALANCE` shows them ([`suggest`]); each window's plan goes
+//! to `Shared::suggested`, from which `crate::migrate::balance` makes them in mode "auto".
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -50,13 +50,17 @@ pub async fn watch(shared: Arc<Shared>) {
         for node in &changes.cool_nodes {
             info!(node, "node cool again");
         }
-        if topo.balance.mode != BalanceMode::Off {
-            let now = statements(&topo, &suggest(&shared, &topo));
-            if now != said && !now.is_empty() {
-                warn!(moves = %now.join("; "), "balance suggests");
-            }
-            said = now;
+        let plan = match topo.balance.mode {
+            BalanceMode::Off => Plan::default(),
+            _ => suggest(&shared, &topo),
+        };
+        let now = statements(&topo, &plan);
+        if now != said && !now.is_empty() {
+            warn!(moves = %now.join("; "), "balance suggests");
         }
+        said = now;
+        // Every window's plan, even an unchanged one: the balancer counts windows.
+        shared.suggested.send_replace(Arc::new(plan));
     }
 }
 

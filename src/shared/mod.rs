@@ -54,6 +54,9 @@ pub struct Shared {
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
     pub metadata_links: crate::metadata::link::Links,
+    /// The moves that would even the load, planned once a window by [`load::watch`] (empty
+    /// in `[balance] mode = "off"`); the auto balancer acts on them.
+    pub suggested: tokio::sync::watch::Sender<Arc<crate::load::balance::Plan>>,
     /// The true collations of merged statements' result columns, by the node statement's
     /// shape (`crate::exec::door::Door::collations`): kept [`COLLATIONS_TTL`], emptied by
     /// this proxy's DDL.
@@ -322,6 +325,7 @@ impl Shared {
                 .build(),
             migration: Default::default(),
             metadata_links: Default::default(),
+            suggested: tokio::sync::watch::Sender::new(Arc::default()),
             views: Default::default(),
             collations: moka::sync::Cache::builder()
                 .max_capacity(10_000)
