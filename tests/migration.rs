@@ -548,3 +548,164 @@ async fn the_races_between_the_copy_and_client_writes_come_out_right() {
     check_moved(c, &[&pool], "t_race", expected, 2000, 2000).await;
     pool.disconnect().await.ok();
 }
+
+#[tokio::test]
+async fn a_hot_key_is_split_out_of_its_slot_with_its_tables_sharded_alike() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_split";
+    fresh_schema(c, meta).await;
+    // Tenants 42 and 543 share slot 136 (ds0's); tenant 5 is in slot 942 (ds1's).
+    // `t_split_b` is sharded alike: it moves with `t_split`.
+    let tables = hash_slot_table("t_split", "tenant_id", &L2)
+        + &hash_slot_table("t_split_b", "tenant_id", &L2);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    drop_on(c, &[0, 1, 2], "t_split").await;
+    drop_on(c, &[0, 1, 2], "t_split_b").await;
+    let mut conn = pool_a.get_conn().await.expect("proxy");
+    for t in ["t_split", "t_split_b"] {
+        conn.query_drop(format!(
+            "CREATE TABLE {t} (tenant_id BIGINT NOT NULL, id BIGINT PRIMARY KEY, v BIGINT NOT NULL)"
+        ))
+        .await
+        .expect("create");
+    }
+    fn tenant(k: i64) -> i64 {
+        [42, 543, 5][(k % 3) as usize]
+    }
+    const KEYS: i64 = 3000;
+    for chunk in (1..=KEYS).collect::<Vec<_>>().chunks(500) {
+        // Rows without a column list, as applications write them.
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|k| format!("({}, {k}, {k})", tenant(*k)))
+            .collect();
+        for t in ["t_split", "t_split_b"] {
+            conn.query_drop(format!("INSERT INTO {t} VALUES {}", values.join(", ")))
+                .await
+                .expect("load");
+        }
+    }
+    drop(conn);
+    let workers = Workers::start_scoped(
+        "t_split",
+        Some(tenant),
+        4,
+        KEYS,
+        &[pool_a.clone(), pool_b.clone()],
+    );
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE KEY '42' OF t_split TO ds2 RATE 2000 AUTO")
+        .await
+        .expect("MIGRATE KEY");
+    let m = until_step(&mut ops_a, "1", "done", Duration::from_secs(180)).await;
+    assert_eq!(m["slots"], "key '42'");
+    assert_eq!(m["table"], "t_split,t_split_b");
+    workers.write(30).await;
+    let (expected, failed, writes) = workers.stop().await;
+    no_client_failed(&failed);
+    assert!(writes > 300, "the workers wrote little");
+    for pool in [&pool_a, &pool_b] {
+        let mut conn = pool.get_conn().await.expect("proxy");
+        for t in [42, 543, 5] {
+            let got: Vec<(i64, i64)> = conn
+                .query(format!("SELECT id, v FROM t_split WHERE tenant_id = {t}"))
+                .await
+                .expect("read a tenant");
+            let got: HashMap<i64, i64> = got.into_iter().collect();
+            let wrong: Vec<_> = expected
+                .iter()
+                .filter(|(k, _)| tenant(**k) == t)
+                .filter(|(k, v)| got.get(k).copied() != **v)
+                .map(|(k, v)| (*k, *v, got.get(k).copied()))
+                .collect();
+            assert!(wrong.is_empty(), "tenant {t}: {wrong:?}");
+        }
+        // The tables still join node by node: tenant 42's rows of both are on ds2.
+        let joined: Vec<(i64, i64)> = conn
+            .query(
+                "SELECT a.tenant_id, COUNT(*) FROM t_split a JOIN t_split_b b \
+                 ON b.tenant_id = a.tenant_id AND b.id = a.id GROUP BY a.tenant_id ORDER BY 1",
+            )
+            .await
+            .expect("join");
+        let live = |t: i64| {
+            expected
+                .iter()
+                .filter(|(k, v)| tenant(**k) == t && v.is_some())
+                .count() as i64
+        };
+        assert_eq!(joined, vec![(5, live(5)), (42, live(42)), (543, live(543))]);
+    }
+    // Tenant 42's rows are on ds2 alone, in both tables; 543, in the same slot, stayed.
+    let live = |t: i64| {
+        expected
+            .iter()
+            .filter(|(k, v)| tenant(**k) == t && v.is_some())
+            .count() as i64
+    };
+    let (live42, live543) = (live(42), live(543));
+    assert_eq!(count_on(c, 2, "t_split", "tenant_id = 42").await, live42);
+    assert_eq!(count_on(c, 0, "t_split", "tenant_id = 42").await, 0);
+    assert_eq!(count_on(c, 2, "t_split", "tenant_id <> 42").await, 0);
+    assert_eq!(count_on(c, 2, "t_split_b", "tenant_id = 42").await, 1000);
+    assert_eq!(count_on(c, 0, "t_split_b", "tenant_id = 42").await, 0);
+    assert_eq!(count_on(c, 0, "t_split", "tenant_id = 543").await, live543);
+    for p in [&a, &b] {
+        let t = p.shared.topology();
+        let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table("t_split") else {
+            panic!("t_split is not hash_slot");
+        };
+        assert!(!map.is_moving());
+        assert_eq!(
+            map.split_keys()
+                .get(b"42".as_slice())
+                .map(|n| t.node_name(*n)),
+            Some("ds2")
+        );
+        assert_eq!(t.node_name(map.node_of_slot(136)), "ds0");
+    }
+    // The slot moves on without the key: its rows stay on ds2.
+    ops_a
+        .query_drop("MIGRATE SLOTS 136-136 OF t_split TO ds1 AUTO")
+        .await
+        .expect("MIGRATE SLOTS");
+    until_step(&mut ops_a, "2", "done", Duration::from_secs(180)).await;
+    assert_eq!(count_on(c, 2, "t_split", "tenant_id = 42").await, live42);
+    assert_eq!(count_on(c, 1, "t_split", "tenant_id = 42").await, 0);
+    assert_eq!(
+        count_on(c, 0, "t_split", "CRC32(tenant_id) % 1024 = 136").await,
+        0
+    );
+    let mut conn = pool_b.get_conn().await.expect("proxy");
+    let n: Option<i64> = conn
+        .query_first("SELECT COUNT(*) FROM t_split WHERE tenant_id IN (42, 543)")
+        .await
+        .expect("count");
+    assert_eq!(n, Some(live42 + live543));
+    drop(conn);
+    // Draining ds2 sends the key back to its slot's node; ds2 cannot go before.
+    let plan: Vec<String> = ops_a
+        .query_map("DRAIN NODE ds2 DRY RUN", |r: mysql_async::Row| {
+            r.get::<String, _>(1).unwrap_or_default()
+        })
+        .await
+        .expect("DRAIN NODE ds2 DRY RUN");
+    assert_eq!(plan, vec!["MIGRATE KEY '42' OF t_split TO ds1".to_string()]);
+    let refused = ops_a
+        .query_drop("REMOVE NODE ds2")
+        .await
+        .expect_err("ds2 holds a key");
+    assert!(
+        refused
+            .to_string()
+            .contains("keys of `t_split` split out of their slots"),
+        "{refused}"
+    );
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}

@@ -72,19 +72,13 @@ pub async fn migrate(
             "slots {a}-{b} of `{table}` are on `{target}` already"
         )));
     }
-    // Tables sharded alike move together: joins on their shard keys stay on one node.
-    let mut group: Vec<&String> = t
-        .tables
-        .iter()
-        .filter(|(name, r)| {
-            **name != table
-                && matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map) && m.moves().is_empty())
-        })
-        .map(|(name, _)| name)
-        .collect();
-    group.sort();
-    let mut tables = vec![table.clone()];
-    tables.extend(group.into_iter().cloned());
+    if let Some(k) = map.key_moves().first() {
+        return Err(unsupported(format!(
+            "key '{}' of `{table}` is being moved (SHOW MIGRATIONS): wait for the move or ABORT it",
+            String::from_utf8_lossy(&k.key)
+        )));
+    }
+    let tables = alike(t, &table, map);
     let m = Migration::new(
         tables.join(","),
         a,
@@ -96,22 +90,44 @@ pub async fn migrate(
         auto,
     );
     let id = start(shared, t, &m).await?;
-    let also = if tables.len() > 1 {
-        format!(
-            " with {} (sharded alike, they move together)",
-            tables[1..]
-                .iter()
-                .map(|x| format!("`{x}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    } else {
-        String::new()
-    };
     Ok(Answer::Done(format!(
-        "migration {id} started: slots {a}-{b} of `{table}`{also} from `{}` to `{target}` (SHOW MIGRATIONS)",
+        "migration {id} started: slots {a}-{b} of `{table}`{} from `{}` to `{target}` (SHOW MIGRATIONS)",
+        also(&tables),
         t.node_name(from)
     )))
+}
+
+/// `table` and the hash_slot tables sharded alike with it (the same slot map, split keys
+/// included), which move with it so joins on their shard keys stay on one node.
+fn alike(t: &Topology, table: &str, map: &crate::routing::slot::SlotMap) -> Vec<String> {
+    let mut group: Vec<&String> = t
+        .tables
+        .iter()
+        .filter(|(name, r)| {
+            name.as_str() != table
+                && matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map) && !m.is_moving())
+        })
+        .map(|(name, _)| name)
+        .collect();
+    group.sort();
+    let mut tables = vec![table.to_string()];
+    tables.extend(group.into_iter().cloned());
+    tables
+}
+
+/// ` with `b`, `c` (sharded alike, ...)` for a group of tables, after its first.
+fn also(tables: &[String]) -> String {
+    if tables.len() < 2 {
+        return String::new();
+    }
+    format!(
+        " with {} (sharded alike, they move together)",
+        tables[1..]
+            .iter()
+            .map(|x| format!("`{x}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Inserts the migration if no other runs; its id.
@@ -139,8 +155,9 @@ async fn start(shared: &Shared, t: &Topology, m: &Migration) -> Result<u64, MyEr
     Ok(id)
 }
 
-/// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`: a directory table's tenant to a node;
-/// afterwards its entry names that node.
+/// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`: a directory table's tenant to a node,
+/// afterwards its entry names that node; or a key of a hash_slot table (a hot key) split
+/// out of its slot to a node of its own, with the tables sharded alike.
 pub async fn migrate_key(
     shared: &Shared,
     t: &Topology,
@@ -174,8 +191,19 @@ pub async fn migrate_key(
             "key '{key}' of `{table}` is on `{target}` already"
         )));
     }
+    let tables = match t.table(&table) {
+        Some(TableRule::HashSlot { map, .. }) => {
+            if !map.moves().is_empty() {
+                return Err(unsupported(format!(
+                    "slots of `{table}` are being moved (SHOW MIGRATIONS): wait for the move or ABORT it"
+                )));
+            }
+            alike(t, &table, map)
+        }
+        _ => vec![table.clone()],
+    };
     let m = Migration::new(
-        table.clone(),
+        tables.join(","),
         0,
         0,
         Some(key.clone()),
@@ -186,7 +214,8 @@ pub async fn migrate_key(
     );
     let id = start(shared, t, &m).await?;
     Ok(Answer::Done(format!(
-        "migration {id} started: key '{key}' of `{table}` from `{}` to `{target}` (SHOW MIGRATIONS)",
+        "migration {id} started: key '{key}' of `{table}`{} from `{}` to `{target}` (SHOW MIGRATIONS)",
+        also(&tables),
         t.node_name(from)
     )))
 }

@@ -512,7 +512,7 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         let Some(TableRule::HashSlot { map, .. }) = t.table(&table) else {
             return Err(unsupported(format!("`{table}` is not a hash_slot table")));
         };
-        if !map.moves().is_empty() {
+        if map.is_moving() {
             return Err(unsupported(format!(
                 "slots of `{table}` are being moved (SHOW MIGRATIONS): wait for the move or ABORT it"
             )));

@@ -167,6 +167,15 @@ async fn holdings(t: &Topology, n: usize) -> Vec<String> {
                 if slots > 0 {
                     held.push(format!("{slots} slots of `{name}`"));
                 }
+                let keys = map.split_keys().values().filter(|x| **x == n).count()
+                    + map
+                        .key_moves()
+                        .iter()
+                        .filter(|m| m.from == n || m.to == n)
+                        .count();
+                if keys > 0 {
+                    held.push(format!("{keys} keys of `{name}` split out of their slots"));
+                }
             }
             TableRule::Directory(d) => {
                 let entries = d.entries.values().filter(|x| **x == n).count();

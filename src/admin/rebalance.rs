@@ -39,7 +39,7 @@ fn groups(t: &Topology) -> (Vec<(Vec<String>, &SlotMap)>, Vec<String>) {
         let Some(TableRule::HashSlot { map, .. }) = t.table(name) else {
             continue;
         };
-        if !map.moves().is_empty() {
+        if map.is_moving() {
             moving.push(name.clone());
             continue;
         }
@@ -200,7 +200,8 @@ fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec
     }
     for k in keys {
         v.push(Migration::new(
-            k.table.clone(),
+            // A hash_slot table's key moves with the tables sharded alike.
+            crate::shared::load::group_of(t, &k.table).join(","),
             0,
             0,
             Some(k.key.clone()),
@@ -383,8 +384,69 @@ async fn lookup_keys(t: &Topology, node: usize) -> Result<HashMap<String, Vec<Ve
 
 /// The directory tenants on `node` (its entries, then the keys its lookup table places
 /// there: `looked`), each to the node (with a weight) holding the fewest of that table's
-/// entries.
+/// entries; then the keys of hash_slot tables split out of their slots onto `node`, each
+/// back to its slot's node (or, that being `node`, to the node holding fewest split keys).
 fn key_moves(
+    t: &Topology,
+    node: usize,
+    w: &[u32],
+    looked: &HashMap<String, Vec<Vec<u8>>>,
+) -> Vec<KeyMove> {
+    let mut v = tenant_moves(t, node, w, looked);
+    let mut names: Vec<&String> = t.tables.keys().collect();
+    names.sort();
+    let mut done: Vec<String> = Vec::new();
+    for name in names {
+        let Some(TableRule::HashSlot { map, .. }) = t.table(name) else {
+            continue;
+        };
+        // A group of tables sharded alike moves its keys once, named by its first table.
+        if done.contains(name) {
+            continue;
+        }
+        done.extend(crate::shared::load::group_of(t, name));
+        let mut count = vec![0usize; w.len()];
+        for n in map.split_keys().values() {
+            if let Some(c) = count.get_mut(*n) {
+                *c += 1;
+            }
+        }
+        let mut keys: Vec<&Vec<u8>> = map
+            .split_keys()
+            .iter()
+            .filter(|(_, n)| **n == node)
+            .map(|(k, _)| k)
+            .collect();
+        keys.sort();
+        for key in keys {
+            let Ok(text) = std::str::from_utf8(key) else {
+                continue;
+            };
+            let slot = map.node_of_slot(crate::routing::slot::slot_of_text(key));
+            let to = if slot != node && w.get(slot).is_some_and(|x| *x > 0) {
+                Some(slot)
+            } else {
+                (0..w.len())
+                    .filter(|i| *i != node && w[*i] > 0)
+                    .min_by_key(|i| (count[*i], *i))
+            };
+            let Some(to) = to else {
+                break;
+            };
+            count[to] += 1;
+            v.push(KeyMove {
+                table: name.clone(),
+                key: text.to_string(),
+                from: node,
+                to,
+            });
+        }
+    }
+    v
+}
+
+/// The directory tenants of [`key_moves`].
+fn tenant_moves(
     t: &Topology,
     node: usize,
     w: &[u32],

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use crate::routing::directory::{DirectoryRule, Lookup};
+use crate::routing::directory::{DirectoryRule, KeyMove, Lookup};
 use crate::routing::keygen::IdLayout;
 use crate::routing::range::{KeyKind, RangeMap};
 use crate::routing::slot::{Move, MoveStep, SlotMap, SLOTS};
@@ -264,6 +264,43 @@ impl RuleCtx<'_> {
     }
 }
 
+/// Keys (text forms) placed on a node of their own.
+type KeyPlaces = HashMap<Vec<u8>, usize>;
+
+/// A table's keys placed on a node of their own (`entries`: a directory's tenants, a
+/// hash_slot table's keys split out of their slot) and keys being moved (`moving`).
+fn split_keys(
+    section: &TableSection,
+    ctx: &RuleCtx<'_>,
+) -> Result<(KeyPlaces, Vec<KeyMove>), String> {
+    let mut entries = HashMap::new();
+    for (k, n) in section.entries.iter().flatten() {
+        entries.insert(k.as_bytes().to_vec(), ctx.node(n)?);
+    }
+    let mut moves: Vec<KeyMove> = Vec::new();
+    for m in section.moving.iter().flatten() {
+        let step = MoveStep::parse(&m.step).ok_or_else(|| {
+            format!(
+                "key \"{}\": unknown step `{}` (dual_write, read_target, freeze, capture, hold, cleanup)",
+                m.key, m.step
+            )
+        })?;
+        let (from, to) = (ctx.node(&m.node)?, ctx.node(&m.to)?);
+        if from == to {
+            return Err(format!("key \"{}\" moves to the node that holds it", m.key));
+        }
+        if moves.iter().any(|x| x.key == m.key.as_bytes()) {
+            return Err(format!("key \"{}\" is moving twice", m.key));
+        }
+        moves.push(KeyMove {
+            key: m.key.as_bytes().to_vec(),
+            from,
+            to,
+            step,
+        });
+    }
+    Ok((entries, moves))
+}
 /// One table's rule; `column` is set for a directory's fallback, which routes by the
 /// directory's column.
 fn table_rule(
@@ -279,6 +316,7 @@ fn table_rule(
         (section.node.is_some(), "node"),
         (section.ranges.is_some(), "ranges"),
         (section.entries.is_some(), "entries"),
+        (section.moving.is_some(), "moving"),
         (section.lookup.is_some(), "lookup"),
         (section.fallback.is_some(), "fallback"),
         (section.tiers.is_some(), "tiers"),
@@ -294,6 +332,9 @@ fn table_rule(
         }
     }
     let allowed: &[&str] = match rule_name {
+        "hash_slot" if column.is_none() => {
+            &["column", "slots", "entries", "moving", "key_generator"]
+        }
         "hash_slot" => &["column", "slots", "key_generator"],
         "range" => &["column", "ranges", "key_generator"],
         "directory" => &[
@@ -349,7 +390,8 @@ fn table_rule(
                 .slots
                 .as_ref()
                 .ok_or_else(|| "rule \"hash_slot\" needs `slots`".to_string())?;
-            let map = slot_map(entries, ctx.node_index, ctx.known)?;
+            let (keys, moves) = split_keys(section, ctx)?;
+            let map = slot_map(entries, ctx.node_index, ctx.known)?.with_keys(keys, moves);
             TableRule::HashSlot { column, map }
         }
         "broadcast" => TableRule::Broadcast,
@@ -392,10 +434,7 @@ fn table_rule(
         }
         "directory" => {
             let column = need_column()?;
-            let mut entries = HashMap::new();
-            for (k, n) in section.entries.iter().flatten() {
-                entries.insert(k.as_bytes().to_vec(), ctx.node(n)?);
-            }
+            let (entries, moves) = split_keys(section, ctx)?;
             let lookup = match &section.lookup {
                 None => None,
                 Some(l) => {
@@ -427,31 +466,6 @@ fn table_rule(
                     })
                 }
             };
-            let mut moves = Vec::new();
-            for m in section.moving.iter().flatten() {
-                let step = MoveStep::parse(&m.step).ok_or_else(|| {
-                    format!(
-                        "key \"{}\": unknown step `{}` (dual_write, read_target, freeze, capture, hold, cleanup)",
-                        m.key, m.step
-                    )
-                })?;
-                let (from, to) = (ctx.node(&m.node)?, ctx.node(&m.to)?);
-                if from == to {
-                    return Err(format!("key \"{}\" moves to the node that holds it", m.key));
-                }
-                if moves
-                    .iter()
-                    .any(|x: &crate::routing::directory::KeyMove| x.key == m.key.as_bytes())
-                {
-                    return Err(format!("key \"{}\" is moving twice", m.key));
-                }
-                moves.push(crate::routing::directory::KeyMove {
-                    key: m.key.as_bytes().to_vec(),
-                    from,
-                    to,
-                    step,
-                });
-            }
             if entries.is_empty() && lookup.is_none() && moves.is_empty() {
                 return Err("rule \"directory\" needs `entries` or a `lookup` table".into());
             }

@@ -553,14 +553,27 @@ impl TableRule {
     pub fn describe(&self, topo: &Topology) -> String {
         let name = |i: usize| topo.node_name(i).to_string();
         match self {
-            TableRule::HashSlot { column, map } => format!(
-                "hash_slot on `{column}`: {}",
-                map.runs()
+            TableRule::HashSlot { column, map } => {
+                let mut split: Vec<String> = map
+                    .split_keys()
                     .iter()
-                    .map(|(a, b, n)| format!("{a}-{b} -> {}", name(*n)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .map(|(k, n)| format!("key {} -> {}", String::from_utf8_lossy(k), name(*n)))
+                    .collect();
+                split.sort();
+                format!(
+                    "hash_slot on `{column}`: {}{}",
+                    map.runs()
+                        .iter()
+                        .map(|(a, b, n)| format!("{a}-{b} -> {}", name(*n)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if split.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; split out: {}", split.join(", "))
+                    }
+                )
+            }
             TableRule::Range { column, map } => {
                 format!("range on `{column}`: {}", map.describe(&name))
             }

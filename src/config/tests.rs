@@ -335,3 +335,24 @@ fn hot_thresholds_default_and_are_checked() {
         assert!(e.contains(said), "{bad}: {e}");
     }
 }
+
+#[test]
+fn a_hash_slot_table_takes_split_keys_and_a_fallback_none() {
+    let t = with(
+        "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+         slots = [{ slots = \"0-1023\", node = \"ds0\" }]\nentries = { \"7\" = \"ds1\" }\n\
+         moving = [{ key = \"8\", node = \"ds0\", to = \"ds1\", step = \"read_target\" }]\n",
+    )
+    .expect("split keys");
+    let Some(TableRule::HashSlot { map, .. }) = t.table("t") else {
+        panic!("hash_slot")
+    };
+    assert_eq!(map.node_of(&mysql_common::value::Value::Int(7)), Some(1));
+    assert_eq!(map.node_of(&mysql_common::value::Value::Int(8)), Some(1));
+    assert_eq!(map.node_of(&mysql_common::value::Value::Int(9)), Some(0));
+    let e = error_of(
+        "[tables.t]\nrule = \"directory\"\ncolumn = \"id\"\nentries = { \"1\" = \"ds0\" }\n\
+         fallback = { rule = \"hash_slot\", slots = [{ slots = \"0-1023\", node = \"ds0\" }], entries = { \"2\" = \"ds1\" } }\n",
+    );
+    assert!(e.contains("`entries` does not apply"), "{e}");
+}

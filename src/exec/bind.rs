@@ -110,7 +110,10 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
         crate::sql::write::typed(&mut lit, Some(&Value::Bytes(v.clone())), &col);
         match how {
             Class::Routed => {
-                let node = b.map.node_of_slot(slot_of_text(&v));
+                let node = b
+                    .map
+                    .split_node(&v)
+                    .unwrap_or_else(|| b.map.node_of_slot(slot_of_text(&v)));
                 by_node.entry(node).or_default().push(lit);
             }
             Class::Everywhere => {

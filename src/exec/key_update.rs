@@ -18,7 +18,6 @@ use crate::config::{TableRule, Topology};
 use crate::error::MyError;
 use crate::plan::key_update::KeyUpdate;
 use crate::plan::Plan;
-use crate::routing::slot::slot_of;
 use crate::sql::write::{quoted, typed};
 
 /// Rows per generated DELETE or INSERT.
@@ -139,10 +138,9 @@ fn node_of(topo: &Topology, table: &str, v: Option<&Value>) -> Result<usize, MyE
         Some(v) => v,
     };
     match topo.table(table) {
-        Some(TableRule::HashSlot { map, .. }) => {
-            let slot = slot_of(v).ok_or_else(|| no("cannot be hashed to a slot"))?;
-            Ok(map.node_of_slot(slot))
-        }
+        Some(TableRule::HashSlot { map, .. }) => map
+            .node_of(v)
+            .ok_or_else(|| no("cannot be hashed to a slot")),
         Some(TableRule::Range { map, .. }) => map
             .kind
             .key_of(v)

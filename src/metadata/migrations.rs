@@ -354,14 +354,17 @@ async fn version_under_lock(
     // may be higher than anything the metadata holds yet).
     let v = v.unwrap_or(0).max(floor) + 1;
     if let Some(key) = &m.key {
-        // A directory key: its row (an entry once stable).
-        tx.exec_drop(
-            "INSERT INTO directory_map (table_name, key_value, node, state, target_node, version) \
-             VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE node = VALUES(node), \
-             state = VALUES(state), target_node = VALUES(target_node), version = VALUES(version)",
-            (&m.table, key, node, state, target, v),
-        )
-        .await?;
+        // A key (a directory's tenant, a hash_slot table's split key): its row in each
+        // table (an entry once stable).
+        for table in m.tables() {
+            tx.exec_drop(
+                "INSERT INTO directory_map (table_name, key_value, node, state, target_node, version) \
+                 VALUES (?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE node = VALUES(node), \
+                 state = VALUES(state), target_node = VALUES(target_node), version = VALUES(version)",
+                (&table, key, node, state, target, v),
+            )
+            .await?;
+        }
         tx.commit().await?;
         return Ok(Some(v));
     }

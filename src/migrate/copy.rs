@@ -636,7 +636,7 @@ mod tests {
             key_unsigned: vec![false],
             routing: Some(0),
             moving: Moving {
-                which: Which::Slots(0, 511),
+                which: Which::Slots(0, 511, vec![]),
                 from: 0,
                 to: 1,
                 step: MoveStep::DualWrite,

@@ -241,9 +241,15 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             let mut e = ends(shared, &topo, &m).await?;
             seed_slot_rows(&topo, &m).await?;
             let owners_ok = match &m.key {
-                Some(k) => super::placed(&topo, &m.table, k)
-                    .await
-                    .is_ok_and(|n| topo.node_name(n) == m.source.as_str()),
+                Some(k) => {
+                    let mut ok = true;
+                    for table in m.tables() {
+                        ok &= super::placed(&topo, &table, k)
+                            .await
+                            .is_ok_and(|n| topo.node_name(n) == m.source.as_str());
+                    }
+                    ok
+                }
                 None => m.tables().iter().all(|t| match topo.table(t) {
                     Some(TableRule::HashSlot { map, .. }) => (m.first..=m.last).all(|s| {
                         map.moving(s).is_none()

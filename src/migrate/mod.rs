@@ -27,13 +27,33 @@ mod step;
 use crate::config::Topology;
 
 /// The node that holds a directory table's `key` now: its entry, the lookup table's row
-/// (read from the lookup table's node), or the fallback rule's node. A key already moving
-/// is an error.
+/// (read from the lookup table's node), or the fallback rule's node; a hash_slot table's:
+/// the key's own node if it was split out of its slot, else its slot's. A key already
+/// moving, or in a slot being moved, is an error.
 pub async fn placed(topo: &Topology, table: &str, key: &str) -> Result<usize, String> {
     use crate::config::TableRule;
     use crate::routing::directory::Placed;
-    let Some(TableRule::Directory(d)) = topo.table(table) else {
-        return Err(format!("`{table}` is not a directory table"));
+    let d = match topo.table(table) {
+        Some(TableRule::Directory(d)) => d,
+        Some(TableRule::HashSlot { map, .. }) => {
+            if map.key_moves().iter().any(|m| m.key == key.as_bytes()) {
+                return Err(format!("key '{key}' of `{table}` is already moving"));
+            }
+            let slot = crate::routing::slot::slot_of_text(key.as_bytes());
+            if map.split_node(key.as_bytes()).is_none() && map.moving(slot).is_some() {
+                return Err(format!(
+                    "key '{key}' of `{table}` is in slot {slot}, which is being moved (SHOW MIGRATIONS)"
+                ));
+            }
+            return map
+                .node_of(&mysql_common::value::Value::Bytes(key.as_bytes().to_vec()))
+                .ok_or_else(|| "a NULL key".to_string());
+        }
+        _ => {
+            return Err(format!(
+                "`{table}` is neither a directory nor a hash_slot table"
+            ))
+        }
     };
     if d.moves.iter().any(|m| m.key == key.as_bytes()) {
         return Err(format!("key '{key}' of `{table}` is already moving"));

@@ -76,17 +76,20 @@ pub(super) async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Ste
     let mut shapes = Vec::new();
     for table in m.tables() {
         let (column, which) = match (topo.table(&table), &m.key) {
-            (Some(TableRule::HashSlot { column, .. }), None) => {
-                (column.clone(), Which::Slots(m.first, m.last))
+            (Some(TableRule::HashSlot { column, map }), None) => {
+                (column.clone(), Which::Slots(m.first, m.last, map.apart()))
             }
             (Some(TableRule::Directory(d)), Some(k)) => {
                 (d.column.clone(), Which::Key(k.as_bytes().to_vec()))
+            }
+            (Some(TableRule::HashSlot { column, .. }), Some(k)) => {
+                (column.clone(), Which::Key(k.as_bytes().to_vec()))
             }
             _ => {
                 return Err(format!(
                     "`{table}` is no longer a {} table",
                     if m.key.is_some() {
-                        "directory"
+                        "directory or hash_slot"
                     } else {
                         "hash_slot"
                     }

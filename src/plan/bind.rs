@@ -312,7 +312,7 @@ impl Planner<'_> {
         let Some(TableRule::HashSlot { column, map }) = self.topo.table(table) else {
             return None;
         };
-        if !map.moves().is_empty() {
+        if map.is_moving() {
             return None;
         }
         let SetExpr::Select(s) = q.body.as_ref() else {

@@ -17,7 +17,7 @@ use sqlparser::ast::{
 
 use super::{Plan, Target};
 use crate::config::{TableRule, Topology};
-use crate::routing::slot::{slot_of, MoveStep};
+use crate::routing::slot::MoveStep;
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::{self, Parsed};
 
@@ -192,7 +192,18 @@ impl KeyRoute {
         }
         match rule {
             TableRule::HashSlot { map, .. } => {
-                let slot = slot_of(v)?;
+                let (node, slot) = map.place(v)?;
+                let Some(slot) = slot else {
+                    // A key split out of its slot: planned in full while it moves.
+                    if map.key_moves().is_empty() {
+                        return Some(Resolved {
+                            node,
+                            slot: None,
+                            captured: None,
+                        });
+                    }
+                    return None;
+                };
                 let captured = match map.moving(slot) {
                     None => None,
                     Some(_) if self.read => None,
@@ -203,7 +214,7 @@ impl KeyRoute {
                     Some(_) => return None,
                 };
                 Some(Resolved {
-                    node: map.node_of_slot(slot),
+                    node,
                     slot: Some(slot),
                     captured,
                 })
@@ -261,6 +272,7 @@ fn routed_as(plan: &Plan, r: Resolved) -> Option<&Target> {
 mod tests {
     use super::*;
     use crate::config::test_topology;
+    use crate::routing::slot::slot_of;
 
     fn topo() -> Topology {
         test_topology(

@@ -476,7 +476,7 @@ fn unqualified_columns(stmt: &Statement) -> bool {
 /// Does a rule's table have rows being moved (copies on two nodes)?
 fn moving(rule: &TableRule) -> bool {
     match rule {
-        TableRule::HashSlot { map, .. } => !map.moves().is_empty(),
+        TableRule::HashSlot { map, .. } => map.is_moving(),
         TableRule::Directory(d) => !d.moves.is_empty() || moving(&d.fallback),
         _ => false,
     }

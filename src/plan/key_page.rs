@@ -121,7 +121,7 @@ impl Planner<'_> {
         let (texts, key) = page?;
         // While slots move, a plain scatter leaves out the copies (`super::moving`).
         match self.topo.table(table) {
-            Some(TableRule::HashSlot { map, .. }) if map.moves().is_empty() => {}
+            Some(TableRule::HashSlot { map, .. }) if !map.is_moving() => {}
             _ => return None,
         }
         let SetExpr::Select(s) = q.body.as_ref() else {

@@ -54,7 +54,7 @@ pub(super) fn plan(
         ))
     };
     match p.topo.table(table) {
-        Some(TableRule::HashSlot { map, .. }) if !map.moves().is_empty() => {
+        Some(TableRule::HashSlot { map, .. }) if map.is_moving() => {
             return no("while slots of the table move: try again after the move")
         }
         Some(TableRule::HashSlot { .. } | TableRule::Range { .. }) => {}

@@ -31,7 +31,6 @@ use sqlparser::ast::{
 use crate::config::{TableRule, Topology};
 use crate::routing::directory::Placed;
 use crate::routing::range::RangeKey;
-use crate::routing::slot::slot_of;
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::ranges::Ranges;
 use crate::sql::{self, Parsed};
@@ -290,10 +289,12 @@ impl<'a> Planner<'a> {
             (TableRule::HashSlot { map, .. }, Some(values)) => values
                 .iter()
                 .filter_map(|v| {
-                    let s = slot_of(v)?;
+                    let (node, slot) = map.place(v)?;
                     self.trace_value(table, v);
-                    self.trace(table, s, v);
-                    Some(map.node_of_slot(s))
+                    if let Some(s) = slot {
+                        self.trace(table, s, v);
+                    }
+                    Some(node)
                 })
                 .collect(),
             (TableRule::Range { map, .. }, Some(values)) => {
@@ -381,10 +382,12 @@ impl<'a> Planner<'a> {
         }
         match rule {
             TableRule::HashSlot { map, .. } => {
-                let slot = slot_of(v).ok_or_else(constant)?;
-                self.trace(table, slot, v);
+                let (node, slot) = map.place(v).ok_or_else(constant)?;
+                if let Some(s) = slot {
+                    self.trace(table, s, v);
+                }
                 self.trace_value(table, v);
-                Ok(map.node_of_slot(slot))
+                Ok(node)
             }
             TableRule::Range { map, .. } => {
                 let k = map.kind.key_of(v).ok_or_else(|| {
@@ -946,5 +949,7 @@ pub(crate) mod random_tests;
 pub(crate) mod rules_tests;
 #[cfg(test)]
 mod ship_tests;
+#[cfg(test)]
+mod split_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -24,7 +24,7 @@ use sqlparser::ast::{
 use super::uses::{collect_uses, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::config::TableRule;
-use crate::routing::slot::{slot_of, MoveStep, SLOTS};
+use crate::routing::slot::{MoveStep, SLOTS};
 use crate::sql::text::{Edits, Text};
 use crate::sql::{self, literal, table_name};
 
@@ -99,7 +99,7 @@ pub fn quote(id: &str) -> String {
 /// Does any table of the rules have slots moving?
 pub fn any_moving(topo: &crate::config::Topology) -> bool {
     topo.tables.values().any(|r| match r {
-        TableRule::HashSlot { map, .. } => !map.moves().is_empty(),
+        TableRule::HashSlot { map, .. } => map.is_moving(),
         TableRule::Directory(d) => !d.moves.is_empty(),
         _ => false,
     })
@@ -117,7 +117,8 @@ pub struct Moving {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Which {
-    Slots(u16, u16),
+    /// Slots `a..=b` but the keys split out of them (text forms), which stay where they are.
+    Slots(u16, u16, Vec<Vec<u8>>),
     /// The key's text form.
     Key(Vec<u8>),
 }
@@ -126,7 +127,9 @@ impl Moving {
     /// Is a row whose routing column holds `v` one of the moving rows?
     pub fn holds(&self, v: &Value) -> bool {
         match &self.which {
-            Which::Slots(a, b) => slot_of(v).is_some_and(|s| (*a..=*b).contains(&s)),
+            Which::Slots(a, b, except) => crate::value::text_form(v).is_some_and(|t| {
+                (*a..=*b).contains(&crate::routing::slot::slot_of_text(&t)) && !except.contains(&t)
+            }),
             Which::Key(k) => crate::value::text_form(v).is_some_and(|t| t == *k),
         }
     }
@@ -139,34 +142,55 @@ impl Moving {
     /// The SQL predicate selecting these rows by their routing column `column` (as SQL).
     pub fn predicate(&self, column: &str) -> String {
         match &self.which {
-            Which::Slots(a, b) => format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}"),
-            Which::Key(k) => {
-                let mut lit = String::new();
-                match std::str::from_utf8(k) {
-                    Ok(text) => crate::sql::write::text(&mut lit, text),
-                    Err(_) => crate::sql::write::string(&mut lit, k, "binary"),
-                }
-                format!("{column} = {lit}")
+            Which::Slots(a, b, except) if except.is_empty() => {
+                format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}")
             }
+            Which::Slots(a, b, except) => {
+                let keys: Vec<String> = except.iter().map(|k| key_literal(k)).collect();
+                format!(
+                    "(CRC32({column}) % {SLOTS} BETWEEN {a} AND {b} AND CAST({column} AS BINARY) NOT IN ({}))",
+                    keys.join(", ")
+                )
+            }
+            // The column's own comparison finds the rows by its index; the binary one keeps
+            // out a key its collation holds equal (`ABC` for `abc`), placed by its own bytes.
+            Which::Key(k) => format!(
+                "({column} = {lit} AND CAST({column} AS BINARY) = {lit})",
+                lit = key_literal(k)
+            ),
         }
     }
+}
+
+/// A key's text form as a string literal.
+fn key_literal(k: &[u8]) -> String {
+    let mut lit = String::new();
+    match std::str::from_utf8(k) {
+        Ok(text) => crate::sql::write::text(&mut lit, text),
+        Err(_) => crate::sql::write::string(&mut lit, k, "binary"),
+    }
+    lit
 }
 
 /// The routing column and the moves of a table, if it has any.
 fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
     match p.topo.table(table) {
-        Some(TableRule::HashSlot { column, map }) if !map.moves().is_empty() => Some((
-            column.clone(),
-            map.moves()
-                .iter()
-                .map(|m| Moving {
-                    which: Which::Slots(m.first, m.last),
-                    from: m.from,
-                    to: m.to,
-                    step: m.step,
-                })
-                .collect(),
-        )),
+        Some(TableRule::HashSlot { column, map }) if map.is_moving() => {
+            let apart = map.apart();
+            let slots = map.moves().iter().map(|m| Moving {
+                which: Which::Slots(m.first, m.last, apart.clone()),
+                from: m.from,
+                to: m.to,
+                step: m.step,
+            });
+            let keys = map.key_moves().iter().map(|m| Moving {
+                which: Which::Key(m.key.clone()),
+                from: m.from,
+                to: m.to,
+                step: m.step,
+            });
+            Some((column.clone(), slots.chain(keys).collect()))
+        }
         Some(TableRule::Directory(d)) if !d.moves.is_empty() => Some((
             d.column.clone(),
             d.moves

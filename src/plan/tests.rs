@@ -1,6 +1,7 @@
 use super::merge_tests::{is_merged, merge_of};
 use super::*;
 use crate::config::parse as parse_rules;
+use crate::routing::slot::slot_of;
 
 pub(super) fn topo() -> Topology {
     parse_rules(
@@ -87,13 +88,14 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
             Some(vec!["order_id".to_string(), "user_id".into(), "status".into()].into())
         }
         ("t_merchant", None) => Some(vec!["id".to_string(), "name".into(), "kind".into()].into()),
+        ("t_s", None) => Some(vec!["id".to_string(), "v".into()].into()),
         ("t_item", None) => {
             Some(vec!["item_id".to_string(), "order_id".into(), "user_id".into()].into())
         }
         _ => None,
     };
     let primary_key = |_: Option<&str>, t: &str| match t {
-        "t_mv" | "t_page" => Some(vec!["`id`".to_string()].into()),
+        "t_mv" | "t_page" | "t_s" => Some(vec!["`id`".to_string()].into()),
         "t_order" => Some(vec!["`order_id`".to_string()].into()),
         "t_gen" => Some(vec!["`oid`".to_string()].into()),
         "t_dir" => Some(vec!["`id`".to_string()].into()),

@@ -1,8 +1,11 @@
 //! The logical slot of a shard-key value: `CRC32(text form) % 1024`, exactly as MariaDB's
 //! `CRC32()` computes it, so ops can select a slot's rows in plain SQL.
 
+use std::collections::HashMap;
+
 use mysql_common::value::Value;
 
+use super::directory::KeyMove;
 use crate::value::text_form;
 
 /// Number of logical slots. The modulus never changes; only the slot map does.
@@ -19,12 +22,17 @@ pub fn slot_of(value: &Value) -> Option<u16> {
 }
 
 /// Which node serves each slot: a dense table of node indexes, and the slot ranges being
-/// moved to another node (`crate::migrate`).
+/// moved to another node (`crate::migrate`); and the keys split out of their slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotMap {
     /// The node each slot's reads go to.
     nodes: Box<[u16; SLOTS]>,
     moves: Vec<Move>,
+    /// Keys placed apart from their slot (`MIGRATE KEY` on a hash_slot table: a hot key moved
+    /// alone): each key's text form and its node. Its slot's other keys stay with the slot.
+    keys: HashMap<Vec<u8>, usize>,
+    /// Keys being moved alone, from their slot's node or their own.
+    key_moves: Vec<KeyMove>,
 }
 
 /// A step of a slot range's move from `from` to `to`, as every proxy routes it.
@@ -126,7 +134,72 @@ impl SlotMap {
         SlotMap {
             nodes,
             moves: Vec::new(),
+            keys: HashMap::new(),
+            key_moves: Vec::new(),
         }
+    }
+
+    /// The map with these keys split out of their slots, and these keys moving (a key
+    /// moving at most once, checked by the caller).
+    pub fn with_keys(mut self, keys: HashMap<Vec<u8>, usize>, moves: Vec<KeyMove>) -> Self {
+        self.keys = keys;
+        self.key_moves = moves;
+        self
+    }
+
+    /// The keys split out of their slots, each with its node of record.
+    pub fn split_keys(&self) -> &HashMap<Vec<u8>, usize> {
+        &self.keys
+    }
+
+    /// The keys being moved alone.
+    pub fn key_moves(&self) -> &[KeyMove] {
+        &self.key_moves
+    }
+
+    /// Is this key (its text form) placed apart from its slot, or moving alone?
+    pub fn is_split(&self, text: &[u8]) -> bool {
+        self.keys.contains_key(text) || self.key_moves.iter().any(|m| m.key == text)
+    }
+
+    /// Every key placed apart from its slot or moving alone (the rows a slot range's move
+    /// leaves where they are).
+    pub fn apart(&self) -> Vec<Vec<u8>> {
+        let mut v: Vec<Vec<u8>> = self.keys.keys().cloned().collect();
+        v.extend(self.key_moves.iter().map(|m| m.key.clone()));
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Where reads of a split key (its text form) go, if it is one.
+    pub fn split_node(&self, text: &[u8]) -> Option<usize> {
+        if let Some(m) = self.key_moves.iter().find(|m| m.key == text) {
+            return Some(m.read_node());
+        }
+        self.keys.get(text).copied()
+    }
+
+    /// Where reads of the rows with this key go: its own node if split out of its slot,
+    /// else its slot's. `None` for NULL.
+    pub fn node_of(&self, v: &Value) -> Option<usize> {
+        self.place(v).map(|(node, _)| node)
+    }
+
+    /// [`SlotMap::node_of`], with the slot whose rows the key's are (`None` for a key split
+    /// out of its slot: its load is not its slot's).
+    pub fn place(&self, v: &Value) -> Option<(usize, Option<u16>)> {
+        if self.keys.is_empty() && self.key_moves.is_empty() {
+            return slot_of(v).map(|s| (self.node_of_slot(s), Some(s)));
+        }
+        let text = text_form(v)?;
+        Some(match self.split_node(&text) {
+            Some(n) => (n, None),
+            None => {
+                let s = slot_of_text(&text);
+                (self.node_of_slot(s), Some(s))
+            }
+        })
     }
 
     /// The map with these ranges moving (disjoint, checked by the caller); each range's
@@ -149,7 +222,25 @@ impl SlotMap {
     /// Do both maps read every slot on the same node (tables sharded alike, even while one
     /// has slots moving and still reads them at their source)?
     pub fn same_reads(&self, other: &SlotMap) -> bool {
-        self.nodes == other.nodes
+        self.nodes == other.nodes && self.split_reads() == other.split_reads()
+    }
+
+    /// Each split key and where its reads go, in key order.
+    fn split_reads(&self) -> Vec<(&[u8], usize)> {
+        let mut v: Vec<(&[u8], usize)> = self
+            .keys
+            .keys()
+            .chain(self.key_moves.iter().map(|m| &m.key))
+            .filter_map(|k| Some((k.as_slice(), self.split_node(k)?)))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Are slot ranges or split keys being moved (rows on two nodes)?
+    pub fn is_moving(&self) -> bool {
+        !self.moves.is_empty() || !self.key_moves.is_empty()
     }
 
     /// The ranges being moved.
@@ -178,6 +269,8 @@ impl SlotMap {
     pub fn nodes(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self.nodes.iter().map(|n| usize::from(*n)).collect();
         v.extend(self.moves.iter().flat_map(|m| [m.from, m.to]));
+        v.extend(self.keys.values().copied());
+        v.extend(self.key_moves.iter().flat_map(|m| [m.from, m.to]));
         v.sort_unstable();
         v.dedup();
         v
@@ -198,7 +291,20 @@ impl SlotMap {
                 ..*m
             })
             .collect();
-        SlotMap { nodes, moves }
+        SlotMap {
+            nodes,
+            moves,
+            keys: self.keys.iter().map(|(k, n)| (k.clone(), f(*n))).collect(),
+            key_moves: self
+                .key_moves
+                .iter()
+                .map(|m| KeyMove {
+                    from: f(m.from),
+                    to: f(m.to),
+                    ..m.clone()
+                })
+                .collect(),
+        }
     }
 
     /// Contiguous `(first, last, owner of record)` runs, a moving range always a run of its
@@ -256,5 +362,32 @@ mod tests {
         assert_eq!(m.nodes(), vec![0, 1]);
         assert_eq!(m.node_of_slot(511), 0);
         assert_eq!(m.node_of_slot(512), 1);
+    }
+
+    #[test]
+    fn a_split_key_reads_on_its_own_node_and_its_slot_stays() {
+        let m = SlotMap::from_assignment(Box::new([0u16; SLOTS]));
+        let plain = m.clone();
+        let m = m.with_keys(
+            [(b"42".to_vec(), 2usize)].into_iter().collect(),
+            vec![KeyMove {
+                key: b"7".to_vec(),
+                from: 0,
+                to: 1,
+                step: MoveStep::ReadTarget,
+            }],
+        );
+        assert_eq!(m.node_of(&Value::Int(42)), Some(2));
+        assert_eq!(m.node_of(&Value::Bytes(b"42".to_vec())), Some(2));
+        assert_eq!(m.node_of(&Value::Int(7)), Some(1));
+        assert_eq!(m.node_of(&Value::Int(43)), Some(0));
+        assert_eq!(m.node_of(&Value::NULL), None);
+        assert_eq!(m.nodes(), vec![0, 1, 2]);
+        assert!(m.is_split(b"7") && m.is_split(b"42") && !m.is_split(b"43"));
+        assert_eq!(m.apart(), vec![b"42".to_vec(), b"7".to_vec()]);
+        // Tables with other split keys are not sharded alike.
+        assert!(!m.same_reads(&plain));
+        assert!(m.same_reads(&m.remap(&|n| n)));
+        assert_eq!(m.remap(&|n| n + 1).node_of(&Value::Int(42)), Some(3));
     }
 }
