@@ -1,10 +1,15 @@
-//! `[balance] mode = "auto"` on real MariaDB nodes (issue 28's action): two keys of one node
-//! hammered through two proxies on one metadata schema turn their slots and the node hot;
+//! `[balance] mode = "auto"` on real MariaDB nodes (issue 28's action): two slots of one
+//! node hammered through two proxies on one metadata schema turn the slots and the node hot;
 //! one proxy queues the move that evens the load, as a plan of one move, and the migration
 //! driver runs it live, while writers change rows through both proxies: no statement fails,
-//! no row is lost, the hot slot ends on the coolest node, and nothing else moves (the other
-//! slot would only move the hot spot back, and the moved one is cooling down). Its own test
-//! binary: nodes 0-3 are ds0-ds3, node 4 holds the metadata schema.
+//! no row is lost, the hot rows end on the coolest node, and nothing else moves (the other
+//! slot would only move the hot spot back, and the moved one is cooling down).
+//! - Each slot hammered through one key: that key is split out of its slot and moved
+//!   alone; its slot's other rows stay.
+//! - Each slot hammered through several keys: the slot moves.
+//!
+//! Its own test binary: nodes 0-3 are ds0-ds3, node 4 holds the metadata schema. The cases
+//! run one at a time (the load of one would be the other's).
 
 mod common;
 
@@ -23,6 +28,16 @@ use shardproxy::routing::slot::slot_of;
 const NODES: usize = 5;
 const META: usize = 4;
 
+/// The node a proxy routes `key` of `table` to.
+fn key_node(p: &Proxy, table: &str, key: i64) -> String {
+    let t = p.shared.topology();
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
+        panic!("{table} is not hash_slot");
+    };
+    t.node_name(map.node_of(&Value::Int(key)).expect("a key"))
+        .to_string()
+}
+
 fn owner(p: &Proxy, table: &str, slot: u16) -> String {
     let t = p.shared.topology();
     let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
@@ -31,17 +46,23 @@ fn owner(p: &Proxy, table: &str, slot: u16) -> String {
     t.node_name(map.owner_of_slot(slot)).to_string()
 }
 
-/// Readers of one key each, through `pool`, until `stop`: the reads done and the errors.
+/// One case at a time.
+static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A reader of `keys` in turn, through `pool`, until `stop`: the reads done and the errors.
 fn hammer(
     pool: Pool,
-    key: i64,
+    keys: Vec<i64>,
     stop: Arc<AtomicBool>,
     reads: Arc<AtomicU64>,
 ) -> tokio::task::JoinHandle<Vec<String>> {
     tokio::spawn(async move {
         let mut failed = Vec::new();
         let mut conn = pool.get_conn().await.expect("reader");
-        while !stop.load(Ordering::Relaxed) {
+        for key in keys.iter().cycle() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
             let r: Result<Option<(i64, i64)>, _> = conn
                 .exec_first("SELECT id, v FROM t_bal WHERE id = ?", (key,))
                 .await;
@@ -58,9 +79,24 @@ fn hammer(
 }
 
 #[tokio::test]
+async fn a_key_hot_alone_is_split_out_of_its_slot_and_moved_under_load() {
+    hot_node_is_balanced(false).await;
+}
+
+#[tokio::test]
 async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps() {
+    hot_node_is_balanced(true).await;
+}
+
+/// The case of slots hammered through several keys each (`spread`) or one.
+async fn hot_node_is_balanced(spread: bool) {
+    let _one = ONE.lock().await;
     let c = Cluster::shared(NODES);
-    let meta = "bal_meta";
+    let meta = if spread {
+        "bal_meta_slot"
+    } else {
+        "bal_meta_key"
+    };
     fresh_schema_on(c, META, meta).await;
     let nodes = [("ds0", 0), ("ds1", 1), ("ds2", 2), ("ds3", 3)];
     let layout = FOUR_NODES;
@@ -72,32 +108,48 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
     let a = watching(&dir, "a", rules_on(c, META, meta, &nodes, &tables));
     let b = watching(&dir, "b", rules_on(c, META, meta, &nodes, &tables));
     let (pool_a, pool_b) = (a.pool(), b.pool());
-    let rows = 4_000;
+    // Rows enough for several keys a slot the writers leave alone.
+    let rows = if spread { 12_000 } else { 4_000 };
     load_after_dropping(c, &[0, 1, 2, 3], &pool_a, "t_bal", rows).await;
 
-    // Two keys of ds1 in different slots, among the loaded rows the writers leave alone.
+    // Two slots of ds1, and keys of each among the loaded rows the writers leave alone.
     let written = 3_000;
     let on1: Vec<i64> = (written + 1..=rows)
         .filter(|k| node_of_key(&layout, *k) == 1)
         .collect();
     let slot = |k: i64| slot_of(&Value::Int(k)).expect("slot");
-    let ka = on1[0];
-    let kb = *on1
+    let per_slot = if spread { 4 } else { 1 };
+    let of_slot = |s: u16| -> Vec<i64> {
+        let keys: Vec<i64> = on1.iter().copied().filter(|k| slot(*k) == s).collect();
+        keys[..per_slot].to_vec()
+    };
+    let sa = on1
         .iter()
-        .find(|k| slot(**k) != slot(ka))
-        .expect("two slots");
-    let (sa, sb) = (slot(ka), slot(kb));
+        .map(|k| slot(*k))
+        .find(|s| on1.iter().filter(|k| slot(**k) == *s).count() >= per_slot)
+        .expect("a slot of enough keys");
+    let sb = on1
+        .iter()
+        .map(|k| slot(*k))
+        .find(|s| *s != sa && on1.iter().filter(|k| slot(**k) == *s).count() >= per_slot)
+        .expect("another slot of enough keys");
+    let (ka, kb) = (of_slot(sa), of_slot(sb));
 
-    // Writers over every key through both proxies, readers of the two keys through both.
+    // Writers over every key through both proxies, readers of the two slots through both.
     let workers = Workers::start("t_bal", 4, written, &[pool_a.clone(), pool_b.clone()]);
     workers.write(50).await;
     let stop = Arc::new(AtomicBool::new(false));
     let reads = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
-    let readers: Vec<_> = [(&pool_a, ka), (&pool_b, ka), (&pool_a, kb), (&pool_b, kb)]
-        .into_iter()
-        .map(|(p, k)| hammer(p.clone(), k, stop.clone(), reads.clone()))
-        .collect();
+    let readers: Vec<_> = [
+        (&pool_a, &ka),
+        (&pool_b, &ka),
+        (&pool_a, &kb),
+        (&pool_b, &kb),
+    ]
+    .into_iter()
+    .map(|(p, k)| hammer(p.clone(), k.clone(), stop.clone(), reads.clone()))
+    .collect();
 
     // A plan of the balancer's is queued within 30 s, and runs to its end.
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
@@ -126,11 +178,24 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
     }
     assert_eq!(queued(), 1);
     assert_eq!(plan.len(), 1, "one move a plan: {plan:?}");
-    let moved = plan[0]["slots"]
-        .split_once('-')
-        .filter(|(x, y)| x == y)
-        .and_then(|(x, _)| x.parse::<u16>().ok())
-        .unwrap_or_else(|| panic!("one slot: {plan:?}"));
+    // What moved: a slot (`a-a`) or a key (`key 'k'`).
+    let what = plan[0]["slots"].clone();
+    let (moved, key) = if spread {
+        let s = what
+            .split_once('-')
+            .filter(|(x, y)| x == y)
+            .and_then(|(x, _)| x.parse::<u16>().ok())
+            .unwrap_or_else(|| panic!("one slot: {plan:?}"));
+        (s, None)
+    } else {
+        let k: i64 = what
+            .strip_prefix("key '")
+            .and_then(|k| k.strip_suffix('\''))
+            .and_then(|k| k.parse().ok())
+            .unwrap_or_else(|| panic!("one key: {plan:?}"));
+        assert!([ka[0], kb[0]].contains(&k), "{plan:?}");
+        (slot(k), Some(k))
+    };
     assert!([sa, sb].contains(&moved), "{plan:?}");
     assert_eq!(plan[0]["source"], "ds1", "{plan:?}");
     let target = plan[0]["target"].clone();
@@ -146,14 +211,22 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Both proxies route the slot to its new node.
+    // Both proxies route the slot, or the key, to its new node.
+    let routed = |p: &Proxy| match key {
+        Some(k) => key_node(p, "t_bal", k),
+        None => owner(p, "t_bal", moved),
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while [&a, &b].iter().any(|p| owner(p, "t_bal", moved) != target) {
+    while [&a, &b].iter().any(|p| routed(p) != target) {
         assert!(
             Instant::now() < deadline,
             "the proxies did not follow the move"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if key.is_some() {
+        // The key's slot stays where it was.
+        assert!([&a, &b].iter().all(|p| owner(p, "t_bal", moved) == "ds1"));
     }
 
     // The load goes on: no other move is queued (the slot left on ds1 would carry the hot
@@ -163,9 +236,8 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
     while after.elapsed() < Duration::from_secs(12) {
         let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
         assert!(
-            rows.first().is_some_and(
-                |r| r["plan_state"] == "done" && r["slots"] == format!("{moved}-{moved}")
-            ),
+            rows.first()
+                .is_some_and(|r| r["plan_state"] == "done" && r["slots"] == what),
             "a second balancing move: {rows:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -184,14 +256,25 @@ async fn a_hot_slot_is_moved_off_its_node_by_itself_under_load_and_nothing_flaps
     no_client_failed(&failed);
     assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
     keys_match(&[&pool_a, &pool_b], "t_bal", &expected).await;
-    // The moved slot's rows are on the target only.
-    let pred = format!("CRC32(id) % 1024 = {moved}");
+    // The moved rows are on the target only; a split key's slot's other rows on ds1.
+    let pred = match key {
+        Some(k) => format!("id = {k}"),
+        None => format!("CRC32(id) % 1024 = {moved}"),
+    };
     let mut held: HashMap<&str, i64> = HashMap::new();
     for (name, i) in nodes {
         held.insert(name, count_on(c, i, "t_bal", &pred).await);
     }
-    let all = (1..=rows).filter(|k| slot(*k) == moved).count() as i64;
+    let all = match key {
+        Some(_) => 1,
+        None => (1..=rows).filter(|k| slot(*k) == moved).count() as i64,
+    };
     assert_eq!(held[target.as_str()], all, "{held:?}");
     assert_eq!(held.values().sum::<i64>(), all, "{held:?}");
+    if let Some(k) = key {
+        let rest = format!("CRC32(id) % 1024 = {moved} AND id <> {k}");
+        let left = (1..=rows).filter(|x| slot(*x) == moved && *x != k).count() as i64;
+        assert_eq!(count_on(c, 1, "t_bal", &rest).await, left);
+    }
     eprintln!("balancing move queued {queued_after:?} after the load began");
 }

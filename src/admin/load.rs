@@ -137,8 +137,8 @@ pub fn show_keys(shared: &Shared, table: Option<&str>) -> Answer {
 }
 
 /// `SHOW BALANCE`: the moves that would even the nodes' load now, as the admin statements
-/// that make them, with the load a second of each side before and after; and the hot slots
-/// no move helps (each its node's load nearly alone: it needs a split at its key).
+/// that make them (a slot, or a hot key split out of its slot), with the load a second of
+/// each side before and after; and the hot slots no move helps.
 pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
     let columns = headers(&[
         "mode",
@@ -193,7 +193,7 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
         rows.push(vec![
             mode.into(),
             format!(
-                "-- slot {} of {} on {} is most of its node's load: moving it moves the hot spot{heaviest} (splitting a key out of its slot is not built yet)",
+                "-- slot {} of {} on {} is most of its node's load: moving it, or its heaviest key alone, moves the hot spot{heaviest} (a key hotter than a node takes needs salting, not built yet)",
                 c.slot,
                 c.table,
                 t.node_name(c.node),

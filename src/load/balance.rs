@@ -1,24 +1,36 @@
 //! The moves that would even the nodes' load: hot slots from the nodes over `node_ratio`
 //! times the mean to the coolest nodes, by the node time each slot was measured to take.
 //! A move is planned only if it lowers the busier of its two nodes by at least half the
-//! slot's own load, and leaves its target no hotter than the busiest other node (within
-//! [`MARGIN`], the measure's noise): a move that would only trade places is not made, and a
-//! slot that carries most of its node's load, which would carry the hot spot along, is named
-//! as stuck instead (what it needs is a split at its heaviest key). Pure; `SHOW BALANCE`
-//! shows the plan.
+//! load it moves, and leaves its target no hotter than the busiest other node (within
+//! [`MARGIN`], the measure's noise): a move that would only trade places is not made.
+//!
+//! A hot slot whose heaviest key carries nearly all its load ([`KEY_ALONE`]) has that key
+//! moved alone, split out of its slot: the same relief for a fraction of the rows. A slot
+//! whose move would not help has its heaviest key moved alone when that key carries at
+//! least [`KEY_SPLIT`] of its load and that move helps. A slot neither helps (its key is
+//! most of its node's load and would carry the hot spot along) is named as stuck. Pure;
+//! `SHOW BALANCE` shows the plan.
 
 /// How much hotter than the busiest other node a move may leave its target: load measured
 /// over a few seconds differs by about this much from one window to the next.
 pub const MARGIN: f64 = 0.1;
+/// The share of its slot's statements at which a hot slot's heaviest key moves alone
+/// instead of the slot.
+pub const KEY_ALONE: f64 = 0.8;
+/// The share at which the heaviest key of a slot that cannot move usefully is tried alone.
+pub const KEY_SPLIT: f64 = 0.5;
 
 /// A hot slot (of a group of tables sharded alike, named by its first table) and its load.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     pub table: String,
     pub slot: u16,
     pub node: usize,
     /// Node time a second, microseconds.
     pub micros: u64,
+    /// Its heaviest key (text form) and that key's share of the slot's statements, a lower
+    /// bound (`None`: no key is known well enough).
+    pub key: Option<(Vec<u8>, f64)>,
 }
 
 /// One planned move, with the two nodes' load a second before and after it.
@@ -26,6 +38,8 @@ pub struct Candidate {
 pub struct Move {
     pub table: String,
     pub slot: u16,
+    /// A key moved alone, split out of the slot; `None`: the whole slot moves.
+    pub key: Option<Vec<u8>>,
     pub from: usize,
     pub to: usize,
     pub micros: u64,
@@ -33,7 +47,7 @@ pub struct Move {
     pub to_load: (u64, u64),
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Plan {
     pub moves: Vec<Move>,
     /// Hot slots on an overloaded node that no move helps.
@@ -88,22 +102,39 @@ pub fn plan(
             continue;
         };
         let (f, t) = (load[from].1, load[to].1);
-        let w = c.micros.min(f);
-        // The busiest of the other nodes once it moved, the source included.
-        let others = (0..load.len())
-            .filter(|i| *i != to)
-            .map(|i| if i == from { f - w } else { load[i].1 })
-            .max()
-            .unwrap_or(0);
-        let gains = f.saturating_sub((f - w).max(t + w)) >= w / 2;
-        let hottest = (t + w) as f64 > others as f64 * (1.0 + MARGIN);
-        if !gains || hottest {
+        // Does moving `w` of the load help: the busier of the two nodes lower by at least
+        // half of it, the target no hotter than the busiest other node?
+        let helps = |w: u64| {
+            let w = w.min(f);
+            // The busiest of the other nodes once it moved, the source included.
+            let others = (0..load.len())
+                .filter(|i| *i != to)
+                .map(|i| if i == from { f - w } else { load[i].1 })
+                .max()
+                .unwrap_or(0);
+            let gains = f.saturating_sub((f - w).max(t + w)) >= w / 2;
+            let hottest = (t + w) as f64 > others as f64 * (1.0 + MARGIN);
+            (w > 0 && gains && !hottest).then_some(w)
+        };
+        let key_load = |(k, share): &(Vec<u8>, f64)| (k.clone(), (c.micros as f64 * share) as u64);
+        let chosen = match &c.key {
+            Some(k) if k.1 >= KEY_ALONE => {
+                let (k, w) = key_load(k);
+                helps(w).map(|w| (Some(k), w))
+            }
+            key => helps(c.micros).map(|w| (None, w)).or_else(|| {
+                let (k, w) = key_load(key.as_ref().filter(|k| k.1 >= KEY_SPLIT)?);
+                helps(w).map(|w| (Some(k), w))
+            }),
+        };
+        let Some((key, w)) = chosen else {
             out.stuck.push(c.clone());
             continue;
-        }
+        };
         out.moves.push(Move {
             table: c.table.clone(),
             slot: c.slot,
+            key,
             from: c.node,
             to: load[to].0,
             micros: w,
@@ -126,6 +157,7 @@ mod tests {
             slot,
             node,
             micros,
+            key: None,
         }
     }
 
@@ -219,5 +251,48 @@ mod tests {
         // Moves stop once node 0 is no longer over 1.2 x the mean (550 ms).
         let left = nodes[0].1 - p.moves.iter().map(|m| m.micros).sum::<u64>();
         assert!(left as f64 <= 550_000.0 * 1.2 + 90_000.0, "{left}");
+    }
+
+    fn keyed(slot: u16, node: usize, micros: u64, share: f64) -> Candidate {
+        Candidate {
+            key: Some((b"42".to_vec(), share)),
+            ..c(slot, node, micros)
+        }
+    }
+
+    #[test]
+    fn a_key_that_is_nearly_all_its_slots_load_moves_alone() {
+        let nodes = [(0, 900_000), (1, 100_000), (2, 100_000), (3, 120_000)];
+        let p = plan(&nodes, &[], &[keyed(5, 0, 300_000, 0.9)], 1.5, 4);
+        assert_eq!(p.moves.len(), 1, "{p:?}");
+        assert_eq!(p.moves[0].key.as_deref(), Some(&b"42"[..]));
+        assert_eq!(p.moves[0].micros, 270_000);
+        assert_eq!(p.moves[0].from_load, (900_000, 630_000));
+        // A key with less of its slot's load: the slot moves.
+        let p = plan(&nodes, &[], &[keyed(5, 0, 300_000, 0.6)], 1.5, 4);
+        assert_eq!(p.moves[0].key, None);
+        assert_eq!(p.moves[0].micros, 300_000);
+    }
+
+    #[test]
+    fn a_slot_too_heavy_to_move_has_its_heaviest_key_moved_alone() {
+        // The slot would make its target the hottest node (see above); its key's 60% does
+        // not.
+        let nodes = [(0, 1_000_000), (1, 100_000), (2, 150_000), (3, 150_000)];
+        let p = plan(&nodes, &[], &[keyed(5, 0, 500_000, 0.6)], 1.5, 4);
+        assert_eq!(p.moves.len(), 1, "{p:?}");
+        assert_eq!(p.moves[0].key.as_deref(), Some(&b"42"[..]));
+        assert_eq!(p.moves[0].to_load, (100_000, 400_000));
+        // Under half of the slot: not tried alone.
+        let p = plan(&nodes, &[], &[keyed(5, 0, 500_000, 0.4)], 1.5, 4);
+        assert!(p.moves.is_empty() && p.stuck.len() == 1, "{p:?}");
+    }
+
+    #[test]
+    fn a_key_too_hot_for_any_node_is_stuck() {
+        let nodes = [(0, 800_000), (1, 100_000), (2, 100_000)];
+        let p = plan(&nodes, &[], &[keyed(5, 0, 750_000, 0.95)], 1.5, 4);
+        assert!(p.moves.is_empty(), "{p:?}");
+        assert_eq!(p.stuck.len(), 1);
     }
 }

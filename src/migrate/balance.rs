@@ -11,7 +11,9 @@
 //! - no move of a slot moved (by anyone, for any reason) within `cooldown_secs`;
 //! - at most `max_moves_per_hour` moves of the balancer's in any hour;
 //! - after a move ends, the windows that still saw the old placement ([hot] seconds and a
-//!   margin) pass before the next is planned.
+//!   margin) pass before the next is planned;
+//! - a slot or key never goes back, within [`RETURN_AFTER`], to a node it was moved off
+//!   (a hot spot that wanders back finds its slot on a third node, not ping-ponging).
 //!
 //! The guards read the metadata schema, so they hold across proxies and restarts.
 
@@ -35,10 +37,12 @@ pub const CONFIRM: u32 = 2;
 const ACT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a balancer's plan is called (`shard_rebalance.what` starts with it).
 pub const WHAT: &str = "BALANCE";
+/// How long a slot or key the balancer moved stays off the node it left, seconds.
+pub const RETURN_AFTER: u64 = 3600;
 
 /// The auto balancer of a proxy (see the module documentation).
 pub async fn run(shared: Arc<Shared>) {
-    let mut seen: Option<(String, u16, usize)> = None;
+    let mut seen: Option<(String, u16, Option<Vec<u8>>, usize)> = None;
     let mut streak = 0u32;
     let mut conn: Option<Conn> = None;
     // The plan of each window as the load's tick made it: one plan a window, so the
@@ -61,7 +65,7 @@ pub async fn run(shared: Arc<Shared>) {
             seen = None;
             continue;
         };
-        let key = (first.table.clone(), first.slot, first.to);
+        let key = (first.table.clone(), first.slot, first.key.clone(), first.to);
         if seen.as_ref() == Some(&key) {
             streak += 1;
         } else {
@@ -130,26 +134,36 @@ async fn act(c: &mut Conn, topo: &Topology, moves: &[Move]) -> mysql_async::Resu
     }
     for m in moves {
         let tables = group_of(topo, &m.table);
-        if cooling(c, &tables, m.slot, b.cooldown_secs).await? {
+        let key = m.key.as_deref().map(String::from_utf8_lossy);
+        let to = topo.node_name(m.to);
+        if moved(c, &tables, m.slot, key.as_deref(), None, b.cooldown_secs).await?
+            || moved(c, &tables, m.slot, key.as_deref(), Some(to), RETURN_AFTER).await?
+        {
             continue;
         }
+        let what = match &key {
+            Some(k) => format!("{WHAT} key '{k}' (slot {}) of {}", m.slot, m.table),
+            None => format!("{WHAT} slot {} of {}", m.slot, m.table),
+        };
         let what = format!(
-            "{WHAT} slot {} of {} from {} ({} ms/s) to {} ({} ms/s): the slot's {} ms/s",
-            m.slot,
-            m.table,
+            "{what} from {} ({} ms/s) to {to} ({} ms/s): its {} ms/s",
             topo.node_name(m.from),
             m.from_load.0 / 1000,
-            topo.node_name(m.to),
             m.to_load.0 / 1000,
             m.micros / 1000
         );
+        let (first, last) = if key.is_some() {
+            (0, 0)
+        } else {
+            (m.slot, m.slot)
+        };
         let mv = Migration::new(
             tables.join(","),
-            m.slot,
-            m.slot,
-            None,
+            first,
+            last,
+            key.map(|k| k.into_owned()),
             topo.node_name(m.from).to_string(),
-            topo.node_name(m.to).to_string(),
+            to.to_string(),
             0,
             true,
         );
@@ -165,18 +179,23 @@ async fn act(c: &mut Conn, topo: &Topology, moves: &[Move]) -> mysql_async::Resu
     Ok(None)
 }
 
-/// Was the slot, of any of `tables`, moved or being moved within `cooldown` seconds?
-async fn cooling(
+/// Was the slot (or the key, when named), of any of `tables`, moved or being moved within
+/// `secs` seconds: by anyone (a move aborted too), or off node `from` when named?
+async fn moved(
     c: &mut Conn,
     tables: &[String],
     slot: u16,
-    cooldown: u64,
+    key: Option<&str>,
+    from: Option<&str>,
+    secs: u64,
 ) -> mysql_async::Result<bool> {
     let rows: Vec<String> = c
         .exec(
-            "SELECT table_name FROM shard_migrations WHERE key_value IS NULL \
-             AND first_slot <= ? AND last_slot >= ? AND updated > NOW(3) - INTERVAL ? SECOND",
-            (slot, slot, cooldown),
+            "SELECT table_name FROM shard_migrations WHERE updated > NOW(3) - INTERVAL ? SECOND \
+             AND (? IS NULL OR (source = ? AND step <> 'aborted')) \
+             AND IF(? IS NULL, key_value IS NULL AND first_slot <= ? AND last_slot >= ?, \
+                    key_value = ?)",
+            (secs, from, from, key, slot, slot, key),
         )
         .await?;
     Ok(rows.iter().any(|names| {

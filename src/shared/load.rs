@@ -18,6 +18,8 @@ use crate::load::detect::MICROS;
 
 /// Moves a suggestion holds at most.
 pub const MAX_MOVES: usize = 4;
+/// Sights of a hot slot's keys before its heaviest key's share is trusted.
+const MIN_SIGHTS: u64 = 100;
 
 /// Ticks the load windows every second until the process ends.
 pub async fn watch(shared: Arc<Shared>) {
@@ -84,6 +86,16 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
             *keyed.entry(map.owner_of_slot(s.slot)).or_default() += s.rate[MICROS];
         }
     }
+    // Each hot slot's heaviest key, once seen often enough to tell its share.
+    let heaviest: HashMap<(String, u16), (Vec<u8>, f64)> = load
+        .keys(None, 1)
+        .into_iter()
+        .filter(|k| k.total >= MIN_SIGHTS)
+        .map(|k| {
+            let share = k.count.saturating_sub(k.error) as f64 / k.total as f64;
+            ((k.table, k.slot), (k.key, share))
+        })
+        .collect();
     let mut candidates: Vec<Candidate> = Vec::new();
     for s in all {
         if s.hot_for.is_none() {
@@ -106,16 +118,27 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
             keyed.get(&node).copied().unwrap_or(0),
             node_time,
         );
+        // A key split out already is not its slot's load.
+        let key = heaviest
+            .get(&(s.table.clone(), s.slot))
+            .filter(|(k, _)| !map.is_split(k))
+            .cloned();
         match candidates
             .iter_mut()
             .find(|c| c.table == name && c.slot == s.slot)
         {
-            Some(c) => c.micros += micros,
+            Some(c) => {
+                c.micros += micros;
+                if c.key.is_none() {
+                    c.key = key;
+                }
+            }
             None => candidates.push(Candidate {
                 table: name,
                 slot: s.slot,
                 node,
                 micros,
+                key,
             }),
         }
     }
@@ -153,14 +176,20 @@ pub fn group_of(topo: &Topology, table: &str) -> Vec<String> {
 pub fn statements(topo: &Topology, plan: &Plan) -> Vec<String> {
     plan.moves
         .iter()
-        .map(|m| {
-            format!(
+        .map(|m| match &m.key {
+            Some(k) => format!(
+                "MIGRATE KEY {} OF {} TO {}",
+                crate::sql::write::text_literal(&String::from_utf8_lossy(k)),
+                m.table,
+                topo.node_name(m.to)
+            ),
+            None => format!(
                 "MIGRATE SLOTS {}-{} OF {} TO {}",
                 m.slot,
                 m.slot,
                 m.table,
                 topo.node_name(m.to)
-            )
+            ),
         })
         .collect()
 }

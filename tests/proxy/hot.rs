@@ -163,23 +163,24 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
         "{nodes:?}"
     );
 
-    // The suggestion: one of the two slots to another node; nothing moves.
+    // The suggestion: one of the two keys, nearly all of its slot's load, split out of its
+    // slot to another node; nothing moves.
     let balance = named_rows(&mut ops, "SHOW BALANCE").await;
     let moves: Vec<&String> = balance
         .iter()
         .map(|r| &r["action"])
-        .filter(|a| a.starts_with("MIGRATE SLOTS"))
+        .filter(|a| a.starts_with("MIGRATE "))
         .collect();
     assert_eq!(moves.len(), 1, "{balance:?}");
     assert!(
-        [slot_a, slot_b]
+        [a, b]
             .iter()
-            .any(|s| moves[0].starts_with(&format!("MIGRATE SLOTS {s}-{s} OF t_hot TO ds"))),
+            .any(|k| moves[0].starts_with(&format!("MIGRATE KEY '{k}' OF t_hot TO ds"))),
         "{balance:?}"
     );
     assert!(!moves[0].ends_with("ds1"), "{balance:?}");
-    // The other slot stays: alone it is nearly all of ds1's load now; its heaviest key is
-    // named.
+    // The other slot stays: alone it is nearly all of ds1's load now, and so is its key,
+    // which is named.
     let stuck: Vec<&String> = balance
         .iter()
         .map(|r| &r["action"])
@@ -226,7 +227,7 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
         screen.contains(&format!(" {a} ")) || screen.contains(&format!(" {a}\n")),
         "{screen}"
     );
-    assert!(screen.contains("MIGRATE SLOTS"), "{screen}");
+    assert!(screen.contains("MIGRATE KEY"), "{screen}");
 
     // The load stops: the slots cool, and their keys are forgotten.
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
