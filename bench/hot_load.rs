@@ -1,15 +1,19 @@
 //! The client of bench/hot_spots.sh: an application's load through two proxies whose
 //! balancer runs in `[balance] mode = "auto"`, in phases that move the hot spot: uniform
 //! keys, then Zipf over keys, then a hot set (half of all statements on keys of a few slots
-//! of one node), then that hot set wandering to another node's keys every WANDER seconds.
+//! of one node), then one tenant (one key) suddenly taking half of all statements, then the
+//! hot set wandering to another node's keys every WANDER seconds.
 //! Every second it reads the load (`SHOW LOAD`, `SHOW HOT SLOTS`) and the balancer's plans
 //! (`SHOW REBALANCE`) from the first proxy's admin interface. Per phase: when a slot was
 //! first reported hot, when the first move was queued, the nodes' max/mean node time before
-//! and after, the QPS, the errors; at the end the moves and any slot moved more than once.
+//! and after, the QPS, the errors, and what `SHOW BALANCE` says it cannot move at its end;
+//! at the end the moves, any slot or key moved more than once, and any moved back to a node
+//! it had left.
 //!
 //!   hot_load PROXY_A PROXY_B ADMIN_A ROWS CLIENTS PHASE_S WANDER_S WANDERS
 //!
-//! The last line: `phases=N moves=N slots_moved_twice=N errors=N updates=N`.
+//! The last line:
+//! `phases=N moves=N slots_moved_twice=N back_and_forth=N errors=N updates=N`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -128,6 +132,11 @@ async fn main() {
             "hot_set_ds1".into(),
             Pick::HotSet(hot_set(rows, node_slots(1), 6)),
             phase_s * 2,
+        ),
+        (
+            "tenant_ds2".into(),
+            Pick::HotSet(hot_set(rows, node_slots(2), 1)),
+            phase_s,
         ),
     ];
     for w in 0..wanders {
@@ -271,6 +280,10 @@ async fn main() {
     };
 
     let mut bounds = Vec::new();
+    let mut unmoved: Vec<(String, String)> = Vec::new();
+    let mut ops = Conn::new(Opts::from_url(&arg(3)).expect("admin"))
+        .await
+        .expect("admin");
     for (i, (name, p, secs)) in phases.iter().enumerate() {
         *pick.lock().expect("pick") = p.clone();
         phase_no.store(i, Ordering::Relaxed);
@@ -278,6 +291,12 @@ async fn main() {
         eprintln!("== phase {name} for {secs}s");
         tokio::time::sleep(Duration::from_secs(*secs)).await;
         bounds.push((name.clone(), from, start.elapsed().as_secs_f64()));
+        // What the balancer says it cannot move, as the phase ends.
+        for r in answer(&mut ops, "SHOW BALANCE").await {
+            if r["action"].starts_with("--") {
+                unmoved.push((name.clone(), r["action"].clone()));
+            }
+        }
     }
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
@@ -348,30 +367,45 @@ async fn main() {
             mine.iter().map(|s| s.errors).sum::<u64>()
         );
     }
-    let mut moved: HashMap<String, usize> = HashMap::new();
+    for (phase, said) in &unmoved {
+        println!("unmoved at the end of {phase}: {said}");
+    }
+    // Each slot's or key's moves in order: (source, target).
+    let mut moved: HashMap<String, Vec<(String, String)>> = HashMap::new();
     for (_, at, r) in &plans {
         if r["what"].starts_with("BALANCE") {
             println!(
-                "move at {:>6.1}s: slots {} of {} {} -> {} ({}) {}",
+                "move at {:>6.1}s: {} of {} {} -> {} ({}) {}",
                 at, r["slots"], r["tables"], r["source"], r["target"], r["plan_state"], r["what"]
             );
-            *moved
+            moved
                 .entry(format!("{}/{}", r["tables"], r["slots"]))
-                .or_default() += 1;
+                .or_default()
+                .push((r["source"].clone(), r["target"].clone()));
         }
     }
-    let twice = moved.values().filter(|n| **n > 1).count();
+    let twice = moved.values().filter(|m| m.len() > 1).count();
+    // A move to a node the slot or key had been moved off.
+    let back = moved
+        .values()
+        .map(|m| {
+            (1..m.len())
+                .filter(|i| m[..*i].iter().any(|(from, _)| *from == m[*i].1))
+                .count()
+        })
+        .sum::<usize>();
     for e in first_errors.lock().expect("errors").iter() {
         println!("error: {e}");
     }
     println!(
-        "phases={} moves={} slots_moved_twice={} errors={} updates={}",
+        "phases={} moves={} slots_moved_twice={} back_and_forth={} errors={} updates={}",
         bounds.len(),
         plans
             .iter()
             .filter(|(_, _, r)| r["what"].starts_with("BALANCE"))
             .count(),
         twice,
+        back,
         errors.load(Ordering::Relaxed),
         updates.load(Ordering::Relaxed)
     );

@@ -3,7 +3,8 @@
 # node, two proxies with `[balance] mode = "auto"` and CLIENTS clients split between them,
 # 90% prepared point reads and 10% increments, in phases: uniform keys (PHASE s), Zipf over
 # keys (PHASE s), a hot set of 6 keys in 6 slots of ds1 taking half of all statements
-# (2 x PHASE s), then that hot set wandering to another node every WANDER s, WANDERS times.
+# (2 x PHASE s), one key of ds2 (a tenant) suddenly taking half of all statements (PHASE s),
+# then the hot set wandering to another node every WANDER s, WANDERS times.
 # Prints per phase when a slot was first reported hot and when the first move was queued,
 # the nodes' max/mean node time at its start and end, its QPS and errors; every move; and
 # checks the exact state after (every row once, the increments all there).
@@ -16,7 +17,7 @@
 # CARGO_TARGET_DIR honoured.
 # Ports: data nodes 3641-3644, metadata node 3645, proxies 3647 and 3648, admin 3649 and 3650.
 # The client's summary line:
-#   phases=N moves=N slots_moved_twice=N errors=N updates=N
+#   phases=N moves=N slots_moved_twice=N back_and_forth=N errors=N updates=N
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -113,7 +114,7 @@ for n in 0 1 2 3; do
         "INSERT INTO t_hot SELECT seq, 0, REPEAT('x', 100) FROM seq_1_to_$rows WHERE CRC32(seq) % 1024 DIV 256 = $n"
 done
 
-echo "== $clients clients through two proxies: uniform ${phase}s, zipf ${phase}s, hot set $((phase * 2))s, $wanders wanders of ${wander}s"
+echo "== $clients clients through two proxies: uniform ${phase}s, zipf ${phase}s, hot set $((phase * 2))s, tenant ${phase}s, $wanders wanders of ${wander}s"
 "$client" "mysql://app:app@127.0.0.1:${proxy_ports[0]}/shop" "mysql://app:app@127.0.0.1:${proxy_ports[1]}/shop" \
     "mysql://ops:ops@127.0.0.1:${admin_ports[0]}" "$rows" "$clients" "$phase" "$wander" "$wanders" | tee "$work/client.txt"
 
