@@ -145,7 +145,7 @@ async fn answer(
             step.to_string(),
             format!(
                 "MIGRATE KEY {} OF {} TO {}",
-                crate::sql::write::text_literal(&k.key),
+                crate::sql::word_quoted(&k.key),
                 k.table,
                 t.node_name(k.to)
             ),

@@ -60,7 +60,10 @@ pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
         } => {
             let mut sql = match what {
                 Moved::Key(k) => {
-                    format!("MIGRATE KEY '{}' OF {table} TO {to}", k.replace('\'', "''"))
+                    format!(
+                        "MIGRATE KEY {} OF {table} TO {to}",
+                        crate::sql::word_quoted(&k)
+                    )
                 }
                 Moved::Slots(range) => format!("MIGRATE SLOTS {range} OF {table} TO {to}"),
             };

@@ -177,9 +177,10 @@ pub fn statements(topo: &Topology, plan: &Plan) -> Vec<String> {
     plan.moves
         .iter()
         .map(|m| match &m.key {
+            // Quoted as the admin interface reads it back.
             Some(k) => format!(
                 "MIGRATE KEY {} OF {} TO {}",
-                crate::sql::write::text_literal(&String::from_utf8_lossy(k)),
+                crate::sql::word_quoted(&String::from_utf8_lossy(k)),
                 m.table,
                 topo.node_name(m.to)
             ),

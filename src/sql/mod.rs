@@ -169,6 +169,12 @@ pub fn parse_in(sql: &str, mode: lex::Mode) -> Result<Parsed, String> {
     })
 }
 
+/// `s` as a quoted string [`leading_words`] reads back as `s` (the admin interface's
+/// statements: `MIGRATE KEY 'o''k' ...`).
+pub fn word_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+}
+
 /// The first tokens of a statement as written (identifiers unquoted), comments and whitespace
 /// skipped. Used for the statements the proxy answers itself and for those sqlparser cannot
 /// parse. Only the leading part of the text is scanned, so it stays cheap on every statement.
@@ -182,16 +188,25 @@ pub fn leading_words(sql: &str, n: usize) -> Vec<String> {
             break;
         };
         if c == b'`' || c == b'"' || c == b'\'' {
-            let start = i + 1;
-            i = start;
-            while i < b.len() && b[i] != c {
-                i += 1;
+            // Its text unquoted: a doubled quote is one, and in a string a backslash takes
+            // the next character as it is.
+            let mut word: Vec<u8> = Vec::new();
+            i += 1;
+            while i < b.len() {
+                if b[i] == c && b.get(i + 1) == Some(&c) {
+                    word.push(c);
+                    i += 2;
+                } else if b[i] == c {
+                    break;
+                } else if b[i] == b'\\' && c != b'`' && i + 1 < b.len() {
+                    word.push(b[i + 1]);
+                    i += 2;
+                } else {
+                    word.push(b[i]);
+                    i += 1;
+                }
             }
-            out.push(
-                sql.get(start..i.min(b.len()))
-                    .unwrap_or_default()
-                    .to_string(),
-            );
+            out.push(String::from_utf8_lossy(&word).into_owned());
             i += 1;
         } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'@' || c == b'$' || c >= 0x80 {
             let start = i;
@@ -791,6 +806,14 @@ mod tests {
             vec!["SET", "@@session.autocommit", ":=", "0", ",", "x"]
         );
         assert_eq!(leading_words("USE `my db`", 2), vec!["USE", "my db"]);
+        // Quotes inside quotes, as SQL writes them.
+        assert_eq!(
+            leading_words("MIGRATE KEY 'o''k' OF `t``x` TO 'a\\'b'", 7),
+            vec!["MIGRATE", "KEY", "o'k", "OF", "t`x", "TO", "a'b"]
+        );
+        for k in ["42", "o'k", "a\\b", "''", "\\'"] {
+            assert_eq!(leading_words(&word_quoted(k), 1), vec![k.to_string()]);
+        }
     }
 
     #[test]
