@@ -243,6 +243,52 @@ async fn hot_node_is_balanced(spread: bool) {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(queued(), 1, "a second move was queued");
+    // The guards, asked about moving the same rows again: back to ds1 never within the hour
+    // (even with no cooldown), elsewhere only after the cooldown.
+    let topo = a.shared.topology();
+    let url = topo.metadata.as_ref().expect("metadata").url.clone();
+    let mut meta_conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).expect("url"))
+        .await
+        .expect("metadata");
+    let name = |n: &str| topo.node_index(n).expect("node");
+    let again = |to: &str| shardproxy::load::balance::Move {
+        table: "t_bal".into(),
+        slot: moved,
+        key: key.map(|k| k.to_string().into_bytes()),
+        from: name(&target),
+        to: name(to),
+        micros: 1,
+        from_load: (2, 1),
+        to_load: (0, 1),
+    };
+    let third = ["ds0", "ds2", "ds3"]
+        .into_iter()
+        .find(|n| *n != target)
+        .expect("a third node");
+    let mut no_cooldown = (*topo).clone();
+    no_cooldown.balance.cooldown_secs = 0;
+    use shardproxy::migrate::balance::held;
+    let back = held(&mut meta_conn, &no_cooldown, &again("ds1"))
+        .await
+        .expect("guards");
+    assert!(
+        back.as_deref()
+            .is_some_and(|w| w.contains("does not go back")),
+        "{back:?}"
+    );
+    let elsewhere = held(&mut meta_conn, &no_cooldown, &again(third))
+        .await
+        .expect("guards");
+    assert_eq!(elsewhere, None);
+    let cooling = held(&mut meta_conn, &topo, &again(third))
+        .await
+        .expect("guards");
+    assert!(
+        cooling
+            .as_deref()
+            .is_some_and(|w| w.contains("cooldown_secs")),
+        "{cooling:?}"
+    );
     stop.store(true, Ordering::Relaxed);
     let mut failed: Vec<String> = Vec::new();
     for r in readers {
@@ -265,15 +311,23 @@ async fn hot_node_is_balanced(spread: bool) {
     for (name, i) in nodes {
         held.insert(name, count_on(c, i, "t_bal", &pred).await);
     }
+    // As the writers left them.
     let all = match key {
         Some(_) => 1,
-        None => (1..=rows).filter(|k| slot(*k) == moved).count() as i64,
+        None => expected
+            .iter()
+            .filter(|(k, v)| slot(**k) == moved && v.is_some())
+            .count() as i64,
     };
     assert_eq!(held[target.as_str()], all, "{held:?}");
     assert_eq!(held.values().sum::<i64>(), all, "{held:?}");
     if let Some(k) = key {
         let rest = format!("CRC32(id) % 1024 = {moved} AND id <> {k}");
-        let left = (1..=rows).filter(|x| slot(*x) == moved && *x != k).count() as i64;
+        // As the writers left them (they delete and insert keys up to `written`).
+        let left = expected
+            .iter()
+            .filter(|(x, v)| slot(**x) == moved && **x != k && v.is_some())
+            .count() as i64;
         assert_eq!(count_on(c, 1, "t_bal", &rest).await, left);
     }
     eprintln!("balancing move queued {queued_after:?} after the load began");

@@ -45,6 +45,7 @@ pub async fn run(shared: Arc<Shared>) {
     let mut seen: Option<(String, u16, Option<Vec<u8>>, usize)> = None;
     let mut streak = 0u32;
     let mut conn: Option<Conn> = None;
+    let mut told: Vec<String> = Vec::new();
     // The plan of each window as the load's tick made it: one plan a window, so the
     // confirmation counts windows, not this loop's turns.
     let mut windows = shared.suggested.subscribe();
@@ -71,6 +72,7 @@ pub async fn run(shared: Arc<Shared>) {
         } else {
             seen = Some(key);
             streak = 1;
+            told.clear();
         }
         if streak < CONFIRM {
             continue;
@@ -85,7 +87,7 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         };
         // A metadata node that hangs holds the balancer only this long.
-        let acted = tokio::time::timeout(ACT_TIMEOUT, act(c, &topo, &plan.moves))
+        let acted = tokio::time::timeout(ACT_TIMEOUT, act(c, &topo, &plan.moves, &mut told))
             .await
             .unwrap_or_else(|_| {
                 Err(mysql_async::Error::Other(
@@ -107,8 +109,39 @@ pub async fn run(shared: Arc<Shared>) {
     }
 }
 
+/// Why the per-move guards hold move `m`, if they do: its slot or key was moved within
+/// `cooldown_secs`, or moved off the node it would go to within [`RETURN_AFTER`].
+pub async fn held(c: &mut Conn, topo: &Topology, m: &Move) -> mysql_async::Result<Option<String>> {
+    let tables = group_of(topo, &m.table);
+    let key = m.key.as_deref().map(String::from_utf8_lossy);
+    let what = match &key {
+        Some(k) => format!("key '{k}' of {}", m.table),
+        None => format!("slot {} of {}", m.slot, m.table),
+    };
+    let (cooldown, to) = (topo.balance.cooldown_secs, topo.node_name(m.to));
+    Ok(
+        if moved(c, &tables, m.slot, key.as_deref(), None, cooldown).await? {
+            Some(format!(
+                "{what} was moved less than {cooldown} s ago (cooldown_secs)"
+            ))
+        } else if moved(c, &tables, m.slot, key.as_deref(), Some(to), RETURN_AFTER).await? {
+            Some(format!(
+                "{what} was moved off {to} less than {RETURN_AFTER} s ago: it does not go back"
+            ))
+        } else {
+            None
+        },
+    )
+}
+
 /// Queues the first of `moves` the guards allow, as a plan of its own; what it queued.
-async fn act(c: &mut Conn, topo: &Topology, moves: &[Move]) -> mysql_async::Result<Option<String>> {
+/// `told`: the holds logged since the plan last changed (each is logged once).
+async fn act(
+    c: &mut Conn,
+    topo: &Topology,
+    moves: &[Move],
+    told: &mut Vec<String>,
+) -> mysql_async::Result<Option<String>> {
     let b = &topo.balance;
     // A move's windows still saw the old placement: let them pass.
     let settle = u64::from(topo.hot.seconds) + 3;
@@ -136,9 +169,11 @@ async fn act(c: &mut Conn, topo: &Topology, moves: &[Move]) -> mysql_async::Resu
         let tables = group_of(topo, &m.table);
         let key = m.key.as_deref().map(String::from_utf8_lossy);
         let to = topo.node_name(m.to);
-        if moved(c, &tables, m.slot, key.as_deref(), None, b.cooldown_secs).await?
-            || moved(c, &tables, m.slot, key.as_deref(), Some(to), RETURN_AFTER).await?
-        {
+        if let Some(why) = held(c, topo, m).await? {
+            if !told.contains(&why) {
+                info!(held = %why, "balance: a suggested move is held");
+                told.push(why);
+            }
             continue;
         }
         let what = match &key {
