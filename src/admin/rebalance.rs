@@ -145,7 +145,7 @@ async fn answer(
             step.to_string(),
             format!(
                 "MIGRATE KEY {} OF {} TO {}",
-                crate::sql::word_quoted(&k.key),
+                crate::sql::write::admin_word(&k.key),
                 k.table,
                 t.node_name(k.to)
             ),

@@ -62,7 +62,7 @@ pub async fn run(admin: &str, ask: Ask) -> Result<(), String> {
                 Moved::Key(k) => {
                     format!(
                         "MIGRATE KEY {} OF {table} TO {to}",
-                        crate::sql::word_quoted(&k)
+                        crate::sql::write::admin_word(&k)
                     )
                 }
                 Moved::Slots(range) => format!("MIGRATE SLOTS {range} OF {table} TO {to}"),

@@ -180,7 +180,7 @@ pub fn statements(topo: &Topology, plan: &Plan) -> Vec<String> {
             // Quoted as the admin interface reads it back.
             Some(k) => format!(
                 "MIGRATE KEY {} OF {} TO {}",
-                crate::sql::word_quoted(&String::from_utf8_lossy(k)),
+                crate::sql::write::admin_word(&String::from_utf8_lossy(k)),
                 m.table,
                 topo.node_name(m.to)
             ),

@@ -169,12 +169,6 @@ pub fn parse_in(sql: &str, mode: lex::Mode) -> Result<Parsed, String> {
     })
 }
 
-/// `s` as a quoted string [`leading_words`] reads back as `s` (the admin interface's
-/// statements: `MIGRATE KEY 'o''k' ...`).
-pub fn word_quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
-}
-
 /// The first tokens of a statement as written (identifiers unquoted), comments and whitespace
 /// skipped. Used for the statements the proxy answers itself and for those sqlparser cannot
 /// parse. Only the leading part of the text is scanned, so it stays cheap on every statement.
@@ -812,7 +806,7 @@ mod tests {
             vec!["MIGRATE", "KEY", "o'k", "OF", "t`x", "TO", "a'b"]
         );
         for k in ["42", "o'k", "a\\b", "''", "\\'"] {
-            assert_eq!(leading_words(&word_quoted(k), 1), vec![k.to_string()]);
+            assert_eq!(leading_words(&write::admin_word(k), 1), vec![k.to_string()]);
         }
     }
 
