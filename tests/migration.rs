@@ -368,6 +368,36 @@ async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty()
     pool.disconnect().await.ok();
 }
 
+/// Each tenant's rows of `table`, read through `conn` by `tenant_id`, as the writers' log
+/// says (`tenant(k)`: key `k`'s tenant).
+async fn tenants_match(
+    conn: &mut Conn,
+    table: &str,
+    tenants: &[i64],
+    tenant: fn(i64) -> i64,
+    expected: &Expected,
+) {
+    for t in tenants {
+        let got: Vec<(i64, i64)> = conn
+            .query(format!("SELECT id, v FROM {table} WHERE tenant_id = {t}"))
+            .await
+            .expect("read a tenant");
+        let got: HashMap<i64, i64> = got.into_iter().collect();
+        let wrong: Vec<_> = expected
+            .iter()
+            .filter(|(k, _)| tenant(**k) == *t)
+            .filter(|(k, v)| got.get(k).copied() != **v)
+            .map(|(k, v)| (*k, *v, got.get(k).copied()))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "tenant {t}: {} keys differ from their log (key, log, proxy): {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(8)]
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -439,25 +469,7 @@ async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     // Every key as its log says, through both proxies.
     for pool in [&pool_a, &pool_b] {
         let mut conn = pool.get_conn().await.expect("proxy");
-        for t in [42, 5] {
-            let got: Vec<(i64, i64)> = conn
-                .query(format!("SELECT id, v FROM t_ten WHERE tenant_id = {t}"))
-                .await
-                .expect("read a tenant");
-            let got: HashMap<i64, i64> = got.into_iter().collect();
-            let wrong: Vec<_> = expected
-                .iter()
-                .filter(|(k, _)| tenant(**k) == t)
-                .filter(|(k, v)| got.get(k).copied() != **v)
-                .map(|(k, v)| (*k, *v, got.get(k).copied()))
-                .collect();
-            assert!(
-                wrong.is_empty(),
-                "tenant {t}: {} keys differ from their log (key, log, proxy): {:?}",
-                wrong.len(),
-                &wrong[..wrong.len().min(8)]
-            );
-        }
+        tenants_match(&mut conn, "t_ten", &[42, 5], tenant, &expected).await;
     }
     // Tenant 42's rows are on ds2 alone; tenant 5 did not move.
     let live42 = expected
@@ -611,20 +623,7 @@ async fn a_hot_key_is_split_out_of_its_slot_with_its_tables_sharded_alike() {
     assert!(writes > 300, "the workers wrote little");
     for pool in [&pool_a, &pool_b] {
         let mut conn = pool.get_conn().await.expect("proxy");
-        for t in [42, 543, 5] {
-            let got: Vec<(i64, i64)> = conn
-                .query(format!("SELECT id, v FROM t_split WHERE tenant_id = {t}"))
-                .await
-                .expect("read a tenant");
-            let got: HashMap<i64, i64> = got.into_iter().collect();
-            let wrong: Vec<_> = expected
-                .iter()
-                .filter(|(k, _)| tenant(**k) == t)
-                .filter(|(k, v)| got.get(k).copied() != **v)
-                .map(|(k, v)| (*k, *v, got.get(k).copied()))
-                .collect();
-            assert!(wrong.is_empty(), "tenant {t}: {wrong:?}");
-        }
+        tenants_match(&mut conn, "t_split", &[42, 543, 5], tenant, &expected).await;
         // The tables still join node by node: tenant 42's rows of both are on ds2.
         let joined: Vec<(i64, i64)> = conn
             .query(

@@ -405,19 +405,7 @@ fn key_moves(
             continue;
         }
         done.extend(crate::shared::load::group_of(t, name));
-        let mut count = vec![0usize; w.len()];
-        for n in map.split_keys().values() {
-            if let Some(c) = count.get_mut(*n) {
-                *c += 1;
-            }
-        }
-        let mut keys: Vec<&Vec<u8>> = map
-            .split_keys()
-            .iter()
-            .filter(|(_, n)| **n == node)
-            .map(|(k, _)| k)
-            .collect();
-        keys.sort();
+        let (mut count, keys) = placed_on(map.split_keys(), node, w.len());
         for key in keys {
             let Ok(text) = std::str::from_utf8(key) else {
                 continue;
@@ -445,6 +433,28 @@ fn key_moves(
     v
 }
 
+/// How many of `entries` (key -> node) each of `nodes` nodes holds, and the keys on `node`
+/// in order.
+fn placed_on(
+    entries: &HashMap<Vec<u8>, usize>,
+    node: usize,
+    nodes: usize,
+) -> (Vec<usize>, Vec<&Vec<u8>>) {
+    let mut count = vec![0usize; nodes];
+    for n in entries.values() {
+        if let Some(c) = count.get_mut(*n) {
+            *c += 1;
+        }
+    }
+    let mut keys: Vec<&Vec<u8>> = entries
+        .iter()
+        .filter(|(_, n)| **n == node)
+        .map(|(k, _)| k)
+        .collect();
+    keys.sort();
+    (count, keys)
+}
+
 /// The directory tenants of [`key_moves`].
 fn tenant_moves(
     t: &Topology,
@@ -459,19 +469,7 @@ fn tenant_moves(
         let Some(TableRule::Directory(d)) = t.table(name) else {
             continue;
         };
-        let mut count = vec![0usize; w.len()];
-        for n in d.entries.values() {
-            if let Some(c) = count.get_mut(*n) {
-                *c += 1;
-            }
-        }
-        let mut keys: Vec<&Vec<u8>> = d
-            .entries
-            .iter()
-            .filter(|(_, n)| **n == node)
-            .map(|(k, _)| k)
-            .collect();
-        keys.sort();
+        let (mut count, mut keys) = placed_on(&d.entries, node, w.len());
         keys.extend(looked.get(name.as_str()).into_iter().flatten());
         for key in keys {
             let Ok(key) = std::str::from_utf8(key) else {

@@ -391,7 +391,7 @@ fn owning_target(step: &str) -> crate::config::Topology {
 }
 
 /// The statement each node of a scatter runs.
-fn scattered(p: &Plan) -> Vec<(usize, String)> {
+pub(super) fn scattered(p: &Plan) -> Vec<(usize, String)> {
     match p {
         Plan::Scatter { targets, .. } => {
             let mut v: Vec<(usize, String)> =

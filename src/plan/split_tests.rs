@@ -35,15 +35,7 @@ fn node(p: &Plan) -> usize {
 
 /// Each node of a scatter and its statement.
 fn scattered(p: &Plan) -> Vec<(usize, String)> {
-    match p.source() {
-        Plan::Scatter { targets, .. } => {
-            let mut v: Vec<(usize, String)> =
-                targets.iter().map(|t| (t.node, t.sql.clone())).collect();
-            v.sort();
-            v
-        }
-        other => panic!("expected a scatter, got {other:?}"),
-    }
+    super::moving_tests::scattered(p.source())
 }
 
 #[test]
