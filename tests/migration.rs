@@ -708,3 +708,53 @@ async fn a_hot_key_is_split_out_of_its_slot_with_its_tables_sharded_alike() {
     pool_a.disconnect().await.ok();
     pool_b.disconnect().await.ok();
 }
+
+#[tokio::test]
+async fn a_key_moves_without_the_keys_its_collation_holds_equal() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(4);
+    let meta = "meta_mig_ci";
+    fresh_schema(c, meta).await;
+    // Every slot on ds0: 'abc', 'ABC' and 'Abc' are different keys (slots 450, 840, 802),
+    // equal under the column's case-insensitive collation.
+    let tables = hash_slot_table("t_ci", "name", &[(0, 1023)]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let pool = a.pool();
+    drop_on(c, &[0, 1, 2], "t_ci").await;
+    let mut conn = pool.get_conn().await.expect("proxy");
+    conn.query_drop(
+        "CREATE TABLE t_ci (name VARCHAR(20) NOT NULL, id INT PRIMARY KEY, v INT NOT NULL) \
+         DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci",
+    )
+    .await
+    .expect("create");
+    conn.query_drop(
+        "INSERT INTO t_ci VALUES ('abc', 1, 1), ('ABC', 2, 2), ('abc', 3, 3), ('Abc', 4, 4)",
+    )
+    .await
+    .expect("load");
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop("MIGRATE KEY 'abc' OF t_ci TO ds1 AUTO")
+        .await
+        .expect("MIGRATE KEY");
+    until_step(&mut ops_a, "1", "done", Duration::from_secs(120)).await;
+    // Only the key's own rows moved; the others stay where their slots are.
+    assert_eq!(count_on(c, 1, "t_ci", "id IN (1, 3)").await, 2);
+    assert_eq!(count_on(c, 1, "t_ci", "1 = 1").await, 2);
+    assert_eq!(count_on(c, 0, "t_ci", "id IN (2, 4)").await, 2);
+    assert_eq!(count_on(c, 0, "t_ci", "1 = 1").await, 2);
+    let all: Vec<i64> = conn
+        .query("SELECT id FROM t_ci ORDER BY id")
+        .await
+        .expect("all");
+    assert_eq!(all, vec![1, 2, 3, 4]);
+    let upper: Vec<i64> = conn
+        .query("SELECT id FROM t_ci WHERE BINARY name = 'ABC'")
+        .await
+        .expect("ABC");
+    assert_eq!(upper, vec![2]);
+    drop(conn);
+    pool.disconnect().await.ok();
+}
