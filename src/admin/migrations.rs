@@ -78,7 +78,7 @@ pub async fn migrate(
             String::from_utf8_lossy(&k.key)
         )));
     }
-    let tables = alike(t, &table, map);
+    let tables = alike(t, &table);
     let m = Migration::new(
         tables.join(","),
         a,
@@ -97,22 +97,18 @@ pub async fn migrate(
     )))
 }
 
-/// `table` and the hash_slot tables sharded alike with it (the same slot map, split keys
-/// included), which move with it so joins on their shard keys stay on one node.
-fn alike(t: &Topology, table: &str, map: &crate::routing::slot::SlotMap) -> Vec<String> {
-    let mut group: Vec<&String> = t
-        .tables
-        .iter()
-        .filter(|(name, r)| {
-            name.as_str() != table
-                && matches!(r, TableRule::HashSlot { map: m, .. } if m.same_reads(map) && !m.is_moving())
+/// `table` and the hash_slot tables sharded alike with it (`group_of`) that are not moving
+/// rows themselves: they move with it so joins on their shard keys stay on one node.
+fn alike(t: &Topology, table: &str) -> Vec<String> {
+    crate::shared::load::group_of(t, table)
+        .into_iter()
+        .enumerate()
+        .filter(|(i, name)| {
+            *i == 0
+                || matches!(t.table(name), Some(TableRule::HashSlot { map, .. }) if !map.is_moving())
         })
-        .map(|(name, _)| name)
-        .collect();
-    group.sort();
-    let mut tables = vec![table.to_string()];
-    tables.extend(group.into_iter().cloned());
-    tables
+        .map(|(_, name)| name)
+        .collect()
 }
 
 /// ` with `b`, `c` (sharded alike, ...)` for a group of tables, after its first.
@@ -198,7 +194,7 @@ pub async fn migrate_key(
                     "slots of `{table}` are being moved (SHOW MIGRATIONS): wait for the move or ABORT it"
                 )));
             }
-            alike(t, &table, map)
+            alike(t, &table)
         }
         _ => vec![table.clone()],
     };

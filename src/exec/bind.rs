@@ -18,7 +18,6 @@ use mysql_common::value::Value;
 use super::door::{Door, NodeError, NodeResult, Run, Stmt};
 use super::inline::integer_column;
 use crate::plan::bind::{Bind, MAX_VALUES, PER_READ};
-use crate::routing::slot::slot_of_text;
 
 /// How a key column's values choose the nodes to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,10 +109,7 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
         crate::sql::write::typed(&mut lit, Some(&Value::Bytes(v.clone())), &col);
         match how {
             Class::Routed => {
-                let node = b
-                    .map
-                    .split_node(&v)
-                    .unwrap_or_else(|| b.map.node_of_slot(slot_of_text(&v)));
+                let node = b.map.node_of_text(&v);
                 by_node.entry(node).or_default().push(lit);
             }
             Class::Everywhere => {
@@ -136,6 +132,7 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
 mod tests {
     use super::*;
     use crate::exec::fake::{Canned, FakeDoor};
+    use crate::routing::slot::slot_of_text;
 
     /// The keys read on their node, then the reads they make.
     async fn reads(

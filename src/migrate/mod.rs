@@ -45,9 +45,7 @@ pub async fn placed(topo: &Topology, table: &str, key: &str) -> Result<usize, St
                     "key '{key}' of `{table}` is in slot {slot}, which is being moved (SHOW MIGRATIONS)"
                 ));
             }
-            return map
-                .node_of(&mysql_common::value::Value::Bytes(key.as_bytes().to_vec()))
-                .ok_or_else(|| "a NULL key".to_string());
+            return Ok(map.node_of_text(key.as_bytes()));
         }
         _ => {
             return Err(format!(

@@ -146,7 +146,10 @@ impl Moving {
                 format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}")
             }
             Which::Slots(a, b, except) => {
-                let keys: Vec<String> = except.iter().map(|k| key_literal(k)).collect();
+                let keys: Vec<String> = except
+                    .iter()
+                    .map(|k| crate::sql::write::key_literal(k))
+                    .collect();
                 format!(
                     "(CRC32({column}) % {SLOTS} BETWEEN {a} AND {b} AND CAST({column} AS BINARY) NOT IN ({}))",
                     keys.join(", ")
@@ -156,20 +159,10 @@ impl Moving {
             // out a key its collation holds equal (`ABC` for `abc`), placed by its own bytes.
             Which::Key(k) => format!(
                 "({column} = {lit} AND CAST({column} AS BINARY) = {lit})",
-                lit = key_literal(k)
+                lit = crate::sql::write::key_literal(k)
             ),
         }
     }
-}
-
-/// A key's text form as a string literal.
-fn key_literal(k: &[u8]) -> String {
-    let mut lit = String::new();
-    match std::str::from_utf8(k) {
-        Ok(text) => crate::sql::write::text(&mut lit, text),
-        Err(_) => crate::sql::write::string(&mut lit, k, "binary"),
-    }
-    lit
 }
 
 /// The routing column and the moves of a table, if it has any.

@@ -36,14 +36,7 @@ impl Lookup {
     pub fn query(&self, keys: &[Vec<u8>]) -> String {
         let list: Vec<String> = keys
             .iter()
-            .map(|k| match std::str::from_utf8(k) {
-                Ok(text) => crate::sql::write::text_literal(text),
-                Err(_) => {
-                    let mut lit = String::new();
-                    crate::sql::write::string(&mut lit, k, "binary");
-                    lit
-                }
-            })
+            .map(|k| crate::sql::write::key_literal(k))
             .collect();
         format!(
             "SELECT `{k}`, `{n}` FROM `{t}` WHERE `{k}` IN ({})",

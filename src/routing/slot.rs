@@ -202,6 +202,12 @@ impl SlotMap {
         })
     }
 
+    /// [`SlotMap::node_of`] for a key's text form.
+    pub fn node_of_text(&self, text: &[u8]) -> usize {
+        self.split_node(text)
+            .unwrap_or_else(|| self.node_of_slot(slot_of_text(text)))
+    }
+
     /// The map with these ranges moving (disjoint, checked by the caller); each range's
     /// slots are given to `from` (read there) or `to` (from `ReadTarget` on).
     pub fn with_moves(mut self, moves: Vec<Move>) -> Self {

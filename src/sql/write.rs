@@ -216,6 +216,17 @@ pub fn text_literal(s: &str) -> String {
     out
 }
 
+/// A key's text form (as routing compares keys) as a literal: a string when it is UTF-8,
+/// else its bytes as a binary string.
+pub fn key_literal(k: &[u8]) -> String {
+    let mut lit = String::new();
+    match std::str::from_utf8(k) {
+        Ok(t) => text(&mut lit, t),
+        Err(_) => string(&mut lit, k, "binary"),
+    }
+    lit
+}
+
 /// A value in the admin interface's own language, as the proxy shows statements for it to
 /// take back (`MIGRATE KEY 'o''k' ...`): quoted so that `crate::sql::leading_words` reads
 /// it back as it is. Never for a node's SQL.
