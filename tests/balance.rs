@@ -34,7 +34,7 @@ fn key_node(p: &Proxy, table: &str, key: i64) -> String {
     let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = t.table(table) else {
         panic!("{table} is not hash_slot");
     };
-    t.node_name(map.node_of(&Value::Int(key)).expect("a key"))
+    t.node_name(map.node_of_row(&Value::Int(key), None).expect("a key"))
         .to_string()
 }
 

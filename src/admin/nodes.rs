@@ -176,6 +176,12 @@ async fn holdings(t: &Topology, n: usize) -> Vec<String> {
                 if keys > 0 {
                     held.push(format!("{keys} keys of `{name}` split out of their slots"));
                 }
+                let salted = map.salted().values().filter(|b| b.0.contains(&n)).count();
+                if salted > 0 {
+                    held.push(format!(
+                        "buckets of {salted} salted keys of `{name}` (the rules file's `salted`)"
+                    ));
+                }
             }
             TableRule::Directory(d) => {
                 let entries = d.entries.values().filter(|x| **x == n).count();

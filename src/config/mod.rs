@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::routing::directory::{DirectoryRule, KeyMove, Lookup};
 use crate::routing::keygen::IdLayout;
 use crate::routing::range::{KeyKind, RangeMap};
+use crate::routing::salt::{Buckets, Salt, MAX_BUCKETS};
 use crate::routing::slot::{Move, MoveStep, SlotMap, SLOTS};
 use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
@@ -301,6 +302,72 @@ fn split_keys(
     }
     Ok((entries, moves))
 }
+/// Salted keys (text forms), each with its buckets' nodes.
+type SaltedKeys = HashMap<Vec<u8>, Buckets>;
+
+/// A hash_slot table's salting scheme and its salted keys, each with a node per bucket.
+fn salting(
+    section: &TableSection,
+    column: &str,
+    split: &KeyPlaces,
+    moving: &[KeyMove],
+    ctx: &RuleCtx<'_>,
+) -> Result<(Option<Salt>, SaltedKeys), String> {
+    let Some(s) = &section.salt else {
+        if section.salted.is_some() {
+            return Err("`salted` needs `salt = { by = \"...\", buckets = N }`".into());
+        }
+        return Ok((None, HashMap::new()));
+    };
+    if s.column
+        .as_ref()
+        .is_some_and(|c| !c.eq_ignore_ascii_case(column))
+    {
+        return Err(format!(
+            "`salt.column` must be the table's shard column `{column}`"
+        ));
+    }
+    let by = s.by.to_ascii_lowercase();
+    if by.is_empty() || by == column {
+        return Err(format!(
+            "`salt.by` must name a column other than the shard column `{column}`"
+        ));
+    }
+    if !(2..=MAX_BUCKETS).contains(&s.buckets) {
+        return Err(format!("`salt.buckets` must be 2 to {MAX_BUCKETS}"));
+    }
+    let mut salted = HashMap::new();
+    for (k, nodes) in section.salted.iter().flatten() {
+        let key = k.as_bytes().to_vec();
+        if split.contains_key(&key) || moving.iter().any(|m| m.key == key) {
+            return Err(format!(
+                "key \"{k}\" is salted and also split out or moving"
+            ));
+        }
+        if nodes.is_empty() || nodes.len() > usize::from(s.buckets) {
+            return Err(format!(
+                "salted key \"{k}\" needs 1 to {} nodes (one per bucket at most)",
+                s.buckets
+            ));
+        }
+        let nodes = nodes
+            .iter()
+            .map(|n| ctx.node(n))
+            .collect::<Result<Vec<usize>, String>>()?;
+        let per_bucket = (0..usize::from(s.buckets))
+            .map(|b| nodes[b % nodes.len()])
+            .collect();
+        salted.insert(key, Buckets(per_bucket));
+    }
+    Ok((
+        Some(Salt {
+            by,
+            buckets: s.buckets,
+        }),
+        salted,
+    ))
+}
+
 /// One table's rule; `column` is set for a directory's fallback, which routes by the
 /// directory's column.
 fn table_rule(
@@ -326,6 +393,8 @@ fn table_rule(
         (section.poll_retries.is_some(), "poll_retries"),
         (section.poll_retry_ms.is_some(), "poll_retry_ms"),
         (section.key_generator.is_some(), "key_generator"),
+        (section.salt.is_some(), "salt"),
+        (section.salted.is_some(), "salted"),
     ] {
         if set {
             present.push(key);
@@ -333,7 +402,15 @@ fn table_rule(
     }
     let allowed: &[&str] = match rule_name {
         "hash_slot" if column.is_none() => {
-            &["column", "slots", "entries", "moving", "key_generator"]
+            &[
+                "column",
+                "slots",
+                "entries",
+                "moving",
+                "key_generator",
+                "salt",
+                "salted",
+            ]
         }
         "hash_slot" => &["column", "slots", "key_generator"],
         "range" => &["column", "ranges", "key_generator"],
@@ -391,7 +468,10 @@ fn table_rule(
                 .as_ref()
                 .ok_or_else(|| "rule \"hash_slot\" needs `slots`".to_string())?;
             let (keys, moves) = split_keys(section, ctx)?;
-            let map = slot_map(entries, ctx.node_index, ctx.known)?.with_keys(keys, moves);
+            let (salt, salted) = salting(section, &column, &keys, &moves, ctx)?;
+            let map = slot_map(entries, ctx.node_index, ctx.known)?
+                .with_keys(keys, moves)
+                .with_salt(salt, salted);
             TableRule::HashSlot { column, map }
         }
         "broadcast" => TableRule::Broadcast,

@@ -413,6 +413,20 @@ pub(super) struct TableSection {
     pub(super) poll_retries: Option<u32>,
     pub(super) poll_retry_ms: Option<u64>,
     pub(super) key_generator: Option<KeyGenSection>,
+    /// hash_slot: `{ by = "id", buckets = 8 }`, how keys listed in `salted` spread.
+    pub(super) salt: Option<SaltSection>,
+    /// hash_slot: `{ "42" = ["ds0", "ds1", "ds2", "ds3"] }`, salted keys and the nodes of
+    /// their buckets (bucket `b` on the list's node `b % len`).
+    pub(super) salted: Option<BTreeMap<String, Vec<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SaltSection {
+    /// The shard column (optional: it must be the table's own).
+    pub(super) column: Option<String>,
+    pub(super) by: String,
+    pub(super) buckets: u16,
 }
 
 #[derive(Debug, Deserialize)]
@@ -559,6 +573,17 @@ impl TableRule {
                     .iter()
                     .map(|(k, n)| format!("key {} -> {}", String::from_utf8_lossy(k), name(*n)))
                     .collect();
+                split.extend(map.salted().iter().map(|(k, b)| {
+                    let mut ns: Vec<String> = b.0.iter().map(|n| name(*n)).collect();
+                    ns.dedup();
+                    format!(
+                        "key {} salted by `{}` over {} buckets -> {}",
+                        String::from_utf8_lossy(k),
+                        map.salt().map(|s| s.by.as_str()).unwrap_or_default(),
+                        b.0.len(),
+                        ns.join("/")
+                    )
+                }));
                 split.sort();
                 format!(
                     "hash_slot on `{column}`: {}{}",

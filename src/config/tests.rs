@@ -347,12 +347,89 @@ fn a_hash_slot_table_takes_split_keys_and_a_fallback_none() {
     let Some(TableRule::HashSlot { map, .. }) = t.table("t") else {
         panic!("hash_slot")
     };
-    assert_eq!(map.node_of(&mysql_common::value::Value::Int(7)), Some(1));
-    assert_eq!(map.node_of(&mysql_common::value::Value::Int(8)), Some(1));
-    assert_eq!(map.node_of(&mysql_common::value::Value::Int(9)), Some(0));
+    assert_eq!(
+        map.node_of_row(&mysql_common::value::Value::Int(7), None),
+        Some(1)
+    );
+    assert_eq!(
+        map.node_of_row(&mysql_common::value::Value::Int(8), None),
+        Some(1)
+    );
+    assert_eq!(
+        map.node_of_row(&mysql_common::value::Value::Int(9), None),
+        Some(0)
+    );
     let e = error_of(
         "[tables.t]\nrule = \"directory\"\ncolumn = \"id\"\nentries = { \"1\" = \"ds0\" }\n\
          fallback = { rule = \"hash_slot\", slots = [{ slots = \"0-1023\", node = \"ds0\" }], entries = { \"2\" = \"ds1\" } }\n",
     );
     assert!(e.contains("`entries` does not apply"), "{e}");
+}
+
+#[test]
+fn a_hash_slot_table_takes_salted_keys_with_their_buckets_nodes() {
+    use mysql_common::value::Value;
+    let head = "[tables.t]\nrule = \"hash_slot\"\ncolumn = \"tenant\"\n\
+                slots = [{ slots = \"0-1023\", node = \"ds0\" }]\n";
+    let t = with(&format!(
+        "{head}salt = {{ by = \"ID\", buckets = 4 }}\nsalted = {{ \"7\" = [\"ds0\", \"ds1\"] }}\n"
+    ))
+    .expect("salted keys");
+    let Some(TableRule::HashSlot { map, .. }) = t.table("t") else {
+        panic!("hash_slot")
+    };
+    assert_eq!(map.salt().map(|s| s.by.as_str()), Some("id"));
+    // Bucket b on the list's node b % 2; `CRC32(4) % 4` is 0, `CRC32(10) % 4` is 1.
+    assert_eq!(map.salted()[b"7".as_slice()].0, vec![0, 1, 0, 1]);
+    assert_eq!(
+        map.node_of_row(&Value::Int(7), Some(&Value::Int(4))),
+        Some(0)
+    );
+    assert_eq!(
+        map.node_of_row(&Value::Int(7), Some(&Value::Int(10))),
+        Some(1)
+    );
+    assert_eq!(map.node_of_row(&Value::Int(7), None), None);
+    assert_eq!(map.node_of_row(&Value::Int(8), None), Some(0));
+    for (bad, said) in [
+        (
+            "salted = { \"7\" = [\"ds0\"] }\n".to_string(),
+            "`salted` needs `salt",
+        ),
+        (
+            "salt = { by = \"tenant\", buckets = 4 }\n".into(),
+            "other than the shard column",
+        ),
+        (
+            "salt = { column = \"x\", by = \"id\", buckets = 4 }\n".into(),
+            "must be the table's shard column",
+        ),
+        (
+            "salt = { by = \"id\", buckets = 1 }\n".into(),
+            "must be 2 to 256",
+        ),
+        (
+            "salt = { by = \"id\", buckets = 2 }\nsalted = { \"7\" = [\"ds0\", \"ds1\", \"ds0\"] }\n"
+                .into(),
+            "needs 1 to 2 nodes",
+        ),
+        (
+            "salt = { by = \"id\", buckets = 2 }\nsalted = { \"7\" = [\"ds9\"] }\n".into(),
+            "ds9",
+        ),
+        (
+            "salt = { by = \"id\", buckets = 2 }\nsalted = { \"7\" = [\"ds0\"] }\n\
+             entries = { \"7\" = \"ds1\" }\n"
+                .into(),
+            "salted and also split out",
+        ),
+    ] {
+        let e = error_of(&format!("{head}{bad}"));
+        assert!(e.contains(said), "{bad}: {e}");
+    }
+    let e = error_of(
+        "[tables.t]\nrule = \"directory\"\ncolumn = \"id\"\nentries = { \"1\" = \"ds0\" }\n\
+         fallback = { rule = \"hash_slot\", slots = [{ slots = \"0-1023\", node = \"ds0\" }], salt = { by = \"x\", buckets = 2 } }\n",
+    );
+    assert!(e.contains("`salt` does not apply"), "{e}");
 }

@@ -109,8 +109,9 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
         crate::sql::write::typed(&mut lit, Some(&Value::Bytes(v.clone())), &col);
         match how {
             Class::Routed => {
-                let node = b.map.node_of_text(&v);
-                by_node.entry(node).or_default().push(lit);
+                for node in b.map.place_text(&v).nodes(None) {
+                    by_node.entry(node).or_default().push(lit.clone());
+                }
             }
             Class::Everywhere => {
                 for node in b.map.nodes() {

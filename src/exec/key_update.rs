@@ -126,8 +126,14 @@ fn answer(matched: u64, changed: u64, affected: u64, warnings: u16) -> OkInfo {
     }
 }
 
-/// The node a row with routing value `v` belongs on.
-fn node_of(topo: &Topology, table: &str, v: Option<&Value>) -> Result<usize, MyError> {
+/// The node a row with routing value `v` belongs on (`by`: its salt column, for a salted
+/// key).
+fn node_of(
+    topo: &Topology,
+    table: &str,
+    v: Option<&Value>,
+    by: Option<&Value>,
+) -> Result<usize, MyError> {
     let no = |why: &str| {
         MyError::unsupported(format!(
             "shardproxy: the new shard key of a row of `{table}` {why}"
@@ -138,9 +144,9 @@ fn node_of(topo: &Topology, table: &str, v: Option<&Value>) -> Result<usize, MyE
         Some(v) => v,
     };
     match topo.table(table) {
-        Some(TableRule::HashSlot { map, .. }) => map
-            .node_of(v)
-            .ok_or_else(|| no("cannot be hashed to a slot")),
+        Some(TableRule::HashSlot { map, .. }) => map.node_of_row(v, by).ok_or_else(|| {
+            no("is salted, and the row's salt column is NULL, which places it in no bucket")
+        }),
         Some(TableRule::Range { map, .. }) => map
             .kind
             .key_of(v)
@@ -178,8 +184,10 @@ fn plan_writes(
     let new_key = set_at(k.shard).unwrap_or(k.shard);
     let mut w = Writes::default();
     for row in rows {
-        let old = node_of(topo, &k.table, row.get(k.shard).and_then(Option::as_ref))?;
-        let new = node_of(topo, &k.table, row.get(new_key).and_then(Option::as_ref))?;
+        let at = |i: Option<usize>| i.and_then(|i| row.get(i)).and_then(Option::as_ref);
+        let new_by = k.by.map(|b| set_at(b).unwrap_or(b));
+        let old = node_of(topo, &k.table, at(Some(k.shard)), at(k.by))?;
+        let new = node_of(topo, &k.table, at(Some(new_key)), at(new_by))?;
         if new == old {
             let mut s = format!("UPDATE {} SET ", k.target);
             for (j, a) in k.assigned.iter().enumerate() {
@@ -305,7 +313,7 @@ mod tests {
     }
 
     fn node(topo: &Topology, k: i64) -> usize {
-        node_of(topo, "t", Some(&Value::Int(k))).unwrap()
+        node_of(topo, "t", Some(&Value::Int(k)), None).unwrap()
     }
 
     /// Keys on ds0: one whose key + 100 stays on ds0, one whose key + 100 goes to ds1.
@@ -325,6 +333,7 @@ mod tests {
             key: vec![0],
             assigned: vec![0],
             shard: 0,
+            by: None,
         }
     }
 

@@ -45,7 +45,12 @@ pub async fn placed(topo: &Topology, table: &str, key: &str) -> Result<usize, St
                     "key '{key}' of `{table}` is in slot {slot}, which is being moved (SHOW MIGRATIONS)"
                 ));
             }
-            return Ok(map.node_of_text(key.as_bytes()));
+            return match map.place_text(key.as_bytes()) {
+                crate::routing::slot::Place::One(n, _) => Ok(n),
+                crate::routing::slot::Place::Salted(..) => Err(format!(
+                    "key '{key}' of `{table}` is salted: its rows are spread over buckets on several nodes"
+                )),
+            };
         }
         _ => {
             return Err(format!(

@@ -192,7 +192,10 @@ impl KeyRoute {
         }
         match rule {
             TableRule::HashSlot { map, .. } => {
-                let (node, slot) = map.place(v)?;
+                // A salted key's rows are on several nodes: planned in full.
+                let crate::routing::slot::Place::One(node, slot) = map.place(v)? else {
+                    return None;
+                };
                 let Some(slot) = slot else {
                     // A key split out of its slot: planned in full while it moves.
                     if map.key_moves().is_empty() {

@@ -37,6 +37,11 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
                 "ON DUPLICATE KEY UPDATE of the shard key `{column}` of `{table}` would move rows to another node"
             ));
         }
+        if let Some(by) = salt_by(rule).filter(|by| assigns(assignments, by)) {
+            return refuse(format!(
+                "ON DUPLICATE KEY UPDATE of the salt column `{by}` of `{table}` would move a salted key's rows to another bucket's node"
+            ));
+        }
     }
     let generator = p.topo.key_generators.get(&table);
 
@@ -61,7 +66,14 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             ));
         };
         let v = literal(expr, p.parsed, p.params).unwrap_or(Value::NULL);
-        return match p.node_of_value(&table, rule, &v) {
+        let by = salt_by(rule).and_then(|by| {
+            let a = ins
+                .assignments
+                .iter()
+                .find(|a| assigns(std::slice::from_ref(*a), by))?;
+            literal(&a.value, p.parsed, p.params)
+        });
+        return match p.node_of_value(&table, rule, &v, by.as_ref()) {
             Ok(node) => p.on(node),
             Err(m) => refuse(m),
         };
@@ -80,6 +92,8 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     // A generator on the shard key also fills a NULL given for it (AUTO_INCREMENT's way).
     let fills_null = generator.is_some_and(|g| g.column == column);
     let pos = ins.columns.iter().position(|c| table_name(c) == *column);
+    let by_pos = salt_by(rule).and_then(|by| ins.columns.iter().position(|c| table_name(c) == by));
+    let by_generated = salt_by(rule).is_some_and(|by| generate.is_some_and(|g| g.column == by));
     if pos.is_none() && !key_generated {
         return refuse(format!(
             "INSERT into the sharded table `{table}` needs a column list that names its shard key `{column}`"
@@ -133,16 +147,31 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
                 }
             }
         };
-        let node = match p.node_of_value(&table, rule, &v) {
+        let generated = if generate.is_some() && !key_generated {
+            match new_id(slot_of(&v).unwrap_or(0)) {
+                Ok(id) => {
+                    ids.push(id);
+                    Some(Value::UInt(id))
+                }
+                Err(plan) => return *plan,
+            }
+        } else {
+            None
+        };
+        // A salted key's row goes to its bucket's node, by its salt column's value (given,
+        // or the generated key).
+        let by = match (by_pos, by_generated) {
+            (Some(j), _) => row
+                .content
+                .get(j)
+                .and_then(|e| literal(e, p.parsed, p.params)),
+            (None, true) => generated,
+            (None, false) => None,
+        };
+        let node = match p.node_of_value(&table, rule, &v, by.as_ref()) {
             Ok(n) => n,
             Err(m) => return refuse(format!("row {}: {m}", i + 1)),
         };
-        if generate.is_some() && !key_generated {
-            match new_id(slot_of(&v).unwrap_or(0)) {
-                Ok(id) => ids.push(id),
-                Err(plan) => return *plan,
-            }
-        }
         first_node.get_or_insert(node);
         by_node.entry(node).or_default().push(i);
     }
@@ -406,6 +435,16 @@ fn row_spans(sql: &str, values: &sqlparser::ast::Values) -> Option<Vec<(usize, u
         return None;
     }
     Some(out)
+}
+
+/// The salt column of a table with salted keys.
+fn salt_by(rule: &TableRule) -> Option<&str> {
+    match rule {
+        TableRule::HashSlot { map, .. } if !map.salted().is_empty() => {
+            map.salt().map(|s| s.by.as_str())
+        }
+        _ => None,
+    }
 }
 
 fn assigns(assignments: &[Assignment], column: &str) -> bool {

@@ -39,6 +39,9 @@ pub struct KeyUpdate {
     pub assigned: Vec<usize>,
     /// Position in `columns` of the shard key.
     pub shard: usize,
+    /// Position in `columns` of the salt's column, when the table has salted keys (a row of
+    /// a salted key whose salt column changes may move to another bucket's node).
+    pub by: Option<usize>,
 }
 
 pub(super) fn plan(
@@ -107,6 +110,15 @@ pub(super) fn plan(
     }
     let Some(shard) = position(column) else {
         return no("where its shard key is not among its columns");
+    };
+    let by = match p.topo.table(table) {
+        Some(TableRule::HashSlot { map, .. }) if !map.salted().is_empty() => {
+            match map.salt().and_then(|s| position(&s.by)) {
+                Some(i) => Some(i),
+                None => return no("where its salt column is not among its columns"),
+            }
+        }
+        _ => None,
     };
     let text = match Text::new(p.sql, p.parsed.mode) {
         Ok(t) => t,
@@ -208,6 +220,7 @@ pub(super) fn plan(
         key,
         assigned,
         shard,
+        by,
     }))
 }
 

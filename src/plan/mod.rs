@@ -13,6 +13,7 @@ pub mod key_page;
 pub mod key_update;
 pub mod moving;
 mod rename;
+mod salt;
 mod select;
 pub mod tier;
 pub mod tree;
@@ -31,6 +32,7 @@ use sqlparser::ast::{
 use crate::config::{TableRule, Topology};
 use crate::routing::directory::Placed;
 use crate::routing::range::RangeKey;
+use crate::routing::slot::Place;
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::ranges::Ranges;
 use crate::sql::{self, Parsed};
@@ -273,30 +275,33 @@ impl<'a> Planner<'a> {
 
     /// Nodes holding the rows with these shard-key values (NULL matches nothing).
     fn nodes_for_keys(&self, table: &str, rule: &TableRule, keys: Option<&[Value]>) -> Vec<usize> {
-        self.nodes_for(table, rule, keys, None)
+        self.nodes_for(table, rule, keys, None, None)
     }
 
     /// Nodes holding the rows whose routing column has one of `keys` (when known) or lies in
-    /// `ranges` (range and time_tier tables).
+    /// `ranges` (range and time_tier tables); of a salted key, those whose salt column has
+    /// one of `by` (when known).
     fn nodes_for(
         &self,
         table: &str,
         rule: &TableRule,
         keys: Option<&[Value]>,
         ranges: Option<&Ranges<RangeKey>>,
+        by: Option<&[Value]>,
     ) -> Vec<usize> {
         let mut nodes: Vec<usize> = match (rule, keys) {
-            (TableRule::HashSlot { map, .. }, Some(values)) => values
-                .iter()
-                .filter_map(|v| {
-                    let (node, slot) = map.place(v)?;
+            (TableRule::HashSlot { map, .. }, Some(values)) => {
+                let mut out = Vec::new();
+                for v in values {
+                    let Some(place) = map.place(v) else { continue };
                     self.trace_value(table, v);
-                    if let Some(s) = slot {
+                    if let Place::One(_, Some(s)) = place {
                         self.trace(table, s, v);
                     }
-                    Some(node)
-                })
-                .collect(),
+                    out.extend(place.nodes(by));
+                }
+                out
+            }
             (TableRule::Range { map, .. }, Some(values)) => {
                 let mut out = Vec::new();
                 for v in values {
@@ -369,7 +374,13 @@ impl<'a> Planner<'a> {
     }
 
     /// The node a row goes to, given its routing-column value (INSERT).
-    fn node_of_value(&self, table: &str, rule: &TableRule, v: &Value) -> Result<usize, String> {
+    fn node_of_value(
+        &self,
+        table: &str,
+        rule: &TableRule,
+        v: &Value,
+        by: Option<&Value>,
+    ) -> Result<usize, String> {
         let column = rule.column().unwrap_or_default();
         let constant = || {
             format!(
@@ -382,12 +393,18 @@ impl<'a> Planner<'a> {
         }
         match rule {
             TableRule::HashSlot { map, .. } => {
-                let (node, slot) = map.place(v).ok_or_else(constant)?;
-                if let Some(s) = slot {
+                let place = map.place(v).ok_or_else(constant)?;
+                if let Place::One(_, Some(s)) = place {
                     self.trace(table, s, v);
                 }
                 self.trace_value(table, v);
-                Ok(node)
+                place.row_node(by).ok_or_else(|| {
+                    format!(
+                        "the key {} of `{table}` is salted: its rows must set the salt column `{}` to a constant, not NULL or an expression",
+                        String::from_utf8_lossy(&crate::value::text_form(v).unwrap_or_default()),
+                        map.salt().map(|s| s.by.as_str()).unwrap_or_default()
+                    )
+                })
             }
             TableRule::Range { map, .. } => {
                 let k = map.kind.key_of(v).ok_or_else(|| {
@@ -404,7 +421,7 @@ impl<'a> Planner<'a> {
                 let looked_up = |k: &[u8]| (self.ctx.lookup)(table, k);
                 match d.place(v, &looked_up) {
                     Placed::Node(n) => Ok(n),
-                    Placed::Fallback => self.node_of_value(table, &d.fallback, v),
+                    Placed::Fallback => self.node_of_value(table, &d.fallback, v, None),
                     Placed::Unknown => {
                         if let Some(k) = crate::value::text_form(v) {
                             self.missing.borrow_mut().push((table.to_string(), k));
@@ -462,6 +479,7 @@ impl<'a> Planner<'a> {
                 rule,
                 u.keys.as_deref(),
                 u.ranges.as_ref(),
+                u.salt.as_deref(),
             )),
         }
     }
@@ -614,7 +632,7 @@ impl<'a> Planner<'a> {
         };
         for &i in multi {
             match self.topo.table(&uses[i].table) {
-                Some(TableRule::HashSlot { map: m, .. }) if m.same_reads(map) => {}
+                Some(TableRule::HashSlot { map: m, .. }) if m.joins_alike(map) => {}
                 _ => return None,
             }
         }
@@ -693,7 +711,8 @@ impl<'a> Planner<'a> {
                     )),
                     _ => None,
                 };
-                let ns = self.nodes_for(table, r, keys.as_deref(), ranges.as_ref());
+                let by = self.salt_values(table, alias, selection);
+                let ns = self.nodes_for(table, r, keys.as_deref(), ranges.as_ref(), by.as_deref());
                 if ns.is_empty() {
                     // No row can match; run on one node for a correct "0 rows affected".
                     r.all_nodes(self.topo).into_iter().take(1).collect()
@@ -748,12 +767,22 @@ impl<'a> Planner<'a> {
             None => return refuse("UPDATE of something other than a table"),
         };
         if let Some(column) = self.topo.table(&table).and_then(TableRule::column) {
+            // A salted key's row changing its salt column may change its bucket's node.
+            let by = match self.topo.table(&table) {
+                Some(TableRule::HashSlot { map, .. }) if !map.salted().is_empty() => {
+                    map.salt().map(|s| s.by.as_str())
+                }
+                _ => None,
+            };
             for a in &u.assignments {
                 let targets = match &a.target {
                     sqlparser::ast::AssignmentTarget::ColumnName(n) => vec![n],
                     sqlparser::ast::AssignmentTarget::Tuple(ns) => ns.iter().collect(),
                 };
-                if targets.iter().any(|n| sql::table_name(n) == *column) {
+                if targets.iter().any(|n| {
+                    let n = sql::table_name(n);
+                    n == *column || by == Some(n.as_str())
+                }) {
                     return key_update::plan(self, u, &table, alias.as_deref(), column);
                 }
             }
@@ -874,6 +903,7 @@ impl<'a> Planner<'a> {
                 alias: None,
                 keys: None,
                 ranges: None,
+                salt: None,
             })
             .collect();
         if let Some(u) = uses.iter().find(|u| {
@@ -947,6 +977,8 @@ mod moving_tests;
 pub(crate) mod random_tests;
 #[cfg(test)]
 pub(crate) mod rules_tests;
+#[cfg(test)]
+mod salt_tests;
 #[cfg(test)]
 mod ship_tests;
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct Use {
     pub keys: Option<Vec<Value>>,
     /// For range and time_tier tables: the values of the routing column its WHERE allows.
     pub ranges: Option<Ranges<RangeKey>>,
+    /// For a table with salted keys: the values its WHERE pins the salt column to.
+    pub salt: Option<Vec<Value>>,
 }
 
 /// Where a table use can be read.
@@ -182,11 +184,17 @@ impl Visitor for Collector<'_, '_> {
                                     &|v| kind.key_of(v),
                                 ))
                             });
+                    let salt = self.planner.salt_values(
+                        &table,
+                        alias.as_deref(),
+                        select.selection.as_ref(),
+                    );
                     self.keyed.push(Use {
                         table,
                         alias,
                         keys,
                         ranges,
+                        salt,
                     });
                 }
             }
@@ -279,6 +287,7 @@ pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec
                 alias: None,
                 keys: None,
                 ranges: None,
+                salt: None,
             });
         }
     }

@@ -4,6 +4,7 @@ pub mod directory;
 pub mod keygen;
 pub mod range;
 pub mod rebalance;
+pub mod salt;
 pub mod slot;
 pub mod time_tier;
 

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use mysql_common::value::Value;
 
 use super::directory::KeyMove;
+use super::salt::{Buckets, Salt};
 use crate::value::text_form;
 
 /// Number of logical slots. The modulus never changes; only the slot map does.
@@ -33,6 +34,38 @@ pub struct SlotMap {
     keys: HashMap<Vec<u8>, usize>,
     /// Keys being moved alone, from their slot's node or their own.
     key_moves: Vec<KeyMove>,
+    /// The table's salting scheme, if it has one.
+    salt: Option<Salt>,
+    /// Keys salted (`crate::routing::salt`): each key's text form and its buckets' nodes.
+    salted: HashMap<Vec<u8>, Buckets>,
+}
+
+/// Where the rows of one key are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place<'a> {
+    /// On one node; with the slot whose rows they are (`None` for a key split out of its
+    /// slot: its load is not its slot's).
+    One(usize, Option<u16>),
+    /// A salted key: spread over its buckets' nodes by the salt's `by` column.
+    Salted(&'a Salt, &'a Buckets),
+}
+
+impl Place<'_> {
+    /// The nodes holding rows of the key whose `by` is one of `by` (any when `None`).
+    pub fn nodes(&self, by: Option<&[Value]>) -> Vec<usize> {
+        match self {
+            Place::One(n, _) => vec![*n],
+            Place::Salted(salt, b) => b.nodes_for(salt, by),
+        }
+    }
+
+    /// The node of one row, given its `by` column (`None` when a salted key's row has none).
+    pub fn row_node(&self, by: Option<&Value>) -> Option<usize> {
+        match self {
+            Place::One(n, _) => Some(*n),
+            Place::Salted(salt, b) => Some(b.node(salt.bucket_of(by?)?)),
+        }
+    }
 }
 
 /// A step of a slot range's move from `from` to `to`, as every proxy routes it.
@@ -136,7 +169,27 @@ impl SlotMap {
             moves: Vec::new(),
             keys: HashMap::new(),
             key_moves: Vec::new(),
+            salt: None,
+            salted: HashMap::new(),
         }
+    }
+
+    /// The map with this salting scheme and these keys salted (each with `salt.buckets`
+    /// nodes, none also split or moving: checked by the caller).
+    pub fn with_salt(mut self, salt: Option<Salt>, salted: HashMap<Vec<u8>, Buckets>) -> Self {
+        self.salt = salt;
+        self.salted = salted;
+        self
+    }
+
+    /// The table's salting scheme.
+    pub fn salt(&self) -> Option<&Salt> {
+        self.salt.as_ref()
+    }
+
+    /// The salted keys, each with its buckets' nodes.
+    pub fn salted(&self) -> &HashMap<Vec<u8>, Buckets> {
+        &self.salted
     }
 
     /// The map with these keys split out of their slots, and these keys moving (a key
@@ -157,15 +210,18 @@ impl SlotMap {
         &self.key_moves
     }
 
-    /// Is this key (its text form) placed apart from its slot, or moving alone?
+    /// Is this key (its text form) placed apart from its slot, moving alone, or salted?
     pub fn is_split(&self, text: &[u8]) -> bool {
-        self.keys.contains_key(text) || self.key_moves.iter().any(|m| m.key == text)
+        self.keys.contains_key(text)
+            || self.salted.contains_key(text)
+            || self.key_moves.iter().any(|m| m.key == text)
     }
 
-    /// Every key placed apart from its slot or moving alone (the rows a slot range's move
-    /// leaves where they are).
+    /// Every key placed apart from its slot, moving alone or salted (the rows a slot range's
+    /// move leaves where they are).
     pub fn apart(&self) -> Vec<Vec<u8>> {
         let mut v: Vec<Vec<u8>> = self.keys.keys().cloned().collect();
+        v.extend(self.salted.keys().cloned());
         v.extend(self.key_moves.iter().map(|m| m.key.clone()));
         v.sort_unstable();
         v.dedup();
@@ -180,32 +236,34 @@ impl SlotMap {
         self.keys.get(text).copied()
     }
 
-    /// Where reads of the rows with this key go: its own node if split out of its slot,
-    /// else its slot's. `None` for NULL.
-    pub fn node_of(&self, v: &Value) -> Option<usize> {
-        self.place(v).map(|(node, _)| node)
+    /// Where reads of one row with this key go, given its `by` column if the key is salted:
+    /// the key's own node if split out of its slot, else its slot's. `None` for NULL, and for
+    /// a salted key's row without a `by` value.
+    pub fn node_of_row(&self, v: &Value, by: Option<&Value>) -> Option<usize> {
+        self.place(v)?.row_node(by)
     }
 
-    /// [`SlotMap::node_of`], with the slot whose rows the key's are (`None` for a key split
-    /// out of its slot: its load is not its slot's).
-    pub fn place(&self, v: &Value) -> Option<(usize, Option<u16>)> {
-        if self.keys.is_empty() && self.key_moves.is_empty() {
-            return slot_of(v).map(|s| (self.node_of_slot(s), Some(s)));
+    /// Where the rows with this key are: a salted key's buckets, a split key's node, or its
+    /// slot's node with the slot. `None` for NULL.
+    pub fn place(&self, v: &Value) -> Option<Place<'_>> {
+        if self.keys.is_empty() && self.key_moves.is_empty() && self.salted.is_empty() {
+            return slot_of(v).map(|s| Place::One(self.node_of_slot(s), Some(s)));
         }
-        let text = text_form(v)?;
-        Some(match self.split_node(&text) {
-            Some(n) => (n, None),
-            None => {
-                let s = slot_of_text(&text);
-                (self.node_of_slot(s), Some(s))
-            }
-        })
+        Some(self.place_text(&text_form(v)?))
     }
 
-    /// [`SlotMap::node_of`] for a key's text form.
-    pub fn node_of_text(&self, text: &[u8]) -> usize {
-        self.split_node(text)
-            .unwrap_or_else(|| self.node_of_slot(slot_of_text(text)))
+    /// [`SlotMap::place`] for a key's text form.
+    pub fn place_text(&self, text: &[u8]) -> Place<'_> {
+        if let (Some(salt), Some(b)) = (&self.salt, self.salted.get(text)) {
+            return Place::Salted(salt, b);
+        }
+        match self.split_node(text) {
+            Some(n) => Place::One(n, None),
+            None => {
+                let s = slot_of_text(text);
+                Place::One(self.node_of_slot(s), Some(s))
+            }
+        }
     }
 
     /// The map with these ranges moving (disjoint, checked by the caller); each range's
@@ -228,7 +286,15 @@ impl SlotMap {
     /// Do both maps read every slot on the same node (tables sharded alike, even while one
     /// has slots moving and still reads them at their source)?
     pub fn same_reads(&self, other: &SlotMap) -> bool {
-        self.nodes == other.nodes && self.split_reads() == other.split_reads()
+        self.nodes == other.nodes
+            && self.split_reads() == other.split_reads()
+            && self.salted == other.salted
+    }
+
+    /// Do rows of both tables with equal keys always sit on one node, so that a join on the
+    /// keys can run node by node? Not with salted keys: their rows spread by another column.
+    pub fn joins_alike(&self, other: &SlotMap) -> bool {
+        self.salted.is_empty() && other.salted.is_empty() && self.same_reads(other)
     }
 
     /// Each split key and where its reads go, in key order.
@@ -277,6 +343,7 @@ impl SlotMap {
         v.extend(self.moves.iter().flat_map(|m| [m.from, m.to]));
         v.extend(self.keys.values().copied());
         v.extend(self.key_moves.iter().flat_map(|m| [m.from, m.to]));
+        v.extend(self.salted.values().flat_map(|b| b.0.iter().copied()));
         v.sort_unstable();
         v.dedup();
         v
@@ -309,6 +376,12 @@ impl SlotMap {
                     to: f(m.to),
                     ..m.clone()
                 })
+                .collect(),
+            salt: self.salt.clone(),
+            salted: self
+                .salted
+                .iter()
+                .map(|(k, b)| (k.clone(), Buckets(b.0.iter().map(|n| f(*n)).collect())))
                 .collect(),
         }
     }
@@ -383,17 +456,20 @@ mod tests {
                 step: MoveStep::ReadTarget,
             }],
         );
-        assert_eq!(m.node_of(&Value::Int(42)), Some(2));
-        assert_eq!(m.node_of(&Value::Bytes(b"42".to_vec())), Some(2));
-        assert_eq!(m.node_of(&Value::Int(7)), Some(1));
-        assert_eq!(m.node_of(&Value::Int(43)), Some(0));
-        assert_eq!(m.node_of(&Value::NULL), None);
+        assert_eq!(m.node_of_row(&Value::Int(42), None), Some(2));
+        assert_eq!(m.node_of_row(&Value::Bytes(b"42".to_vec()), None), Some(2));
+        assert_eq!(m.node_of_row(&Value::Int(7), None), Some(1));
+        assert_eq!(m.node_of_row(&Value::Int(43), None), Some(0));
+        assert_eq!(m.node_of_row(&Value::NULL, None), None);
         assert_eq!(m.nodes(), vec![0, 1, 2]);
         assert!(m.is_split(b"7") && m.is_split(b"42") && !m.is_split(b"43"));
         assert_eq!(m.apart(), vec![b"42".to_vec(), b"7".to_vec()]);
         // Tables with other split keys are not sharded alike.
         assert!(!m.same_reads(&plain));
         assert!(m.same_reads(&m.remap(&|n| n)));
-        assert_eq!(m.remap(&|n| n + 1).node_of(&Value::Int(42)), Some(3));
+        assert_eq!(
+            m.remap(&|n| n + 1).node_of_row(&Value::Int(42), None),
+            Some(3)
+        );
     }
 }

@@ -31,6 +31,7 @@ mod judge;
 mod key_update;
 mod pages;
 mod random;
+mod salted;
 mod tpch;
 mod views;
 
