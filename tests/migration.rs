@@ -368,36 +368,6 @@ async fn an_aborted_move_leaves_the_slots_on_their_source_and_the_target_empty()
     pool.disconnect().await.ok();
 }
 
-/// Each tenant's rows of `table`, read through `conn` by `tenant_id`, as the writers' log
-/// says (`tenant(k)`: key `k`'s tenant).
-async fn tenants_match(
-    conn: &mut Conn,
-    table: &str,
-    tenants: &[i64],
-    tenant: fn(i64) -> i64,
-    expected: &Expected,
-) {
-    for t in tenants {
-        let got: Vec<(i64, i64)> = conn
-            .query(format!("SELECT id, v FROM {table} WHERE tenant_id = {t}"))
-            .await
-            .expect("read a tenant");
-        let got: HashMap<i64, i64> = got.into_iter().collect();
-        let wrong: Vec<_> = expected
-            .iter()
-            .filter(|(k, _)| tenant(**k) == *t)
-            .filter(|(k, v)| got.get(k).copied() != **v)
-            .map(|(k, v)| (*k, *v, got.get(k).copied()))
-            .collect();
-        assert!(
-            wrong.is_empty(),
-            "tenant {t}: {} keys differ from their log (key, log, proxy): {:?}",
-            wrong.len(),
-            &wrong[..wrong.len().min(8)]
-        );
-    }
-}
-
 #[tokio::test]
 async fn a_directory_tenant_moves_to_its_own_node_under_writes() {
     let _one = ONE_AT_A_TIME.lock().await;

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::routing::directory::{DirectoryRule, KeyMove, Lookup};
 use crate::routing::keygen::IdLayout;
 use crate::routing::range::{KeyKind, RangeMap};
-use crate::routing::salt::{Buckets, Salt, MAX_BUCKETS};
+use crate::routing::salt::{BucketMove, Buckets, Salt, MAX_BUCKETS};
 use crate::routing::slot::{Move, MoveStep, SlotMap, SLOTS};
 use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 
@@ -312,12 +312,12 @@ fn salting(
     split: &KeyPlaces,
     moving: &[KeyMove],
     ctx: &RuleCtx<'_>,
-) -> Result<(Option<Salt>, SaltedKeys), String> {
+) -> Result<(Option<Salt>, SaltedKeys, Vec<BucketMove>), String> {
     let Some(s) = &section.salt else {
-        if section.salted.is_some() {
+        if section.salted.is_some() || section.salted_moving.is_some() {
             return Err("`salted` needs `salt = { by = \"...\", buckets = N }`".into());
         }
-        return Ok((None, HashMap::new()));
+        return Ok((None, HashMap::new(), Vec::new()));
     };
     if s.column
         .as_ref()
@@ -355,9 +355,53 @@ fn salting(
             .map(|n| ctx.node(n))
             .collect::<Result<Vec<usize>, String>>()?;
         let per_bucket = (0..usize::from(s.buckets))
-            .map(|b| nodes[b % nodes.len()])
+            .map(|b| nodes[b * nodes.len() / usize::from(s.buckets)])
             .collect();
         salted.insert(key, Buckets(per_bucket));
+    }
+    let mut moves: Vec<BucketMove> = Vec::new();
+    for m in section.salted_moving.iter().flatten() {
+        let key = m.key.as_bytes().to_vec();
+        let what = format!("buckets {} of salted key \"{}\"", m.buckets, m.key);
+        let Some(owners) = salted.get(&key) else {
+            return Err(format!("{what}: the key is not in `salted`"));
+        };
+        let (first, last) = match m.buckets.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<u16>(), b.trim().parse::<u16>()),
+            None => (m.buckets.trim().parse(), m.buckets.trim().parse()),
+        };
+        let (Ok(first), Ok(last)) = (first, last) else {
+            return Err(format!("{what}: not a bucket range (\"a-b\" or \"a\")"));
+        };
+        if first > last || last >= s.buckets {
+            return Err(format!("{what}: buckets run 0 to {}", s.buckets - 1));
+        }
+        let step =
+            MoveStep::parse(&m.step).ok_or_else(|| format!("{what}: unknown step `{}`", m.step))?;
+        let (from, to) = (ctx.node(&m.node)?, ctx.node(&m.to)?);
+        if from == to {
+            return Err(format!("{what} move to the node that holds them"));
+        }
+        if (first..=last).any(|b| owners.0[usize::from(b)] != from) {
+            return Err(format!(
+                "{what} move from `{}`, which `salted` does not give them",
+                m.node
+            ));
+        }
+        if moves
+            .iter()
+            .any(|x| x.key == key && x.first <= last && first <= x.last)
+        {
+            return Err(format!("{what} are moving twice"));
+        }
+        moves.push(BucketMove {
+            key,
+            first,
+            last,
+            from,
+            to,
+            step,
+        });
     }
     Ok((
         Some(Salt {
@@ -365,6 +409,7 @@ fn salting(
             buckets: s.buckets,
         }),
         salted,
+        moves,
     ))
 }
 
@@ -395,6 +440,7 @@ fn table_rule(
         (section.key_generator.is_some(), "key_generator"),
         (section.salt.is_some(), "salt"),
         (section.salted.is_some(), "salted"),
+        (section.salted_moving.is_some(), "salted_moving"),
     ] {
         if set {
             present.push(key);
@@ -410,6 +456,7 @@ fn table_rule(
                 "key_generator",
                 "salt",
                 "salted",
+                "salted_moving",
             ]
         }
         "hash_slot" => &["column", "slots", "key_generator"],
@@ -468,10 +515,10 @@ fn table_rule(
                 .as_ref()
                 .ok_or_else(|| "rule \"hash_slot\" needs `slots`".to_string())?;
             let (keys, moves) = split_keys(section, ctx)?;
-            let (salt, salted) = salting(section, &column, &keys, &moves, ctx)?;
+            let (salt, salted, salt_moves) = salting(section, &column, &keys, &moves, ctx)?;
             let map = slot_map(entries, ctx.node_index, ctx.known)?
                 .with_keys(keys, moves)
-                .with_salt(salt, salted);
+                .with_salt(salt, salted, salt_moves);
             TableRule::HashSlot { column, map }
         }
         "broadcast" => TableRule::Broadcast,

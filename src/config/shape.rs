@@ -416,8 +416,23 @@ pub(super) struct TableSection {
     /// hash_slot: `{ by = "id", buckets = 8 }`, how keys listed in `salted` spread.
     pub(super) salt: Option<SaltSection>,
     /// hash_slot: `{ "42" = ["ds0", "ds1", "ds2", "ds3"] }`, salted keys and the nodes of
-    /// their buckets (bucket `b` on the list's node `b % len`).
+    /// their buckets (in order, an equal run of buckets on each: bucket `b` of `n` on the list's
+    /// node `b * len / n`).
     pub(super) salted: Option<BTreeMap<String, Vec<String>>>,
+    /// hash_slot: buckets of salted keys being moved,
+    /// `[{ key = "42", buckets = "2-3", node = "ds0", to = "ds1", step = "capture" }]`.
+    pub(super) salted_moving: Option<Vec<BucketMoveEntry>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct BucketMoveEntry {
+    pub(super) key: String,
+    /// `"a-b"` or `"a"`.
+    pub(super) buckets: String,
+    pub(super) node: String,
+    pub(super) to: String,
+    pub(super) step: String,
 }
 
 #[derive(Debug, Deserialize)]

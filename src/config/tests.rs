@@ -379,14 +379,14 @@ fn a_hash_slot_table_takes_salted_keys_with_their_buckets_nodes() {
         panic!("hash_slot")
     };
     assert_eq!(map.salt().map(|s| s.by.as_str()), Some("id"));
-    // Bucket b on the list's node b % 2; `CRC32(4) % 4` is 0, `CRC32(10) % 4` is 1.
-    assert_eq!(map.salted()[b"7".as_slice()].0, vec![0, 1, 0, 1]);
+    // Buckets 0-1 on ds0, 2-3 on ds1; `CRC32(10) % 4` is 1, `CRC32(7) % 4` is 2.
+    assert_eq!(map.salted()[b"7".as_slice()].0, vec![0, 0, 1, 1]);
     assert_eq!(
-        map.node_of_row(&Value::Int(7), Some(&Value::Int(4))),
+        map.node_of_row(&Value::Int(7), Some(&Value::Int(10))),
         Some(0)
     );
     assert_eq!(
-        map.node_of_row(&Value::Int(7), Some(&Value::Int(10))),
+        map.node_of_row(&Value::Int(7), Some(&Value::Int(7))),
         Some(1)
     );
     assert_eq!(map.node_of_row(&Value::Int(7), None), None);

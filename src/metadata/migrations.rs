@@ -104,6 +104,12 @@ impl Migration {
         }
     }
 
+    /// Is it a move of a salted key's buckets `first..=last` (`SALT KEY`, whose key's node
+    /// keeps bucket 0: a key's move of its own has `first` and `last` 0)?
+    pub fn buckets(&self) -> bool {
+        self.key.is_some() && (self.first, self.last) != (0, 0)
+    }
+
     /// What moves, for messages: `slots a-b` or `key 'v'`.
     pub fn what(&self) -> String {
         match &self.key {
@@ -115,6 +121,9 @@ impl Migration {
     /// What moves, for the admin's rows: `a-b` or `key 'v'`.
     pub fn slots_text(&self) -> String {
         match &self.key {
+            Some(k) if self.buckets() => {
+                format!("key '{k}' buckets {}-{}", self.first, self.last)
+            }
             Some(k) => format!("key '{k}'"),
             None => format!("{}-{}", self.first, self.last),
         }
@@ -354,6 +363,16 @@ async fn version_under_lock(
     // may be higher than anything the metadata holds yet).
     let v = v.unwrap_or(0).max(floor) + 1;
     if let Some(key) = &m.key {
+        // Buckets `first..=last` of a salted key: their rows.
+        let table = m.tables().into_iter().next().unwrap_or_default();
+        if super::salted::is_salted(&mut tx, &table, key).await? {
+            super::salted::write_step(
+                &mut tx, &table, key, m.first, m.last, node, state, target, v,
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(Some(v));
+        }
         // A key (a directory's tenant, a hash_slot table's split key): its row in each
         // table (an entry once stable).
         for table in m.tables() {

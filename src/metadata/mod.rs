@@ -9,10 +9,12 @@ pub mod lease;
 pub mod link;
 pub mod migrations;
 pub mod rebalance;
+pub mod salted;
 pub mod schema;
 pub mod views;
 
 use self::schema::VERSION_SQL;
+pub use self::schema::{lock_versions, unlock_versions};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::{Pool, TxOpts};
@@ -33,6 +35,8 @@ pub struct Rows {
     pub keys: Vec<KeyRow>,
     /// `shard_nodes` rows: nodes added (or removed) through the admin interface.
     pub nodes: Vec<NodeRow>,
+    /// `salted_map` rows: the buckets of salted keys.
+    pub salted: Vec<salted::SaltRow>,
 }
 
 /// A `shard_nodes` row: a node over the rules files' own of that name, or its removal.
@@ -93,6 +97,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
     let nodes: Vec<(String, String, Option<u32>, i64, u64)> = tx
         .query("SELECT name, url, weight, removed, version FROM shard_nodes ORDER BY name")
         .await?;
+    let (salted, salted_version) = salted::read(&mut tx).await?;
     tx.commit().await?;
     let version = rules
         .iter()
@@ -100,6 +105,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
         .chain(slots.iter().map(|s| s.5))
         .chain(keys.iter().map(|k| k.5))
         .chain(nodes.iter().map(|n| n.4))
+        .chain(std::iter::once(salted_version))
         .max()
         .unwrap_or(0);
     Ok(Rows {
@@ -134,6 +140,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
                 removed: removed != 0,
             })
             .collect(),
+        salted,
     })
 }
 
@@ -259,6 +266,7 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
             }
         }
     }
+    salted::merge(&mut doc, &rows.salted)?;
     Ok(doc.to_string())
 }
 
@@ -294,22 +302,6 @@ pub async fn ensure_schema<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Takes the lock of version writers (see [`schema::VERSION_LOCK`]); [`unlock_versions`]
-/// (or the connection's end) gives it back.
-pub async fn lock_versions<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
-    let got: Option<Option<i64>> = c.query_first(schema::VERSION_LOCK).await?;
-    if got.flatten() != Some(1) {
-        return Err(mysql_async::Error::Other(
-            "the metadata's version lock was not granted within 30 s".into(),
-        ));
-    }
-    Ok(())
-}
-
-pub async fn unlock_versions<C: Queryable>(c: &mut C) {
-    let _ = c.query_drop(schema::VERSION_UNLOCK).await;
 }
 
 /// Writes a table's slot map as one new version of the metadata, in one transaction: the
@@ -459,6 +451,7 @@ mod tests {
             slots,
             keys: vec![],
             nodes: vec![],
+            salted: vec![],
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");

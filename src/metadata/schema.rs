@@ -1,8 +1,11 @@
 //! The metadata schema's tables and the query of its version, in one place for the rules'
 //! store (`super`) and the migrations' (`super::migrations`).
 
-/// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`, `shard_nodes`.
-pub const RULES: [&str; 4] = [
+use mysql_async::prelude::Queryable;
+
+/// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`, `shard_nodes`,
+/// `salted_map`.
+pub const RULES: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS route_config (
         table_name VARCHAR(64) NOT NULL PRIMARY KEY,
         rule VARCHAR(16) NOT NULL,
@@ -33,6 +36,17 @@ pub const RULES: [&str; 4] = [
         weight INT NULL,
         removed TINYINT NOT NULL DEFAULT 0,
         version BIGINT NOT NULL)",
+    // A salted key's buckets (`SALT KEY`): each bucket's node and, while it moves, where to
+    // and at which step.
+    "CREATE TABLE IF NOT EXISTS salted_map (
+        table_name VARCHAR(64) NOT NULL,
+        key_value VARCHAR(255) NOT NULL,
+        bucket SMALLINT NOT NULL,
+        node VARCHAR(64) NOT NULL,
+        state VARCHAR(16) NOT NULL DEFAULT 'stable',
+        target_node VARCHAR(64) NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (table_name, key_value, bucket))",
 ];
 
 /// The metadata's version: the highest row version of its tables.
@@ -40,7 +54,8 @@ pub const VERSION_SQL: &str =
     "SELECT GREATEST(COALESCE((SELECT MAX(version) FROM route_config), 0), \
      COALESCE((SELECT MAX(version) FROM shard_slot_map), 0), \
      COALESCE((SELECT MAX(version) FROM directory_map), 0), \
-     COALESCE((SELECT MAX(version) FROM shard_nodes), 0))";
+     COALESCE((SELECT MAX(version) FROM shard_nodes), 0), \
+     COALESCE((SELECT MAX(version) FROM salted_map), 0))";
 
 /// The named lock every writer of a new version holds from reading the highest version to
 /// its commit: two writers never take the same number.
@@ -126,3 +141,19 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
     ("shard_migrations", "capture", "VARCHAR(16) NULL"),
     ("shard_migrations", "binlog_pos", "VARCHAR(600) NULL"),
 ];
+
+/// Takes the lock of version writers (see [`VERSION_LOCK`]); [`unlock_versions`]
+/// (or the connection's end) gives it back.
+pub async fn lock_versions<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
+    let got: Option<Option<i64>> = c.query_first(VERSION_LOCK).await?;
+    if got.flatten() != Some(1) {
+        return Err(mysql_async::Error::Other(
+            "the metadata's version lock was not granted within 30 s".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub async fn unlock_versions<C: Queryable>(c: &mut C) {
+    let _ = c.query_drop(VERSION_UNLOCK).await;
+}

@@ -275,7 +275,18 @@ fn moving_key(
     } else {
         routing
     };
-    if !shape.moving.holds(&routing) {
+    let by = match shape.by {
+        None => None,
+        Some((i, unsigned_by)) => {
+            let v = value(i)?;
+            Some(if unsigned_by {
+                unsigned(v, types.get(i).copied().flatten())
+            } else {
+                v
+            })
+        }
+    };
+    if !shape.moving.holds_row(&routing, by.as_ref()) {
         return Ok(None);
     }
     let mut key = Vec::with_capacity(shape.key_pos.len());

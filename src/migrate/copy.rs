@@ -35,6 +35,9 @@ pub struct Shape {
     /// log route as the clients' do (integer and string types); `None`: the move cannot be
     /// captured from the binary log.
     pub routing: Option<usize>,
+    /// A salted key's buckets moving: the salt column's position among `columns` and
+    /// whether it is UNSIGNED (its values read from a binary log pick their bucket).
+    pub by: Option<(usize, bool)>,
     /// The rows that move.
     pub moving: Moving,
     /// Quoted columns, in order.
@@ -77,7 +80,7 @@ pub async fn prepare(
     moving: Moving,
     column: &str,
 ) -> Result<Shape, String> {
-    let rows = moving.predicate(&quote(column));
+    let rows = moving.predicate(None, column);
     let err = |e: mysql_async::Error| e.to_string();
     // The source's columns, each with whether it is UNSIGNED and its type.
     let described: Vec<(String, bool, String)> = s
@@ -137,29 +140,35 @@ pub async fn prepare(
     let key_unsigned = key_pos.iter().map(|i| described[*i].1).collect();
     let routing = columns.iter().position(|c| c.eq_ignore_ascii_case(column));
     // Read from a binary log, a routing value must name its move as the client's did:
-    // integers and strings do.
-    let kind = routing.map(|i| described[i].2.as_str());
-    let logged = routing.filter(|_| {
-        kind.is_some_and(|k| {
-            matches!(
-                k.to_ascii_lowercase().as_str(),
-                "tinyint"
-                    | "smallint"
-                    | "mediumint"
-                    | "int"
-                    | "bigint"
-                    | "char"
-                    | "varchar"
-                    | "binary"
-                    | "varbinary"
-            )
-        })
-    });
+    // integers and strings do; so must a salt column's.
+    let logs = |i: usize| {
+        matches!(
+            described[i].2.to_ascii_lowercase().as_str(),
+            "tinyint"
+                | "smallint"
+                | "mediumint"
+                | "int"
+                | "bigint"
+                | "char"
+                | "varchar"
+                | "binary"
+                | "varbinary"
+        )
+    };
+    let by = match moving.by() {
+        None => None,
+        Some(b) => match columns.iter().position(|c| c.eq_ignore_ascii_case(b)) {
+            Some(i) => Some((i, described[i].1)),
+            None => return Err(format!("`{table}` has no salt column `{b}`")),
+        },
+    };
+    let logged = routing.filter(|r| logs(*r) && by.is_none_or(|(i, _)| logs(i)));
     Ok(Shape {
         table: quote(table),
         name: table.to_string(),
         key_unsigned,
         routing: logged,
+        by,
         moving,
         slots: rows,
         key: key.iter().map(|k| quote(k)).collect(),
@@ -635,6 +644,7 @@ mod tests {
             key_pos: vec![0],
             key_unsigned: vec![false],
             routing: Some(0),
+            by: None,
             moving: Moving {
                 which: Which::Slots(0, 511, vec![]),
                 from: 0,

@@ -244,9 +244,16 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 Some(k) => {
                     let mut ok = true;
                     for table in m.tables() {
-                        ok &= super::placed(&topo, &table, k)
-                            .await
-                            .is_ok_and(|n| topo.node_name(n) == m.source.as_str());
+                        let at = match super::buckets_placed(&topo, &table, k, m.first, m.last) {
+                            Some(buckets) => buckets,
+                            None if m.buckets() => {
+                                return Err(format!(
+                                    "this proxy does not see key '{k}' of `{table}` salted yet"
+                                ))
+                            }
+                            None => super::placed(&topo, &table, k).await,
+                        };
+                        ok &= at.is_ok_and(|n| topo.node_name(n) == m.source.as_str());
                     }
                     ok
                 }
@@ -279,6 +286,19 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
             // Left-overs of an earlier attempt: no proxy writes images here yet.
             delete_all(shared, &mut e.t, &e.shapes).await?;
             let pos = super::capture::choose(&topo, &mut e).await;
+            // A salted key's buckets are told apart by two columns: only the binary log's
+            // full row images have both (dual writes select rows by their routing key).
+            if pos.is_none() && e.shapes.iter().any(|s| s.by.is_some()) {
+                store::set_step(
+                    c,
+                    m.id,
+                    "aborted",
+                    Some("a salted key's buckets move only through the source's binary log (log_bin, binlog_format ROW, binlog_row_image FULL, and REPLICATION SLAVE for the proxy's user)"),
+                )
+                .await
+                .map_err(err)?;
+                return Ok(true);
+            }
             let (how, state) = match &pos {
                 Some(_) => ("binlog", "capture"),
                 None => ("images", "dual_write"),

@@ -26,6 +26,35 @@ mod step;
 
 use crate::config::Topology;
 
+/// The node holding buckets `first..=last` of a salted key of a hash_slot table, if the key
+/// is salted there: an error if they are on several nodes or already moving.
+pub fn buckets_placed(
+    topo: &Topology,
+    table: &str,
+    key: &str,
+    first: u16,
+    last: u16,
+) -> Option<Result<usize, String>> {
+    let Some(crate::config::TableRule::HashSlot { map, .. }) = topo.table(table) else {
+        return None;
+    };
+    let owners = map.bucket_owners(key.as_bytes())?;
+    let what = format!("buckets {first}-{last} of salted key '{key}' of `{table}`");
+    if map
+        .salt_moves()
+        .iter()
+        .any(|m| m.key == key.as_bytes() && m.first <= last && first <= m.last)
+    {
+        return Some(Err(format!("{what} are already moving")));
+    }
+    let run = owners.get(usize::from(first)..=usize::from(last));
+    Some(match run {
+        Some([n, rest @ ..]) if rest.iter().all(|x| x == n) => Ok(*n),
+        Some(_) => Err(format!("{what} are on several nodes")),
+        None => Err(format!("{what}: no such buckets")),
+    })
+}
+
 /// The node that holds a directory table's `key` now: its entry, the lookup table's row
 /// (read from the lookup table's node), or the fallback rule's node; a hash_slot table's:
 /// the key's own node if it was split out of its slot, else its slot's. A key already

@@ -82,8 +82,24 @@ pub(super) async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Ste
             (Some(TableRule::Directory(d)), Some(k)) => {
                 (d.column.clone(), Which::Key(k.as_bytes().to_vec()))
             }
-            (Some(TableRule::HashSlot { column, .. }), Some(k)) => {
-                (column.clone(), Which::Key(k.as_bytes().to_vec()))
+            (Some(TableRule::HashSlot { column, map }), Some(k)) => {
+                let which = match map.salt() {
+                    // Buckets of a salted key.
+                    Some(salt) if map.salted().contains_key(k.as_bytes()) => Which::Buckets {
+                        key: k.as_bytes().to_vec(),
+                        by: salt.by.clone(),
+                        buckets: salt.buckets,
+                        first: m.first,
+                        last: m.last,
+                    },
+                    _ if m.buckets() => {
+                        return Err(format!(
+                            "this proxy does not see key '{k}' of `{table}` salted yet"
+                        ))
+                    }
+                    _ => Which::Key(k.as_bytes().to_vec()),
+                };
+                (column.clone(), which)
             }
             _ => {
                 return Err(format!(

@@ -116,10 +116,9 @@ fn past_copies(
         Some(a) => quote(&a.name.value),
         None => table_sql(name),
     };
-    let col = format!("{qualifier}.{}", quote(column));
     let pred = moves
         .iter()
-        .map(|m| format!("({}) IS NOT TRUE", m.predicate(&col)))
+        .map(|m| format!("({}) IS NOT TRUE", m.predicate(Some(&qualifier), column)))
         .collect::<Vec<_>>()
         .join(" AND ");
     let mut edits = Edits::new();

@@ -121,6 +121,15 @@ pub enum Which {
     Slots(u16, u16, Vec<Vec<u8>>),
     /// The key's text form.
     Key(Vec<u8>),
+    /// Buckets `first..=last` of a salted key (its text form): the key's rows whose salt
+    /// column `by` has `CRC32(by) % buckets` among them.
+    Buckets {
+        key: Vec<u8>,
+        by: String,
+        buckets: u16,
+        first: u16,
+        last: u16,
+    },
 }
 
 impl Moving {
@@ -130,7 +139,38 @@ impl Moving {
             Which::Slots(a, b, except) => crate::value::text_form(v).is_some_and(|t| {
                 (*a..=*b).contains(&crate::routing::slot::slot_of_text(&t)) && !except.contains(&t)
             }),
-            Which::Key(k) => crate::value::text_form(v).is_some_and(|t| t == *k),
+            // Some of the key's rows are, some not: a statement by the key may touch them.
+            Which::Key(k) | Which::Buckets { key: k, .. } => {
+                crate::value::text_form(v).is_some_and(|t| t == *k)
+            }
+        }
+    }
+
+    /// Is a row whose routing column holds `v` and whose salt column holds `by` one of the
+    /// moving rows (the binary log's row images, which have both)?
+    pub fn holds_row(&self, v: &Value, by: Option<&Value>) -> bool {
+        match &self.which {
+            Which::Buckets {
+                buckets,
+                first,
+                last,
+                ..
+            } => {
+                self.holds(v)
+                    && by
+                        .and_then(crate::value::text_form)
+                        .map(|t| (crc32fast::hash(&t) % u32::from(*buckets)) as u16)
+                        .is_some_and(|b| (*first..=*last).contains(&b))
+            }
+            _ => self.holds(v),
+        }
+    }
+
+    /// The salt column a row image needs for [`Moving::holds_row`].
+    pub fn by(&self) -> Option<&str> {
+        match &self.which {
+            Which::Buckets { by, .. } => Some(by),
+            _ => None,
         }
     }
 
@@ -139,8 +179,15 @@ impl Moving {
         self.step.shadow_node(self.from, self.to)
     }
 
-    /// The SQL predicate selecting these rows by their routing column `column` (as SQL).
-    pub fn predicate(&self, column: &str) -> String {
+    /// The SQL predicate selecting these rows by their routing column `column` (a bare
+    /// name), its table named `qualifier` (quoted, `None`: unqualified).
+    pub fn predicate(&self, qualifier: Option<&str>, column: &str) -> String {
+        let col = |c: &str| match qualifier {
+            Some(q) => format!("{q}.{}", quote(c)),
+            None => quote(c),
+        };
+        let column = col(column);
+        let column = column.as_str();
         match &self.which {
             Which::Slots(a, b, except) if except.is_empty() => {
                 format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}")
@@ -160,6 +207,17 @@ impl Moving {
             Which::Key(k) => format!(
                 "({column} = {lit} AND CAST({column} AS BINARY) = {lit})",
                 lit = crate::sql::write::key_literal(k)
+            ),
+            Which::Buckets {
+                key,
+                by,
+                buckets,
+                first,
+                last,
+            } => format!(
+                "({column} = {lit} AND CAST({column} AS BINARY) = {lit} AND CRC32({}) % {buckets} BETWEEN {first} AND {last})",
+                col(by),
+                lit = crate::sql::write::key_literal(key)
             ),
         }
     }
@@ -182,7 +240,23 @@ fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
                 to: m.to,
                 step: m.step,
             });
-            Some((column.clone(), slots.chain(keys).collect()))
+            let salt = map.salt();
+            let buckets = map.salt_moves().iter().filter_map(|m| {
+                let salt = salt?;
+                Some(Moving {
+                    which: Which::Buckets {
+                        key: m.key.clone(),
+                        by: salt.by.clone(),
+                        buckets: salt.buckets,
+                        first: m.first,
+                        last: m.last,
+                    },
+                    from: m.from,
+                    to: m.to,
+                    step: m.step,
+                })
+            });
+            Some((column.clone(), slots.chain(keys).chain(buckets).collect()))
         }
         Some(TableRule::Directory(d)) if !d.moves.is_empty() => Some((
             d.column.clone(),
@@ -410,10 +484,9 @@ impl Hide<'_, '_> {
                 .collect::<Vec<_>>()
                 .join("."),
         };
-        let col = format!("{qualifier}.{}", quote(column));
         let parts: Vec<String> = moves
             .iter()
-            .map(|m| format!("(NOT ({}))", m.predicate(&col)))
+            .map(|m| format!("(NOT ({}))", m.predicate(Some(&qualifier), column)))
             .collect();
         Some(parts.join(" AND "))
     }

@@ -5,15 +5,15 @@ use super::tests::{plan_in, refused};
 use super::*;
 use crate::config::test_topology;
 
-/// `t_s` on `id`, salted by `v` over 8 buckets: key 10 on ds0-ds3 (bucket `b` on `ds{b % 4}`);
-/// `t_u` alike but for the salting. `CRC32(v) % 8` for v = 4, 10, 7, 3: buckets 0, 1, 2, 3.
+/// `t_s` on `id`, salted by `v` over 4 buckets: key 10 on ds0-ds3 (bucket `b` on `dsb`);
+/// `t_u` alike but for the salting. `CRC32(v) % 4` for v = 4, 10, 7, 3: buckets 0, 1, 2, 3.
 fn topo() -> Topology {
     test_topology(
         2,
         4,
         "[tables.t_s]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
          slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n\
-         salt = { by = \"v\", buckets = 8 }\n\
+         salt = { by = \"v\", buckets = 4 }\n\
          salted = { \"10\" = [\"ds0\", \"ds1\", \"ds2\", \"ds3\"] }\n\
          [tables.t_u]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
          slots = [{ slots = \"0-511\", node = \"ds0\" }, { slots = \"512-1023\", node = \"ds1\" }]\n",
@@ -23,6 +23,7 @@ fn topo() -> Topology {
 fn nodes(p: &Plan) -> Vec<usize> {
     match p.source() {
         Plan::Route(t) => vec![t.node],
+        Plan::Captured { write, .. } => nodes(write),
         other => super::moving_tests::scattered(other)
             .into_iter()
             .map(|(n, _)| n)
@@ -130,4 +131,81 @@ fn a_change_of_the_salt_column_moves_the_row_between_buckets() {
         panic!("expected a key update, got {p:?}")
     };
     assert_eq!((k.shard, k.by), (0, Some(1)));
+}
+
+/// `t_s` with key 10 salted on ds0 alone, its buckets 2-3 moving to ds1 at `step`.
+fn moving(step: &str) -> Topology {
+    test_topology(
+        2,
+        4,
+        &format!(
+            "[tables.t_s]\nrule = \"hash_slot\"\ncolumn = \"id\"\n\
+             slots = [{{ slots = \"0-511\", node = \"ds0\" }}, {{ slots = \"512-1023\", node = \"ds1\" }}]\n\
+             salt = {{ by = \"v\", buckets = 4 }}\n\
+             salted = {{ \"10\" = [\"ds0\"] }}\n\
+             salted_moving = [{{ key = \"10\", buckets = \"2-3\", node = \"ds0\", to = \"ds1\", step = \"{step}\" }}]\n"
+        ),
+    )
+}
+
+#[test]
+fn buckets_moving_are_read_where_their_step_says_and_their_copies_are_hidden() {
+    let hidden = "CRC32(`t_s`.`v`) % 4 BETWEEN 2 AND 3";
+    // Before the cutover every bucket is read on ds0: the copies on ds1 are not read.
+    let p = plan_in(&moving("capture"), "SELECT * FROM t_s WHERE id = 10", &[]);
+    assert_eq!(nodes(&p), vec![0]);
+    // After it, buckets 2-3 are read on ds1, and ds0's left-overs are hidden.
+    let p = plan_in(&moving("cleanup"), "SELECT * FROM t_s WHERE id = 10", &[]);
+    let s = super::moving_tests::scattered(p.source());
+    assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert!(s[0].1.contains(hidden), "{}", s[0].1);
+    assert!(!s[1].1.contains("CRC32"), "{}", s[1].1);
+    // A read pinned to bucket 2 (`v = 7`) reads ds1 alone once it owns it.
+    let p = plan_in(
+        &moving("cleanup"),
+        "SELECT * FROM t_s WHERE id = 10 AND v = 7",
+        &[],
+    );
+    assert_eq!(nodes(&p), vec![1]);
+}
+
+#[test]
+fn writes_to_a_salted_key_whose_buckets_move_run_where_the_rows_are_owned() {
+    // At the capture the source owns every bucket: the write runs there, counted toward ds1.
+    let p = plan_in(
+        &moving("capture"),
+        "UPDATE t_s SET x = 1 WHERE id = 10",
+        &[],
+    );
+    let Plan::Captured { targets, write } = &p else {
+        panic!("expected a captured write, got {p:?}")
+    };
+    assert_eq!((targets.as_slice(), nodes(write)), (&[1usize][..], vec![0]));
+    // After the cutover: on both, ds0's copies of buckets 2-3 left alone.
+    let p = plan_in(
+        &moving("cleanup"),
+        "UPDATE t_s SET x = 1 WHERE id = 10",
+        &[],
+    );
+    let s = super::moving_tests::scattered(p.source());
+    assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1]);
+    assert!(
+        s[0].1
+            .contains("CRC32(`t_s`.`v`) % 4 BETWEEN 2 AND 3)) IS NOT TRUE"),
+        "{}",
+        s[0].1
+    );
+    // A row of a moving bucket inserted at the capture goes to the source.
+    let p = plan_in(
+        &moving("capture"),
+        "INSERT INTO t_s (id, v) VALUES (10, 7)",
+        &[],
+    );
+    assert_eq!(nodes(&p), vec![0]);
+    let p = plan_in(
+        &moving("cleanup"),
+        "INSERT INTO t_s (id, v) VALUES (10, 7)",
+        &[],
+    );
+    assert_eq!(nodes(&p), vec![1]);
 }

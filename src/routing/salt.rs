@@ -6,6 +6,7 @@
 
 use mysql_common::value::Value;
 
+use super::slot::MoveStep;
 use crate::value::text_form;
 
 /// A table's salting scheme (`salt = { by = "id", buckets = 8 }` on a hash_slot table).
@@ -49,6 +50,26 @@ impl Buckets {
         v.sort_unstable();
         v.dedup();
         v
+    }
+}
+
+/// Buckets `first..=last` of a salted key moving from node `from` to node `to` (salting a key
+/// that has rows, or moving its buckets on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketMove {
+    /// The key's text form.
+    pub key: Vec<u8>,
+    pub first: u16,
+    pub last: u16,
+    pub from: usize,
+    pub to: usize,
+    pub step: MoveStep,
+}
+
+impl BucketMove {
+    /// The node reads of these buckets go to.
+    pub fn read_node(&self) -> usize {
+        self.step.read_node(self.from, self.to)
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use mysql_common::value::Value;
 
 use super::directory::KeyMove;
-use super::salt::{Buckets, Salt};
+use super::salt::{BucketMove, Buckets, Salt};
 use crate::value::text_form;
 
 /// Number of logical slots. The modulus never changes; only the slot map does.
@@ -36,8 +36,11 @@ pub struct SlotMap {
     key_moves: Vec<KeyMove>,
     /// The table's salting scheme, if it has one.
     salt: Option<Salt>,
-    /// Keys salted (`crate::routing::salt`): each key's text form and its buckets' nodes.
+    /// Keys salted (`crate::routing::salt`): each key's text form and the node each of its
+    /// buckets' reads go to.
     salted: HashMap<Vec<u8>, Buckets>,
+    /// Buckets of salted keys being moved.
+    salt_moves: Vec<BucketMove>,
 }
 
 /// Where the rows of one key are.
@@ -171,15 +174,56 @@ impl SlotMap {
             key_moves: Vec::new(),
             salt: None,
             salted: HashMap::new(),
+            salt_moves: Vec::new(),
         }
     }
 
-    /// The map with this salting scheme and these keys salted (each with `salt.buckets`
-    /// nodes, none also split or moving: checked by the caller).
-    pub fn with_salt(mut self, salt: Option<Salt>, salted: HashMap<Vec<u8>, Buckets>) -> Self {
+    /// The map with this salting scheme, these keys salted (each with `salt.buckets` owners
+    /// of record, none also split or moving) and these buckets moving (of salted keys,
+    /// disjoint, each from its owner: checked by the caller); a moving bucket is given to
+    /// `from` (read there) or `to` (from `ReadTarget` on).
+    pub fn with_salt(
+        mut self,
+        salt: Option<Salt>,
+        mut salted: HashMap<Vec<u8>, Buckets>,
+        moves: Vec<BucketMove>,
+    ) -> Self {
+        for m in &moves {
+            if let Some(b) = salted.get_mut(&m.key) {
+                for i in m.first..=m.last {
+                    if let Some(n) = b.0.get_mut(usize::from(i)) {
+                        *n = m.read_node();
+                    }
+                }
+            }
+        }
         self.salt = salt;
         self.salted = salted;
+        self.salt_moves = moves;
         self
+    }
+
+    /// The salted keys' buckets being moved.
+    pub fn salt_moves(&self) -> &[BucketMove] {
+        &self.salt_moves
+    }
+
+    /// The owner of record of each bucket of a salted key: a moving bucket's `from` until
+    /// its cleanup step.
+    pub fn bucket_owners(&self, key: &[u8]) -> Option<Vec<usize>> {
+        let mut v = self.salted.get(key)?.0.clone();
+        for m in self.salt_moves.iter().filter(|m| m.key == key) {
+            for i in m.first..=m.last {
+                if let Some(n) = v.get_mut(usize::from(i)) {
+                    *n = if m.step == MoveStep::Cleanup {
+                        m.to
+                    } else {
+                        m.from
+                    };
+                }
+            }
+        }
+        Some(v)
     }
 
     /// The table's salting scheme.
@@ -312,7 +356,7 @@ impl SlotMap {
 
     /// Are slot ranges or split keys being moved (rows on two nodes)?
     pub fn is_moving(&self) -> bool {
-        !self.moves.is_empty() || !self.key_moves.is_empty()
+        !self.moves.is_empty() || !self.key_moves.is_empty() || !self.salt_moves.is_empty()
     }
 
     /// The ranges being moved.
@@ -344,6 +388,7 @@ impl SlotMap {
         v.extend(self.keys.values().copied());
         v.extend(self.key_moves.iter().flat_map(|m| [m.from, m.to]));
         v.extend(self.salted.values().flat_map(|b| b.0.iter().copied()));
+        v.extend(self.salt_moves.iter().flat_map(|m| [m.from, m.to]));
         v.sort_unstable();
         v.dedup();
         v
@@ -382,6 +427,15 @@ impl SlotMap {
                 .salted
                 .iter()
                 .map(|(k, b)| (k.clone(), Buckets(b.0.iter().map(|n| f(*n)).collect())))
+                .collect(),
+            salt_moves: self
+                .salt_moves
+                .iter()
+                .map(|m| BucketMove {
+                    from: f(m.from),
+                    to: f(m.to),
+                    ..m.clone()
+                })
                 .collect(),
         }
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::Pool;
+use mysql_async::{Conn, Pool};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -303,6 +303,36 @@ pub async fn keys_match(pools: &[&Pool], table: &str, expected: &Expected) {
             "{} keys differ from their log (key, log, proxy): {:?}; {extra} rows no log has",
             wrong.len(),
             &wrong[..wrong.len().min(10)]
+        );
+    }
+}
+
+/// Each tenant's rows of `table`, read through `conn` by `tenant_id`, as the writers' log
+/// says (`tenant(k)`: key `k`'s tenant).
+pub async fn tenants_match(
+    conn: &mut Conn,
+    table: &str,
+    tenants: &[i64],
+    tenant: fn(i64) -> i64,
+    expected: &Expected,
+) {
+    for t in tenants {
+        let got: Vec<(i64, i64)> = conn
+            .query(format!("SELECT id, v FROM {table} WHERE tenant_id = {t}"))
+            .await
+            .expect("read a tenant");
+        let got: HashMap<i64, i64> = got.into_iter().collect();
+        let wrong: Vec<_> = expected
+            .iter()
+            .filter(|(k, _)| tenant(**k) == *t)
+            .filter(|(k, v)| got.get(k).copied() != **v)
+            .map(|(k, v)| (*k, *v, got.get(k).copied()))
+            .collect();
+        assert!(
+            wrong.is_empty(),
+            "tenant {t}: {} keys differ from their log (key, log, proxy): {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(8)]
         );
     }
 }
