@@ -175,33 +175,92 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
         })
         .collect();
     let keys = shared.metrics.load.keys(None, 1);
+    let loads: Vec<(usize, u64)> = shared
+        .metrics
+        .load
+        .nodes(&t.hot)
+        .into_iter()
+        .filter_map(|n| Some((t.node_index(&n.name)?, n.micros)))
+        .filter(|(i, _)| t.nodes.get(*i).is_some_and(|n| !n.retired && n.weight > 0))
+        .collect();
     for c in &plan.stuck {
         // Its heaviest key, from the sketch of any of the group's tables.
         let heaviest = keys
             .iter()
             .filter(|k| k.slot == c.slot && k.total > 0)
-            .max_by_key(|k| k.count)
-            .map(|k| {
+            .max_by_key(|k| k.count);
+        rows.push(stuck_row(mode, t, c, heaviest, &loads));
+    }
+    Answer::Rows { columns, rows }
+}
+
+/// A hot slot no move helps: the `SALT KEY` statement that would spread its heaviest key over
+/// enough nodes, with the numbers, where its table can be salted; else why not.
+fn stuck_row(
+    mode: &str,
+    t: &Topology,
+    c: &crate::load::balance::Candidate,
+    heaviest: Option<&crate::load::HotKey>,
+    loads: &[(usize, u64)],
+) -> Vec<String> {
+    let node = t.node_name(c.node);
+    let said = format!(
+        "slot {} of {} on {node} is most of its node's load: moving it, or its heaviest key alone, moves the hot spot",
+        c.slot, c.table
+    );
+    let Some(k) = heaviest else {
+        return vec![
+            mode.into(),
+            format!("-- {said}"),
+            ms(c.micros),
+            String::new(),
+            String::new(),
+        ];
+    };
+    let share = k.count as f64 / k.total as f64;
+    let key = String::from_utf8_lossy(&k.key).into_owned();
+    let salt = match t.table(&k.table) {
+        Some(TableRule::HashSlot { map, .. }) => map.salt().map(|s| s.buckets),
+        _ => None,
+    };
+    let key_micros = (c.micros as f64 * share) as u64;
+    let before = loads
+        .iter()
+        .find(|(n, _)| *n == c.node)
+        .map_or(0, |(_, l)| *l);
+    match salt {
+        Some(buckets) => {
+            let over = crate::load::balance::salt_over(key_micros, c.node, loads, buckets);
+            let each = key_micros / over.len() as u64;
+            let names: Vec<&str> = over[1..].iter().map(|n| t.node_name(*n)).collect();
+            vec![
+                mode.into(),
                 format!(
-                    "; its heaviest key, {} of `{}`, has {:.0}% of its statements",
-                    String::from_utf8_lossy(&k.key),
+                    "SALT KEY {} OF {} OVER {} -- its key {key} has {:.0}% of the slot's statements, {} ms/s of {node}'s time: over {} nodes about {} ms/s each",
+                    crate::sql::write::admin_word(&key),
                     k.table,
-                    100.0 * k.count as f64 / k.total as f64
-                )
-            })
-            .unwrap_or_default();
-        rows.push(vec![
+                    names.join(", "),
+                    100.0 * share,
+                    ms(key_micros),
+                    over.len(),
+                    ms(each)
+                ),
+                ms(c.micros),
+                format!("{} -> {}", ms(before), ms(before.saturating_sub(key_micros) + each)),
+                String::new(),
+            ]
+        }
+        None => vec![
             mode.into(),
             format!(
-                "-- slot {} of {} on {} is most of its node's load: moving it, or its heaviest key alone, moves the hot spot{heaviest} (a key hotter than a node takes needs salting, not built yet)",
-                c.slot,
-                c.table,
-                t.node_name(c.node),
+                "-- {said}; its heaviest key, {key} of `{}`, has {:.0}% of its statements: it needs salting (`salt = {{ by = \"<column>\", buckets = N }}` on `{}`, then SALT KEY)",
+                k.table,
+                100.0 * share,
+                k.table
             ),
             ms(c.micros),
             String::new(),
             String::new(),
-        ]);
+        ],
     }
-    Answer::Rows { columns, rows }
 }

@@ -147,6 +147,25 @@ pub fn plan(
     out
 }
 
+/// The nodes to salt a key over (`SALT KEY ... OVER`): a key taking `key` µs of node time a
+/// second on `node`, with the nodes' loads `loads` (weighted nodes only), goes to its own node
+/// and the coolest others, as many as it takes for each run of its buckets to carry no more
+/// than the mean node's load: at least two, at most `buckets` and the nodes there are.
+pub fn salt_over(key: u64, node: usize, loads: &[(usize, u64)], buckets: u16) -> Vec<usize> {
+    let mean = loads.iter().map(|(_, l)| *l as f64).sum::<f64>() / loads.len().max(1) as f64;
+    let most = loads.len().min(usize::from(buckets)).max(2);
+    let need = if mean > 0.0 {
+        ((key as f64 / mean).ceil() as usize).clamp(2, most)
+    } else {
+        2
+    };
+    let mut others: Vec<(usize, u64)> = loads.iter().copied().filter(|(n, _)| *n != node).collect();
+    others.sort_by_key(|(n, l)| (*l, *n));
+    let mut over = vec![node];
+    over.extend(others.into_iter().take(need - 1).map(|(n, _)| n));
+    over
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,5 +313,18 @@ mod tests {
         let p = plan(&nodes, &[], &[keyed(5, 0, 750_000, 0.95)], 1.5, 4);
         assert!(p.moves.is_empty(), "{p:?}");
         assert_eq!(p.stuck.len(), 1);
+    }
+
+    #[test]
+    fn a_key_is_salted_over_its_node_and_as_many_cool_nodes_as_its_load_needs() {
+        let loads = [(0, 900), (1, 100), (2, 300), (3, 200)];
+        // 750 of node 0's 900: the mean is 375, so two nodes take it, the coolest beside.
+        assert_eq!(salt_over(750, 0, &loads, 8), vec![0, 1]);
+        // Three times the mean: three nodes, the coolest first.
+        assert_eq!(salt_over(1125, 0, &loads, 8), vec![0, 1, 3]);
+        // Never more nodes than buckets or nodes, never fewer than two.
+        assert_eq!(salt_over(9000, 0, &loads, 3), vec![0, 1, 3]);
+        assert_eq!(salt_over(9000, 0, &loads, 64), vec![0, 1, 3, 2]);
+        assert_eq!(salt_over(10, 2, &loads, 8), vec![2, 1]);
     }
 }

@@ -250,15 +250,19 @@ async fn hot_slots_and_keys_are_found_in_seconds_and_suggested_not_moved() {
     p.query_drop("DROP TABLE t_hot").await.expect("drop");
 }
 
-/// The rules of the reload test: `[hot]` with this slot threshold, `[balance]` in `mode`.
-fn hot_rules(c: &Cluster, version: u64, slot_statements: u64, mode: &str) -> String {
+/// The rules of the reload test: `[hot]` with this slot threshold, `[balance]` in `mode`
+/// (`salt`: the table may have keys salted by `v`).
+fn hot_rules(c: &Cluster, version: u64, slot_statements: u64, mode: &str, salt: bool) -> String {
+    let mut table = sharded("t_hot_rl");
+    if salt {
+        table = table.trim_end().to_string() + "\nsalt = { by = \"v\", buckets = 4 }\n\n";
+    }
     rules_toml(
         c,
         &format!(
             "[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n\
              [hot]\nseconds = 2\nslot_statements = {slot_statements}\nslot_node_ms = 100000\nnode_min_ms = 1\n\n\
-             [balance]\nmode = \"{mode}\"\n\n{}",
-            sharded("t_hot_rl")
+             [balance]\nmode = \"{mode}\"\n\n{table}"
         ),
     )
     .replacen("version = 1", &format!("version = {version}"), 1)
@@ -269,7 +273,7 @@ async fn thresholds_changed_by_reload_apply_to_the_next_windows() {
     let c = cluster();
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("rules.toml");
-    std::fs::write(&path, hot_rules(c, 1, 1_000_000, "suggest")).expect("rules");
+    std::fs::write(&path, hot_rules(c, 1, 1_000_000, "suggest", false)).expect("rules");
     let proxy = start_proxy_watching(&path);
     let mut p = proxy.conn().await;
     p.query_drop("DROP TABLE IF EXISTS t_hot_rl")
@@ -303,7 +307,7 @@ async fn thresholds_changed_by_reload_apply_to_the_next_windows() {
     assert!(rows.iter().any(|r| r["slot"] == s.to_string()), "{rows:?}");
     assert!(!hot_slot(&rows, s), "{rows:?}");
     // The threshold lowered by a reload: hot within the next windows.
-    std::fs::write(&path, hot_rules(c, 2, 50, "suggest")).expect("rules v2");
+    std::fs::write(&path, hot_rules(c, 2, 50, "suggest", false)).expect("rules v2");
     let reloaded = Instant::now();
     loop {
         let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_hot_rl").await;
@@ -335,12 +339,36 @@ async fn thresholds_changed_by_reload_apply_to_the_next_windows() {
         balance[0]["action"].starts_with(&format!("-- slot {s} of t_hot_rl on ds2")),
         "{balance:?}"
     );
-    std::fs::write(&path, hot_rules(c, 3, 50, "off")).expect("rules v3");
+    assert!(
+        balance[0]["action"].contains("needs salting"),
+        "{balance:?}"
+    );
+    // With a `salt` on the table, the key is offered to be salted over the coolest nodes.
+    std::fs::write(&path, hot_rules(c, 3, 50, "suggest", true)).expect("rules v3");
     let reloaded = Instant::now();
-    while proxy.shared.topology().version != 3 {
+    loop {
+        let balance = named_rows(&mut ops, "SHOW BALANCE").await;
+        if balance.first().is_some_and(|r| {
+            r["action"].starts_with(&format!("SALT KEY '{k}' OF t_hot_rl OVER ds"))
+        }) {
+            assert!(
+                balance[0]["action"].contains("% of the slot's statements"),
+                "{balance:?}"
+            );
+            break;
+        }
+        assert!(
+            reloaded.elapsed() < Duration::from_secs(15),
+            "no SALT KEY in SHOW BALANCE: {balance:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    std::fs::write(&path, hot_rules(c, 4, 50, "off", true)).expect("rules v4");
+    let reloaded = Instant::now();
+    while proxy.shared.topology().version != 4 {
         assert!(
             reloaded.elapsed() < Duration::from_secs(10),
-            "v3 not applied"
+            "v4 not applied"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
