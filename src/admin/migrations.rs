@@ -129,7 +129,15 @@ fn also(tables: &[String]) -> String {
 /// Inserts the migration if no other runs; its id.
 async fn start(shared: &Shared, t: &Topology, m: &Migration) -> Result<u64, MyError> {
     let mut c = connect(shared, t).await?;
-    if let Some(p) = crate::metadata::rebalance::current(&mut c)
+    none_running(&mut c).await?;
+    let id = store::insert(&mut c, m).await.map_err(failed)?;
+    drop(c);
+    Ok(id)
+}
+
+/// Refused (1235, naming it) while a rebalance plan or a migration is not finished.
+pub(super) async fn none_running(c: &mut Conn) -> Result<(), MyError> {
+    if let Some(p) = crate::metadata::rebalance::current(c)
         .await
         .map_err(failed)?
     {
@@ -138,7 +146,7 @@ async fn start(shared: &Shared, t: &Topology, m: &Migration) -> Result<u64, MyEr
             p.id, p.what, p.state
         )));
     }
-    if let Some(x) = store::active(&mut c).await.map_err(failed)?.first() {
+    if let Some(x) = store::active(c).await.map_err(failed)?.first() {
         return Err(unsupported(format!(
             "migration {} ({} of `{}`) is not finished: one migration runs at a time",
             x.id,
@@ -146,9 +154,7 @@ async fn start(shared: &Shared, t: &Topology, m: &Migration) -> Result<u64, MyEr
             x.table
         )));
     }
-    let id = store::insert(&mut c, m).await.map_err(failed)?;
-    drop(c);
-    Ok(id)
+    Ok(())
 }
 
 /// `MIGRATE KEY 'v' OF t TO node [RATE n] [AUTO]`: a directory table's tenant to a node,

@@ -127,27 +127,7 @@ pub async fn salt_key(shared: &Shared, t: &Topology, text: &str) -> Result<Answe
         "salting a key needs a [metadata] schema, where its buckets and their moves are kept",
     )
     .await?;
-    if let Some(p) = crate::metadata::rebalance::current(&mut c)
-        .await
-        .map_err(failed)?
-    {
-        return Err(unsupported(format!(
-            "rebalance {} ({}) is {}: SHOW REBALANCE, or ABORT REBALANCE first",
-            p.id, p.what, p.state
-        )));
-    }
-    if let Some(m) = crate::metadata::migrations::active(&mut c)
-        .await
-        .map_err(failed)?
-        .first()
-    {
-        return Err(unsupported(format!(
-            "migration {} ({} of `{}`) is not finished (SHOW MIGRATIONS)",
-            m.id,
-            m.what(),
-            m.table
-        )));
-    }
+    super::migrations::none_running(&mut c).await?;
     let fresh = crate::metadata::salted::insert(
         &mut c,
         &table,

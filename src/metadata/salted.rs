@@ -65,13 +65,7 @@ async fn insert_locked<C: Queryable>(
     buckets: u16,
     floor: u64,
 ) -> mysql_async::Result<bool> {
-    let had: Option<u64> = c
-        .exec_first(
-            "SELECT COUNT(*) FROM salted_map WHERE table_name = ? AND key_value = ?",
-            (table, key),
-        )
-        .await?;
-    if had.unwrap_or(0) > 0 {
+    if is_salted(c, table, key).await? {
         return Ok(false);
     }
     let v: Option<u64> = c.query_first(super::schema::VERSION_SQL).await?;
