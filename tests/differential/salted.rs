@@ -160,6 +160,21 @@ async fn a_salted_tenants_rows_spread_over_its_buckets_and_answer_like_one_maria
             .exec_drop(sql, (77, HOT, 2003))
             .await
             .expect("prepared update, reference");
+        // A driver with autocommit off: writes to several buckets' nodes in one transaction,
+        // one rolled back, one committed.
+        for end in ["ROLLBACK", "COMMIT"] {
+            for sql in [
+                "SET autocommit = 0",
+                "INSERT INTO s_events VALUES (3001, 7, 1, 'tx'), (3002, 7, 2, 'tx'), (3003, 7, 3, 'tx'), (3004, 7, 4, 'tx')",
+                "UPDATE s_events SET v = v + 10 WHERE tenant_id = 7 AND id IN (2001, 2002, 3001)",
+                "DELETE FROM s_events WHERE tenant_id = 7 AND id = 2004",
+                end,
+                "SET autocommit = 1",
+            ] {
+                must(&mut pair.p, sql, "the proxy").await;
+                must(&mut pair.r, sql, "the reference").await;
+            }
+        }
     }
     assert!(
         wrong.is_empty(),
