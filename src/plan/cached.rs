@@ -17,7 +17,7 @@ use sqlparser::ast::{
 
 use super::{Plan, Target};
 use crate::config::{TableRule, Topology};
-use crate::routing::slot::MoveStep;
+use crate::routing::slot::{MoveStep, Place};
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::{self, Parsed};
 
@@ -30,6 +30,9 @@ pub struct KeyRoute {
     column: String,
     /// The parameter that holds the key.
     pub param: usize,
+    /// The parameter that holds the salt column, on a table with a `salt`: a salted key's
+    /// statement goes to its bucket's node.
+    by: Option<usize>,
     /// A plain point read (a SELECT that locks nothing): while its slot moves it goes where
     /// the slot's reads go, as the full planner sends it; anything else is planned in full.
     read: bool,
@@ -85,18 +88,29 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
         return None;
     }
     let column = rule.column()?.to_string();
+    let salt_by = match rule {
+        TableRule::HashSlot { map, .. } => map.salt().map(|s| s.by.clone()),
+        _ => None,
+    };
     let params: Vec<Value> = (0..parsed.param_count()).map(sentinel).collect();
-    let key = |alias: Option<String>, selection: Option<&Expr>| -> Option<usize> {
+    let pinned = |col: &str, alias: &Option<String>, selection: Option<&Expr>| -> Option<usize> {
         let mut qualifiers = vec![table.clone()];
-        qualifiers.extend(alias.map(|a| a.to_ascii_lowercase()));
+        qualifiers.extend(alias.as_ref().map(|a| a.to_ascii_lowercase()));
         let kc = KeyColumn {
-            column: column.clone(),
+            column: col.to_string(),
             qualifiers,
         };
         match where_keys(selection, &kc, parsed, &params)?.as_slice() {
             [one] => sentinel_index(one),
             _ => None,
         }
+    };
+    let mut by = None;
+    let mut key = |alias: Option<String>, selection: Option<&Expr>| -> Option<usize> {
+        by = salt_by
+            .as_deref()
+            .and_then(|b| pinned(b, &alias, selection));
+        pinned(&column, &alias, selection)
     };
     let read = matches!(&parsed.stmt, Statement::Query(q) if q.locks.is_empty());
     let param = match &parsed.stmt {
@@ -115,7 +129,10 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
                 return None;
             }
             let assigns_key = u.assignments.iter().any(|a| match &a.target {
-                AssignmentTarget::ColumnName(n) => sql::table_name(n) == column,
+                AssignmentTarget::ColumnName(n) => {
+                    let n = sql::table_name(n);
+                    n == column || salt_by.as_deref() == Some(n.as_str())
+                }
                 AssignmentTarget::Tuple(_) => true,
             });
             if assigns_key {
@@ -151,16 +168,20 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
             let [row] = values.rows.as_slice() else {
                 return None;
             };
-            let pos = ins
-                .columns
-                .iter()
-                .position(|c| sql::table_name(c) == column)?;
-            match row.get(pos)? {
-                Expr::Value(v) if matches!(v.value, SqlValue::Placeholder(_)) => {
-                    parsed.param_index(v.span.start)?
+            let placeholder = |name: &str| -> Option<usize> {
+                let pos = ins
+                    .columns
+                    .iter()
+                    .position(|c| sql::table_name(c) == name)?;
+                match row.get(pos)? {
+                    Expr::Value(v) if matches!(v.value, SqlValue::Placeholder(_)) => {
+                        parsed.param_index(v.span.start)
+                    }
+                    _ => None,
                 }
-                _ => return None,
-            }
+            };
+            by = salt_by.as_deref().and_then(placeholder);
+            placeholder(&column)?
         }
         _ => return None,
     };
@@ -169,6 +190,7 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
         kind,
         column,
         param,
+        by,
         read,
     })
 }
@@ -178,11 +200,17 @@ impl KeyRoute {
     /// the one planned for, or the key has no node (NULL, a value outside the rule's domain):
     /// then the statement is planned in full.
     pub fn resolve(&self, topo: &Topology, params: &[Value]) -> Option<Resolved> {
-        self.resolve_value(topo, params.get(self.param)?)
+        let by = self.by.and_then(|i| params.get(i));
+        self.resolve_with(topo, params.get(self.param)?, by)
     }
 
     /// [`KeyRoute::resolve`] given the key's value.
     pub fn resolve_value(&self, topo: &Topology, v: &Value) -> Option<Resolved> {
+        self.resolve_with(topo, v, None)
+    }
+
+    /// [`KeyRoute::resolve`] given the key's value and, for a salted key, its salt column's.
+    fn resolve_with(&self, topo: &Topology, v: &Value, by: Option<&Value>) -> Option<Resolved> {
         if matches!(v, Value::NULL) {
             return None;
         }
@@ -192,9 +220,18 @@ impl KeyRoute {
         }
         match rule {
             TableRule::HashSlot { map, .. } => {
-                // A salted key's rows are on several nodes: planned in full.
-                let crate::routing::slot::Place::One(node, slot) = map.place(v)? else {
-                    return None;
+                let (node, slot) = match map.place(v)? {
+                    Place::One(node, slot) => (node, slot),
+                    // A salted key's statement pinned to one bucket, none moving; else
+                    // planned in full.
+                    Place::Salted(salt, buckets) if map.salt_moves().is_empty() => {
+                        return Some(Resolved {
+                            node: buckets.node(salt.bucket_of(by?)?),
+                            slot: None,
+                            captured: None,
+                        });
+                    }
+                    Place::Salted(..) => return None,
                 };
                 let Some(slot) = slot else {
                     // A key split out of its slot: planned in full while it moves.
@@ -247,8 +284,12 @@ impl KeyRoute {
 
     /// The plan as `route` and SHOW PLANS describe it.
     pub fn describe(&self) -> String {
+        let salted = match self.by {
+            Some(b) => format!(", a salted key's bucket by parameter {}", b + 1),
+            None => String::new(),
+        };
         format!(
-            "route by `{}`.`{}` = parameter {} ({}), node resolved per execution",
+            "route by `{}`.`{}` = parameter {} ({}{salted}), node resolved per execution",
             self.table,
             self.column,
             self.param + 1,
@@ -303,6 +344,52 @@ rule = "broadcast"
 
     fn a(sql: &str) -> Option<KeyRoute> {
         analyze(&crate::sql::parse(sql).unwrap(), &topo())
+    }
+
+    #[test]
+    fn a_salted_keys_statement_pinned_to_one_bucket_resolves_to_its_node() {
+        // Key 7 salted by `id` over ds0-ds3, a bucket each: `CRC32(4)`, `CRC32(10)`,
+        // `CRC32(7)`, `CRC32(3)` are buckets 0, 1, 2, 3 of 4.
+        let t = crate::config::test_topology(
+            2,
+            4,
+            "[tables.s]\nrule = \"hash_slot\"\ncolumn = \"tenant\"\n\
+             slots = [{ slots = \"0-1023\", node = \"ds0\" }]\n\
+             salt = { by = \"id\", buckets = 4 }\n\
+             salted = { \"7\" = [\"ds0\", \"ds1\", \"ds2\", \"ds3\"] }\n",
+        );
+        let an = |sql: &str| analyze(&crate::sql::parse(sql).unwrap(), &t).unwrap();
+        for sql in [
+            "SELECT v FROM s WHERE tenant = ? AND id = ?",
+            "UPDATE s SET v = v + 1 WHERE tenant = ? AND id = ?",
+            "INSERT INTO s (tenant, id, v) VALUES (?, ?, 1)",
+        ] {
+            let k = an(sql);
+            let on = |id: i64| {
+                k.resolve(&t, &[Value::Int(7), Value::Int(id)])
+                    .map(|r| r.node)
+            };
+            assert_eq!(
+                [on(4), on(10), on(7), on(3)],
+                [Some(0), Some(1), Some(2), Some(3)],
+                "{sql}"
+            );
+            // Another key goes to its slot's node, whatever its `id`.
+            assert_eq!(
+                k.resolve(&t, &[Value::Int(8), Value::Int(7)])
+                    .map(|r| r.node),
+                Some(0)
+            );
+        }
+        // Not pinned to a bucket: planned in full.
+        let k = an("SELECT v FROM s WHERE tenant = ?");
+        assert_eq!(k.resolve(&t, &[Value::Int(7)]), None);
+        // A change of the salt column may move the row: planned in full.
+        assert!(analyze(
+            &crate::sql::parse("UPDATE s SET id = ? WHERE tenant = ?").unwrap(),
+            &t
+        )
+        .is_none());
     }
 
     #[test]
