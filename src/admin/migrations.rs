@@ -165,8 +165,11 @@ pub async fn migrate_key(
     t: &Topology,
     words: &[String],
 ) -> Result<Answer, MyError> {
-    let usage =
-        || unsupported("usage: MIGRATE KEY 'value' OF t TO node [RATE rows_per_sec] [AUTO]");
+    let usage = || {
+        unsupported(
+            "usage: MIGRATE KEY 'value' OF t [BUCKETS a-b] TO node [RATE rows_per_sec] [AUTO]",
+        )
+    };
     let after = |k: &str| {
         words
             .iter()
@@ -185,6 +188,14 @@ pub async fn migrate_key(
     let Some(to) = t.node_index(&target).filter(|i| !t.nodes[*i].retired) else {
         return Err(unsupported(format!("unknown node `{target}`")));
     };
+    if let Some(i) = words.iter().position(|w| w.eq_ignore_ascii_case("BUCKETS")) {
+        let range: String = words[i + 1..]
+            .iter()
+            .take_while(|w| !w.eq_ignore_ascii_case("TO"))
+            .map(String::as_str)
+            .collect();
+        return migrate_buckets(shared, t, &table, &key, &range, to, rate, auto).await;
+    }
     let from = crate::migrate::placed(t, &table, &key)
         .await
         .map_err(unsupported)?;
@@ -219,6 +230,67 @@ pub async fn migrate_key(
         "migration {id} started: key '{key}' of `{table}`{} from `{}` to `{target}` (SHOW MIGRATIONS)",
         also(&tables),
         t.node_name(from)
+    )))
+}
+
+/// `MIGRATE KEY 'v' OF t BUCKETS a-b TO node ...`: a run of a salted key's buckets, all on
+/// one node, to another.
+#[allow(clippy::too_many_arguments)]
+async fn migrate_buckets(
+    shared: &Shared,
+    t: &Topology,
+    table: &str,
+    key: &str,
+    range: &str,
+    to: usize,
+    rate: u64,
+    auto: bool,
+) -> Result<Answer, MyError> {
+    let (a, b) = range
+        .split_once('-')
+        .map_or((range, range), |(a, b)| (a, b));
+    let (Ok(a), Ok(b)) = (a.trim().parse::<u16>(), b.trim().parse::<u16>()) else {
+        return Err(unsupported(format!(
+            "BUCKETS takes a range, `a-b` or `a`: not `{range}`"
+        )));
+    };
+    if a > b {
+        return Err(unsupported(format!(
+            "buckets {a}-{b}: the first is after the last"
+        )));
+    }
+    if let Some(TableRule::HashSlot { map, .. }) = t.table(table) {
+        if map.is_moving() {
+            return Err(unsupported(format!(
+                "rows of `{table}` are being moved (SHOW MIGRATIONS): wait for the move or ABORT it"
+            )));
+        }
+    }
+    let from = crate::migrate::buckets_placed(t, table, key, a, b)
+        .ok_or_else(|| unsupported(format!("key '{key}' of `{table}` is not salted")))?
+        .map_err(unsupported)?;
+    if from == to {
+        return Err(unsupported(format!(
+            "buckets {a}-{b} of key '{key}' of `{table}` are on `{}` already",
+            t.node_name(to)
+        )));
+    }
+    let m = Migration::new(
+        table.to_string(),
+        a,
+        b,
+        Some(key.to_string()),
+        t.node_name(from).to_string(),
+        t.node_name(to).to_string(),
+        rate,
+        auto,
+    )
+    .of_buckets();
+    let id = start(shared, t, &m).await?;
+    Ok(Answer::Done(format!(
+        "migration {id} started: buckets {a}-{b} of key '{key}' of `{table}` from `{}` to `{}` (SHOW MIGRATIONS)",
+        t.node_name(from),
+        t.node_name(to)
     )))
 }
 

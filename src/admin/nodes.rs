@@ -179,7 +179,7 @@ async fn holdings(t: &Topology, n: usize) -> Vec<String> {
                 let salted = map.salted().values().filter(|b| b.0.contains(&n)).count();
                 if salted > 0 {
                     held.push(format!(
-                        "buckets of {salted} salted keys of `{name}` (the rules file's `salted`)"
+                        "buckets of {salted} salted keys of `{name}` (DRAIN NODE moves them)"
                     ));
                 }
             }

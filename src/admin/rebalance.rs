@@ -144,9 +144,12 @@ async fn answer(
         rows.push(vec![
             step.to_string(),
             format!(
-                "MIGRATE KEY {} OF {} TO {}",
+                "MIGRATE KEY {} OF {}{} TO {}",
                 crate::sql::write::admin_word(&k.key),
                 k.table,
+                k.buckets
+                    .map(|(a, b)| format!(" BUCKETS {a}-{b}"))
+                    .unwrap_or_default(),
                 t.node_name(k.to)
             ),
             k.table.clone(),
@@ -199,17 +202,24 @@ fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec
         }
     }
     for k in keys {
-        v.push(Migration::new(
+        let m = |tables: String, (a, b): (u16, u16)| {
+            Migration::new(
+                tables,
+                a,
+                b,
+                Some(k.key.clone()),
+                t.node_name(k.from).to_string(),
+                t.node_name(k.to).to_string(),
+                rate,
+                true,
+            )
+        };
+        v.push(match k.buckets {
+            // A salted key's buckets: of its own table.
+            Some(run) => m(k.table.clone(), run).of_buckets(),
             // A hash_slot table's key moves with the tables sharded alike.
-            crate::shared::load::group_of(t, &k.table).join(","),
-            0,
-            0,
-            Some(k.key.clone()),
-            t.node_name(k.from).to_string(),
-            t.node_name(k.to).to_string(),
-            rate,
-            true,
-        ));
+            None => m(crate::shared::load::group_of(t, &k.table).join(","), (0, 0)),
+        });
     }
     v
 }
@@ -328,13 +338,16 @@ pub async fn for_added(shared: &Shared, t: &Topology, name: &str) -> Result<Answ
     enqueue(shared, t, &format!("ADD NODE {name}"), &plans, &[], 0).await
 }
 
-/// A directory key to move off a drained node.
+/// A directory key, a split key or a run of a salted key's buckets to move off a drained
+/// node.
 #[derive(Debug, Clone)]
 pub struct KeyMove {
     table: String,
     key: String,
     from: usize,
     to: usize,
+    /// Buckets `a..=b` of a salted key.
+    buckets: Option<(u16, u16)>,
 }
 
 /// The keys a directory table's lookup table places on `node` and no entry overrides (nor
@@ -427,7 +440,60 @@ fn key_moves(
                 key: text.to_string(),
                 from: node,
                 to,
+                buckets: None,
             });
+        }
+    }
+    v.extend(bucket_moves(t, node, w));
+    v
+}
+
+/// Each run of a salted key's buckets on `node`, to the node (with a weight) holding the
+/// fewest of that key's buckets.
+fn bucket_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
+    let mut names: Vec<&String> = t.tables.keys().collect();
+    names.sort();
+    let mut v = Vec::new();
+    for name in names {
+        let Some(TableRule::HashSlot { map, .. }) = t.table(name) else {
+            continue;
+        };
+        let mut keys: Vec<&Vec<u8>> = map.salted().keys().collect();
+        keys.sort();
+        for key in keys {
+            let (Ok(text), Some(mut owners)) = (std::str::from_utf8(key), map.bucket_owners(key))
+            else {
+                continue;
+            };
+            let mut b = 0;
+            while b < owners.len() {
+                if owners[b] != node {
+                    b += 1;
+                    continue;
+                }
+                let mut e = b;
+                while e + 1 < owners.len() && owners[e + 1] == node {
+                    e += 1;
+                }
+                let held = |i: usize| owners.iter().filter(|n| **n == i).count();
+                let Some(to) = (0..w.len())
+                    .filter(|i| *i != node && w[*i] > 0)
+                    .min_by_key(|i| (held(*i), *i))
+                else {
+                    return v;
+                };
+                for o in &mut owners[b..=e] {
+                    *o = to;
+                }
+                v.push(KeyMove {
+                    table: name.clone(),
+                    key: text.to_string(),
+                    from: node,
+                    to,
+                    buckets: Some((b as u16, e as u16)),
+                });
+                b = e + 1;
+            }
         }
     }
     v
@@ -487,6 +553,7 @@ fn tenant_moves(
                 key: key.to_string(),
                 from: node,
                 to,
+                buckets: None,
             });
         }
     }
@@ -508,17 +575,6 @@ pub async fn drain(
     if (0..w.len()).all(|i| i == node || w[i] == 0) {
         return Err(unsupported(format!(
             "`{name}` is the only node with a weight: its slots have nowhere to go"
-        )));
-    }
-    // A salted key's buckets do not move yet: a drain would leave them behind.
-    if let Some(table) = t.tables.iter().find_map(|(table, r)| match r {
-        TableRule::HashSlot { map, .. } if map.salted().values().any(|b| b.0.contains(&node)) => {
-            Some(table)
-        }
-        _ => None,
-    }) {
-        return Err(unsupported(format!(
-            "`{name}` holds buckets of salted keys of `{table}`: their buckets cannot be moved yet (docs/design.md, Salted keys)"
         )));
     }
     let (groups, moving) = groups(t);

@@ -119,6 +119,7 @@ pub async fn salt_key(shared: &Shared, t: &Topology, text: &str) -> Result<Answe
                 rate,
                 true,
             )
+            .of_buckets()
         })
         .collect();
     let mut c = connect(

@@ -62,6 +62,8 @@ pub struct Migration {
     /// With `binlog`: the source's binary log position (`file:pos`) up to which every
     /// change is on the target.
     pub binlog_pos: Option<String>,
+    /// `first..=last` are buckets of the salted key `key` (`SALT KEY`, a drain), not slots.
+    pub salted_buckets: bool,
 }
 
 impl Migration {
@@ -101,13 +103,19 @@ impl Migration {
             seq: None,
             capture: None,
             binlog_pos: None,
+            salted_buckets: false,
         }
     }
 
-    /// Is it a move of a salted key's buckets `first..=last` (`SALT KEY`, whose key's node
-    /// keeps bucket 0: a key's move of its own has `first` and `last` 0)?
+    /// The same move, of buckets `first..=last` of its salted key.
+    pub fn of_buckets(mut self) -> Migration {
+        self.salted_buckets = true;
+        self
+    }
+
+    /// Is it a move of a salted key's buckets `first..=last`?
     pub fn buckets(&self) -> bool {
-        self.key.is_some() && (self.first, self.last) != (0, 0)
+        self.key.is_some() && self.salted_buckets
     }
 
     /// What moves, for messages: `slots a-b` or `key 'v'`.
@@ -140,7 +148,7 @@ impl Migration {
 }
 
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq, capture, binlog_pos";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq, capture, binlog_pos, salted_buckets";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -167,6 +175,7 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         seq: r.take(20)?,
         capture: r.take(21)?,
         binlog_pos: r.take(22)?,
+        salted_buckets: r.take::<i64, _>(23)? != 0,
     })
 }
 
@@ -220,8 +229,8 @@ pub async fn of_plan(c: &mut Conn, plan: u64) -> mysql_async::Result<Vec<Migrati
 /// A new migration at its step (`prepare`, or `queued` in a plan); its id.
 pub async fn insert<C: Queryable>(c: &mut C, m: &Migration) -> mysql_async::Result<u64> {
     c.exec_drop(
-        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover, plan_id, seq) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover, plan_id, seq, salted_buckets) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             &m.table,
             m.first,
@@ -234,6 +243,7 @@ pub async fn insert<C: Queryable>(c: &mut C, m: &Migration) -> mysql_async::Resu
             m.auto_cutover,
             m.plan,
             m.seq,
+            m.salted_buckets,
         ),
     )
     .await?;
@@ -364,8 +374,8 @@ async fn version_under_lock(
     let v = v.unwrap_or(0).max(floor) + 1;
     if let Some(key) = &m.key {
         // Buckets `first..=last` of a salted key: their rows.
-        let table = m.tables().into_iter().next().unwrap_or_default();
-        if super::salted::is_salted(&mut tx, &table, key).await? {
+        if m.buckets() {
+            let table = m.tables().into_iter().next().unwrap_or_default();
             super::salted::write_step(
                 &mut tx, &table, key, m.first, m.last, node, state, target, v,
             )

@@ -96,6 +96,7 @@ pub const MIGRATIONS: [&str; 4] = [
         seq INT NULL,
         capture VARCHAR(16) NULL,
         binlog_pos VARCHAR(600) NULL,
+        salted_buckets TINYINT NOT NULL DEFAULT 0,
         started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
     "CREATE TABLE IF NOT EXISTS shard_proxies (
@@ -134,12 +135,17 @@ pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS shard_views (
 
 /// Columns added since a table was first released: (table, column, its definition), added
 /// to a schema that lacks them.
-pub const ADDED_COLUMNS: [(&str, &str, &str); 5] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
     ("shard_proxies", "busy", "VARCHAR(1024) NOT NULL DEFAULT ''"),
     ("shard_migrations", "plan_id", "BIGINT NULL"),
     ("shard_migrations", "seq", "INT NULL"),
     ("shard_migrations", "capture", "VARCHAR(16) NULL"),
     ("shard_migrations", "binlog_pos", "VARCHAR(600) NULL"),
+    (
+        "shard_migrations",
+        "salted_buckets",
+        "TINYINT NOT NULL DEFAULT 0",
+    ),
 ];
 
 /// Takes the lock of version writers (see [`VERSION_LOCK`]); [`unlock_versions`]

@@ -83,9 +83,10 @@ pub(super) async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Ste
                 (d.column.clone(), Which::Key(k.as_bytes().to_vec()))
             }
             (Some(TableRule::HashSlot { column, map }), Some(k)) => {
+                let salted = map.salted().contains_key(k.as_bytes());
                 let which = match map.salt() {
                     // Buckets of a salted key.
-                    Some(salt) if map.salted().contains_key(k.as_bytes()) => Which::Buckets {
+                    Some(salt) if salted && m.buckets() => Which::Buckets {
                         key: k.as_bytes().to_vec(),
                         by: salt.by.clone(),
                         buckets: salt.buckets,
@@ -95,6 +96,11 @@ pub(super) async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Ste
                     _ if m.buckets() => {
                         return Err(format!(
                             "this proxy does not see key '{k}' of `{table}` salted yet"
+                        ))
+                    }
+                    _ if salted => {
+                        return Err(format!(
+                            "key '{k}' of `{table}` is salted: its buckets move, not the key"
                         ))
                     }
                     _ => Which::Key(k.as_bytes().to_vec()),
