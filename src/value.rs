@@ -55,6 +55,58 @@ fn key_float(f: f64) -> String {
     }
 }
 
+/// The integer MariaDB reads a key string that is a number as, where that is not the
+/// string's own text: an integer column compared with `'012'`, `' 12'`, `'12.0'` or `'1.2e1'`
+/// compares with 12, and its rows lie on the slot of `12`, not of the string. `None` for other
+/// values, strings that are not wholly a number (`'abc'`, a UUID: a string key's own text),
+/// canonical integer text, numbers that are not whole (no integer equals them) and ones past
+/// 2^53 (a double's exact integers). (MariaDB also reads `'12abc'` as 12, with a warning:
+/// such keys are routed by their text.)
+pub fn integer_alias(value: &Value) -> Option<Value> {
+    let Value::Bytes(b) = value else {
+        return None;
+    };
+    let s = std::str::from_utf8(b).ok()?;
+    const BLANK: [char; 6] = [' ', '\t', '\n', '\r', '\x0b', '\x0c'];
+    let t = s.trim_matches(BLANK);
+    let bytes = t.as_bytes();
+    let mut end = 0;
+    if matches!(bytes.first(), Some(b'+' | b'-')) {
+        end = 1;
+    }
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count()
+    };
+    let int = digits(end);
+    end += int;
+    let mut frac = 0;
+    if bytes.get(end) == Some(&b'.') {
+        frac = digits(end + 1);
+        if int + frac > 0 {
+            end += 1 + frac;
+        }
+    }
+    if int + frac > 0 && matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let sign = usize::from(matches!(bytes.get(end + 1), Some(b'+' | b'-')));
+        let exp = digits(end + 1 + sign);
+        if exp > 0 {
+            end += 1 + sign + exp;
+        }
+    }
+    if int + frac == 0 || end != t.len() {
+        return None;
+    }
+    let n: f64 = t.parse().ok()?;
+    if n.fract() != 0.0 || n.abs() >= 9_007_199_254_740_992.0 {
+        return None;
+    }
+    let whole = n as i64;
+    (whole.to_string() != s).then_some(Value::Int(whole))
+}
+
 /// MySQL's text for a DOUBLE.
 pub fn format_float(f: f64) -> String {
     if f != 0.0 && (f.abs() >= 1e15 || f.abs() < 1e-4) {
@@ -67,6 +119,41 @@ pub fn format_float(f: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_string_is_read_as_the_integer_mariadb_compares_it_with() {
+        let alias = |s: &str| integer_alias(&Value::Bytes(s.as_bytes().to_vec()));
+        for (s, n) in [
+            ("012", 12),
+            (" 12", 12),
+            ("12.0", 12),
+            ("1e3", 1000),
+            ("1.2e1", 12),
+            ("+7", 7),
+            ("-007", -7),
+            ("12 ", 12),
+            ("-0", 0),
+        ] {
+            assert_eq!(alias(s), Some(Value::Int(n)), "{s:?}");
+        }
+        for s in [
+            "12",
+            "-7",
+            "0",
+            "12.5",
+            "1e400",
+            "99999999999999999999",
+            "abc",
+            "",
+            "12abc",
+            "3f2a9c1e-0000-4000-8000-000000000000",
+            "1e",
+            ".",
+        ] {
+            assert_eq!(alias(s), None, "{s:?}");
+        }
+        assert_eq!(integer_alias(&Value::Int(12)), None);
+    }
 
     #[test]
     fn integers_are_read_typed_or_from_their_digits() {

@@ -299,6 +299,10 @@ impl<'a> Planner<'a> {
                         self.trace(table, s, v);
                     }
                     out.extend(place.nodes(by));
+                    // Compared with an integer column, `'012'` is 12: its rows are on 12's.
+                    if let Some(p) = crate::value::integer_alias(v).and_then(|a| map.place(&a)) {
+                        out.extend(p.nodes(by));
+                    }
                 }
                 out
             }

@@ -40,6 +40,15 @@ const CASES: &[(&str, Compare)] = &[
     ("SELECT x FROM t_dq WHERE x NOT NULL", Compare::Unordered),
     ("SELECT COUNT(*) FROM t_dq WHERE x NOT NULL", Compare::Ordered),
     ("SELECT x FROM t_dq WHERE user_id = 1 AND x NOT NULL", Compare::Unordered),
+    // An integer shard key compared with a string (or decimal) that is another integer's
+    // text: the rows are on the integer's node, not the string's.
+    ("SELECT user_id, x FROM t_dq WHERE user_id = '01'", Compare::Ordered),
+    ("SELECT user_id, x FROM t_dq WHERE user_id = ' 4'", Compare::Ordered),
+    ("SELECT user_id, x FROM t_dq WHERE user_id = '2.0'", Compare::Ordered),
+    ("SELECT user_id, x FROM t_dq WHERE user_id = 8.0", Compare::Ordered),
+    ("SELECT user_id, x FROM t_dq WHERE user_id IN ('5e0', '06', 7)", Compare::Unordered),
+    ("UPDATE t_dq SET x = x + 1 WHERE user_id = '03'", Compare::Ordered),
+    ("SELECT user_id, x FROM t_dq WHERE user_id = 3", Compare::Ordered),
     // INSERT ... SELECT between tables whose shard key is TEXT.
     ("INSERT INTO t_tk9 SELECT * FROM t_tk8", Compare::Unordered),
     ("SELECT * FROM t_tk9", Compare::Unordered),
