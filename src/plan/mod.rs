@@ -299,9 +299,11 @@ impl<'a> Planner<'a> {
                         self.trace(table, s, v);
                     }
                     out.extend(place.nodes(by));
-                    // Compared with an integer column, `'012'` is 12: its rows are on 12's.
-                    if let Some(p) = crate::value::integer_alias(v).and_then(|a| map.place(&a)) {
-                        out.extend(p.nodes(by));
+                    // Compared with an integer column, `'012'` is 12: its rows are on 12's
+                    // (and a move of 12's slot sees the statement).
+                    if let Some(a) = crate::value::integer_alias(v) {
+                        self.trace_value(table, &a);
+                        out.extend(map.place(&a).map(|p| p.nodes(by)).unwrap_or_default());
                     }
                 }
                 out

@@ -309,10 +309,13 @@ pub(super) fn moving_msg(table: &str, what: &str) -> String {
     )
 }
 
-/// A use pinned to keys none of which is in `m`'s slots cannot see that range's rows.
+/// A use pinned to keys none of which is in `m`'s slots cannot see that range's rows (nor
+/// the integer an integer column reads a key string as: `'012'` is 12).
 fn sees(u: &Use, m: &Moving) -> bool {
     match &u.keys {
-        Some(keys) => keys.iter().any(|k| m.holds(k)),
+        Some(keys) => keys
+            .iter()
+            .any(|k| m.holds(k) || crate::value::integer_alias(k).is_some_and(|a| m.holds(&a))),
         None => true,
     }
 }

@@ -483,3 +483,22 @@ fn a_captured_move_takes_writes_over_any_rows_past_the_copies_on_its_target() {
     let m = refused(plan_in(&t, "UPDATE t_mv SET v = 1 WHERE v > 3", &[]));
     assert!(m.contains("being moved"), "{m}");
 }
+
+#[test]
+fn a_key_string_read_as_a_moving_integer_sees_the_move() {
+    // '010' is 10 to an integer column: key 10's slot 481 is moving, the text's (924) is not.
+    let t = topo("dual_write");
+    let p = plan_in(&t, "UPDATE t_mv SET v = 1 WHERE id = '010'", &[]);
+    assert!(
+        refused(p).contains("being moved"),
+        "a write that may touch row 10 runs without its images"
+    );
+    // Read on the text's node and where 10's reads go (the target, from `read_target`).
+    let p = plan_in(
+        &topo("read_target"),
+        "SELECT * FROM t_mv WHERE id = '010'",
+        &[],
+    );
+    let s = scattered(p.source());
+    assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 2]);
+}
