@@ -21,8 +21,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts, Pool, Row};
+use mysql_async::{Conn, Opts, Pool};
 use rand::{Rng, SeedableRng};
+
+#[path = "admin_rows.rs"]
+mod admin_rows;
+use admin_rows::answer;
 
 fn slot(k: i64) -> u16 {
     (crc32fast::hash(k.to_string().as_bytes()) % 1024) as u16
@@ -57,32 +61,6 @@ struct Second {
     max_mean: f64,
     /// The slots reported hot.
     hot: Vec<u16>,
-}
-
-async fn answer(c: &mut Conn, sql: &str) -> Vec<HashMap<String, String>> {
-    let got: Vec<Row> = c.query(sql).await.unwrap_or_default();
-    got.into_iter()
-        .map(|r| {
-            let names: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().into_owned())
-                .collect();
-            names
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    (
-                        n,
-                        r.get_opt::<Option<String>, _>(i)
-                            .and_then(Result::ok)
-                            .flatten()
-                            .unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// Keys of `n` different slots whose slot lies in `slots` (a node's range), from the top of

@@ -22,6 +22,10 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, Pool, Row};
 use rand::{Rng, SeedableRng};
 
+#[path = "admin_rows.rs"]
+mod admin_rows;
+use admin_rows::answer;
+
 const PHASES: [&str; 3] = ["before", "salting", "after"];
 /// The phase index while it waits for `SHOW BALANCE`: counted in no phase.
 const SEEKING: usize = PHASES.len();
@@ -49,32 +53,6 @@ struct Second {
     qps: u64,
     errors: u64,
     max_mean: f64,
-}
-
-async fn answer(c: &mut Conn, sql: &str) -> Vec<HashMap<String, String>> {
-    let got: Vec<Row> = c.query(sql).await.unwrap_or_default();
-    got.into_iter()
-        .map(|r| {
-            let names: Vec<String> = r
-                .columns_ref()
-                .iter()
-                .map(|c| c.name_str().into_owned())
-                .collect();
-            names
-                .into_iter()
-                .enumerate()
-                .map(|(i, n)| {
-                    (
-                        n,
-                        r.get_opt::<Option<String>, _>(i)
-                            .and_then(Result::ok)
-                            .flatten()
-                            .unwrap_or_default(),
-                    )
-                })
-                .collect()
-        })
-        .collect()
 }
 
 /// The first row's two numbers (a NULL is 0).
