@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 
 #[path = "admin_rows.rs"]
 mod admin_rows;
-use admin_rows::answer;
+use admin_rows::{answer, max_mean};
 
 fn slot(k: i64) -> u16 {
     (crc32fast::hash(k.to_string().as_bytes()) % 1024) as u16
@@ -223,19 +223,13 @@ async fn main() {
                     break;
                 }
                 let (d, e) = (done.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
-                let load = answer(&mut c, "SHOW LOAD").await;
-                let ms: Vec<f64> = load
-                    .iter()
-                    .filter_map(|r| r.get("node_ms_per_s")?.parse().ok())
-                    .collect();
-                let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
-                let max = ms.iter().cloned().fold(0.0, f64::max);
+                let max_mean = max_mean(&mut c).await;
                 let hot = answer(&mut c, "SHOW HOT SLOTS").await;
                 let s = Second {
                     at: start.elapsed().as_secs_f64(),
                     qps: d - last_done,
                     errors: e - last_errors,
-                    max_mean: if mean > 0.0 { max / mean } else { 0.0 },
+                    max_mean,
                     hot: hot
                         .iter()
                         .filter(|r| r["state"].starts_with("hot"))

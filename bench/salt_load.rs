@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 
 #[path = "admin_rows.rs"]
 mod admin_rows;
-use admin_rows::answer;
+use admin_rows::{answer, max_mean};
 
 const PHASES: [&str; 3] = ["before", "salting", "after"];
 /// The phase index while it waits for `SHOW BALANCE`: counted in no phase.
@@ -255,17 +255,11 @@ async fn main() {
                 }
                 let (d, e) = (done.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
                 let p = phase_no.load(Ordering::Relaxed);
-                let load = answer(&mut c, "SHOW LOAD").await;
-                let ms: Vec<f64> = load
-                    .iter()
-                    .filter_map(|r| r.get("node_ms_per_s")?.parse().ok())
-                    .collect();
-                let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
-                let max = ms.iter().cloned().fold(0.0, f64::max);
+                let max_mean = max_mean(&mut c).await;
                 let s = Second {
                     qps: d - last_done,
                     errors: e - last_errors,
-                    max_mean: if mean > 0.0 { max / mean } else { 0.0 },
+                    max_mean,
                 };
                 (last_done, last_errors) = (d, e);
                 seconds.lock().expect("seconds").push((p, s));
