@@ -188,7 +188,13 @@ pub async fn migrate_key(
     let Some(to) = t.node_index(&target).filter(|i| !t.nodes[*i].retired) else {
         return Err(unsupported(format!("unknown node `{target}`")));
     };
-    if let Some(i) = words.iter().position(|w| w.eq_ignore_ascii_case("BUCKETS")) {
+    // After the key, which may be any word.
+    let buckets = words
+        .iter()
+        .skip(3)
+        .position(|w| w.eq_ignore_ascii_case("BUCKETS"))
+        .map(|i| i + 3);
+    if let Some(i) = buckets {
         let range: String = words[i + 1..]
             .iter()
             .take_while(|w| !w.eq_ignore_ascii_case("TO"))

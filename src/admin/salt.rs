@@ -32,7 +32,14 @@ pub fn runs(n: u16, over: &[usize]) -> Vec<(usize, u16, u16)> {
 pub async fn salt_key(shared: &Shared, t: &Topology, text: &str) -> Result<Answer, MyError> {
     let words = crate::sql::leading_words(text, 300);
     let usage = || unsupported(USAGE);
-    let pos = |k: &str| words.iter().position(|x| x.eq_ignore_ascii_case(k));
+    // After the key, which may be any word.
+    let pos = |k: &str| {
+        words
+            .iter()
+            .skip(3)
+            .position(|x| x.eq_ignore_ascii_case(k))
+            .map(|i| i + 3)
+    };
     let key = words.get(2).cloned().ok_or_else(usage)?;
     let table = pos("OF")
         .and_then(|i| words.get(i + 1))
