@@ -158,8 +158,16 @@ pub fn merge(doc: &mut toml_edit::DocumentMut, rows: &[SaltRow]) -> Result<(), S
         if t.get("salted").is_none() {
             t.insert("salted", toml_edit::value(toml_edit::InlineTable::new()));
         }
-        if let Some(e) = t.get_mut("salted").and_then(|e| e.as_inline_table_mut()) {
-            e.insert(key.as_str(), nodes.into());
+        let Some(e) = t.get_mut("salted").and_then(|e| e.as_table_like_mut()) else {
+            return Err(format!("the rules' `salted` of `{table}` is not a table"));
+        };
+        e.insert(key.as_str(), toml_edit::value(nodes));
+        if t.get("salted_moving")
+            .is_some_and(|m| m.as_array().is_none())
+        {
+            return Err(format!(
+                "the rules' `salted_moving` of `{table}` must be an inline array, `[{{ key = ... }}]`, for the metadata's moves to join it"
+            ));
         }
         // The file's own moves of this key give way to the metadata's.
         if let Some(a) = t.get_mut("salted_moving").and_then(|m| m.as_array_mut()) {
@@ -241,5 +249,19 @@ mod tests {
         // A key whose bucket rows are not all there is refused, not guessed.
         let mut doc: toml_edit::DocumentMut = file.parse().expect("toml");
         assert!(merge(&mut doc, &rows[..3]).is_err());
+        // A `salted` written as a table of its own takes the key as well.
+        let mut doc: toml_edit::DocumentMut =
+            format!("{file}[tables.t.salted]\n\"8\" = [\"ds1\"]\n")
+                .parse()
+                .expect("toml");
+        merge(&mut doc, &rows).expect("merged");
+        let out = doc.to_string();
+        let t = crate::config::test_topology(1, 2, &out);
+        let Some(crate::config::TableRule::HashSlot { map, .. }) = t.table("t") else {
+            panic!("hash_slot: {out}")
+        };
+        assert_eq!(map.salted()[b"7".as_slice()].0, vec![0, 0, 0, 0], "{out}");
+        assert_eq!(map.salted()[b"8".as_slice()].0, vec![1, 1, 1, 1], "{out}");
+        assert_eq!(map.salt_moves().len(), 1, "{out}");
     }
 }
