@@ -228,9 +228,9 @@ fn stuck_row(
         .iter()
         .find(|(n, _)| *n == c.node)
         .map_or(0, |(_, l)| *l);
-    match salt {
-        Some(buckets) => {
-            let over = crate::load::balance::salt_over(key_micros, c.node, loads, buckets);
+    let over = salt.map(|b| crate::load::balance::salt_over(key_micros, c.node, loads, b));
+    match over.filter(|o| o.len() > 1) {
+        Some(over) => {
             let each = key_micros / over.len() as u64;
             let names: Vec<&str> = over[1..].iter().map(|n| t.node_name(*n)).collect();
             vec![
