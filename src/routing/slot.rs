@@ -114,6 +114,15 @@ impl MoveStep {
         }
     }
 
+    /// The owner of record of rows moving from `from` to `to`: the source until the cleanup
+    /// step, the target from it.
+    pub fn owner(self, from: usize, to: usize) -> usize {
+        match self {
+            MoveStep::Cleanup => to,
+            _ => from,
+        }
+    }
+
     /// The other node: it holds copies of the moving rows that reads must not see there
     /// (the target's being filled, or the source's left to clean up).
     pub fn shadow_node(self, from: usize, to: usize) -> usize {
@@ -215,11 +224,7 @@ impl SlotMap {
         for m in self.salt_moves.iter().filter(|m| m.key == key) {
             for i in m.first..=m.last {
                 if let Some(n) = v.get_mut(usize::from(i)) {
-                    *n = if m.step == MoveStep::Cleanup {
-                        m.to
-                    } else {
-                        m.from
-                    };
+                    *n = m.step.owner(m.from, m.to);
                 }
             }
         }
@@ -375,8 +380,7 @@ impl SlotMap {
     /// The owner of record of each slot: a moving range's `from` until its cleanup step.
     pub fn owner_of_slot(&self, slot: u16) -> usize {
         match self.moving(slot) {
-            Some(m) if m.step != MoveStep::Cleanup => m.from,
-            Some(m) => m.to,
+            Some(m) => m.step.owner(m.from, m.to),
             None => self.node_of_slot(slot),
         }
     }
