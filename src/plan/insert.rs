@@ -37,7 +37,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
                 "ON DUPLICATE KEY UPDATE of the shard key `{column}` of `{table}` would move rows to another node"
             ));
         }
-        if let Some(by) = salt_by(rule).filter(|by| assigns(assignments, by)) {
+        if let Some(by) = rule.salt_column().filter(|by| assigns(assignments, by)) {
             return refuse(format!(
                 "ON DUPLICATE KEY UPDATE of the salt column `{by}` of `{table}` would move a salted key's rows to another bucket's node"
             ));
@@ -66,7 +66,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             ));
         };
         let v = literal(expr, p.parsed, p.params).unwrap_or(Value::NULL);
-        let by = salt_by(rule).and_then(|by| {
+        let by = rule.salt_column().and_then(|by| {
             let a = ins
                 .assignments
                 .iter()
@@ -92,8 +92,12 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     // A generator on the shard key also fills a NULL given for it (AUTO_INCREMENT's way).
     let fills_null = generator.is_some_and(|g| g.column == column);
     let pos = ins.columns.iter().position(|c| table_name(c) == *column);
-    let by_pos = salt_by(rule).and_then(|by| ins.columns.iter().position(|c| table_name(c) == by));
-    let by_generated = salt_by(rule).is_some_and(|by| generate.is_some_and(|g| g.column == by));
+    let by_pos = rule
+        .salt_column()
+        .and_then(|by| ins.columns.iter().position(|c| table_name(c) == by));
+    let by_generated = rule
+        .salt_column()
+        .is_some_and(|by| generate.is_some_and(|g| g.column == by));
     if pos.is_none() && !key_generated {
         return refuse(format!(
             "INSERT into the sharded table `{table}` needs a column list that names its shard key `{column}`"
@@ -435,16 +439,6 @@ fn row_spans(sql: &str, values: &sqlparser::ast::Values) -> Option<Vec<(usize, u
         return None;
     }
     Some(out)
-}
-
-/// The salt column of a table with salted keys.
-fn salt_by(rule: &TableRule) -> Option<&str> {
-    match rule {
-        TableRule::HashSlot { map, .. } if !map.salted().is_empty() => {
-            map.salt().map(|s| s.by.as_str())
-        }
-        _ => None,
-    }
 }
 
 fn assigns(assignments: &[Assignment], column: &str) -> bool {

@@ -111,14 +111,12 @@ pub(super) fn plan(
     let Some(shard) = position(column) else {
         return no("where its shard key is not among its columns");
     };
-    let by = match p.topo.table(table) {
-        Some(TableRule::HashSlot { map, .. }) if !map.salted().is_empty() => {
-            match map.salt().and_then(|s| position(&s.by)) {
-                Some(i) => Some(i),
-                None => return no("where its salt column is not among its columns"),
-            }
-        }
-        _ => None,
+    let by = match p.topo.table(table).and_then(TableRule::salt_column) {
+        Some(by) => match position(by) {
+            Some(i) => Some(i),
+            None => return no("where its salt column is not among its columns"),
+        },
+        None => None,
     };
     let text = match Text::new(p.sql, p.parsed.mode) {
         Ok(t) => t,

@@ -774,12 +774,7 @@ impl<'a> Planner<'a> {
         };
         if let Some(column) = self.topo.table(&table).and_then(TableRule::column) {
             // A salted key's row changing its salt column may change its bucket's node.
-            let by = match self.topo.table(&table) {
-                Some(TableRule::HashSlot { map, .. }) if !map.salted().is_empty() => {
-                    map.salt().map(|s| s.by.as_str())
-                }
-                _ => None,
-            };
+            let by = self.topo.table(&table).and_then(TableRule::salt_column);
             for a in &u.assignments {
                 let targets = match &a.target {
                     sqlparser::ast::AssignmentTarget::ColumnName(n) => vec![n],

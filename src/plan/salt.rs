@@ -17,13 +17,8 @@ impl Planner<'_> {
         alias: Option<&str>,
         selection: Option<&Expr>,
     ) -> Option<Vec<Value>> {
-        let Some(TableRule::HashSlot { map, .. }) = self.topo.table(table) else {
-            return None;
-        };
-        if map.salted().is_empty() {
-            return None;
-        }
-        let by = self.qualified(table, alias, &map.salt()?.by);
+        let by = self.topo.table(table).and_then(TableRule::salt_column)?;
+        let by = self.qualified(table, alias, by);
         where_keys(selection, &by, self.parsed, self.params)
     }
 }

@@ -53,6 +53,17 @@ impl TableRule {
         }
     }
 
+    /// The salt column of a hash_slot table that has salted keys: the column a row of such a
+    /// key is placed by, besides its key (`crate::routing::salt`).
+    pub fn salt_column(&self) -> Option<&str> {
+        match self {
+            TableRule::HashSlot { map, .. } if !map.salted().is_empty() => {
+                map.salt().map(|s| s.by.as_str())
+            }
+            _ => None,
+        }
+    }
+
     /// The domain a range or time_tier rule compares its column's values in (`None`: the
     /// rule routes by equal keys only, or not by a column).
     pub fn key_kind(&self) -> Option<KeyKind> {
