@@ -465,15 +465,9 @@ fn bucket_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
             else {
                 continue;
             };
-            let mut b = 0;
-            while b < owners.len() {
-                if owners[b] != node {
-                    b += 1;
+            for (b, e, at) in crate::routing::runs(owners.clone()) {
+                if at != node {
                     continue;
-                }
-                let mut e = b;
-                while e + 1 < owners.len() && owners[e + 1] == node {
-                    e += 1;
                 }
                 let held = |i: usize| owners.iter().filter(|n| **n == i).count();
                 let Some(to) = (0..w.len())
@@ -492,7 +486,6 @@ fn bucket_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
                     to,
                     buckets: Some((b as u16, e as u16)),
                 });
-                b = e + 1;
             }
         }
     }

@@ -10,23 +10,18 @@ use super::words::{unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::{TableRule, Topology};
 use crate::metadata::migrations::Migration;
+use crate::routing::salt::Buckets;
 use crate::shared::Shared;
 
 const USAGE: &str = "usage: SALT KEY 'value' OF t [OVER node, node, ...] [RATE rows_per_sec]";
 
-/// The buckets `first..=last` of `n` that each node of `over` holds (bucket `b` on
-/// `over[b * len / n]`, as the rules expand a `salted` list), in list order; nodes given no
-/// bucket are left out.
+/// The buckets `first..=last` of `n` that each node of `over` holds (as the rules spread a
+/// `salted` list), in list order; nodes given no bucket are left out.
 pub fn runs(n: u16, over: &[usize]) -> Vec<(usize, u16, u16)> {
-    let mut out: Vec<(usize, u16, u16)> = Vec::new();
-    for b in 0..n {
-        let node = over[usize::from(b) * over.len() / usize::from(n)];
-        match out.last_mut() {
-            Some(last) if last.0 == node => last.2 = b,
-            _ => out.push((node, b, b)),
-        }
-    }
-    out
+    crate::routing::runs(Buckets::spread(over, n).0)
+        .into_iter()
+        .map(|(a, b, node)| (node, a as u16, b as u16))
+        .collect()
 }
 
 pub async fn salt_key(shared: &Shared, t: &Topology, text: &str) -> Result<Answer, MyError> {

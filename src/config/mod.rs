@@ -354,10 +354,7 @@ fn salting(
             .iter()
             .map(|n| ctx.node(n))
             .collect::<Result<Vec<usize>, String>>()?;
-        let per_bucket = (0..usize::from(s.buckets))
-            .map(|b| nodes[b * nodes.len() / usize::from(s.buckets)])
-            .collect();
-        salted.insert(key, Buckets(per_bucket));
+        salted.insert(key, Buckets::spread(&nodes, s.buckets));
     }
     let mut moves: Vec<BucketMove> = Vec::new();
     for m in section.salted_moving.iter().flatten() {

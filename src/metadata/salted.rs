@@ -178,23 +178,19 @@ pub fn merge(doc: &mut toml_edit::DocumentMut, rows: &[SaltRow]) -> Result<(), S
                     != Some(key.as_str())
             });
         }
-        let mut b = 0;
-        while b < mine.len() {
-            let r = &mine[b];
-            let mut e = b;
-            while e + 1 < mine.len()
-                && (&mine[e + 1].node, &mine[e + 1].state, &mine[e + 1].target)
-                    == (&r.node, &r.state, &r.target)
-            {
-                e += 1;
-            }
-            if let (Some(to), false) = (&r.target, r.state == "stable") {
+        for (a, e, (node, state, target)) in
+            crate::routing::runs(mine.iter().map(|r| (&r.node, &r.state, &r.target)))
+        {
+            if let (Some(to), false) = (target, state == "stable") {
                 let mut it = toml_edit::InlineTable::new();
                 it.insert("key", key.as_str().into());
-                it.insert("buckets", format!("{}-{}", r.bucket, mine[e].bucket).into());
-                it.insert("node", r.node.as_str().into());
+                it.insert(
+                    "buckets",
+                    format!("{}-{}", mine[a].bucket, mine[e].bucket).into(),
+                );
+                it.insert("node", node.as_str().into());
                 it.insert("to", to.as_str().into());
-                it.insert("step", r.state.as_str().into());
+                it.insert("step", state.as_str().into());
                 if t.get("salted_moving").is_none() {
                     t.insert("salted_moving", toml_edit::value(toml_edit::Array::new()));
                 }
@@ -202,7 +198,6 @@ pub fn merge(doc: &mut toml_edit::DocumentMut, rows: &[SaltRow]) -> Result<(), S
                     a.push(it);
                 }
             }
-            b = e + 1;
         }
     }
     Ok(())

@@ -13,6 +13,18 @@ use range::{KeyKind, RangeMap};
 use slot::SlotMap;
 use time_tier::TierRule;
 
+/// Consecutive equal items as `(first index, last index, item)` runs, in order.
+pub fn runs<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<(usize, usize, T)> {
+    let mut out: Vec<(usize, usize, T)> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if last.2 == item => last.1 = i,
+            _ => out.push((i, i, item)),
+        }
+    }
+    out
+}
+
 /// How one table is placed. Its nodes and description, which need the whole topology, are
 /// `crate::config`'s.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,6 +32,13 @@ impl Salt {
 pub struct Buckets(pub Vec<usize>);
 
 impl Buckets {
+    /// `buckets` buckets spread in equal runs over `nodes`, in order: bucket `b` on
+    /// `nodes[b * len / buckets]` (non-empty `nodes`, checked by the caller).
+    pub fn spread(nodes: &[usize], buckets: u16) -> Buckets {
+        let n = usize::from(buckets);
+        Buckets((0..n).map(|b| nodes[b * nodes.len() / n]).collect())
+    }
+
     /// The node of bucket `b`.
     pub fn node(&self, b: u16) -> usize {
         self.0[usize::from(b) % self.0.len().max(1)]

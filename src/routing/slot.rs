@@ -455,16 +455,10 @@ impl SlotMap {
 
     /// [`SlotMap::runs`] with each run's move.
     pub fn runs_with_moves(&self) -> Vec<(u16, u16, usize, Option<Move>)> {
-        let mut out: Vec<(u16, u16, usize, Option<Move>)> = Vec::new();
-        for slot in 0..SLOTS as u16 {
-            let node = self.owner_of_slot(slot);
-            let m = self.moving(slot).copied();
-            match out.last_mut() {
-                Some(last) if last.2 == node && last.3 == m => last.1 = slot,
-                _ => out.push((slot, slot, node, m)),
-            }
-        }
-        out
+        super::runs((0..SLOTS as u16).map(|s| (self.owner_of_slot(s), self.moving(s).copied())))
+            .into_iter()
+            .map(|(a, b, (node, m))| (a as u16, b as u16, node, m))
+            .collect()
     }
 }
 
