@@ -252,10 +252,9 @@ async fn migrate_buckets(
     rate: u64,
     auto: bool,
 ) -> Result<Answer, MyError> {
-    let (a, b) = range
-        .split_once('-')
-        .map_or((range, range), |(a, b)| (a, b));
-    let (Ok(a), Ok(b)) = (a.trim().parse::<u16>(), b.trim().parse::<u16>()) else {
+    let run = crate::routing::parse_run(range)
+        .and_then(|(a, b)| Some((u16::try_from(a).ok()?, u16::try_from(b).ok()?)));
+    let Some((a, b)) = run else {
         return Err(unsupported(format!(
             "BUCKETS takes a range, `a-b` or `a`: not `{range}`"
         )));

@@ -35,7 +35,6 @@ pub(crate) fn slot_range_before(text: &str, until: &str) -> Option<String> {
 }
 
 pub(crate) fn parse_range(r: &str) -> Option<(usize, usize)> {
-    let (a, b) = r.split_once('-').unwrap_or((r, r));
-    let (a, b): (usize, usize) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+    let (a, b) = crate::routing::parse_run(r)?;
     (a <= b && b < SLOTS).then_some((a, b))
 }

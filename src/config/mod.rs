@@ -363,16 +363,13 @@ fn salting(
         let Some(owners) = salted.get(&key) else {
             return Err(format!("{what}: the key is not in `salted`"));
         };
-        let (first, last) = match m.buckets.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<u16>(), b.trim().parse::<u16>()),
-            None => (m.buckets.trim().parse(), m.buckets.trim().parse()),
-        };
-        let (Ok(first), Ok(last)) = (first, last) else {
+        let Some((first, last)) = crate::routing::parse_run(&m.buckets) else {
             return Err(format!("{what}: not a bucket range (\"a-b\" or \"a\")"));
         };
-        if first > last || last >= s.buckets {
+        if first > last || last >= usize::from(s.buckets) {
             return Err(format!("{what}: buckets run 0 to {}", s.buckets - 1));
         }
+        let (first, last) = (first as u16, last as u16);
         let step =
             MoveStep::parse(&m.step).ok_or_else(|| format!("{what}: unknown step `{}`", m.step))?;
         let (from, to) = (ctx.node(&m.node)?, ctx.node(&m.to)?);
@@ -732,12 +729,7 @@ fn key_generator(
 
 fn parse_slot_range(text: &str) -> Result<(usize, usize), String> {
     let bad = || format!("slot range \"{text}\" is not `N` or `A-B` with 0 <= A <= B <= 1023");
-    let (a, b) = match text.split_once('-') {
-        Some((a, b)) => (a.trim(), b.trim()),
-        None => (text.trim(), text.trim()),
-    };
-    let a: usize = a.parse().map_err(|_| bad())?;
-    let b: usize = b.parse().map_err(|_| bad())?;
+    let (a, b) = crate::routing::parse_run(text).ok_or_else(bad)?;
     if a > b || b >= SLOTS {
         return Err(bad());
     }

@@ -13,6 +13,12 @@ use range::{KeyKind, RangeMap};
 use slot::SlotMap;
 use time_tier::TierRule;
 
+/// A run written `A-B` or `N` (slots, buckets), unchecked: its two numbers.
+pub fn parse_run(text: &str) -> Option<(usize, usize)> {
+    let (a, b) = text.split_once('-').unwrap_or((text, text));
+    Some((a.trim().parse().ok()?, b.trim().parse().ok()?))
+}
+
 /// Consecutive equal items as `(first index, last index, item)` runs, in order.
 pub fn runs<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<(usize, usize, T)> {
     let mut out: Vec<(usize, usize, T)> = Vec::new();
