@@ -6,6 +6,7 @@ mod load;
 mod meta;
 mod migrations;
 mod nodes;
+mod ranges;
 mod rebalance;
 mod rules_file;
 mod salt;
@@ -38,7 +39,7 @@ use self::rules_file::edit;
 pub use self::words::Answer;
 use self::words::{headers, parse_range, slot_range_from, unsupported};
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t [BUCKETS a-b] TO n [RATE r] [AUTO] | SALT KEY 'v' OF t [OVER n, ...] [RATE r] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id] | SHOW LOAD | SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t] | SHOW BALANCE";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t [BUCKETS a-b] TO n [RATE r] [AUTO] | SALT KEY 'v' OF t [OVER n, ...] [RATE r] | SHOW RANGES [FOR t] | SPLIT RANGE k OF t | MERGE RANGE k OF t | MIGRATE RANGE k OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id] | SHOW LOAD | SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t] | SHOW BALANCE";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -462,6 +463,27 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
     }
     if is(0, "MIGRATE") && is(1, "KEY") {
         return migrations::migrate_key(shared, &t, &w).await;
+    }
+    if is(0, "MIGRATE") && is(1, "RANGE") {
+        return ranges::migrate(shared, &t, &w).await;
+    }
+    if is(0, "SPLIT") && is(1, "RANGE") {
+        return ranges::split(shared, &t, &w).await;
+    }
+    if is(0, "MERGE") && is(1, "RANGE") {
+        return ranges::merge(shared, &t, &w).await;
+    }
+    if is(0, "SHOW") && is(1, "RANGES") {
+        let only = if is(2, "FOR") {
+            Some(
+                w.get(3)
+                    .map(|x| x.trim_matches('`'))
+                    .ok_or_else(|| unsupported("usage: SHOW RANGES [FOR t]"))?,
+            )
+        } else {
+            None
+        };
+        return ranges::show(shared, &t, only);
     }
     if is(0, "SALT") && is(1, "KEY") {
         return salt::salt_key(shared, &t, text).await;

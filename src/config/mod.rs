@@ -6,7 +6,7 @@ use std::path::Path;
 
 use crate::routing::directory::{DirectoryRule, KeyMove, Lookup};
 use crate::routing::keygen::IdLayout;
-use crate::routing::range::{KeyKind, RangeMap};
+use crate::routing::range::{KeyKind, RangeMap, RangeMove};
 use crate::routing::salt::{BucketMove, Buckets, Salt, MAX_BUCKETS};
 use crate::routing::slot::{Move, MoveStep, SlotMap, SLOTS};
 use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
@@ -541,16 +541,35 @@ fn table_rule(
                 })?;
             let kind = KeyKind::of_bound(first_bound)?;
             let mut entries = Vec::with_capacity(ranges.len());
-            for r in ranges {
+            let mut moves = Vec::new();
+            for (index, r) in ranges.iter().enumerate() {
                 let below = match &r.below {
                     Some(b) => Some(kind.bound(b)?),
                     None => None,
                 };
-                entries.push((below, ctx.node(&r.node)?));
+                let from = ctx.node(&r.node)?;
+                match (&r.to, &r.step) {
+                    (None, None) => {}
+                    (Some(to), Some(step)) => moves.push(RangeMove {
+                        index,
+                        from,
+                        to: ctx.node(to)?,
+                        step: MoveStep::parse(step).ok_or_else(|| {
+                            format!("range {}: unknown step \"{step}\"", index + 1)
+                        })?,
+                    }),
+                    _ => {
+                        return Err(format!(
+                            "range {}: a moving range needs both `to` and `step`",
+                            index + 1
+                        ))
+                    }
+                }
+                entries.push((below, from));
             }
             TableRule::Range {
                 column,
-                map: RangeMap::new(kind, entries)?,
+                map: RangeMap::new(kind, entries)?.with_moves(moves)?,
             }
         }
         "directory" => {

@@ -449,6 +449,10 @@ pub(super) struct SaltSection {
 pub(super) struct RangeEntry {
     pub(super) below: Option<toml::Value>,
     pub(super) node: String,
+    /// A range being moved (`MIGRATE RANGE`, written by the metadata): to this node, at
+    /// `step`; `node` is its source.
+    pub(super) to: Option<String>,
+    pub(super) step: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -64,6 +64,9 @@ pub struct Migration {
     pub binlog_pos: Option<String>,
     /// `first..=last` are buckets of the salted key `key` (`SALT KEY`, a drain), not slots.
     pub salted_buckets: bool,
+    /// A range of a range table moves (`MIGRATE RANGE`): range number `first` (from 0, the
+    /// same as `last`), whose lowest key is `key` (`None`: the first range).
+    pub range_move: bool,
 }
 
 impl Migration {
@@ -104,6 +107,24 @@ impl Migration {
             capture: None,
             binlog_pos: None,
             salted_buckets: false,
+            range_move: false,
+        }
+    }
+
+    /// A move of range `index` of a range table, whose lowest key is `lo` (the word the
+    /// admin reads it as; `None` for the first range).
+    pub fn of_range(
+        table: String,
+        index: u16,
+        lo: Option<String>,
+        source: String,
+        target: String,
+        rate: u64,
+        auto_cutover: bool,
+    ) -> Migration {
+        Migration {
+            range_move: true,
+            ..Migration::new(table, index, index, lo, source, target, rate, auto_cutover)
         }
     }
 
@@ -115,11 +136,14 @@ impl Migration {
 
     /// Is it a move of a salted key's buckets `first..=last`?
     pub fn buckets(&self) -> bool {
-        self.key.is_some() && self.salted_buckets
+        self.key.is_some() && self.salted_buckets && !self.range_move
     }
 
     /// What moves, for messages: `slots a-b` or `key 'v'`.
     pub fn what(&self) -> String {
+        if self.range_move {
+            return self.slots_text();
+        }
         match &self.key {
             Some(_) => self.slots_text(),
             None => format!("slots {}", self.slots_text()),
@@ -128,6 +152,12 @@ impl Migration {
 
     /// What moves, for the admin's rows: `a-b` or `key 'v'`.
     pub fn slots_text(&self) -> String {
+        if self.range_move {
+            return match &self.key {
+                Some(k) => format!("range from '{k}'"),
+                None => "the first range".to_string(),
+            };
+        }
         match &self.key {
             Some(k) if self.buckets() => {
                 format!("key '{k}' buckets {}-{}", self.first, self.last)
@@ -148,7 +178,7 @@ impl Migration {
 }
 
 const COLUMNS: &str = "id, table_name, first_slot, last_slot, source, target, step, rate, auto_cutover, \
-     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq, capture, binlog_pos, salted_buckets";
+     copied, rows_per_sec, cursor_key, chunks_verified, chunks_differing, failures_seen, cleaned, message, rows_estimate, key_value, plan_id, seq, capture, binlog_pos, salted_buckets, range_move";
 
 fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
     Some(Migration {
@@ -176,6 +206,7 @@ fn from_row(mut r: mysql_async::Row) -> Option<Migration> {
         capture: r.take(21)?,
         binlog_pos: r.take(22)?,
         salted_buckets: r.take::<i64, _>(23)? != 0,
+        range_move: r.take::<i64, _>(24)? != 0,
     })
 }
 
@@ -229,22 +260,23 @@ pub async fn of_plan(c: &mut Conn, plan: u64) -> mysql_async::Result<Vec<Migrati
 /// A new migration at its step (`prepare`, or `queued` in a plan); its id.
 pub async fn insert<C: Queryable>(c: &mut C, m: &Migration) -> mysql_async::Result<u64> {
     c.exec_drop(
-        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover, plan_id, seq, salted_buckets) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            &m.table,
-            m.first,
-            m.last,
-            &m.key,
-            &m.source,
-            &m.target,
-            &m.step,
-            m.rate,
-            m.auto_cutover,
-            m.plan,
-            m.seq,
-            m.salted_buckets,
-        ),
+        "INSERT INTO shard_migrations (table_name, first_slot, last_slot, key_value, source, target, step, rate, auto_cutover, plan_id, seq, salted_buckets, range_move) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        mysql_async::Params::Positional(vec![
+            m.table.as_str().into(),
+            m.first.into(),
+            m.last.into(),
+            m.key.as_deref().into(),
+            m.source.as_str().into(),
+            m.target.as_str().into(),
+            m.step.as_str().into(),
+            m.rate.into(),
+            m.auto_cutover.into(),
+            m.plan.into(),
+            m.seq.into(),
+            m.salted_buckets.into(),
+            m.range_move.into(),
+        ]),
     )
     .await?;
     let id: Option<u64> = c.query_first("SELECT LAST_INSERT_ID()").await?;
@@ -372,6 +404,12 @@ async fn version_under_lock(
     // Above the metadata's versions and the running rules' (a rules file's own version
     // may be higher than anything the metadata holds yet).
     let v = v.unwrap_or(0).max(floor) + 1;
+    if m.range_move {
+        let table = m.tables().into_iter().next().unwrap_or_default();
+        super::ranges::write_step(&mut tx, &table, m.first, node, state, target, v).await?;
+        tx.commit().await?;
+        return Ok(Some(v));
+    }
     if let Some(key) = &m.key {
         // Buckets `first..=last` of a salted key: their rows.
         if m.buckets() {

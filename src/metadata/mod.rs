@@ -8,6 +8,7 @@
 pub mod lease;
 pub mod link;
 pub mod migrations;
+pub mod ranges;
 pub mod rebalance;
 pub mod salted;
 pub mod schema;
@@ -37,6 +38,8 @@ pub struct Rows {
     pub nodes: Vec<NodeRow>,
     /// `salted_map` rows: the buckets of salted keys.
     pub salted: Vec<salted::SaltRow>,
+    /// `range_map` rows: range tables' ranges.
+    pub ranges: Vec<ranges::RangeRow>,
 }
 
 /// A `shard_nodes` row: a node over the rules files' own of that name, or its removal.
@@ -98,6 +101,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
         .query("SELECT name, url, weight, removed, version FROM shard_nodes ORDER BY name")
         .await?;
     let (salted, salted_version) = salted::read(&mut tx).await?;
+    let (ranges, ranges_version) = ranges::read(&mut tx).await?;
     tx.commit().await?;
     let version = rules
         .iter()
@@ -105,7 +109,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
         .chain(slots.iter().map(|s| s.5))
         .chain(keys.iter().map(|k| k.5))
         .chain(nodes.iter().map(|n| n.4))
-        .chain(std::iter::once(salted_version))
+        .chain([salted_version, ranges_version])
         .max()
         .unwrap_or(0);
     Ok(Rows {
@@ -141,6 +145,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
             })
             .collect(),
         salted,
+        ranges,
     })
 }
 
@@ -267,6 +272,7 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
         }
     }
     salted::merge(&mut doc, &rows.salted)?;
+    ranges::merge(&mut doc, &rows.ranges)?;
     Ok(doc.to_string())
 }
 
@@ -452,6 +458,7 @@ mod tests {
             keys: vec![],
             nodes: vec![],
             salted: vec![],
+            ranges: vec![],
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");

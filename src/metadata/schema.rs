@@ -4,8 +4,8 @@
 use mysql_async::prelude::Queryable;
 
 /// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`, `shard_nodes`,
-/// `salted_map`.
-pub const RULES: [&str; 5] = [
+/// `salted_map`, `range_map`.
+pub const RULES: [&str; 6] = [
     "CREATE TABLE IF NOT EXISTS route_config (
         table_name VARCHAR(64) NOT NULL PRIMARY KEY,
         rule VARCHAR(16) NOT NULL,
@@ -47,6 +47,17 @@ pub const RULES: [&str; 5] = [
         target_node VARCHAR(64) NULL,
         version BIGINT NOT NULL,
         PRIMARY KEY (table_name, key_value, bucket))",
+    // A range table's ranges in order (`crate::metadata::ranges`): each one's upper bound as
+    // a TOML value (NULL for the last).
+    "CREATE TABLE IF NOT EXISTS range_map (
+        table_name VARCHAR(64) NOT NULL,
+        seq INT NOT NULL,
+        below VARCHAR(300) NULL,
+        node VARCHAR(64) NOT NULL,
+        state VARCHAR(16) NOT NULL DEFAULT 'stable',
+        target_node VARCHAR(64) NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (table_name, seq))",
 ];
 
 /// The metadata's version: the highest row version of its tables.
@@ -55,7 +66,8 @@ pub const VERSION_SQL: &str =
      COALESCE((SELECT MAX(version) FROM shard_slot_map), 0), \
      COALESCE((SELECT MAX(version) FROM directory_map), 0), \
      COALESCE((SELECT MAX(version) FROM shard_nodes), 0), \
-     COALESCE((SELECT MAX(version) FROM salted_map), 0))";
+     COALESCE((SELECT MAX(version) FROM salted_map), 0), \
+     COALESCE((SELECT MAX(version) FROM range_map), 0))";
 
 /// The named lock every writer of a new version holds from reading the highest version to
 /// its commit: two writers never take the same number.
@@ -135,7 +147,7 @@ pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS shard_views (
 
 /// Columns added since a table was first released: (table, column, its definition), added
 /// to a schema that lacks them.
-pub const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 7] = [
     ("shard_proxies", "busy", "VARCHAR(1024) NOT NULL DEFAULT ''"),
     ("shard_migrations", "plan_id", "BIGINT NULL"),
     ("shard_migrations", "seq", "INT NULL"),
@@ -144,6 +156,11 @@ pub const ADDED_COLUMNS: [(&str, &str, &str); 6] = [
     (
         "shard_migrations",
         "salted_buckets",
+        "TINYINT NOT NULL DEFAULT 0",
+    ),
+    (
+        "shard_migrations",
+        "range_move",
         "TINYINT NOT NULL DEFAULT 0",
     ),
 ];

@@ -240,7 +240,16 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         "prepare" => {
             let mut e = ends(shared, &topo, &m).await?;
             seed_slot_rows(&topo, &m).await?;
+            seed_range_rows(c, &topo, &m).await?;
             let owners_ok = match &m.key {
+                _ if m.range_move => m.tables().iter().all(|t| match topo.table(t) {
+                    Some(TableRule::Range { map, .. }) => {
+                        super::range_of(map, m.first, m.key.as_deref()).is_some()
+                            && !map.is_moving()
+                            && topo.node_name(map.owner(usize::from(m.first))) == m.source.as_str()
+                    }
+                    _ => false,
+                }),
                 Some(k) => {
                     let mut ok = true;
                     for table in m.tables() {
@@ -757,7 +766,7 @@ async fn cutover(shared: &Shared, c: &mut Conn, m: &Migration, lease: u64) -> St
 /// Puts the table's slot map in the metadata schema (as the running rules have it) when the
 /// metadata has none for it: the steps are written there.
 async fn seed_slot_rows(topo: &Topology, m: &Migration) -> Step<()> {
-    if m.key.is_some() {
+    if m.key.is_some() || m.range_move {
         // A directory key's row is written with its first version.
         return Ok(());
     }
@@ -772,6 +781,24 @@ async fn seed_slot_rows(topo: &Topology, m: &Migration) -> Step<()> {
             .map(|x| x.url.clone())
             .unwrap_or_default();
         crate::metadata::write_slots(&url, &table, column, &owners, topo.version, true)
+            .await
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Puts a range table's ranges in the metadata schema (as the running rules have them) when
+/// the metadata has none of them: a range move's steps are written there.
+async fn seed_range_rows(c: &mut Conn, topo: &Topology, m: &Migration) -> Step<()> {
+    if !m.range_move {
+        return Ok(());
+    }
+    for table in m.tables() {
+        let Some(TableRule::Range { map, .. }) = topo.table(&table) else {
+            return Err(format!("`{table}` is not a range table"));
+        };
+        let rows = crate::metadata::ranges::rows_of(map, &|n| topo.node_name(n).to_string())?;
+        crate::metadata::ranges::write_map(c, &table, None, &rows, topo.version)
             .await
             .map_err(err)?;
     }

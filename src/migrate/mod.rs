@@ -25,6 +25,27 @@ pub mod queue;
 mod step;
 
 use crate::config::Topology;
+use crate::routing::range::{RangeKey, RangeMap};
+
+/// The bounds of range `index` of `map`, if its lowest key is still `lo` (the admin's word
+/// for it, `None` for the first range): a move names its range by both.
+pub fn range_of(
+    map: &RangeMap,
+    index: u16,
+    lo: Option<&str>,
+) -> Option<(Option<RangeKey>, Option<RangeKey>)> {
+    let i = usize::from(index);
+    if i >= map.len() {
+        return None;
+    }
+    let (a, b) = map.bounds(i);
+    let same = match (a, lo) {
+        (None, None) => true,
+        (Some(a), Some(w)) => map.key_of_word(w).ok().as_ref() == Some(a),
+        _ => false,
+    };
+    same.then(|| (a.cloned(), b.cloned()))
+}
 
 /// The node holding buckets `first..=last` of a salted key of a hash_slot table, if the key
 /// is salted there: an error if they are on several nodes or already moving.

@@ -76,6 +76,22 @@ pub(super) async fn ends(shared: &Shared, topo: &Topology, m: &Migration) -> Ste
     let mut shapes = Vec::new();
     for table in m.tables() {
         let (column, which) = match (topo.table(&table), &m.key) {
+            (Some(TableRule::Range { column, map }), lo) if m.range_move => {
+                let (lo, hi) = super::range_of(map, m.first, lo.as_deref()).ok_or_else(|| {
+                    format!("the ranges of `{table}` changed since the move began")
+                })?;
+                (
+                    column.clone(),
+                    Which::Range {
+                        kind: map.kind,
+                        lo,
+                        hi,
+                    },
+                )
+            }
+            (_, _) if m.range_move => {
+                return Err(format!("`{table}` is no longer a range table"));
+            }
             (Some(TableRule::HashSlot { column, map }), None) => {
                 (column.clone(), Which::Slots(m.first, m.last, map.apart()))
             }

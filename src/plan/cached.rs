@@ -262,11 +262,24 @@ impl KeyRoute {
                     captured,
                 })
             }
-            TableRule::Range { map, .. } => Some(Resolved {
-                node: map.node_of(&map.kind.key_of(v)?),
-                slot: None,
-                captured: None,
-            }),
+            TableRule::Range { map, .. } => {
+                let i = map.index_of(&map.kind.key_of(v)?).min(map.len() - 1);
+                // As a moving slot's (above): only plain reads and captured writes here.
+                let captured = match map.moves().iter().find(|m| m.index == i) {
+                    None => None,
+                    Some(_) if self.read => None,
+                    Some(m) if m.step == MoveStep::Capture => Some(m.to),
+                    Some(_) => return None,
+                };
+                Some(Resolved {
+                    node: map.nodes[i],
+                    // A range's load is counted as a slot's, by its number.
+                    slot: u16::try_from(i)
+                        .ok()
+                        .filter(|i| usize::from(*i) < crate::routing::slot::SLOTS),
+                    captured,
+                })
+            }
             _ => None,
         }
     }

@@ -1,6 +1,8 @@
 //! Statement + rules snapshot -> [`Plan`]: where a statement runs and how its answers combine.
 //! Pure: no I/O, unit-tested without a socket.
 
+mod appended;
+pub(crate) use appended::needs_merge;
 pub mod bind;
 pub mod cache;
 pub mod cached;
@@ -11,6 +13,7 @@ pub mod gather;
 pub mod insert;
 pub mod key_page;
 pub mod key_update;
+mod moved;
 pub mod moving;
 mod rename;
 mod salt;
@@ -26,12 +29,12 @@ pub use words::show_index_table;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    Delete, Expr, FromTable, GroupByExpr, ObjectName, ObjectType, Query, SetExpr, Statement, Update,
+    Delete, Expr, FromTable, ObjectName, ObjectType, Query, SetExpr, Statement, Update,
 };
 
 use crate::config::{TableRule, Topology};
 use crate::routing::directory::Placed;
-use crate::routing::range::RangeKey;
+use crate::routing::range::{RangeKey, RangeMap};
 use crate::routing::slot::Place;
 use crate::sql::keys::{where_keys, KeyColumn};
 use crate::sql::ranges::Ranges;
@@ -232,6 +235,17 @@ impl<'a> Planner<'a> {
         });
     }
 
+    /// The node reads of key `k` (of value `v`) go to in a range table, its range's load
+    /// counted as a slot's, by its number.
+    fn range_node(&self, table: &str, map: &RangeMap, k: &RangeKey, v: &Value) -> usize {
+        self.trace_value(table, v);
+        let i = map.index_of(k).min(map.len() - 1);
+        if i < crate::routing::slot::SLOTS {
+            self.trace(table, i as u16, v);
+        }
+        map.nodes[i]
+    }
+
     fn trace_value(&self, table: &str, v: &Value) {
         if self.moving {
             self.values
@@ -315,7 +329,7 @@ impl<'a> Planner<'a> {
                         continue;
                     }
                     match map.kind.key_of(v) {
-                        Some(k) => out.push(map.node_of(&k)),
+                        Some(k) => out.push(self.range_node(table, map, &k, v)),
                         // Not comparable in the column's domain: any range may hold it.
                         None => return map.nodes(),
                     }
@@ -420,7 +434,7 @@ impl<'a> Planner<'a> {
                         map.kind
                     )
                 })?;
-                Ok(map.node_of(&k))
+                Ok(self.range_node(table, map, &k, v))
             }
             TableRule::Directory(d) => {
                 self.trace_value(table, v);
@@ -928,54 +942,14 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// Why a SELECT whose rows come from several nodes cannot be answered by appending them.
-pub(crate) fn needs_merge(q: &Query) -> Option<&'static str> {
-    if q.order_by.is_some() {
-        return Some("ORDER BY");
-    }
-    if q.limit_clause.is_some() || q.fetch.is_some() {
-        return Some("LIMIT");
-    }
-    let s = match q.body.as_ref() {
-        SetExpr::Select(s) => s,
-        SetExpr::Query(inner) => return needs_merge(inner),
-        SetExpr::SetOperation { .. } => return Some("UNION / INTERSECT / EXCEPT"),
-        _ => return Some("this query form"),
-    };
-    if matches!(
-        s.distinct,
-        Some(sqlparser::ast::Distinct::Distinct | sqlparser::ast::Distinct::On(_))
-    ) {
-        return Some("DISTINCT");
-    }
-    match &s.group_by {
-        GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty() => {}
-        _ => return Some("GROUP BY"),
-    }
-    if s.having.is_some() {
-        return Some("HAVING");
-    }
-    if s.into.is_some() {
-        return Some("SELECT ... INTO");
-    }
-    if s.select_modifiers
-        .as_ref()
-        .is_some_and(|m| m.sql_calc_found_rows)
-    {
-        return Some("SQL_CALC_FOUND_ROWS");
-    }
-    if uses::has_aggregate(&s.projection) {
-        return Some("an aggregate or window function");
-    }
-    None
-}
-
 #[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
 mod moving_tests;
 #[cfg(test)]
 pub(crate) mod random_tests;
+#[cfg(test)]
+mod range_move_tests;
 #[cfg(test)]
 pub(crate) mod rules_tests;
 #[cfg(test)]

@@ -21,10 +21,11 @@ use sqlparser::ast::{
     TableObject, Visit, Visitor,
 };
 
+pub use super::moved::{Moving, Which};
 use super::uses::{collect_uses, Use};
 use super::{refuse, Plan, Planner, Target};
 use crate::config::TableRule;
-use crate::routing::slot::{MoveStep, SLOTS};
+use crate::routing::slot::MoveStep;
 use crate::sql::text::{Edits, Text};
 use crate::sql::{self, literal, table_name};
 
@@ -101,126 +102,9 @@ pub fn any_moving(topo: &crate::config::Topology) -> bool {
     topo.tables.values().any(|r| match r {
         TableRule::HashSlot { map, .. } => map.is_moving(),
         TableRule::Directory(d) => !d.moves.is_empty(),
+        TableRule::Range { map, .. } => map.is_moving(),
         _ => false,
     })
-}
-
-/// Rows being moved: a slot range of a hash_slot table, or one key (a tenant) of a
-/// directory table, from node `from` to node `to`, at `step`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Moving {
-    pub which: Which,
-    pub from: usize,
-    pub to: usize,
-    pub step: MoveStep,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Which {
-    /// Slots `a..=b` but the keys split out of them (text forms), which stay where they are.
-    Slots(u16, u16, Vec<Vec<u8>>),
-    /// The key's text form.
-    Key(Vec<u8>),
-    /// Buckets `first..=last` of a salted key (its text form): the key's rows whose salt
-    /// column `by` has `CRC32(by) % buckets` among them.
-    Buckets {
-        key: Vec<u8>,
-        by: String,
-        buckets: u16,
-        first: u16,
-        last: u16,
-    },
-}
-
-impl Moving {
-    /// Is a row whose routing column holds `v` one of the moving rows?
-    pub fn holds(&self, v: &Value) -> bool {
-        match &self.which {
-            Which::Slots(a, b, except) => crate::value::text_form(v).is_some_and(|t| {
-                (*a..=*b).contains(&crate::routing::slot::slot_of_text(&t)) && !except.contains(&t)
-            }),
-            // Some of the key's rows are, some not: a statement by the key may touch them.
-            Which::Key(k) | Which::Buckets { key: k, .. } => {
-                crate::value::text_form(v).is_some_and(|t| t == *k)
-            }
-        }
-    }
-
-    /// Is a row whose routing column holds `v` and whose salt column holds `by` one of the
-    /// moving rows (the binary log's row images, which have both)?
-    pub fn holds_row(&self, v: &Value, by: Option<&Value>) -> bool {
-        match &self.which {
-            Which::Buckets {
-                buckets,
-                first,
-                last,
-                ..
-            } => {
-                self.holds(v)
-                    && by
-                        .and_then(crate::value::text_form)
-                        .map(|t| (crc32fast::hash(&t) % u32::from(*buckets)) as u16)
-                        .is_some_and(|b| (*first..=*last).contains(&b))
-            }
-            _ => self.holds(v),
-        }
-    }
-
-    /// The salt column a row image needs for [`Moving::holds_row`].
-    pub fn by(&self) -> Option<&str> {
-        match &self.which {
-            Which::Buckets { by, .. } => Some(by),
-            _ => None,
-        }
-    }
-
-    /// The node holding copies of these rows that reads must not see there.
-    pub fn shadow_node(&self) -> usize {
-        self.step.shadow_node(self.from, self.to)
-    }
-
-    /// The SQL predicate selecting these rows by their routing column `column` (a bare
-    /// name), its table named `qualifier` (quoted, `None`: unqualified).
-    pub fn predicate(&self, qualifier: Option<&str>, column: &str) -> String {
-        let col = |c: &str| match qualifier {
-            Some(q) => format!("{q}.{}", quote(c)),
-            None => quote(c),
-        };
-        let column = col(column);
-        let column = column.as_str();
-        match &self.which {
-            Which::Slots(a, b, except) if except.is_empty() => {
-                format!("CRC32({column}) % {SLOTS} BETWEEN {a} AND {b}")
-            }
-            Which::Slots(a, b, except) => {
-                let keys: Vec<String> = except
-                    .iter()
-                    .map(|k| crate::sql::write::key_literal(k))
-                    .collect();
-                format!(
-                    "(CRC32({column}) % {SLOTS} BETWEEN {a} AND {b} AND CAST({column} AS BINARY) NOT IN ({}))",
-                    keys.join(", ")
-                )
-            }
-            // The column's own comparison finds the rows by its index; the binary one keeps
-            // out a key its collation holds equal (`ABC` for `abc`), placed by its own bytes.
-            Which::Key(k) => format!(
-                "({column} = {lit} AND CAST({column} AS BINARY) = {lit})",
-                lit = crate::sql::write::key_literal(k)
-            ),
-            Which::Buckets {
-                key,
-                by,
-                buckets,
-                first,
-                last,
-            } => format!(
-                "({column} = {lit} AND CAST({column} AS BINARY) = {lit} AND CRC32({}) % {buckets} BETWEEN {first} AND {last})",
-                col(by),
-                lit = crate::sql::write::key_literal(key)
-            ),
-        }
-    }
 }
 
 /// The routing column and the moves of a table, if it has any.
@@ -258,6 +142,25 @@ fn moves_of(p: &Planner<'_>, table: &str) -> Option<(String, Vec<Moving>)> {
             });
             Some((column.clone(), slots.chain(keys).chain(buckets).collect()))
         }
+        Some(TableRule::Range { column, map }) if map.is_moving() => Some((
+            column.clone(),
+            map.moves()
+                .iter()
+                .map(|m| {
+                    let (lo, hi) = map.bounds(m.index);
+                    Moving {
+                        which: Which::Range {
+                            kind: map.kind,
+                            lo: lo.cloned(),
+                            hi: hi.cloned(),
+                        },
+                        from: m.from,
+                        to: m.to,
+                        step: m.step,
+                    }
+                })
+                .collect(),
+        )),
         Some(TableRule::Directory(d)) if !d.moves.is_empty() => Some((
             d.column.clone(),
             d.moves

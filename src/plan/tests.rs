@@ -95,7 +95,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         _ => None,
     };
     let primary_key = |_: Option<&str>, t: &str| match t {
-        "t_mv" | "t_page" | "t_s" => Some(vec!["`id`".to_string()].into()),
+        "t_mv" | "t_page" | "t_s" | "t_r" => Some(vec!["`id`".to_string()].into()),
         "t_order" => Some(vec!["`order_id`".to_string()].into()),
         "t_gen" => Some(vec!["`oid`".to_string()].into()),
         "t_dir" => Some(vec!["`id`".to_string()].into()),

@@ -1,0 +1,184 @@
+//! A range table's ranges changed while it serves, on real MariaDB nodes whose binary log is
+//! on: `SPLIT RANGE` cuts a range where it is, `MIGRATE RANGE` moves one under writes through
+//! two proxies, `MERGE RANGE` joins neighbours on one node. Afterwards every row is on its
+//! range's node, both proxies read and write it there, and no statement failed or row was
+//! lost. Its own test binary: ds0-ds2 hold data, node 3 the metadata schema.
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use common::moves::*;
+use common::workload::*;
+use common::*;
+use mysql_async::prelude::Queryable;
+
+fn cluster() -> &'static Cluster {
+    Cluster::shared_binlog(4)
+}
+
+/// The ranges each proxy runs for `table`, as `(lowest key, node, moving)`.
+fn ranges_of(p: &Proxy, table: &str) -> Vec<(String, String, bool)> {
+    let t = p.shared.topology();
+    let Some(shardproxy::config::TableRule::Range { map, .. }) = t.table(table) else {
+        panic!("{table} is not a range table");
+    };
+    (0..map.len())
+        .map(|i| {
+            (
+                map.bounds(i).0.map(|k| map.word(k)).unwrap_or_default(),
+                t.node_name(map.owner(i)).to_string(),
+                map.moves().iter().any(|m| m.index == i),
+            )
+        })
+        .collect()
+}
+
+/// Waits until both proxies run these ranges (none moving).
+async fn until_ranges(proxies: &[&Proxy], table: &str, want: &[(&str, &str)]) {
+    let want: Vec<(String, String, bool)> = want
+        .iter()
+        .map(|(k, n)| (k.to_string(), n.to_string(), false))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for p in proxies {
+        while ranges_of(p, table) != want {
+            assert!(
+                Instant::now() < deadline,
+                "a proxy runs {:?}, not {want:?}",
+                ranges_of(p, table)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_range_is_split_moved_and_merged_while_two_proxies_write_it() {
+    let c = cluster();
+    let meta = "meta_ranges";
+    let table = "t_rng";
+    fresh_schema(c, meta).await;
+    let tables = format!(
+        "[tables.{table}]\nrule = \"range\"\ncolumn = \"id\"\n\
+         ranges = [{{ below = 2001, node = \"ds0\" }}, {{ node = \"ds1\" }}]\n\n"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    const KEYS: i64 = 4000;
+    load(c, &pool_a, table, KEYS).await;
+    let workers = Workers::start(table, 4, KEYS, &[pool_a.clone(), pool_b.clone()]);
+    workers.write(30).await;
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    let mut ops_b = ops(b.admin_port.expect("admin")).await;
+
+    // A split moves nothing: both halves stay on ds0, on both proxies.
+    ops_a
+        .query_drop(format!("SPLIT RANGE 1001 OF {table}"))
+        .await
+        .expect("SPLIT RANGE");
+    until_ranges(
+        &[&a, &b],
+        table,
+        &[("", "ds0"), ("1001", "ds0"), ("2001", "ds1")],
+    )
+    .await;
+    let e = ops_b
+        .query_drop(format!("SPLIT RANGE 1001 OF {table}"))
+        .await
+        .expect_err("split twice");
+    assert!(e.to_string().contains("starts at 1001 already"), "{e}");
+
+    // The new range moves to ds2 under the writes, its changes read from ds0's binary log.
+    ops_b
+        .query_drop(format!(
+            "MIGRATE RANGE 1500 OF {table} TO ds2 RATE 4000 AUTO"
+        ))
+        .await
+        .expect("MIGRATE RANGE");
+    let m = until_step(&mut ops_b, "1", "done", Duration::from_secs(180)).await;
+    assert_eq!(m["slots"], "range from '1001'");
+    assert_eq!(
+        m.get("capture").map(String::as_str),
+        Some("binlog"),
+        "{m:?}"
+    );
+    until_ranges(
+        &[&a, &b],
+        table,
+        &[("", "ds0"), ("1001", "ds2"), ("2001", "ds1")],
+    )
+    .await;
+    workers.write(30).await;
+
+    // Neighbours on two nodes do not merge; on one node they do.
+    let e = ops_a
+        .query_drop(format!("MERGE RANGE 2001 OF {table}"))
+        .await
+        .expect_err("merge across nodes");
+    assert!(e.to_string().contains("different nodes"), "{e}");
+    ops_a
+        .query_drop(format!("SPLIT RANGE 3001 OF {table}"))
+        .await
+        .expect("SPLIT RANGE 3001");
+    until_ranges(
+        &[&a, &b],
+        table,
+        &[
+            ("", "ds0"),
+            ("1001", "ds2"),
+            ("2001", "ds1"),
+            ("3001", "ds1"),
+        ],
+    )
+    .await;
+    ops_b
+        .query_drop(format!("MERGE RANGE 3001 OF {table}"))
+        .await
+        .expect("MERGE RANGE");
+    until_ranges(
+        &[&a, &b],
+        table,
+        &[("", "ds0"), ("1001", "ds2"), ("2001", "ds1")],
+    )
+    .await;
+    let shown: Vec<HashMap<String, String>> =
+        named_rows(&mut ops_a, &format!("SHOW RANGES FOR {table}")).await;
+    let shown: Vec<(&str, &str, &str)> = shown
+        .iter()
+        .map(|r| (r["from"].as_str(), r["below"].as_str(), r["node"].as_str()))
+        .collect();
+    assert_eq!(
+        shown,
+        vec![
+            ("-inf", "1001", "ds0"),
+            ("1001", "2001", "ds2"),
+            ("2001", "+inf", "ds1")
+        ]
+    );
+    workers.write(30).await;
+
+    let (expected, failed, writes) = workers.stop().await;
+    no_client_failed(&failed);
+    assert!(writes > 200, "the workers wrote little: {writes}");
+    keys_match(&[&pool_a, &pool_b], table, &expected).await;
+    // Every row once, on its range's node.
+    let live = |lo: i64, hi: i64| {
+        expected
+            .iter()
+            .filter(|(k, v)| (lo..hi).contains(*k) && v.is_some())
+            .count() as i64
+    };
+    assert_eq!(count_on(c, 0, table, "id >= 1001").await, 0);
+    assert_eq!(count_on(c, 2, table, "id < 1001 OR id >= 2001").await, 0);
+    assert_eq!(count_on(c, 1, table, "id < 2001").await, 0);
+    assert_eq!(count_on(c, 0, table, "TRUE").await, live(1, 1001));
+    assert_eq!(count_on(c, 2, table, "TRUE").await, live(1001, 2001));
+    assert_eq!(count_on(c, 1, table, "TRUE").await, live(2001, KEYS + 1));
+    drop((ops_a, ops_b));
+    pool_a.disconnect().await.ok();
+    pool_b.disconnect().await.ok();
+}
