@@ -255,6 +255,7 @@ async fn hot_node_is_balanced(spread: bool) {
         table: "t_bal".into(),
         slot: moved,
         key: key.map(|k| k.to_string().into_bytes()),
+        range: false,
         from: name(&target),
         to: name(to),
         micros: 1,
@@ -331,4 +332,167 @@ async fn hot_node_is_balanced(spread: bool) {
         assert_eq!(count_on(c, 1, "t_bal", &rest).await, left);
     }
     eprintln!("balancing move queued {queued_after:?} after the load began");
+}
+
+/// A reader of random keys of `lo..=hi` of `t_bal_r` through `pool` until `stop`: the
+/// reads done and the errors (a key the writers deleted is read as no row).
+fn hammer_range(
+    pool: Pool,
+    (lo, hi): (i64, i64),
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    reads: Arc<AtomicU64>,
+) -> tokio::task::JoinHandle<Vec<String>> {
+    use rand::{Rng, SeedableRng};
+    tokio::spawn(async move {
+        let mut failed = Vec::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut conn = pool.get_conn().await.expect("reader");
+        while !stop.load(Ordering::Relaxed) {
+            let key = rng.gen_range(lo..=hi);
+            let r: Result<Option<(i64, i64)>, _> = conn
+                .exec_first("SELECT id, v FROM t_bal_r WHERE id = ?", (key,))
+                .await;
+            match r {
+                Ok(_) => {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => failed.push(e.to_string()),
+            }
+        }
+        failed
+    })
+}
+
+/// A range of a range table hammered over many of its keys is its node's whole load: moved
+/// whole it would make its target the hot node. The balancer splits it where its load halves
+/// (here far from the middle of its keys) and moves the upper part to a cool node, live,
+/// under writes through two proxies (by row images: these nodes keep no binary log): no
+/// statement fails, no row is lost, the part's rows end on the target only.
+#[tokio::test]
+async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
+    let _one = ONE.lock().await;
+    let c = Cluster::shared(NODES);
+    let meta = "bal_meta_range";
+    fresh_schema_on(c, META, meta).await;
+    let nodes = [("ds0", 0), ("ds1", 1), ("ds2", 2), ("ds3", 3)];
+    let tables = "[hot]\nseconds = 2\nslot_statements = 150\nnode_min_ms = 5\n\n\
+                  [balance]\nmode = \"auto\"\n\n\
+                  [tables.t_bal_r]\nrule = \"range\"\ncolumn = \"id\"\n\
+                  ranges = [{ below = 3001, node = \"ds0\" }, { below = 11001, node = \"ds1\" }, \
+                  { below = 12001, node = \"ds2\" }, { node = \"ds3\" }]\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules_on(c, META, meta, &nodes, tables));
+    let b = watching(&dir, "b", rules_on(c, META, meta, &nodes, tables));
+    let (pool_a, pool_b) = (a.pool(), b.pool());
+    let rows = 12_000;
+    load_after_dropping(c, &[0, 1, 2, 3], &pool_a, "t_bal_r", rows).await;
+    // Writers over keys 1-6000 (ranges 0 and 1); readers over 3001-3800, the low end of
+    // range 1 [3001, 11001), whose keys' middle is 7001.
+    let written = 6_000;
+    let workers = Workers::start("t_bal_r", 4, written, &[pool_a.clone(), pool_b.clone()]);
+    workers.write(50).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let readers: Vec<_> = [&pool_a, &pool_b, &pool_a, &pool_b]
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            hammer_range(
+                p.clone(),
+                (3001, 3800),
+                i as u64,
+                stop.clone(),
+                reads.clone(),
+            )
+        })
+        .collect();
+
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    let plan = loop {
+        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
+        if rows
+            .first()
+            .is_some_and(|r| r["what"].starts_with("BALANCE"))
+        {
+            break rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no balancing move in 30 s: {rows:?}\n{:?}\n{:?}",
+            named_rows(&mut ops_a, "SHOW RANGES").await,
+            named_rows(&mut ops_a, "SHOW BALANCE").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let queued_after = started.elapsed();
+    assert_eq!(plan.len(), 1, "one move a plan: {plan:?}");
+    let at: i64 = plan[0]["slots"]
+        .strip_prefix("range from '")
+        .and_then(|k| k.strip_suffix('\''))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("a range split and moved: {plan:?}"));
+    // Where the load halves: among the readers' keys (the writers' pull it up a little), far
+    // below the middle of the range's keys.
+    assert!((3150..=4600).contains(&at), "split at {at}: {plan:?}");
+    assert_eq!(plan[0]["source"], "ds1", "{plan:?}");
+    let target = plan[0]["target"].clone();
+    assert!(["ds2", "ds3"].contains(&target.as_str()), "{plan:?}");
+    loop {
+        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
+        if rows.first().is_some_and(|r| r["plan_state"] == "done") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the balancing move did not end: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let node_of = |p: &Proxy, k: i64| {
+        let t = p.shared.topology();
+        let Some(shardproxy::config::TableRule::Range { map, .. }) = t.table("t_bal_r") else {
+            panic!("not a range table");
+        };
+        let key = map.kind.key_of(&Value::Int(k)).expect("a key");
+        t.node_name(map.owner(map.index_of(&key))).to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while [&a, &b].iter().any(|p| {
+        node_of(p, at) != target || node_of(p, at - 1) != "ds1" || node_of(p, 11_000) != target
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the proxies did not follow the move"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    workers.write(50).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut failed: Vec<String> = Vec::new();
+    for r in readers {
+        failed.extend(r.await.expect("reader"));
+    }
+    let (mut expected, worker_failed, writes) = workers.stop().await;
+    for k in written + 1..=rows {
+        expected.insert(k, Some(k));
+    }
+    failed.extend(worker_failed);
+    no_client_failed(&failed);
+    assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
+    keys_match(&[&pool_a, &pool_b], "t_bal_r", &expected).await;
+    // The upper part on the target only, the lower part on ds1 only.
+    let live = |lo: i64, hi: i64| {
+        expected
+            .iter()
+            .filter(|(k, v)| (lo..hi).contains(*k) && v.is_some())
+            .count() as i64
+    };
+    let upper = format!("id >= {at} AND id < 11001");
+    let t = nodes.iter().find(|(n, _)| *n == target).expect("target").1;
+    assert_eq!(count_on(c, t, "t_bal_r", &upper).await, live(at, 11_001));
+    assert_eq!(count_on(c, 1, "t_bal_r", &upper).await, 0);
+    assert_eq!(count_on(c, 1, "t_bal_r", "TRUE").await, live(3001, at));
+    eprintln!("range split at {at} and moved, queued {queued_after:?} after the load began");
 }

@@ -159,15 +159,13 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
         };
     }
     let plan = crate::shared::load::suggest(shared, t);
-    let statements = crate::shared::load::statements(t, &plan);
     let mut rows: Vec<Vec<String>> = plan
         .moves
         .iter()
-        .zip(statements)
-        .map(|(m, s)| {
+        .map(|m| {
             vec![
                 mode.into(),
-                s,
+                crate::shared::load::move_statements(t, m).join("; "),
                 ms(m.micros),
                 format!("{} -> {}", ms(m.from_load.0), ms(m.from_load.1)),
                 format!("{} -> {}", ms(m.to_load.0), ms(m.to_load.1)),
@@ -204,6 +202,18 @@ fn stuck_row(
     loads: &[(usize, u64)],
 ) -> Vec<String> {
     let node = t.node_name(c.node);
+    if c.range {
+        return vec![
+            mode.into(),
+            format!(
+                "-- range {} of {} on {node} is most of its node's load and no split of it moves half: its load is one key's, or its keys were not seen often enough yet (a range table cannot salt a key)",
+                c.slot, c.table
+            ),
+            ms(c.micros),
+            String::new(),
+            String::new(),
+        ];
+    }
     let said = format!(
         "slot {} of {} on {node} is most of its node's load: moving it, or its heaviest key alone, moves the hot spot",
         c.slot, c.table

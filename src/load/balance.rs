@@ -29,8 +29,12 @@ pub struct Candidate {
     /// Node time a second, microseconds.
     pub micros: u64,
     /// Its heaviest key (text form) and that key's share of the slot's statements, a lower
-    /// bound (`None`: no key is known well enough).
+    /// bound (`None`: no key is known well enough). For a range: the key that halves its
+    /// load, and the share of its load from that key up.
     pub key: Option<(Vec<u8>, f64)>,
+    /// A range of a range table (`slot` is its number): it moves whole, or is split at
+    /// `key` and its upper part moves.
+    pub range: bool,
 }
 
 /// One planned move, with the two nodes' load a second before and after it.
@@ -38,8 +42,10 @@ pub struct Candidate {
 pub struct Move {
     pub table: String,
     pub slot: u16,
-    /// A key moved alone, split out of the slot; `None`: the whole slot moves.
+    /// A key moved alone, split out of the slot; `None`: the whole slot moves. For a range
+    /// (`range`, `slot` its number): the key it is split at, its upper part moving.
     pub key: Option<Vec<u8>>,
+    pub range: bool,
     pub from: usize,
     pub to: usize,
     pub micros: u64,
@@ -118,6 +124,11 @@ pub fn plan(
         };
         let key_load = |(k, share): &(Vec<u8>, f64)| (k.clone(), (c.micros as f64 * share) as u64);
         let chosen = match &c.key {
+            // A range moves whole, or its part above the key that halves its load.
+            key if c.range => helps(c.micros).map(|w| (None, w)).or_else(|| {
+                let (k, w) = key_load(key.as_ref()?);
+                helps(w).map(|w| (Some(k), w))
+            }),
             Some(k) if k.1 >= KEY_ALONE => {
                 let (k, w) = key_load(k);
                 helps(w).map(|w| (Some(k), w))
@@ -135,6 +146,7 @@ pub fn plan(
             table: c.table.clone(),
             slot: c.slot,
             key,
+            range: c.range,
             from: c.node,
             to: load[to].0,
             micros: w,
@@ -145,6 +157,41 @@ pub fn plan(
         load[to].1 = t + w;
     }
     out
+}
+
+/// Where to split a range so each side carries about half its load: of the sampled keys
+/// and their weights (any order), the key a new range starts at, and the share of the
+/// weight from that key up. `None` without two distinct keys. A key is never split from
+/// itself: a range whose load is one key's keeps it whole on one side (TiKV's load split
+/// retries such a range forever, tikv #19572; moving that side moves the key alone).
+pub fn halving<K: Ord + Clone>(samples: &[(K, u64)]) -> Option<(K, f64)> {
+    let mut keys: Vec<(K, u64)> = Vec::with_capacity(samples.len());
+    let mut sorted: Vec<&(K, u64)> = samples.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    for (k, w) in sorted {
+        match keys.last_mut() {
+            Some(last) if last.0 == *k => last.1 += w,
+            _ => keys.push((k.clone(), *w)),
+        }
+    }
+    let total: u64 = keys.iter().map(|k| k.1).sum();
+    if keys.len() < 2 || total == 0 {
+        return None;
+    }
+    let mut below = 0u64;
+    let mut best: Option<(usize, u64)> = None;
+    for (i, (_, w)) in keys.iter().enumerate() {
+        if i > 0 {
+            let gap = below.abs_diff(total - below);
+            if best.is_none_or(|(_, g)| gap < g) {
+                best = Some((i, gap));
+            }
+        }
+        below += w;
+    }
+    let (i, _) = best?;
+    let above: u64 = keys[i..].iter().map(|k| k.1).sum();
+    Some((keys[i].0.clone(), above as f64 / total as f64))
 }
 
 /// The nodes to salt a key over (`SALT KEY ... OVER`): a key taking `key` µs of node time a
@@ -177,6 +224,7 @@ mod tests {
             node,
             micros,
             key: None,
+            range: false,
         }
     }
 
@@ -326,5 +374,51 @@ mod tests {
         assert_eq!(salt_over(9000, 0, &loads, 3), vec![0, 1, 3]);
         assert_eq!(salt_over(9000, 0, &loads, 64), vec![0, 1, 3, 2]);
         assert_eq!(salt_over(10, 2, &loads, 8), vec![2, 1]);
+    }
+
+    fn range(slot: u16, node: usize, micros: u64, at: &[u8], share: f64) -> Candidate {
+        Candidate {
+            key: Some((at.to_vec(), share)),
+            range: true,
+            ..c(slot, node, micros)
+        }
+    }
+
+    #[test]
+    fn a_range_too_hot_to_move_whole_is_split_where_its_load_halves() {
+        // Moving the whole 600 ms range would make its target the hottest node; its upper
+        // part (half of it) evens the two out.
+        let nodes = [(0, 800_000), (1, 100_000), (2, 150_000)];
+        let p = plan(&nodes, &[], &[range(3, 0, 600_000, b"5000", 0.5)], 1.5, 4);
+        assert_eq!(p.moves.len(), 1, "{p:?}");
+        let m = &p.moves[0];
+        assert!(m.range);
+        assert_eq!((m.key.as_deref(), m.to), (Some(&b"5000"[..]), 1));
+        assert_eq!(m.to_load, (100_000, 400_000));
+        // A range that can move whole does.
+        let p = plan(&nodes, &[], &[range(3, 0, 300_000, b"5000", 0.5)], 1.5, 4);
+        assert_eq!(p.moves[0].key, None);
+        // One key's load, which no split divides: stuck.
+        let p = plan(
+            &nodes,
+            &[],
+            &[c(3, 0, 750_000)].map(|x| Candidate { range: true, ..x }),
+            1.5,
+            4,
+        );
+        assert!(p.moves.is_empty() && p.stuck.len() == 1, "{p:?}");
+    }
+
+    #[test]
+    fn a_range_is_split_at_the_key_that_halves_its_sampled_load() {
+        // Load skewed to the low keys: the split is not the middle of the keys.
+        let samples = [(1, 40), (2, 30), (3, 10), (7, 10), (9, 10)];
+        assert_eq!(halving(&samples), Some((2, 0.6)));
+        // Unsorted, with repeats.
+        let samples = [(9, 5), (1, 5), (9, 5), (5, 5)];
+        assert_eq!(halving(&samples), Some((9, 0.5)));
+        // One key: nothing to split.
+        assert_eq!(halving(&[(4, 100), (4, 3)]), None);
+        assert_eq!(halving::<i32>(&[]), None);
     }
 }

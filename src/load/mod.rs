@@ -313,6 +313,24 @@ impl Load {
             .collect()
     }
 
+    /// A uniform sample of the keys of hot slot `slot` of `table` seen since it turned hot
+    /// (empty when it is not hot).
+    pub fn sample(&self, table: &str, slot: u16) -> Vec<Vec<u8>> {
+        let Some(t) = self
+            .tables
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table)
+            .cloned()
+        else {
+            return Vec::new();
+        };
+        let keys = t.keys.lock().unwrap_or_else(|e| e.into_inner());
+        keys.get(&slot)
+            .map(|sk| sk.sample().iter().map(|k| k.to_vec()).collect())
+            .unwrap_or_default()
+    }
+
     /// The heaviest keys of each hot slot (of `table` only, when named), most first.
     pub fn keys(&self, table: Option<&str>, per_slot: usize) -> Vec<HotKey> {
         let mut out = Vec::new();

@@ -1,7 +1,9 @@
 //! The heaviest keys of a hot slot: a space-saving sketch (Metwally, Agrawal, El Abbadi),
 //! a few dozen counters whatever the number of distinct keys. A key it holds has a count
 //! that is never below its true count, and at most `error` above it; a key whose true count
-//! is over total / capacity is always held.
+//! is over total / capacity is always held. Beside it, a uniform sample of the keys seen
+//! (reservoir sampling, Vitter's algorithm R), from which a hot range's split point is
+//! chosen: the sketch's keys are the heavy ones, and over many light keys only the latest.
 
 /// A key's counter: its count, and how much of it may belong to the keys it replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +19,16 @@ pub struct Sketch {
     items: Vec<Counted>,
     /// Keys offered in all.
     pub total: u64,
+    /// Each sight had the same chance to be one of these (at most `capacity` of them).
+    sample: Vec<Box<[u8]>>,
+}
+
+/// A well-mixed number of `x` (SplitMix64's finalizer): the reservoir's choices, without a
+/// generator's state on the hot path.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// Keys longer than this are counted by their first bytes (a key is shown, not stored).
@@ -28,13 +40,27 @@ impl Sketch {
             capacity: capacity.max(1),
             items: Vec::new(),
             total: 0,
+            sample: Vec::new(),
         }
+    }
+
+    /// The sampled keys (each sight of a key equally likely to be among them).
+    pub fn sample(&self) -> &[Box<[u8]>] {
+        &self.sample
     }
 
     /// Counts one sight of `key`.
     pub fn offer(&mut self, key: &[u8]) {
         let key = &key[..key.len().min(MAX_KEY)];
         self.total += 1;
+        if self.sample.len() < self.capacity {
+            self.sample.push(key.into());
+        } else {
+            let at = (mix(self.total) % self.total) as usize;
+            if let Some(s) = self.sample.get_mut(at) {
+                *s = key.into();
+            }
+        }
         if let Some(c) = self.items.iter_mut().find(|c| &*c.key == key) {
             c.count += 1;
             return;
@@ -103,6 +129,29 @@ mod tests {
             got,
             vec![(&b"a"[..], 3, 0), (&b"b"[..], 2, 0), (&b"c"[..], 1, 0)]
         );
+    }
+
+    #[test]
+    fn the_sample_is_spread_over_every_key_seen_not_the_latest() {
+        let mut s = Sketch::new(32);
+        // 1,000 keys seen in order, each 20 times: the sample spans them all.
+        for _ in 0..20 {
+            for k in 0..1000u32 {
+                s.offer(format!("{k:04}").as_bytes());
+            }
+        }
+        let mut keys: Vec<u32> = s
+            .sample()
+            .iter()
+            .map(|k| std::str::from_utf8(k).unwrap().parse().unwrap())
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys.len(), 32);
+        let median = keys[16];
+        assert!((250..750).contains(&median), "{keys:?}");
+        assert!(keys[0] < 250 && keys[31] >= 750, "{keys:?}");
+        // The sketch's own keys are the last ones offered.
+        assert!(s.top(32).iter().all(|c| &*c.key >= b"0900".as_slice()));
     }
 
     #[test]

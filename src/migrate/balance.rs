@@ -25,9 +25,10 @@ use mysql_async::{Conn, Opts};
 use tracing::{info, warn};
 
 use crate::config::hot::BalanceMode;
-use crate::config::Topology;
+use crate::config::{TableRule, Topology};
 use crate::load::balance::Move;
 use crate::metadata::migrations::Migration;
+use crate::metadata::ranges;
 use crate::shared::load::group_of;
 use crate::shared::Shared;
 
@@ -112,6 +113,9 @@ pub async fn run(shared: Arc<Shared>) {
 /// Why the per-move guards hold move `m`, if they do: its slot or key was moved within
 /// `cooldown_secs`, or moved off the node it would go to within [`RETURN_AFTER`].
 pub async fn held(c: &mut Conn, topo: &Topology, m: &Move) -> mysql_async::Result<Option<String>> {
+    if m.range {
+        return range_held(c, topo, m).await;
+    }
     let tables = group_of(topo, &m.table);
     let key = m.key.as_deref().map(String::from_utf8_lossy);
     let what = match &key {
@@ -166,6 +170,16 @@ async fn act(
         return Ok(None);
     }
     for m in moves {
+        if m.range {
+            if let Some(why) = held(c, topo, m).await? {
+                if !told.contains(&why) {
+                    info!(held = %why, "balance: a suggested move is held");
+                    told.push(why);
+                }
+                continue;
+            }
+            return queue_range(c, topo, m).await;
+        }
         let tables = group_of(topo, &m.table);
         let key = m.key.as_deref().map(String::from_utf8_lossy);
         let to = topo.node_name(m.to);
@@ -238,4 +252,130 @@ async fn moved(
             .split(',')
             .any(|n| tables.iter().any(|t| t.eq_ignore_ascii_case(n.trim())))
     }))
+}
+
+/// The lowest key (the admin's word) of the range move `m` moves: the key it is split at,
+/// or its range's; `None` for a table's first range.
+fn range_lo(topo: &Topology, m: &Move) -> Option<String> {
+    match (&m.key, topo.table(&m.table)) {
+        (Some(k), _) => Some(String::from_utf8_lossy(k).into_owned()),
+        (None, Some(TableRule::Range { map, .. })) => {
+            map.bounds(usize::from(m.slot)).0.map(|k| map.word(k))
+        }
+        _ => None,
+    }
+}
+
+/// [`held`] for a range: the same guards, the range named by its lowest key.
+async fn range_held(
+    c: &mut Conn,
+    topo: &Topology,
+    m: &Move,
+) -> mysql_async::Result<Option<String>> {
+    let lo = range_lo(topo, m);
+    let what = match &lo {
+        Some(k) => format!("the range of {} from '{k}'", m.table),
+        None => format!("the first range of {}", m.table),
+    };
+    let (cooldown, to) = (topo.balance.cooldown_secs, topo.node_name(m.to));
+    if range_moved(c, &m.table, lo.as_deref(), None, cooldown).await? {
+        return Ok(Some(format!(
+            "{what} was moved less than {cooldown} s ago (cooldown_secs)"
+        )));
+    }
+    Ok(
+        range_moved(c, &m.table, lo.as_deref(), Some(to), RETURN_AFTER)
+            .await?
+            .then(|| {
+                format!(
+                    "{what} was moved off {to} less than {RETURN_AFTER} s ago: it does not go back"
+                )
+            }),
+    )
+}
+
+/// Was the range of `table` whose lowest key is `lo` moved or being moved within `secs`
+/// seconds: by anyone (a move aborted too), or off node `from` when named?
+async fn range_moved(
+    c: &mut Conn,
+    table: &str,
+    lo: Option<&str>,
+    from: Option<&str>,
+    secs: u64,
+) -> mysql_async::Result<bool> {
+    let n: Option<i64> = c
+        .exec_first(
+            "SELECT COUNT(*) FROM shard_migrations WHERE range_move = 1 AND table_name = ? \
+             AND updated > NOW(3) - INTERVAL ? SECOND AND key_value <=> ? \
+             AND (? IS NULL OR (source = ? AND step <> 'aborted'))",
+            (table, secs, lo, from, from),
+        )
+        .await?;
+    Ok(n.unwrap_or(0) > 0)
+}
+
+/// Queues range move `m` as a plan of its own, after splitting its range where the move
+/// says (a new version of the table's ranges, both parts on the range's node: nothing
+/// moves yet); what it queued.
+async fn queue_range(
+    c: &mut Conn,
+    topo: &Topology,
+    m: &Move,
+) -> mysql_async::Result<Option<String>> {
+    let Some(TableRule::Range { map, .. }) = topo.table(&m.table) else {
+        return Ok(None);
+    };
+    let name = |n: usize| topo.node_name(n).to_string();
+    let (index, lo) = match &m.key {
+        Some(k) => {
+            let word = String::from_utf8_lossy(k).into_owned();
+            let Ok(at) = map.key_of_word(&word) else {
+                return Ok(None);
+            };
+            let Ok(new) = map.split_at(&at) else {
+                return Ok(None);
+            };
+            let (Ok(base), Ok(rows)) = (ranges::rows_of(map, &name), ranges::rows_of(&new, &name))
+            else {
+                return Ok(None);
+            };
+            if ranges::write_map(c, &m.table, Some(&base), &rows, topo.version)
+                .await?
+                .is_none()
+            {
+                // Another proxy changed the ranges: planned again on the new ones.
+                return Ok(None);
+            }
+            info!(table = %m.table, at = %word, "balance: range split");
+            (new.index_of(&at), Some(word))
+        }
+        None => (usize::from(m.slot), range_lo(topo, m)),
+    };
+    let what = format!(
+        "{WHAT} range of {} from {} from {} ({} ms/s) to {} ({} ms/s): its {} ms/s",
+        m.table,
+        lo.as_deref()
+            .map_or("its start".to_string(), |k| format!("'{k}'")),
+        topo.node_name(m.from),
+        m.from_load.0 / 1000,
+        topo.node_name(m.to),
+        m.to_load.0 / 1000,
+        m.micros / 1000
+    );
+    let mv = Migration::of_range(
+        m.table.clone(),
+        index as u16,
+        lo,
+        topo.node_name(m.from).to_string(),
+        topo.node_name(m.to).to_string(),
+        0,
+        true,
+    );
+    let max = topo.metadata.as_ref().map_or(1, |x| x.max_parallel_moves);
+    Ok(
+        match crate::metadata::rebalance::enqueue(c, &what, max, &[mv]).await? {
+            Ok(id) => Some(format!("rebalance {id}: {what}")),
+            Err(_) => None,
+        },
+    )
 }

@@ -20,6 +20,8 @@ use crate::load::detect::MICROS;
 pub const MAX_MOVES: usize = 4;
 /// Sights of a hot slot's keys before its heaviest key's share is trusted.
 const MIN_SIGHTS: u64 = 100;
+/// Sampled keys of a hot range before its split point is trusted.
+const MIN_SAMPLES: usize = 16;
 
 /// Ticks the load windows every second until the process ends.
 pub async fn watch(shared: Arc<Shared>) {
@@ -82,10 +84,20 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
     // node's time.
     let mut keyed: HashMap<usize, u64> = HashMap::new();
     for s in &all {
-        if let Some(TableRule::HashSlot { map, .. }) = topo.table(&s.table) {
-            *keyed.entry(map.owner_of_slot(s.slot)).or_default() += s.rate[MICROS];
+        match topo.table(&s.table) {
+            Some(TableRule::HashSlot { map, .. }) => {
+                *keyed.entry(map.owner_of_slot(s.slot)).or_default() += s.rate[MICROS];
+            }
+            Some(TableRule::Range { map, .. }) if usize::from(s.slot) < map.len() => {
+                *keyed.entry(map.owner(usize::from(s.slot))).or_default() += s.rate[MICROS];
+            }
+            _ => {}
         }
     }
+    let share = |node: usize, micros: u64| {
+        let node_time = nodes.iter().find(|(n, _)| *n == node).map_or(0, |n| n.1);
+        balance::node_share(micros, keyed.get(&node).copied().unwrap_or(0), node_time)
+    };
     // Each hot slot's heaviest key, once seen often enough to tell its share.
     let heaviest: HashMap<(String, u16), (Vec<u8>, f64)> = load
         .keys(None, 1)
@@ -101,8 +113,23 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         if s.hot_for.is_none() {
             continue;
         }
-        let Some(TableRule::HashSlot { map, .. }) = topo.table(&s.table) else {
-            continue;
+        let map = match topo.table(&s.table) {
+            Some(TableRule::HashSlot { map, .. }) => map,
+            Some(TableRule::Range { map, .. }) => {
+                let i = usize::from(s.slot);
+                if i < map.len() && !map.is_moving() {
+                    candidates.push(Candidate {
+                        table: s.table.clone(),
+                        slot: s.slot,
+                        node: map.owner(i),
+                        micros: share(map.owner(i), s.rate[MICROS]),
+                        key: range_split(load, map, &s.table, s.slot),
+                        range: true,
+                    });
+                }
+                continue;
+            }
+            _ => continue,
         };
         if map.moving(s.slot).is_some() {
             continue;
@@ -112,12 +139,7 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         group.sort();
         let name = group.swap_remove(0);
         let node = map.owner_of_slot(s.slot);
-        let node_time = nodes.iter().find(|(n, _)| *n == node).map_or(0, |n| n.1);
-        let micros = balance::node_share(
-            s.rate[MICROS],
-            keyed.get(&node).copied().unwrap_or(0),
-            node_time,
-        );
+        let micros = share(node, s.rate[MICROS]);
         // A key split out already is not its slot's load.
         let key = heaviest
             .get(&(s.table.clone(), s.slot))
@@ -139,6 +161,7 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
                 node,
                 micros,
                 key,
+                range: false,
             }),
         }
     }
@@ -149,6 +172,33 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         .filter(|n| topo.nodes[*n].weight == 0)
         .collect();
     balance::plan(&nodes, &closed, &candidates, topo.hot.node_ratio, MAX_MOVES)
+}
+
+/// Where a hot range splits so each side carries half its load, by the keys of its
+/// statements sampled since it turned hot: the key as the admin writes it, and the share of
+/// the load from it up. `None` until [`MIN_SAMPLES`] of its keys were sampled.
+fn range_split(
+    load: &crate::load::Load,
+    map: &crate::routing::range::RangeMap,
+    table: &str,
+    range: u16,
+) -> Option<(Vec<u8>, f64)> {
+    let (lo, hi) = map.bounds(usize::from(range));
+    let samples: Vec<_> = load
+        .sample(table, range)
+        .into_iter()
+        .filter_map(|k| {
+            let key = map.key_of_word(std::str::from_utf8(&k).ok()?).ok()?;
+            // Keys of the range as it is now (the sample may be older than a split).
+            let inside = lo.is_none_or(|lo| key >= *lo) && hi.is_none_or(|hi| key < *hi);
+            inside.then_some((key, 1))
+        })
+        .collect();
+    if samples.len() < MIN_SAMPLES {
+        return None;
+    }
+    let (at, share) = balance::halving(&samples)?;
+    Some((map.word(&at).into_bytes(), share))
 }
 
 /// The hash_slot tables sharded alike with `table` (they move together), `table` first and
@@ -176,21 +226,38 @@ pub fn group_of(topo: &Topology, table: &str) -> Vec<String> {
 pub fn statements(topo: &Topology, plan: &Plan) -> Vec<String> {
     plan.moves
         .iter()
-        .map(|m| match &m.key {
-            // Quoted as the admin interface reads it back.
-            Some(k) => format!(
-                "MIGRATE KEY {} OF {} TO {}",
-                crate::sql::write::admin_word(&String::from_utf8_lossy(k)),
-                m.table,
-                topo.node_name(m.to)
-            ),
-            None => format!(
-                "MIGRATE SLOTS {}-{} OF {} TO {}",
-                m.slot,
-                m.slot,
-                m.table,
-                topo.node_name(m.to)
-            ),
-        })
+        .flat_map(|m| move_statements(topo, m))
         .collect()
+}
+
+/// The admin statements that make a move (a range split and moved: two).
+pub fn move_statements(topo: &Topology, m: &crate::load::balance::Move) -> Vec<String> {
+    // Quoted as the admin interface reads it back.
+    let word = |k: &[u8]| crate::sql::write::admin_word(&String::from_utf8_lossy(k));
+    let to = |m: &crate::load::balance::Move| topo.node_name(m.to).to_string();
+    match (&m.key, topo.table(&m.table)) {
+        (Some(k), Some(TableRule::Range { .. })) if m.range => vec![
+            format!("SPLIT RANGE {} OF {}", word(k), m.table),
+            format!("MIGRATE RANGE {} OF {} TO {}", word(k), m.table, to(m)),
+        ],
+        (None, Some(TableRule::Range { map, .. })) if m.range => vec![format!(
+            "MIGRATE RANGE {} OF {} TO {}",
+            word(map.word_in(usize::from(m.slot)).as_bytes()),
+            m.table,
+            to(m)
+        )],
+        (Some(k), _) => vec![format!(
+            "MIGRATE KEY {} OF {} TO {}",
+            word(k),
+            m.table,
+            to(m)
+        )],
+        (None, _) => vec![format!(
+            "MIGRATE SLOTS {}-{} OF {} TO {}",
+            m.slot,
+            m.slot,
+            m.table,
+            to(m)
+        )],
+    }
 }
