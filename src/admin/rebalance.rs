@@ -144,7 +144,8 @@ async fn answer(
         rows.push(vec![
             step.to_string(),
             format!(
-                "MIGRATE KEY {} OF {}{} TO {}",
+                "MIGRATE {} {} OF {}{} TO {}",
+                if k.range.is_some() { "RANGE" } else { "KEY" },
                 crate::sql::write::admin_word(&k.key),
                 k.table,
                 k.buckets
@@ -214,6 +215,18 @@ fn queued(t: &Topology, plans: &[GroupPlan], keys: &[KeyMove], rate: u64) -> Vec
                 true,
             )
         };
+        if let Some((index, lo)) = &k.range {
+            v.push(Migration::of_range(
+                k.table.clone(),
+                *index,
+                lo.clone(),
+                t.node_name(k.from).to_string(),
+                t.node_name(k.to).to_string(),
+                rate,
+                true,
+            ));
+            continue;
+        }
         v.push(match k.buckets {
             // A salted key's buckets: of its own table.
             Some(run) => m(k.table.clone(), run).of_buckets(),
@@ -265,7 +278,7 @@ pub async fn enqueue(
         if keys.is_empty() {
             String::new()
         } else {
-            format!(" and {} directory keys", keys.len())
+            format!(" and {} keys, bucket runs or ranges", keys.len())
         }
     )))
 }
@@ -348,6 +361,9 @@ pub struct KeyMove {
     to: usize,
     /// Buckets `a..=b` of a salted key.
     buckets: Option<(u16, u16)>,
+    /// A range of a range table: its number and lowest key (the admin's word, `None` for
+    /// the first range); `key` is a key of it.
+    range: Option<(u16, Option<String>)>,
 }
 
 /// The keys a directory table's lookup table places on `node` and no entry overrides (nor
@@ -441,10 +457,49 @@ fn key_moves(
                 from: node,
                 to,
                 buckets: None,
+                range: None,
             });
         }
     }
     v.extend(bucket_moves(t, node, w));
+    v.extend(range_moves(t, node, w));
+    v
+}
+
+/// Each range of a range table on `node`, to the node (with a weight) holding the fewest
+/// of that table's ranges.
+fn range_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
+    let mut names: Vec<&String> = t.tables.keys().collect();
+    names.sort();
+    let mut v = Vec::new();
+    for name in names {
+        let Some(TableRule::Range { map, .. }) = t.table(name) else {
+            continue;
+        };
+        let mut count = vec![0usize; w.len()];
+        for i in 0..map.len() {
+            if let Some(c) = count.get_mut(map.owner(i)) {
+                *c += 1;
+            }
+        }
+        for i in (0..map.len()).filter(|i| map.owner(*i) == node) {
+            let Some(to) = (0..w.len())
+                .filter(|n| *n != node && w[*n] > 0)
+                .min_by_key(|n| (count[*n], *n))
+            else {
+                break;
+            };
+            count[to] += 1;
+            v.push(KeyMove {
+                table: name.clone(),
+                key: map.word_in(i),
+                from: node,
+                to,
+                buckets: None,
+                range: Some((i as u16, map.bounds(i).0.map(|k| map.word(k)))),
+            });
+        }
+    }
     v
 }
 
@@ -485,6 +540,7 @@ fn bucket_moves(t: &Topology, node: usize, w: &[u32]) -> Vec<KeyMove> {
                     from: node,
                     to,
                     buckets: Some((b as u16, e as u16)),
+                    range: None,
                 });
             }
         }
@@ -547,6 +603,7 @@ fn tenant_moves(
                 from: node,
                 to,
                 buckets: None,
+                range: None,
             });
         }
     }

@@ -245,7 +245,7 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
                 _ if m.range_move => m.tables().iter().all(|t| match topo.table(t) {
                     Some(TableRule::Range { map, .. }) => {
                         super::range_of(map, m.first, m.key.as_deref()).is_some()
-                            && !map.is_moving()
+                            && !map.moves().iter().any(|x| x.index == usize::from(m.first))
                             && topo.node_name(map.owner(usize::from(m.first))) == m.source.as_str()
                     }
                     _ => false,
