@@ -125,6 +125,7 @@ impl Server {
         tokio::spawn(crate::migrate::driver::run(self.shared.clone()));
         tokio::spawn(crate::shared::load::watch(self.shared.clone()));
         tokio::spawn(crate::migrate::balance::run(self.shared.clone()));
+        tokio::spawn(crate::migrate::upkeep::run(self.shared.clone()));
         // The views are known before the first client's statement (within a bound: a
         // metadata node that does not answer leaves them to the next poll).
         let _ =

@@ -221,3 +221,65 @@ async fn a_range_is_split_moved_and_merged_while_two_proxies_write_it() {
     pool_a.disconnect().await.ok();
     pool_b.disconnect().await.ok();
 }
+
+/// `[balance]` upkeep by size: a range over `range_split_rows` is split at its middle key,
+/// and two cold neighbours on one node under `range_merge_rows` together merge once the
+/// table's last change is `cooldown_secs` old; nothing moves, and nothing is undone.
+#[tokio::test]
+async fn a_big_range_is_split_at_its_middle_and_small_cold_neighbours_merged() {
+    let c = cluster();
+    let meta = "meta_range_size";
+    let table = "t_rsize";
+    fresh_schema(c, meta).await;
+    let tables = format!(
+        "[balance]\nmode = \"auto\"\ncooldown_secs = 3\nrange_split_rows = 2000\n\
+         range_merge_rows = 600\nrange_check_secs = 1\n\n\
+         [tables.{table}]\nrule = \"range\"\ncolumn = \"id\"\n\
+         ranges = [{{ below = 1001, node = \"ds0\" }}, {{ below = 1201, node = \"ds1\" }}, \
+         {{ below = 1401, node = \"ds1\" }}, {{ node = \"ds2\" }}]\n\n"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules(c, meta, &tables));
+    let b = watching(&dir, "b", rules(c, meta, &tables));
+    let pool = a.pool();
+    load(c, &pool, table, 5000).await;
+    // [1401, +inf) holds 3600 rows: split near 3201. Then [1001, 1201) and [1201, 1401), 200
+    // rows each on ds1, merge; the two halves on ds2 are too big to.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mid = loop {
+        let now = ranges_of(&a, table);
+        let shape: Vec<(&str, &str)> = now
+            .iter()
+            .map(|(k, n, _)| (k.as_str(), n.as_str()))
+            .collect();
+        if let [("", "ds0"), ("1001", "ds1"), ("1401", "ds2"), (mid, "ds2")] = shape[..] {
+            break mid.parse::<i64>().expect("an integer bound");
+        }
+        assert!(Instant::now() < deadline, "ranges now {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!((2900..=3500).contains(&mid), "split at {mid}");
+    let mid = mid.to_string();
+    let want = [
+        ("", "ds0"),
+        ("1001", "ds1"),
+        ("1401", "ds2"),
+        (mid.as_str(), "ds2"),
+    ];
+    until_ranges(&[&a, &b], table, &want).await;
+    // Settled: no other change in a few passes.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    until_ranges(&[&a, &b], table, &want).await;
+    // Nothing moved: each node holds the rows it held.
+    assert_eq!(count_on(c, 0, table, "TRUE").await, 1000);
+    assert_eq!(count_on(c, 1, table, "TRUE").await, 400);
+    assert_eq!(count_on(c, 2, table, "TRUE").await, 3600);
+    let mut conn = b.pool().get_conn().await.expect("proxy");
+    let n: Option<i64> = conn
+        .query_first(format!("SELECT COUNT(*) FROM {table} WHERE id >= 1100"))
+        .await
+        .expect("count");
+    assert_eq!(n, Some(3901));
+    drop(conn);
+    pool.disconnect().await.ok();
+}

@@ -181,6 +181,21 @@ pub fn show_balance(shared: &Shared, t: &Topology) -> Answer {
         .filter_map(|n| Some((t.node_index(&n.name)?, n.micros)))
         .filter(|(i, _)| t.nodes.get(*i).is_some_and(|n| !n.retired && n.weight > 0))
         .collect();
+    // A range split or merged by size (`crate::migrate::upkeep`).
+    if let Some(s) = shared
+        .range_upkeep
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+    {
+        rows.push(vec![
+            mode.into(),
+            s,
+            String::new(),
+            String::new(),
+            String::new(),
+        ]);
+    }
     for c in &plan.stuck {
         // Its heaviest key, from the sketch of any of the group's tables.
         let heaviest = keys

@@ -128,6 +128,35 @@ pub struct BalanceSection {
     /// Moves the balancer may start in any hour.
     #[serde(default = "default_max_moves_per_hour")]
     pub max_moves_per_hour: u32,
+    /// A range of a range table holding more rows than this (its node's estimate) is split
+    /// at its middle key.
+    #[serde(default = "default_range_split_rows")]
+    pub range_split_rows: u64,
+    /// Two neighbouring ranges on one node, cold and holding fewer rows than this together,
+    /// are merged (at most half of `range_split_rows`, so a merge is never split again).
+    #[serde(default = "default_range_merge_rows")]
+    pub range_merge_rows: u64,
+    /// How often the ranges' sizes are looked at, seconds.
+    #[serde(default = "default_range_check_secs")]
+    pub range_check_secs: u64,
+}
+
+impl BalanceSection {
+    pub fn check(&self) -> Result<(), String> {
+        if self.range_check_secs == 0 {
+            return Err("[balance] range_check_secs must be at least 1".into());
+        }
+        if self.range_split_rows < 2 {
+            return Err("[balance] range_split_rows must be at least 2".into());
+        }
+        if self.range_merge_rows > self.range_split_rows / 2 {
+            return Err(format!(
+                "[balance] range_merge_rows ({}) must be at most half of range_split_rows ({}): a merged range would be split again",
+                self.range_merge_rows, self.range_split_rows
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for BalanceSection {
@@ -136,8 +165,21 @@ impl Default for BalanceSection {
             mode: BalanceMode::default(),
             cooldown_secs: default_cooldown_secs(),
             max_moves_per_hour: default_max_moves_per_hour(),
+            range_split_rows: default_range_split_rows(),
+            range_merge_rows: default_range_merge_rows(),
+            range_check_secs: default_range_check_secs(),
         }
     }
+}
+
+fn default_range_split_rows() -> u64 {
+    4_000_000
+}
+fn default_range_merge_rows() -> u64 {
+    500_000
+}
+fn default_range_check_secs() -> u64 {
+    30
 }
 
 fn default_cooldown_secs() -> u64 {

@@ -147,6 +147,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         }
     }
     file.hot.check().map_err(err)?;
+    file.balance.check().map_err(err)?;
     if file.balance.mode == hot::BalanceMode::Auto && file.metadata.is_none() {
         return Err(err(
             "[balance] mode = \"auto\" moves slots through the rebalancer's queue, which needs a [metadata] schema".into(),

@@ -326,6 +326,11 @@ fn hot_thresholds_default_and_are_checked() {
         ("[hot]\nkeys = 0\n", "keys must be 1 to 1000"),
         ("[hot]\nsecond = 3\n", "unknown field `second`"),
         (
+            "[balance]\nrange_split_rows = 1000\nrange_merge_rows = 600\n",
+            "must be at most half of range_split_rows",
+        ),
+        ("[balance]\nrange_check_secs = 0\n", "range_check_secs must be at least 1"),
+        (
             "[balance]\nmode = \"sometimes\"\n",
             "unknown variant `sometimes`",
         ),

@@ -138,6 +138,22 @@ async fn write_locked<C: Queryable>(
     Ok(Some(v))
 }
 
+/// Seconds since `table`'s ranges last changed (a split, a merge, a move's step); `None`
+/// when the metadata holds none of them.
+pub async fn changed_secs_ago<C: Queryable>(
+    c: &mut C,
+    table: &str,
+) -> mysql_async::Result<Option<f64>> {
+    let v: Option<Option<f64>> = c
+        .exec_first(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, MAX(changed), NOW(3)) / 1e6 FROM range_map \
+             WHERE table_name = ?",
+            (table,),
+        )
+        .await?;
+    Ok(v.flatten())
+}
+
 /// Writes the step of range `seq` of `table` (a migration's version `v`).
 #[allow(clippy::too_many_arguments)]
 pub async fn write_step<C: Queryable>(

@@ -57,6 +57,7 @@ pub const RULES: [&str; 6] = [
         state VARCHAR(16) NOT NULL DEFAULT 'stable',
         target_node VARCHAR(64) NULL,
         version BIGINT NOT NULL,
+        changed DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
         PRIMARY KEY (table_name, seq))",
 ];
 

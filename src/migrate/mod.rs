@@ -23,6 +23,7 @@ pub mod pace;
 pub mod plan_cli;
 pub mod queue;
 mod step;
+pub mod upkeep;
 
 use crate::config::Topology;
 use crate::routing::range::{RangeKey, RangeMap};

@@ -57,6 +57,9 @@ pub struct Shared {
     /// The moves that would even the load, planned once a window by [`load::watch`] (empty
     /// in `[balance] mode = "off"`); the auto balancer acts on them.
     pub suggested: tokio::sync::watch::Sender<Arc<crate::load::balance::Plan>>,
+    /// The range split or merge due by size, as the admin statement and why
+    /// (`crate::migrate::upkeep`), for `SHOW BALANCE`.
+    pub range_upkeep: std::sync::Mutex<Option<String>>,
     /// The true collations of merged statements' result columns, by the node statement's
     /// shape (`crate::exec::door::Door::collations`): kept [`COLLATIONS_TTL`], emptied by
     /// this proxy's DDL.
@@ -326,6 +329,7 @@ impl Shared {
             migration: Default::default(),
             metadata_links: Default::default(),
             suggested: tokio::sync::watch::Sender::new(Arc::default()),
+            range_upkeep: std::sync::Mutex::new(None),
             views: Default::default(),
             collations: moka::sync::Cache::builder()
                 .max_capacity(10_000)
