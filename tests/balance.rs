@@ -496,3 +496,84 @@ async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
     assert_eq!(count_on(c, 1, "t_bal_r", "TRUE").await, live(3001, at));
     eprintln!("range split at {at} and moved, queued {queued_after:?} after the load began");
 }
+
+/// Each proxy measures its own statements and shares them through the metadata schema: a
+/// slot read at about 100 statements a second through each of two proxies is under the
+/// threshold of 150 on either, and hot on both once each adds the other's second.
+#[tokio::test]
+async fn a_slot_hot_only_across_two_proxies_is_hot_on_both() {
+    let _one = ONE.lock().await;
+    let c = Cluster::shared(NODES);
+    let meta = "bal_meta_sum";
+    fresh_schema_on(c, META, meta).await;
+    let nodes = [("ds0", 0), ("ds1", 1), ("ds2", 2), ("ds3", 3)];
+    let tables = "[hot]\nseconds = 2\nslot_statements = 150\nslot_node_ms = 100000\n\n\
+                  [balance]\nmode = \"suggest\"\n\n"
+        .to_string()
+        + &hash_slot_table("t_bal", "id", &FOUR_NODES);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let a = watching(&dir, "a", rules_on(c, META, meta, &nodes, &tables));
+    let b = watching(&dir, "b", rules_on(c, META, meta, &nodes, &tables));
+    load_after_dropping(c, &[0, 1, 2, 3], &a.pool(), "t_bal", 100).await;
+    let key = 42i64;
+    let slot = slot_of(&Value::Int(key)).expect("slot");
+    // About 100 reads a second through each proxy.
+    let stop = Arc::new(AtomicBool::new(false));
+    let paced: Vec<_> = [a.pool(), b.pool()]
+        .into_iter()
+        .map(|pool| {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                let mut conn = pool.get_conn().await.expect("reader");
+                let mut every = tokio::time::interval(Duration::from_millis(10));
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    every.tick().await;
+                    let _: Option<(i64, i64)> = conn
+                        .exec_first("SELECT id, v FROM t_bal WHERE id = ?", (key,))
+                        .await
+                        .expect("read");
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let hot_on = |rows: &[HashMap<String, String>]| {
+        rows.iter()
+            .find(|r| r["slot"] == slot.to_string())
+            .is_some_and(|r| r["state"].starts_with("hot"))
+    };
+    for p in [&a, &b] {
+        let mut ops = ops(p.admin_port.expect("admin")).await;
+        loop {
+            let rows = named_rows(&mut ops, "SHOW HOT SLOTS FOR t_bal").await;
+            if hot_on(&rows) {
+                let row = rows
+                    .iter()
+                    .find(|r| r["slot"] == slot.to_string())
+                    .expect("the slot");
+                let rate: u64 = row["statements_per_s"].parse().expect("a rate");
+                assert!(rate >= 150, "the cluster's rate: {row:?}");
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "not hot on both proxies: {rows:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let secs = started.elapsed().as_secs_f64();
+    for p in paced {
+        // Each proxy alone carried under the threshold.
+        let n = p.await.expect("reader") as f64;
+        assert!(
+            n / secs < 140.0,
+            "{} reads a second through one proxy",
+            n / secs
+        );
+    }
+}

@@ -329,7 +329,10 @@ fn hot_thresholds_default_and_are_checked() {
             "[balance]\nrange_split_rows = 1000\nrange_merge_rows = 600\n",
             "must be at most half of range_split_rows",
         ),
-        ("[balance]\nrange_check_secs = 0\n", "range_check_secs must be at least 1"),
+        (
+            "[balance]\nrange_check_secs = 0\n",
+            "range_check_secs must be at least 1",
+        ),
         (
             "[balance]\nmode = \"sometimes\"\n",
             "unknown variant `sometimes`",

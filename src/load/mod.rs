@@ -110,6 +110,28 @@ impl SlotLoad {
     }
 }
 
+/// One second of load as proxies share it (`crate::metadata::load`): each slot's counts by
+/// table and slot, each node's statements and node time (microseconds) by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Seconds {
+    pub slots: HashMap<(String, u16), Counts>,
+    pub nodes: HashMap<String, [u64; 2]>,
+}
+
+impl Seconds {
+    /// A window of this proxy's, as it is shared.
+    pub fn of(w: &Window) -> Seconds {
+        Seconds {
+            slots: w
+                .slots
+                .iter()
+                .map(|((t, s), c)| ((t.to_string(), *s), *c))
+                .collect(),
+            nodes: w.nodes.iter().cloned().collect(),
+        }
+    }
+}
+
 /// The whole proxy's load.
 #[derive(Debug, Default)]
 pub struct Load {
@@ -188,7 +210,13 @@ impl Load {
     /// Closes the second: `nodes` are each node's statements and node time (microseconds)
     /// since the start, by name. Returns what changed.
     pub fn tick(&self, nodes: Vec<(String, [u64; 2])>, hot: &HotSection) -> Changes {
-        self.seconds.store(hot.seconds, Relaxed);
+        let w = self.close(nodes);
+        self.judge(w, hot)
+    }
+
+    /// This proxy's second, closed: each slot's counts, each node's statements and node time
+    /// since the last close (`nodes`: since the start, by name).
+    pub fn close(&self, nodes: Vec<(String, [u64; 2])>) -> Window {
         let mut w = Window::default();
         for t in self.tables() {
             t.close(&mut w.slots);
@@ -203,6 +231,33 @@ impl Load {
                 ));
             }
         }
+        w
+    }
+
+    /// `w` with the other proxies' last second added (`crate::metadata::load`).
+    pub fn add(&self, w: &mut Window, others: &Seconds) {
+        for ((table, slot), c) in &others.slots {
+            let id = (self.table(table).table.clone(), *slot);
+            let mine = w.slots.entry(id).or_default();
+            for (x, y) in mine.iter_mut().zip(c) {
+                *x += y;
+            }
+        }
+        for (name, c) in &others.nodes {
+            match w.nodes.iter_mut().find(|(n, _)| n == name) {
+                Some((_, mine)) => {
+                    mine[0] += c[0];
+                    mine[1] += c[1];
+                }
+                None => w.nodes.push((name.clone(), *c)),
+            }
+        }
+    }
+
+    /// Steps the detection by one window (this proxy's, or the cluster's): what turned hot
+    /// or cool.
+    pub fn judge(&self, w: Window, hot: &HotSection) -> Changes {
+        self.seconds.store(hot.seconds, Relaxed);
         let changes = self
             .tracker
             .lock()

@@ -103,3 +103,30 @@ fn node_load_is_the_difference_of_their_running_sums() {
     assert!((n[0].of_mean - 1.8).abs() < 1e-9);
     assert!(n[0].hot_for.is_some() && n[1].hot_for.is_none());
 }
+
+#[test]
+fn a_slot_hot_only_in_the_clusters_sum_is_hot_once_the_other_proxies_are_added() {
+    let (mine, theirs, alone) = (Load::default(), Load::default(), Load::default());
+    let h = hot();
+    let mut hot_in_sum = Vec::new();
+    let mut hot_alone = Vec::new();
+    for second in 1..=3u64 {
+        // 7 statements a second on each proxy: under the threshold of 10 on either.
+        run(&mine, 3, 7, "k");
+        run(&alone, 3, 7, "k");
+        run(&theirs, 3, 7, "k");
+        let nodes = vec![("ds1".to_string(), [7 * second, 1400 * second])];
+        let other = Seconds::of(&theirs.close(nodes.clone()));
+        assert_eq!(other.slots[&("t".to_string(), 3)][detect::STATEMENTS], 7);
+        let mut w = mine.close(nodes.clone());
+        mine.add(&mut w, &other);
+        assert_eq!(w.slots[&("t".into(), 3)][detect::STATEMENTS], 14);
+        if second > 1 {
+            assert_eq!(w.nodes, vec![("ds1".to_string(), [14, 2800])]);
+        }
+        hot_in_sum.extend(mine.judge(w, &h).hot);
+        hot_alone.extend(alone.tick(nodes, &h).hot);
+    }
+    assert_eq!(hot_in_sum, vec![("t".into(), 3)]);
+    assert!(hot_alone.is_empty());
+}

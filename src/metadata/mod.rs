@@ -7,6 +7,7 @@
 
 pub mod lease;
 pub mod link;
+pub mod load;
 pub mod migrations;
 pub mod ranges;
 pub mod rebalance;
@@ -283,7 +284,7 @@ pub async fn create_schema(pool: &Pool) -> mysql_async::Result<()> {
 
 /// Creates the schema's tables, and the columns an older schema lacks.
 pub async fn ensure_schema<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
-    let views = [schema::VIEWS];
+    let views = [schema::VIEWS, schema::LOAD];
     for ddl in schema::RULES
         .iter()
         .chain(schema::MIGRATIONS.iter())

@@ -136,6 +136,20 @@ pub const MIGRATIONS: [&str; 4] = [
         expires DATETIME(3) NOT NULL)",
 ];
 
+/// Each proxy's last second of load (`crate::metadata::load`): a row per slot of a table it
+/// routed statements to, and a row per node (`table_name` empty, `slot` -1).
+pub const LOAD: &str = "CREATE TABLE IF NOT EXISTS shard_load (
+        proxy_id VARCHAR(96) NOT NULL,
+        table_name VARCHAR(64) NOT NULL,
+        slot INT NOT NULL,
+        node_name VARCHAR(64) NOT NULL DEFAULT '',
+        statements BIGINT NOT NULL,
+        rows_n BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        micros BIGINT NOT NULL,
+        at DATETIME(3) NOT NULL,
+        PRIMARY KEY (proxy_id, table_name, slot, node_name))";
+
 /// Views the proxy keeps (`crate::plan::views`): one row per name ever created, its
 /// `definition` NULL once dropped, so `version` (unique, taken under the table's lock) only
 /// grows and its maximum tells a proxy that something changed.

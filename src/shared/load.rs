@@ -28,6 +28,8 @@ pub async fn watch(shared: Arc<Shared>) {
     let mut every = tokio::time::interval(Duration::from_secs(1));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut said: Vec<String> = Vec::new();
+    let mut meta: Option<mysql_async::Conn> = None;
+    let mut failing = false;
     loop {
         every.tick().await;
         let topo = shared.topology();
@@ -41,7 +43,32 @@ pub async fn watch(shared: Arc<Shared>) {
                 (n.name.clone(), [h.get_sample_count(), micros])
             })
             .collect();
-        let changes = shared.metrics.load.tick(nodes, &topo.hot);
+        let load = &shared.metrics.load;
+        let own = load.close(nodes);
+        let mut w = own.clone();
+        // With a metadata schema, the cluster's load: the other proxies' last seconds added.
+        if let Some(m) = &topo.metadata {
+            let shared_load =
+                tokio::time::timeout(EXCHANGE_TIMEOUT, exchange(&shared, &m.url, &mut meta, &own))
+                    .await
+                    .unwrap_or_else(|_| Err("no answer within 500 ms".into()));
+            match shared_load {
+                Ok(others) => {
+                    load.add(&mut w, &others);
+                    failing = false;
+                }
+                Err(e) => {
+                    if !failing {
+                        warn!(error = %e, "load: the other proxies' load is not known; judging this proxy's alone");
+                    }
+                    failing = true;
+                    meta = None;
+                }
+            }
+        } else {
+            meta = None;
+        }
+        let changes = load.judge(w, &topo.hot);
         for (table, slot) in &changes.hot {
             warn!(table = %table, slot, "hot slot");
         }
@@ -66,6 +93,39 @@ pub async fn watch(shared: Arc<Shared>) {
         // Every window's plan, even an unchanged one: the balancer counts windows.
         shared.suggested.send_replace(Arc::new(plan));
     }
+}
+
+/// How long the exchange of a second's load with the other proxies may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_millis(500);
+/// Another proxy's second counts while it is at most this old.
+const FRESH_MS: u64 = 3000;
+
+/// Publishes this proxy's second (`own`) in the metadata schema and reads the other live
+/// proxies' last ones.
+async fn exchange(
+    shared: &Shared,
+    url: &str,
+    conn: &mut Option<mysql_async::Conn>,
+    own: &crate::load::detect::Window,
+) -> Result<crate::load::Seconds, String> {
+    if conn.is_none() {
+        let opts = mysql_async::Opts::from_url(url).map_err(|e| e.to_string())?;
+        *conn = Some(
+            mysql_async::Conn::new(opts)
+                .await
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let Some(c) = conn.as_mut() else {
+        return Err("no connection".into());
+    };
+    let me = shared.instance();
+    crate::metadata::load::publish(c, me, &crate::load::Seconds::of(own))
+        .await
+        .map_err(|e| e.to_string())?;
+    crate::metadata::load::others(c, me, FRESH_MS)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The moves that would even the nodes' load now, by the load measured over the last
