@@ -29,12 +29,14 @@ pub struct Candidate {
     /// Node time a second, microseconds.
     pub micros: u64,
     /// Its heaviest key (text form) and that key's share of the slot's statements, a lower
-    /// bound (`None`: no key is known well enough). For a range: the key that halves its
-    /// load, and the share of its load from that key up.
+    /// bound (`None`: no key is known well enough).
     pub key: Option<(Vec<u8>, f64)>,
-    /// A range of a range table (`slot` is its number): it moves whole, or is split at
-    /// `key` and its upper part moves.
+    /// A range of a range table (`slot` is its number): it moves whole, or is split at one
+    /// of `cuts` and its upper part moves.
     pub range: bool,
+    /// A range's keys it may be split at, in key order, each with the share of the range's
+    /// load from that key up.
+    pub cuts: Vec<(Vec<u8>, f64)>,
 }
 
 /// One planned move, with the two nodes' load a second before and after it.
@@ -124,10 +126,17 @@ pub fn plan(
         };
         let key_load = |(k, share): &(Vec<u8>, f64)| (k.clone(), (c.micros as f64 * share) as u64);
         let chosen = match &c.key {
-            // A range moves whole, or its part above the key that halves its load.
-            key if c.range => helps(c.micros).map(|w| (None, w)).or_else(|| {
-                let (k, w) = key_load(key.as_ref()?);
-                helps(w).map(|w| (Some(k), w))
+            // A range moves whole, or its part above the cut whose load evens the two nodes
+            // best (half their difference), of the cuts that help.
+            _ if c.range => helps(c.micros).map(|w| (None, w)).or_else(|| {
+                let ideal = f.saturating_sub(t) / 2;
+                c.cuts
+                    .iter()
+                    .filter_map(|cut| {
+                        let (k, w) = key_load(cut);
+                        helps(w).map(|w| (Some(k), w))
+                    })
+                    .min_by_key(|(_, w)| w.abs_diff(ideal))
             }),
             Some(k) if k.1 >= KEY_ALONE => {
                 let (k, w) = key_load(k);
@@ -159,12 +168,12 @@ pub fn plan(
     out
 }
 
-/// Where to split a range so each side carries about half its load: of the sampled keys
-/// and their weights (any order), the key a new range starts at, and the share of the
-/// weight from that key up. `None` without two distinct keys. A key is never split from
-/// itself: a range whose load is one key's keeps it whole on one side (TiKV's load split
-/// retries such a range forever, tikv #19572; moving that side moves the key alone).
-pub fn halving<K: Ord + Clone>(samples: &[(K, u64)]) -> Option<(K, f64)> {
+/// Where a range may be split, by the sampled keys of its load and their weights (any
+/// order): each distinct key but the lowest (nothing would be left below it), in key order,
+/// with the share of the weight from that key up. A key is never split from itself: a range
+/// whose load is one key's has no cut (TiKV's load split retries such a range forever, tikv
+/// #19572); a range of a few heavy keys is cut between them.
+pub fn cuts<K: Ord + Clone>(samples: &[(K, u64)]) -> Vec<(K, f64)> {
     let mut keys: Vec<(K, u64)> = Vec::with_capacity(samples.len());
     let mut sorted: Vec<&(K, u64)> = samples.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
@@ -175,23 +184,18 @@ pub fn halving<K: Ord + Clone>(samples: &[(K, u64)]) -> Option<(K, f64)> {
         }
     }
     let total: u64 = keys.iter().map(|k| k.1).sum();
-    if keys.len() < 2 || total == 0 {
-        return None;
+    if total == 0 {
+        return Vec::new();
     }
-    let mut below = 0u64;
-    let mut best: Option<(usize, u64)> = None;
-    for (i, (_, w)) in keys.iter().enumerate() {
+    let mut above = total;
+    let mut out = Vec::with_capacity(keys.len().saturating_sub(1));
+    for (i, (k, w)) in keys.iter().enumerate() {
         if i > 0 {
-            let gap = below.abs_diff(total - below);
-            if best.is_none_or(|(_, g)| gap < g) {
-                best = Some((i, gap));
-            }
+            out.push((k.clone(), above as f64 / total as f64));
         }
-        below += w;
+        above -= w;
     }
-    let (i, _) = best?;
-    let above: u64 = keys[i..].iter().map(|k| k.1).sum();
-    Some((keys[i].0.clone(), above as f64 / total as f64))
+    out
 }
 
 /// The nodes to salt a key over (`SALT KEY ... OVER`): a key taking `key` µs of node time a
@@ -225,6 +229,7 @@ mod tests {
             micros,
             key: None,
             range: false,
+            cuts: Vec::new(),
         }
     }
 
@@ -376,49 +381,50 @@ mod tests {
         assert_eq!(salt_over(10, 2, &loads, 8), vec![2, 1]);
     }
 
-    fn range(slot: u16, node: usize, micros: u64, at: &[u8], share: f64) -> Candidate {
+    fn range(slot: u16, node: usize, micros: u64, cuts: &[(&[u8], f64)]) -> Candidate {
         Candidate {
-            key: Some((at.to_vec(), share)),
             range: true,
+            cuts: cuts.iter().map(|(k, s)| (k.to_vec(), *s)).collect(),
             ..c(slot, node, micros)
         }
     }
 
     #[test]
-    fn a_range_too_hot_to_move_whole_is_split_where_its_load_halves() {
-        // Moving the whole 600 ms range would make its target the hottest node; its upper
-        // part (half of it) evens the two out.
+    fn a_range_too_hot_to_move_whole_is_split_where_the_moved_part_evens_the_nodes() {
+        // Moving the whole 600 ms range would make its target the hottest node; of its cuts,
+        // the one whose part above evens ds0 (800) and ds1 (100) best moves: 350 ms ideally.
+        let cuts: [(&[u8], f64); 3] = [(b"3000", 0.8), (b"5000", 0.5), (b"7000", 0.2)];
         let nodes = [(0, 800_000), (1, 100_000), (2, 150_000)];
-        let p = plan(&nodes, &[], &[range(3, 0, 600_000, b"5000", 0.5)], 1.5, 4);
+        let p = plan(&nodes, &[], &[range(3, 0, 600_000, &cuts)], 1.5, 4);
         assert_eq!(p.moves.len(), 1, "{p:?}");
         let m = &p.moves[0];
         assert!(m.range);
         assert_eq!((m.key.as_deref(), m.to), (Some(&b"5000"[..]), 1));
         assert_eq!(m.to_load, (100_000, 400_000));
+        // Where halving would make the target the hottest node, a smaller part moves.
+        let nodes = [(0, 625_000), (1, 125_000), (2, 125_000), (3, 125_000)];
+        let cuts: [(&[u8], f64); 3] = [(b"3000", 0.5), (b"3500", 0.4), (b"6000", 0.1)];
+        let p = plan(&nodes, &[], &[range(2, 0, 625_000, &cuts)], 1.5, 4);
+        assert_eq!(p.moves[0].key.as_deref(), Some(&b"3500"[..]), "{p:?}");
         // A range that can move whole does.
-        let p = plan(&nodes, &[], &[range(3, 0, 300_000, b"5000", 0.5)], 1.5, 4);
+        let nodes = [(0, 800_000), (1, 100_000), (2, 150_000)];
+        let p = plan(&nodes, &[], &[range(3, 0, 300_000, &cuts)], 1.5, 4);
         assert_eq!(p.moves[0].key, None);
-        // One key's load, which no split divides: stuck.
-        let p = plan(
-            &nodes,
-            &[],
-            &[c(3, 0, 750_000)].map(|x| Candidate { range: true, ..x }),
-            1.5,
-            4,
-        );
+        // One key's load, which no cut divides: stuck.
+        let p = plan(&nodes, &[], &[range(3, 0, 750_000, &[])], 1.5, 4);
         assert!(p.moves.is_empty() && p.stuck.len() == 1, "{p:?}");
     }
 
     #[test]
-    fn a_range_is_split_at_the_key_that_halves_its_sampled_load() {
-        // Load skewed to the low keys: the split is not the middle of the keys.
+    fn a_range_is_cut_between_its_sampled_keys_with_the_load_above_each() {
+        // Load skewed to the low keys.
         let samples = [(1, 40), (2, 30), (3, 10), (7, 10), (9, 10)];
-        assert_eq!(halving(&samples), Some((2, 0.6)));
+        assert_eq!(cuts(&samples), vec![(2, 0.6), (3, 0.3), (7, 0.2), (9, 0.1)]);
         // Unsorted, with repeats.
         let samples = [(9, 5), (1, 5), (9, 5), (5, 5)];
-        assert_eq!(halving(&samples), Some((9, 0.5)));
-        // One key: nothing to split.
-        assert_eq!(halving(&[(4, 100), (4, 3)]), None);
-        assert_eq!(halving::<i32>(&[]), None);
+        assert_eq!(cuts(&samples), vec![(5, 0.75), (9, 0.5)]);
+        // One key: no cut.
+        assert!(cuts(&[(4, 100), (4, 3)]).is_empty());
+        assert!(cuts::<i32>(&[]).is_empty());
     }
 }

@@ -183,8 +183,9 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
                         slot: s.slot,
                         node: map.owner(i),
                         micros: share(map.owner(i), s.rate[MICROS]),
-                        key: range_split(load, map, &s.table, s.slot),
+                        key: None,
                         range: true,
+                        cuts: range_cuts(load, map, &s.table, s.slot),
                     });
                 }
                 continue;
@@ -222,6 +223,7 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
                 micros,
                 key,
                 range: false,
+                cuts: Vec::new(),
             }),
         }
     }
@@ -234,15 +236,15 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
     balance::plan(&nodes, &closed, &candidates, topo.hot.node_ratio, MAX_MOVES)
 }
 
-/// Where a hot range splits so each side carries half its load, by the keys of its
-/// statements sampled since it turned hot: the key as the admin writes it, and the share of
-/// the load from it up. `None` until [`MIN_SAMPLES`] of its keys were sampled.
-fn range_split(
+/// Where a hot range may be split, by the keys of its statements sampled since it turned
+/// hot: each cut as the admin writes its key, with the share of the load from it up. None
+/// until [`MIN_SAMPLES`] of its keys were sampled.
+fn range_cuts(
     load: &crate::load::Load,
     map: &crate::routing::range::RangeMap,
     table: &str,
     range: u16,
-) -> Option<(Vec<u8>, f64)> {
+) -> Vec<(Vec<u8>, f64)> {
     let (lo, hi) = map.bounds(usize::from(range));
     let samples: Vec<_> = load
         .sample(table, range)
@@ -255,10 +257,13 @@ fn range_split(
         })
         .collect();
     if samples.len() < MIN_SAMPLES {
-        return None;
+        return Vec::new();
     }
-    let (at, share) = balance::halving(&samples)?;
-    Some((map.word(&at).into_bytes(), share))
+    balance::cuts(&samples)
+        .into_iter()
+        .filter(|(k, _)| map.bound_toml(k).is_some())
+        .map(|(k, share)| (map.word(&k).into_bytes(), share))
+        .collect()
 }
 
 /// The hash_slot tables sharded alike with `table` (they move together), `table` first and
