@@ -79,13 +79,12 @@ pub async fn split(shared: &Shared, t: &Topology, words: &[String]) -> Result<An
     let new = map.split_at(&k).map_err(unsupported)?;
     let v = write(shared, t, &table, map, &new).await?;
     let i = new.index_of(&k);
+    let name = |n: usize| t.node_name(n).to_string();
     Ok(Answer::Done(format!(
-        "`{table}` split at {}: {} on `{}` (version {v})",
+        "`{table}` split at {}: {} and {} (version {v})",
         map.show_key(&k),
-        new.describe_range(i - 1, &|n| t.node_name(n).to_string())
-            + " and "
-            + &new.describe_range(i, &|n| t.node_name(n).to_string()),
-        t.node_name(new.nodes[i])
+        new.describe_range(i.saturating_sub(1), &name),
+        new.describe_range(i, &name),
     )))
 }
 
@@ -126,6 +125,11 @@ pub async fn migrate(shared: &Shared, t: &Topology, words: &[String]) -> Result<
     };
     let k = map.key_of_word(&word).map_err(unsupported)?;
     let i = map.index_of(&k);
+    let Ok(index) = u16::try_from(i) else {
+        return Err(unsupported(format!(
+            "`{table}` has more ranges than a move can name (65,536): merge some first"
+        )));
+    };
     if map.is_moving() {
         return Err(unsupported(format!(
             "a range of `{table}` is being moved (SHOW MIGRATIONS): one at a time"
@@ -139,7 +143,7 @@ pub async fn migrate(shared: &Shared, t: &Topology, words: &[String]) -> Result<
     let lo = map.bounds(i).0.map(|k| map.word(k));
     let m = Migration::of_range(
         table.clone(),
-        i as u16,
+        index,
         lo,
         t.node_name(from).to_string(),
         target.clone(),

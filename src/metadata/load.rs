@@ -11,31 +11,65 @@ use crate::load::Seconds;
 /// Slots a proxy publishes a second at most: its heaviest by node time.
 pub const MAX_SLOTS: usize = 256;
 
-/// Replaces `proxy`'s rows with its window (its [`MAX_SLOTS`] heaviest slots).
-pub async fn publish<C: Queryable>(c: &mut C, proxy: &str, w: &Seconds) -> mysql_async::Result<()> {
-    let mut slots: Vec<(&(String, u16), &Counts)> = w.slots.iter().collect();
+/// Replaces `proxy`'s rows with its window: every node, and its [`MAX_SLOTS`] heaviest slots
+/// of those that reach `floor` in one measure (cold slots, which no sum of a few proxies
+/// makes hot, are not written: most of a cluster's slots, most seconds).
+pub async fn publish<C: Queryable>(
+    c: &mut C,
+    proxy: &str,
+    w: &Seconds,
+    floor: &Counts,
+) -> mysql_async::Result<()> {
+    let mut slots: Vec<(&(String, u16), &Counts)> = w
+        .slots
+        .iter()
+        .filter(|(_, c)| c.iter().zip(floor).any(|(x, f)| x >= f))
+        .collect();
     slots.sort_by(|a, b| (b.1[3], b.1[0]).cmp(&(a.1[3], a.1[0])).then(a.0.cmp(b.0)));
     slots.truncate(MAX_SLOTS);
-    type Row<'a> = (&'a str, &'a str, i64, &'a str, u64, u64, u64, u64);
-    let mut rows: Vec<Row> = slots
-        .iter()
-        .map(|((t, s), c)| (proxy, t.as_str(), i64::from(*s), "", c[0], c[1], c[2], c[3]))
-        .collect();
-    rows.extend(
-        w.nodes
-            .iter()
-            .map(|(n, c)| (proxy, "", -1, n.as_str(), c[0], 0, 0, c[1])),
-    );
+    let mut params: Vec<mysql_async::Value> = Vec::with_capacity((slots.len() + w.nodes.len()) * 8);
+    for ((t, s), c) in &slots {
+        params.extend([
+            proxy.into(),
+            t.as_str().into(),
+            i64::from(*s).into(),
+            "".into(),
+            c[0].into(),
+            c[1].into(),
+            c[2].into(),
+            c[3].into(),
+        ]);
+    }
+    for (n, c) in &w.nodes {
+        params.extend([
+            proxy.into(),
+            "".into(),
+            (-1i64).into(),
+            n.as_str().into(),
+            c[0].into(),
+            0u64.into(),
+            0u64.into(),
+            c[1].into(),
+        ]);
+    }
+    let rows = params.len() / 8;
     c.query_drop("START TRANSACTION").await?;
     let done = async {
         c.exec_drop("DELETE FROM shard_load WHERE proxy_id = ?", (proxy,))
             .await?;
-        c.exec_batch(
-            "INSERT INTO shard_load (proxy_id, table_name, slot, node_name, statements, rows_n, \
-             bytes, micros, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, NOW(3))",
-            rows,
-        )
-        .await?;
+        if rows > 0 {
+            // One statement, one round trip, whatever the rows.
+            let one = "(?, ?, ?, ?, ?, ?, ?, ?, NOW(3))";
+            c.exec_drop(
+                format!(
+                    "INSERT INTO shard_load (proxy_id, table_name, slot, node_name, statements, \
+                     rows_n, bytes, micros, at) VALUES {}",
+                    vec![one; rows].join(", ")
+                ),
+                mysql_async::Params::Positional(params),
+            )
+            .await?;
+        }
         c.query_drop("COMMIT").await
     }
     .await;

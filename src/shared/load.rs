@@ -120,7 +120,16 @@ async fn exchange(
         return Err("no connection".into());
     };
     let me = shared.instance();
-    crate::metadata::load::publish(c, me, &crate::load::Seconds::of(own))
+    // A slot counts for the others from an eighth of a threshold: eight proxies' sums.
+    let h = &shared.topology().hot;
+    let floor = [
+        h.slot_statements / 8,
+        h.slot_rows / 8,
+        h.slot_bytes / 8,
+        h.slot_node_ms * 1000 / 8,
+    ]
+    .map(|x| x.max(1));
+    crate::metadata::load::publish(c, me, &crate::load::Seconds::of(own), &floor)
         .await
         .map_err(|e| e.to_string())?;
     crate::metadata::load::others(c, me, FRESH_MS)
