@@ -78,6 +78,46 @@ fn hammer(
     })
 }
 
+/// The balancer's plan, once `SHOW REBALANCE` shows one (within 30 s of `started`; else
+/// the test fails with `SHOW BALANCE` and `also`).
+async fn balancing_plan(
+    ops: &mut mysql_async::Conn,
+    started: Instant,
+    also: &str,
+) -> Vec<HashMap<String, String>> {
+    loop {
+        let rows = named_rows(ops, "SHOW REBALANCE").await;
+        if rows
+            .first()
+            .is_some_and(|r| r["what"].starts_with("BALANCE"))
+        {
+            return rows;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no balancing move in 30 s: {rows:?}\n{:?}\n{:?}",
+            named_rows(ops, also).await,
+            named_rows(ops, "SHOW BALANCE").await
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the newest plan is done (within 180 s of `started`).
+async fn plan_done(ops: &mut mysql_async::Conn, started: Instant) {
+    loop {
+        let rows = named_rows(ops, "SHOW REBALANCE").await;
+        if rows.first().is_some_and(|r| r["plan_state"] == "done") {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(180),
+            "the balancing move did not end: {rows:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_key_hot_alone_is_split_out_of_its_slot_and_moved_under_load() {
     hot_node_is_balanced(false).await;
@@ -153,22 +193,7 @@ async fn hot_node_is_balanced(spread: bool) {
 
     // A plan of the balancer's is queued within 30 s, and runs to its end.
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    let plan = loop {
-        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
-        if rows
-            .first()
-            .is_some_and(|r| r["what"].starts_with("BALANCE"))
-        {
-            break rows;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no balancing move in 30 s: {rows:?}\n{:?}\n{:?}",
-            named_rows(&mut ops_a, "SHOW LOAD").await,
-            named_rows(&mut ops_a, "SHOW BALANCE").await
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let plan = balancing_plan(&mut ops_a, started, "SHOW LOAD").await;
     let queued_after = started.elapsed();
     // Queued by one proxy's balancer (counted once its queueing returned).
     let queued = || a.shared.metrics.balance_moves.get() + b.shared.metrics.balance_moves.get();
@@ -200,17 +225,7 @@ async fn hot_node_is_balanced(spread: bool) {
     assert_eq!(plan[0]["source"], "ds1", "{plan:?}");
     let target = plan[0]["target"].clone();
     assert_ne!(target, "ds1");
-    loop {
-        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
-        if rows.first().is_some_and(|r| r["plan_state"] == "done") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "the balancing move did not end: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    plan_done(&mut ops_a, started).await;
     // Both proxies route the slot, or the key, to its new node.
     let routed = |p: &Proxy| match key {
         Some(k) => key_node(p, "t_bal", k),
@@ -410,22 +425,7 @@ async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
         .collect();
 
     let mut ops_a = ops(a.admin_port.expect("admin")).await;
-    let plan = loop {
-        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
-        if rows
-            .first()
-            .is_some_and(|r| r["what"].starts_with("BALANCE"))
-        {
-            break rows;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no balancing move in 30 s: {rows:?}\n{:?}\n{:?}",
-            named_rows(&mut ops_a, "SHOW RANGES").await,
-            named_rows(&mut ops_a, "SHOW BALANCE").await
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let plan = balancing_plan(&mut ops_a, started, "SHOW RANGES").await;
     let queued_after = started.elapsed();
     assert_eq!(plan.len(), 1, "one move a plan: {plan:?}");
     let at: i64 = plan[0]["slots"]
@@ -439,17 +439,7 @@ async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
     assert_eq!(plan[0]["source"], "ds1", "{plan:?}");
     let target = plan[0]["target"].clone();
     assert!(["ds2", "ds3"].contains(&target.as_str()), "{plan:?}");
-    loop {
-        let rows = named_rows(&mut ops_a, "SHOW REBALANCE").await;
-        if rows.first().is_some_and(|r| r["plan_state"] == "done") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(180),
-            "the balancing move did not end: {rows:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    plan_done(&mut ops_a, started).await;
     let node_of = |p: &Proxy, k: i64| {
         let t = p.shared.topology();
         let Some(shardproxy::config::TableRule::Range { map, .. }) = t.table("t_bal_r") else {
@@ -469,6 +459,35 @@ async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     workers.write(50).await;
+    // The part moved is not cut up and sent on, nor back, while it cools down: a split of it
+    // is held by its own move.
+    let topo = a.shared.topology();
+    let Some(shardproxy::config::TableRule::Range { map, .. }) = topo.table("t_bal_r") else {
+        panic!("not a range table");
+    };
+    let moved = map.index_of(&map.kind.key_of(&Value::Int(at)).expect("a key"));
+    let url = topo.metadata.as_ref().expect("metadata").url.clone();
+    let mut meta_conn = mysql_async::Conn::new(mysql_async::Opts::from_url(&url).expect("url"))
+        .await
+        .expect("metadata");
+    let part = shardproxy::load::balance::Move {
+        table: "t_bal_r".into(),
+        slot: moved as u16,
+        key: Some((at + 100).to_string().into_bytes()),
+        range: true,
+        from: topo.node_index(&target).expect("node"),
+        to: topo.node_index("ds0").expect("node"),
+        micros: 1,
+        from_load: (2, 1),
+        to_load: (0, 1),
+    };
+    let held = shardproxy::migrate::balance::held(&mut meta_conn, &topo, &part)
+        .await
+        .expect("guards");
+    assert!(
+        held.as_deref().is_some_and(|w| w.contains("cooldown_secs")),
+        "{held:?}"
+    );
     stop.store(true, Ordering::Relaxed);
     let mut failed: Vec<String> = Vec::new();
     for r in readers {

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts};
+use mysql_async::Conn;
 use tracing::{info, warn};
 
 use crate::config::hot::BalanceMode;
@@ -67,7 +67,10 @@ pub async fn run(shared: Arc<Shared>) {
             seen = None;
             continue;
         };
-        let key = (first.table.clone(), first.slot, first.key.clone(), first.to);
+        // A range's cut follows its sampled keys, which differ a little each window: the
+        // same range to the same node is the same move.
+        let cut = if first.range { None } else { first.key.clone() };
+        let key = (first.table.clone(), first.slot, cut, first.to);
         if seen.as_ref() == Some(&key) {
             streak += 1;
         } else {
@@ -78,13 +81,7 @@ pub async fn run(shared: Arc<Shared>) {
         if streak < CONFIRM {
             continue;
         }
-        if conn.is_none() {
-            conn = match Opts::from_url(&meta.url) {
-                Ok(o) => Conn::new(o).await.ok(),
-                Err(_) => None,
-            };
-        }
-        let Some(c) = conn.as_mut() else {
+        let Some(c) = crate::metadata::link::kept(&mut conn, &meta.url).await else {
             continue;
         };
         // A metadata node that hangs holds the balancer only this long.
@@ -266,32 +263,43 @@ fn range_lo(topo: &Topology, m: &Move) -> Option<String> {
     }
 }
 
-/// [`held`] for a range: the same guards, the range named by its lowest key.
+/// [`held`] for a range: the same guards, a range named by its lowest key. A part split off
+/// a range is held by the range's own moves too: its rows moved with it (a range just moved
+/// is not cut up and sent on while its load settles, nor a part of it sent back).
 async fn range_held(
     c: &mut Conn,
     topo: &Topology,
     m: &Move,
 ) -> mysql_async::Result<Option<String>> {
     let lo = range_lo(topo, m);
-    let what = match &lo {
-        Some(k) => format!("the range of {} from '{k}'", m.table),
-        None => format!("the first range of {}", m.table),
+    let whole = match topo.table(&m.table) {
+        Some(TableRule::Range { map, .. }) => {
+            map.bounds(usize::from(m.slot)).0.map(|k| map.word(k))
+        }
+        _ => None,
     };
-    let (cooldown, to) = (topo.balance.cooldown_secs, topo.node_name(m.to));
-    if range_moved(c, &m.table, lo.as_deref(), None, cooldown).await? {
-        return Ok(Some(format!(
-            "{what} was moved less than {cooldown} s ago (cooldown_secs)"
-        )));
+    let mut named = vec![lo];
+    if m.key.is_some() {
+        named.push(whole);
     }
-    Ok(
-        range_moved(c, &m.table, lo.as_deref(), Some(to), RETURN_AFTER)
-            .await?
-            .then(|| {
-                format!(
-                    "{what} was moved off {to} less than {RETURN_AFTER} s ago: it does not go back"
-                )
-            }),
-    )
+    let (cooldown, to) = (topo.balance.cooldown_secs, topo.node_name(m.to));
+    for lo in &named {
+        let what = match lo {
+            Some(k) => format!("the range of {} from '{k}'", m.table),
+            None => format!("the first range of {}", m.table),
+        };
+        if range_moved(c, &m.table, lo.as_deref(), None, cooldown).await? {
+            return Ok(Some(format!(
+                "{what} was moved less than {cooldown} s ago (cooldown_secs)"
+            )));
+        }
+        if range_moved(c, &m.table, lo.as_deref(), Some(to), RETURN_AFTER).await? {
+            return Ok(Some(format!(
+                "{what} was moved off {to} less than {RETURN_AFTER} s ago: it does not go back"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Was the range of `table` whose lowest key is `lo` moved or being moved within `secs`
