@@ -164,12 +164,7 @@ async fn a_range_is_split_moved_and_merged_while_two_proxies_write_it() {
 
     // Draining ds2 moves its range to the node holding fewest of the table's (ds0, which
     // then holds both neighbours: they merge).
-    let plan: Vec<String> = ops_a
-        .query_map("DRAIN NODE ds2 DRY RUN", |r: mysql_async::Row| {
-            r.get::<String, _>(1).unwrap_or_default()
-        })
-        .await
-        .expect("DRAIN NODE ds2 DRY RUN");
+    let plan = dry_run(&mut ops_a, "DRAIN NODE ds2 DRY RUN").await;
     assert_eq!(
         plan,
         vec![format!("MIGRATE RANGE '1001' OF {table} TO ds0")]

@@ -115,12 +115,7 @@ async fn a_tenant_with_rows_is_salted_over_three_nodes_and_a_node_drained_under_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // Draining ds2 moves its run of buckets to the node holding fewest of them.
-    let plan: Vec<String> = ops_a
-        .query_map("DRAIN NODE ds2 DRY RUN", |r: mysql_async::Row| {
-            r.get::<String, _>(1).unwrap_or_default()
-        })
-        .await
-        .expect("DRAIN NODE ds2 DRY RUN");
+    let plan = dry_run(&mut ops_a, "DRAIN NODE ds2 DRY RUN").await;
     assert_eq!(
         plan,
         vec![format!("MIGRATE KEY '42' OF {table} BUCKETS 4-5 TO ds0")]

@@ -83,3 +83,16 @@ impl Link {
         Ok(c)
     }
 }
+
+/// A long-lived task's own connection to the schema at `url` (the balancer, the ranges'
+/// upkeep, the load exchange): the one it keeps, or a new one when it has none (after a
+/// failure, the task drops it); `None` while the schema cannot be reached.
+pub async fn kept<'c>(conn: &'c mut Option<Conn>, url: &str) -> Option<&'c mut Conn> {
+    if conn.is_none() {
+        *conn = match Opts::from_url(url) {
+            Ok(o) => Conn::new(o).await.ok(),
+            Err(_) => None,
+        };
+    }
+    conn.as_mut()
+}

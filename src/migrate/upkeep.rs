@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, Opts};
+use mysql_async::Conn;
 use tracing::{info, warn};
 
 use crate::config::hot::BalanceMode;
@@ -95,13 +95,7 @@ pub async fn run(shared: Arc<Shared>) {
             conn = None;
             continue;
         };
-        if conn.is_none() {
-            conn = match Opts::from_url(&meta.url) {
-                Ok(o) => Conn::new(o).await.ok(),
-                Err(_) => None,
-            };
-        }
-        let Some(c) = conn.as_mut() else {
+        let Some(c) = crate::metadata::link::kept(&mut conn, &meta.url).await else {
             continue;
         };
         let pass = tokio::time::timeout(Duration::from_secs(60), pass(&shared, &topo, c)).await;

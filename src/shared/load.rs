@@ -108,16 +108,8 @@ async fn exchange(
     conn: &mut Option<mysql_async::Conn>,
     own: &crate::load::detect::Window,
 ) -> Result<crate::load::Seconds, String> {
-    if conn.is_none() {
-        let opts = mysql_async::Opts::from_url(url).map_err(|e| e.to_string())?;
-        *conn = Some(
-            mysql_async::Conn::new(opts)
-                .await
-                .map_err(|e| e.to_string())?,
-        );
-    }
-    let Some(c) = conn.as_mut() else {
-        return Err("no connection".into());
+    let Some(c) = crate::metadata::link::kept(conn, url).await else {
+        return Err("the metadata schema cannot be reached".into());
     };
     let me = shared.instance();
     // A slot counts for the others from an eighth of a threshold: eight proxies' sums.

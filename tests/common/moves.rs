@@ -100,6 +100,15 @@ pub async fn migration(ops: &mut Conn, id: &str) -> HashMap<String, String> {
         .unwrap_or_else(|| panic!("no migration {id}"))
 }
 
+/// The statements a `DRY RUN` plans (`DRAIN NODE n DRY RUN`, `REBALANCE DRY RUN`), in order.
+pub async fn dry_run(ops: &mut Conn, sql: &str) -> Vec<String> {
+    ops.query_map(sql, |r: mysql_async::Row| {
+        r.get::<String, _>(1).unwrap_or_default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// Waits until migration `id` reaches `step`.
 pub async fn until_step(
     ops: &mut Conn,
