@@ -18,7 +18,7 @@
 //! The guards read the metadata schema, so they hold across proxies and restarts.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -38,6 +38,8 @@ pub const CONFIRM: u32 = 2;
 const ACT_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a balancer's plan is called (`shard_rebalance.what` starts with it).
 pub const WHAT: &str = "BALANCE";
+/// How long a move its guards held is left out of the plans before they are asked again.
+const HELD_FOR: Duration = Duration::from_secs(10);
 /// How long a slot or key the balancer moved stays off the node it left, seconds.
 pub const RETURN_AFTER: u64 = 3600;
 
@@ -85,13 +87,14 @@ pub async fn run(shared: Arc<Shared>) {
             continue;
         };
         // A metadata node that hangs holds the balancer only this long.
-        let acted = tokio::time::timeout(ACT_TIMEOUT, act(c, &topo, &plan.moves, &mut told))
-            .await
-            .unwrap_or_else(|_| {
-                Err(mysql_async::Error::Other(
-                    "no answer from the metadata schema within 10 s".into(),
-                ))
-            });
+        let acted =
+            tokio::time::timeout(ACT_TIMEOUT, act(&shared, c, &topo, &plan.moves, &mut told))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(mysql_async::Error::Other(
+                        "no answer from the metadata schema within 10 s".into(),
+                    ))
+                });
         match acted {
             Ok(Some(said)) => {
                 shared.metrics.balance_moves.inc();
@@ -138,11 +141,20 @@ pub async fn held(c: &mut Conn, topo: &Topology, m: &Move) -> mysql_async::Resul
 /// Queues the first of `moves` the guards allow, as a plan of its own; what it queued.
 /// `told`: the holds logged since the plan last changed (each is logged once).
 async fn act(
+    shared: &Shared,
     c: &mut Conn,
     topo: &Topology,
     moves: &[Move],
     told: &mut Vec<String>,
 ) -> mysql_async::Result<Option<String>> {
+    // A held move is left out of the next plans for a while (then its guards are asked again).
+    let hold = |m: &Move| {
+        shared
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((m.table.clone(), m.slot), Instant::now() + HELD_FOR);
+    };
     let b = &topo.balance;
     // A move's windows still saw the old placement: let them pass.
     let settle = u64::from(topo.hot.seconds) + 3;
@@ -173,6 +185,7 @@ async fn act(
                     info!(held = %why, "balance: a suggested move is held");
                     told.push(why);
                 }
+                hold(m);
                 continue;
             }
             return queue_range(c, topo, m).await;
@@ -185,6 +198,7 @@ async fn act(
                 info!(held = %why, "balance: a suggested move is held");
                 told.push(why);
             }
+            hold(m);
             continue;
         }
         let what = match &key {

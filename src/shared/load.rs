@@ -170,6 +170,12 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         })
         .collect();
     let mut candidates: Vec<Candidate> = Vec::new();
+    let held: Vec<(String, u16)> = {
+        let mut h = shared.held.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        h.retain(|_, until| *until > now);
+        h.keys().cloned().collect()
+    };
     for s in all {
         if s.hot_for.is_none() {
             continue;
@@ -234,6 +240,8 @@ pub fn suggest(shared: &Shared, topo: &Topology) -> Plan {
         .map(|(n, _)| *n)
         .filter(|n| topo.nodes[*n].weight == 0)
         .collect();
+    // What the auto balancer's guards hold is left out: the plan moves what may move.
+    candidates.retain(|c| !held.contains(&(c.table.clone(), c.slot)));
     balance::plan(&nodes, &closed, &candidates, topo.hot.node_ratio, MAX_MOVES)
 }
 

@@ -57,6 +57,10 @@ pub struct Shared {
     /// The moves that would even the load, planned once a window by [`load::watch`] (empty
     /// in `[balance] mode = "off"`); the auto balancer acts on them.
     pub suggested: tokio::sync::watch::Sender<Arc<crate::load::balance::Plan>>,
+    /// Moves the auto balancer's guards hold, by table and slot (a range: its number), left
+    /// out of the plans until the time given: the next plan moves what may move instead of
+    /// naming the held move first in every window.
+    pub held: std::sync::Mutex<HashMap<(String, u16), std::time::Instant>>,
     /// The range split or merge due by size, as the admin statement and why
     /// (`crate::migrate::upkeep`), for `SHOW BALANCE`.
     pub range_upkeep: std::sync::Mutex<Option<String>>,
@@ -330,6 +334,7 @@ impl Shared {
             metadata_links: Default::default(),
             suggested: tokio::sync::watch::Sender::new(Arc::default()),
             range_upkeep: std::sync::Mutex::new(None),
+            held: std::sync::Mutex::new(HashMap::new()),
             views: Default::default(),
             collations: moka::sync::Cache::builder()
                 .max_capacity(10_000)
