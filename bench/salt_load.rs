@@ -13,9 +13,8 @@
 //! The last line: `before_qps=N salting_qps=N after_qps=N before_max_mean=F
 //! after_max_mean=F errors=N updates=N hot_rows=N hot_sum=N`.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -24,13 +23,14 @@ use rand::{Rng, SeedableRng};
 
 #[path = "admin_rows.rs"]
 mod admin_rows;
-use admin_rows::{answer, max_mean};
+#[path = "phases.rs"]
+mod phases;
+use admin_rows::answer;
+use phases::{print_rows, Counters, REBALANCE_COLUMNS};
 
 const PHASES: [&str; 3] = ["before", "salting", "after"];
 /// The phase index while it waits for `SHOW BALANCE`: counted in no phase.
 const SEEKING: usize = PHASES.len();
-/// Error texts kept per phase.
-const KEPT_ERRORS: usize = 3;
 
 fn arg(i: usize) -> String {
     std::env::args().nth(i).unwrap_or_else(|| {
@@ -45,14 +45,6 @@ fn num(i: usize, what: &str) -> i64 {
     arg(i)
         .parse()
         .unwrap_or_else(|_| panic!("{what} must be a number"))
-}
-
-/// One second of the load as the first proxy's admin interface saw it.
-#[derive(Debug, Default, Clone)]
-struct Second {
-    qps: u64,
-    errors: u64,
-    max_mean: f64,
 }
 
 /// The first row's two numbers (a NULL is 0).
@@ -72,26 +64,12 @@ async fn pair(c: &mut Conn, sql: &str) -> (i64, i64) {
     (at(0), at(1))
 }
 
-/// Prints `rows`, each as `column=value` for the `columns` named (space-separated).
-fn print_rows(what: &str, rows: &[HashMap<String, String>], columns: &str) {
-    println!("{what}: {} rows", rows.len());
-    for r in rows {
-        let cells: Vec<String> = columns
-            .split(' ')
-            .map(|c| format!("{c}={}", r.get(c).map_or("", String::as_str)))
-            .collect();
-        println!("  {}", cells.join(" "));
-    }
-}
-
-const REBALANCE_COLUMNS: &str = "plan plan_state what slots source target step message";
-
 /// Salts the hot key as `SHOW BALANCE` offers it, and waits until its plan is done; what went
 /// wrong if it could not.
 /// `started` is set when the statement runs (the `salting` phase begins).
 async fn salt(
     ops: &mut Conn,
-    phase_no: &AtomicUsize,
+    counters: &Counters,
     started: &mut Option<Instant>,
 ) -> Result<(), String> {
     let seek = Instant::now();
@@ -115,7 +93,7 @@ async fn salt(
         seek.elapsed().as_secs_f64()
     );
     let statement = action.split(" -- ").next().unwrap_or_default().trim();
-    phase_no.store(1, Ordering::Relaxed);
+    counters.phase.store(1, Ordering::Relaxed);
     let at = Instant::now();
     *started = Some(at);
     ops.query_drop(statement)
@@ -156,15 +134,7 @@ async fn main() {
         "HOT must be one of the TENANTS"
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let (done, errors, updates) = (
-        Arc::new(AtomicU64::new(0)),
-        Arc::new(AtomicU64::new(0)),
-        Arc::new(AtomicU64::new(0)),
-    );
-    let phase_no = Arc::new(AtomicUsize::new(0));
-    // Each phase's first error texts.
-    let first_errors: Arc<Mutex<Vec<(usize, String)>>> = Arc::default();
+    let counters = Arc::new(Counters::default());
     let pools = [
         Pool::new(Opts::from_url(&proxy_a).expect("proxy A")),
         Pool::new(Opts::from_url(&proxy_b).expect("proxy B")),
@@ -172,18 +142,11 @@ async fn main() {
     let mut tasks = Vec::new();
     for c in 0..clients {
         let pool = pools[c % 2].clone();
-        let (stop, done, errors, updates, first_errors, phase_no) = (
-            stop.clone(),
-            done.clone(),
-            errors.clone(),
-            updates.clone(),
-            first_errors.clone(),
-            phase_no.clone(),
-        );
+        let counters = counters.clone();
         tasks.push(tokio::spawn(async move {
             let mut conn = pool.get_conn().await.expect("connect");
             let mut rng = rand::rngs::StdRng::seed_from_u64(c as u64);
-            while !stop.load(Ordering::Relaxed) {
+            while !counters.stop.load(Ordering::Relaxed) {
                 // Half on the hot tenant, half on any other, each on one of its rows.
                 let (t, id) = if rng.gen_bool(0.5) {
                     (hot, rng.gen_range(1..=hot_rows))
@@ -211,63 +174,13 @@ async fn main() {
                     )
                     .await
                 };
-                match r {
-                    Ok(()) => {
-                        done.fetch_add(1, Ordering::Relaxed);
-                        if write {
-                            updates.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Err(e) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
-                        let p = phase_no.load(Ordering::Relaxed);
-                        let mut f = first_errors.lock().expect("errors");
-                        if f.iter().filter(|(q, _)| *q == p).count() < KEPT_ERRORS {
-                            f.push((p, e.to_string()));
-                        }
-                    }
-                }
+                counters.count(r, write);
             }
         }));
     }
+    let watcher = phases::watch(admin.clone(), counters.clone());
 
-    // The watcher: a second of load, as the first proxy saw it.
-    let seconds: Arc<Mutex<Vec<(usize, Second)>>> = Arc::default();
-    let watcher = {
-        let (stop, done, errors, seconds, phase_no) = (
-            stop.clone(),
-            done.clone(),
-            errors.clone(),
-            seconds.clone(),
-            phase_no.clone(),
-        );
-        tokio::spawn(async move {
-            let mut c = Conn::new(Opts::from_url(&admin).expect("admin"))
-                .await
-                .expect("admin");
-            let (mut last_done, mut last_errors) = (0, 0);
-            let mut every = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                every.tick().await;
-                // A second cut short by the end is not a second of load.
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let (d, e) = (done.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
-                let p = phase_no.load(Ordering::Relaxed);
-                let max_mean = max_mean(&mut c).await;
-                let s = Second {
-                    qps: d - last_done,
-                    errors: e - last_errors,
-                    max_mean,
-                };
-                (last_done, last_errors) = (d, e);
-                seconds.lock().expect("seconds").push((p, s));
-            }
-        })
-    };
-
-    let mut ops = Conn::new(Opts::from_url(&arg(3)).expect("admin"))
+    let mut ops = Conn::new(Opts::from_url(&admin).expect("admin"))
         .await
         .expect("admin");
     // Each phase run: its index, and its start and end.
@@ -276,16 +189,16 @@ async fn main() {
     eprintln!("== phase before for {phase_s}s");
     tokio::time::sleep(Duration::from_secs(phase_s)).await;
     spans.push((0, from, Instant::now()));
-    phase_no.store(SEEKING, Ordering::Relaxed);
+    counters.phase.store(SEEKING, Ordering::Relaxed);
     eprintln!("== waiting for SHOW BALANCE to offer a SALT KEY, then salting");
     let mut salting_from = None;
-    let salted = salt(&mut ops, &phase_no, &mut salting_from).await;
+    let salted = salt(&mut ops, &counters, &mut salting_from).await;
     if let Some(from) = salting_from {
         spans.push((1, from, Instant::now()));
     }
     match &salted {
         Ok(()) => {
-            phase_no.store(2, Ordering::Relaxed);
+            counters.phase.store(2, Ordering::Relaxed);
             let from = Instant::now();
             eprintln!("== phase after for {phase_s}s");
             tokio::time::sleep(Duration::from_secs(phase_s)).await;
@@ -293,45 +206,12 @@ async fn main() {
         }
         Err(e) => println!("salting failed: {e}"),
     }
-    stop.store(true, Ordering::Relaxed);
+    counters.stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("client");
     }
     watcher.await.expect("watcher");
-
-    let seconds = seconds.lock().expect("seconds").clone();
-    let first_errors = first_errors.lock().expect("errors").clone();
-    println!(
-        "{:<8} {:>5} {:>8} {:>9} {:>7}",
-        "phase", "secs", "qps", "max_mean", "errors"
-    );
-    // Per phase: mean QPS, and max/mean over its last 10 s.
-    let mut summary: Vec<(u64, f64)> = Vec::new();
-    for (p, name) in PHASES.iter().enumerate() {
-        let mine: Vec<&Second> = seconds
-            .iter()
-            .filter(|(q, _)| *q == p)
-            .map(|(_, s)| s)
-            .collect();
-        let qps = mine.iter().map(|s| s.qps).sum::<u64>() / mine.len().max(1) as u64;
-        let last = &mine[mine.len().saturating_sub(10)..];
-        let max_mean = last.iter().map(|s| s.max_mean).sum::<f64>() / last.len().max(1) as f64;
-        summary.push((qps, max_mean));
-        let Some((_, from, to)) = spans.iter().find(|(q, _, _)| *q == p) else {
-            continue;
-        };
-        println!(
-            "{:<8} {:>5.0} {:>8} {:>9.2} {:>7}",
-            name,
-            (*to - *from).as_secs_f64(),
-            qps,
-            max_mean,
-            mine.iter().map(|s| s.errors).sum::<u64>()
-        );
-        for (_, e) in first_errors.iter().filter(|(q, _)| *q == p) {
-            println!("  error: {e}");
-        }
-    }
+    let summary = phases::summary(&PHASES, &counters, &spans);
 
     let mut conn = pools[0].get_conn().await.expect("proxy A");
     let (hot_count, hot_sum) = pair(
@@ -348,8 +228,8 @@ async fn main() {
         summary[2].0,
         summary[0].1,
         summary[2].1,
-        errors.load(Ordering::Relaxed),
-        updates.load(Ordering::Relaxed),
+        counters.errors.load(Ordering::Relaxed),
+        counters.updates.load(Ordering::Relaxed),
         hot_count,
         hot_sum
     );
