@@ -88,6 +88,34 @@ pub fn watch(admin: String, c: Arc<Counters>) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The last phase (`phase`), `secs` seconds long, once the one before ended well (else
+/// `failed` is said); then the load stops and the clients and the watcher end.
+pub async fn end(
+    c: &Counters,
+    phase: usize,
+    secs: u64,
+    before: &Result<String, String>,
+    spans: &mut Vec<(usize, Instant, Instant)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    watcher: tokio::task::JoinHandle<()>,
+) {
+    match before {
+        Ok(_) => {
+            c.phase.store(phase, Ordering::Relaxed);
+            let from = Instant::now();
+            eprintln!("== last phase for {secs}s");
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            spans.push((phase, from, Instant::now()));
+        }
+        Err(e) => println!("failed: {e}"),
+    }
+    c.stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("client");
+    }
+    watcher.await.expect("watcher");
+}
+
 /// Prints each phase's seconds, mean QPS, max/mean node time over its last 10 s and errors
 /// (with its first error texts); returns each phase's (QPS, max/mean).
 pub fn summary(

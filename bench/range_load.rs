@@ -148,21 +148,7 @@ async fn main() {
     let mut spans: Vec<(usize, Instant, Instant)> = Vec::new();
     eprintln!("== the load until the balancer's first plan, then until its end");
     let moved = balanced(&mut ops, &counters, &mut spans).await;
-    match &moved {
-        Ok(_) => {
-            counters.phase.store(2, Ordering::Relaxed);
-            let from = Instant::now();
-            eprintln!("== phase after for {phase_s}s");
-            tokio::time::sleep(Duration::from_secs(phase_s)).await;
-            spans.push((2, from, Instant::now()));
-        }
-        Err(e) => println!("balancing failed: {e}"),
-    }
-    counters.stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client");
-    }
-    watcher.await.expect("watcher");
+    phases::end(&counters, 2, phase_s, &moved, &mut spans, tasks, watcher).await;
     let summary = phases::summary(&PHASES, &counters, &spans);
 
     print_rows(

@@ -196,21 +196,8 @@ async fn main() {
     if let Some(from) = salting_from {
         spans.push((1, from, Instant::now()));
     }
-    match &salted {
-        Ok(()) => {
-            counters.phase.store(2, Ordering::Relaxed);
-            let from = Instant::now();
-            eprintln!("== phase after for {phase_s}s");
-            tokio::time::sleep(Duration::from_secs(phase_s)).await;
-            spans.push((2, from, Instant::now()));
-        }
-        Err(e) => println!("salting failed: {e}"),
-    }
-    counters.stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await.expect("client");
-    }
-    watcher.await.expect("watcher");
+    let salted = salted.map(|()| String::new());
+    phases::end(&counters, 2, phase_s, &salted, &mut spans, tasks, watcher).await;
     let summary = phases::summary(&PHASES, &counters, &spans);
 
     let mut conn = pools[0].get_conn().await.expect("proxy A");

@@ -78,6 +78,36 @@ fn hammer(
     })
 }
 
+/// Stops the readers and the writers: no statement failed, both wrote and read enough, and
+/// every key reads through both proxies as the writers' logs (and, past `written`, the load)
+/// say; what they say.
+async fn finish(
+    (stop, readers, reads): (
+        Arc<AtomicBool>,
+        Vec<tokio::task::JoinHandle<Vec<String>>>,
+        &AtomicU64,
+    ),
+    workers: Workers,
+    (written, rows): (i64, i64),
+    pools: [&Pool; 2],
+    table: &str,
+) -> Expected {
+    stop.store(true, Ordering::Relaxed);
+    let mut failed: Vec<String> = Vec::new();
+    for r in readers {
+        failed.extend(r.await.expect("reader"));
+    }
+    let (mut expected, worker_failed, writes) = workers.stop().await;
+    for k in written + 1..=rows {
+        expected.insert(k, Some(k));
+    }
+    failed.extend(worker_failed);
+    no_client_failed(&failed);
+    assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
+    keys_match(&pools, table, &expected).await;
+    expected
+}
+
 /// The balancer's plan, once `SHOW REBALANCE` shows one (within 30 s of `started`; else
 /// the test fails with `SHOW BALANCE` and `also`).
 async fn balancing_plan(
@@ -305,19 +335,14 @@ async fn hot_node_is_balanced(spread: bool) {
             .is_some_and(|w| w.contains("cooldown_secs")),
         "{cooling:?}"
     );
-    stop.store(true, Ordering::Relaxed);
-    let mut failed: Vec<String> = Vec::new();
-    for r in readers {
-        failed.extend(r.await.expect("reader"));
-    }
-    let (mut expected, worker_failed, writes) = workers.stop().await;
-    for k in written + 1..=rows {
-        expected.insert(k, Some(k));
-    }
-    failed.extend(worker_failed);
-    no_client_failed(&failed);
-    assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
-    keys_match(&[&pool_a, &pool_b], "t_bal", &expected).await;
+    let expected = finish(
+        (stop, readers, &reads),
+        workers,
+        (written, rows),
+        [&pool_a, &pool_b],
+        "t_bal",
+    )
+    .await;
     // The moved rows are on the target only; a split key's slot's other rows on ds1.
     let pred = match key {
         Some(k) => format!("id = {k}"),
@@ -488,19 +513,14 @@ async fn a_hot_range_is_split_where_its_load_halves_and_its_upper_part_moved() {
         held.as_deref().is_some_and(|w| w.contains("cooldown_secs")),
         "{held:?}"
     );
-    stop.store(true, Ordering::Relaxed);
-    let mut failed: Vec<String> = Vec::new();
-    for r in readers {
-        failed.extend(r.await.expect("reader"));
-    }
-    let (mut expected, worker_failed, writes) = workers.stop().await;
-    for k in written + 1..=rows {
-        expected.insert(k, Some(k));
-    }
-    failed.extend(worker_failed);
-    no_client_failed(&failed);
-    assert!(writes > 150 && reads.load(Ordering::Relaxed) > 1000);
-    keys_match(&[&pool_a, &pool_b], "t_bal_r", &expected).await;
+    let expected = finish(
+        (stop, readers, &reads),
+        workers,
+        (written, rows),
+        [&pool_a, &pool_b],
+        "t_bal_r",
+    )
+    .await;
     // The upper part on the target only, the lower part on ds1 only.
     let live = |lo: i64, hi: i64| {
         expected

@@ -179,20 +179,6 @@ async fn act(
         return Ok(None);
     }
     for m in moves {
-        if m.range {
-            if let Some(why) = held(c, topo, m).await? {
-                if !told.contains(&why) {
-                    info!(held = %why, "balance: a suggested move is held");
-                    told.push(why);
-                }
-                hold(m);
-                continue;
-            }
-            return queue_range(c, topo, m).await;
-        }
-        let tables = group_of(topo, &m.table);
-        let key = m.key.as_deref().map(String::from_utf8_lossy);
-        let to = topo.node_name(m.to);
         if let Some(why) = held(c, topo, m).await? {
             if !told.contains(&why) {
                 info!(held = %why, "balance: a suggested move is held");
@@ -201,6 +187,12 @@ async fn act(
             hold(m);
             continue;
         }
+        if m.range {
+            return queue_range(c, topo, m).await;
+        }
+        let tables = group_of(topo, &m.table);
+        let key = m.key.as_deref().map(String::from_utf8_lossy);
+        let to = topo.node_name(m.to);
         let what = match &key {
             Some(k) => format!("{WHAT} key '{k}' (slot {}) of {}", m.slot, m.table),
             None => format!("{WHAT} slot {} of {}", m.slot, m.table),
