@@ -238,6 +238,25 @@ async fn drive(shared: &Shared, c: &mut Conn, m: Migration) -> Step<bool> {
         .inc();
     match m.step.as_str() {
         "prepare" => {
+            // A range move names its range by number and lowest key: once this proxy runs
+            // the metadata's newest ranges and they no longer have it, it cannot start.
+            if m.range_move
+                && current_version(c).await? <= topo.version
+                && !m.tables().iter().all(|t| {
+                    matches!(topo.table(t), Some(TableRule::Range { map, .. })
+                        if super::range_of(map, m.first, m.key.as_deref()).is_some())
+                })
+            {
+                store::set_step(
+                    c,
+                    m.id,
+                    "aborted",
+                    Some("the range is no longer as the move named it (split, merged or moved since)"),
+                )
+                .await
+                .map_err(err)?;
+                return Ok(true);
+            }
             let mut e = ends(shared, &topo, &m).await?;
             seed_slot_rows(&topo, &m).await?;
             seed_range_rows(c, &topo, &m).await?;
