@@ -176,11 +176,14 @@ async fn pass(
             let rate = rates
                 .iter()
                 .find(|r| r.table == *name && usize::from(r.slot) == i);
-            let cold = rate.is_none_or(|r| {
-                r.hot_for.is_none()
-                    && r.rate[0] * 4 < topo.hot.slot_statements
-                    && r.rate[crate::load::detect::MICROS] * 4 < topo.hot.slot_node_ms * 1000
-            });
+            // A range past the counted numbers (`SLOTS`) has no load known: never cold.
+            let counted = i < crate::routing::slot::SLOTS;
+            let cold = counted
+                && rate.is_none_or(|r| {
+                    r.hot_for.is_none()
+                        && r.rate[0] * 4 < topo.hot.slot_statements
+                        && r.rate[crate::load::detect::MICROS] * 4 < topo.hot.slot_node_ms * 1000
+                });
             let rows = estimate(&mut nodes, topo, name, column, map, i).await;
             facts.push(Facts {
                 node: map.owner(i),
