@@ -302,10 +302,16 @@ pub async fn ensure_schema<C: Queryable>(c: &mut C) -> mysql_async::Result<()> {
             .await?;
         if has == Some(0) {
             // Names and definitions are this file's constants, not input.
-            c.query_drop(format!(
-                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
-            ))
-            .await?;
+            let added = c
+                .query_drop(format!(
+                    "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+                ))
+                .await;
+            match added {
+                // Another proxy added it meanwhile (1060: duplicate column name).
+                Err(mysql_async::Error::Server(e)) if e.code == 1060 => {}
+                other => other?,
+            }
         }
     }
     Ok(())

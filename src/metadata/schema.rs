@@ -110,6 +110,7 @@ pub const MIGRATIONS: [&str; 4] = [
         capture VARCHAR(16) NULL,
         binlog_pos VARCHAR(600) NULL,
         salted_buckets TINYINT NOT NULL DEFAULT 0,
+        range_move TINYINT NOT NULL DEFAULT 0,
         started DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
         updated DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3))",
     "CREATE TABLE IF NOT EXISTS shard_proxies (
