@@ -23,6 +23,7 @@ pub mod packet;
 pub mod plan;
 pub mod pools;
 pub mod protocol;
+pub mod replica;
 pub mod routing;
 pub mod server;
 pub mod sessions;

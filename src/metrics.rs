@@ -16,6 +16,12 @@ pub struct Metrics {
     registry: Registry,
     pub statements: IntCounterVec,
     pub latency: HistogramVec,
+    /// Reads sent to each replica.
+    pub replica_reads: IntCounterVec,
+    /// Reads that could have gone to a replica and went to the primary, by why.
+    pub replica_declined: IntCounterVec,
+    /// The nodes' replicas, for their lag and state (`crate::replica`).
+    replicas: std::sync::Mutex<Vec<Arc<crate::replica::Health>>>,
     pub backend_errors: IntCounterVec,
     pub held: IntGaugeVec,
     pub rows_merged: IntCounter,
@@ -72,6 +78,17 @@ impl Metrics {
                 "Client statements by type and route kind",
                 &["type", "route"],
             ),
+            replica_reads: counter_vec(
+                "shardproxy_replica_reads_total",
+                "Reads sent to each replica",
+                &["replica"],
+            ),
+            replica_declined: counter_vec(
+                "shardproxy_replica_declined_total",
+                "Reads that could have gone to a replica and went to the primary, by why",
+                &["reason"],
+            ),
+            replicas: Default::default(),
             latency: HistogramVec::new(
                 HistogramOpts::new(
                     "shardproxy_node_statement_seconds",
@@ -206,6 +223,8 @@ impl Metrics {
         for c in [
             Box::new(m.statements.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(m.latency.clone()),
+            Box::new(m.replica_reads.clone()),
+            Box::new(m.replica_declined.clone()),
             Box::new(m.backend_errors.clone()),
             Box::new(m.held.clone()),
             Box::new(m.rows_merged.clone()),
@@ -235,6 +254,11 @@ impl Metrics {
         m
     }
 
+    /// The replicas whose lag and state `render` shows.
+    pub fn set_replicas(&self, replicas: Vec<Arc<crate::replica::Health>>) {
+        *self.replicas.lock().unwrap_or_else(|e| e.into_inner()) = replicas;
+    }
+
     /// Counts a statement (and its bytes) against a slot of a table.
     pub fn slot_hit(&self, table: &str, slot: u16, bytes: usize) {
         self.slot_counters(table).hit(slot, bytes);
@@ -250,6 +274,7 @@ impl Metrics {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         let mut out = String::from_utf8_lossy(&buf).into_owned();
+        self.render_replicas(&mut out);
         let tables = self.load.tables();
         for (name, help, pick) in [
             (
@@ -337,6 +362,49 @@ pub fn refusal_reason(message: &str) -> &'static str {
         "row_cap"
     } else {
         "other"
+    }
+}
+
+impl Metrics {
+    /// `shardproxy_replica_lag_seconds` (absent while a replica's lag is unknown) and
+    /// `shardproxy_replica_up` (1 in rotation, 0 not) of each replica.
+    fn render_replicas(&self, out: &mut String) {
+        use std::fmt::Write;
+        let replicas = self
+            .replicas
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if replicas.is_empty() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        out.push_str("# HELP shardproxy_replica_lag_seconds How stale a read on the replica may be: since it was last seen holding all its primary had logged
+# TYPE shardproxy_replica_lag_seconds gauge
+");
+        for h in &replicas {
+            if let Some(lag) = h.lag(now) {
+                let _ = writeln!(
+                    out,
+                    "shardproxy_replica_lag_seconds{{replica=\"{}\"}} {}",
+                    h.name,
+                    lag.as_secs_f64()
+                );
+            }
+        }
+        out.push_str(
+            "# HELP shardproxy_replica_up Whether the replica is in rotation (1) or not (0)
+# TYPE shardproxy_replica_up gauge
+",
+        );
+        for h in &replicas {
+            let _ = writeln!(
+                out,
+                "shardproxy_replica_up{{replica=\"{}\"}} {}",
+                h.name,
+                u8::from(h.in_rotation(now))
+            );
+        }
     }
 }
 

@@ -26,6 +26,9 @@ use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 
 use crate::config::Topology;
 use crate::error::MyError;
+use crate::replica::Health;
+
+pub mod replicas;
 use crate::node::stream::Tls;
 use crate::node::{Conn, ConnectOpts, Statement};
 
@@ -471,6 +474,10 @@ struct Entry {
     pool: Option<Arc<NodePool>>,
     /// The last failure seen on this node, for SHOW NODES.
     last_error: Option<String>,
+    /// Its read replicas, in the rules file's order.
+    replicas: Vec<replicas::ReplicaEntry>,
+    /// The next replica in turn (round robin).
+    turn: Arc<AtomicUsize>,
 }
 
 /// The pools of every node, indexed like `Topology::nodes` (indexes are stable across
@@ -481,6 +488,8 @@ pub struct Backends {
     timeout_ms: Arc<std::sync::atomic::AtomicU64>,
     /// `[server] node_wait_secs` of the topology in force, in ms.
     wait_ms: std::sync::atomic::AtomicU64,
+    /// `[replicas] check_ms` of the topology in force.
+    check_ms: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Backends {
@@ -489,6 +498,7 @@ impl Backends {
             entries: std::sync::RwLock::new(Vec::new()),
             timeout_ms: Default::default(),
             wait_ms: Default::default(),
+            check_ms: Default::default(),
         };
         b.apply(topo);
         b
@@ -504,6 +514,8 @@ impl Backends {
         self.timeout_ms.store(ms, Ordering::Relaxed);
         let wait = u64::try_from(topo.node_wait.as_millis()).unwrap_or(u64::MAX);
         self.wait_ms.store(wait, Ordering::Relaxed);
+        self.check_ms
+            .store(topo.replicas.check_ms, Ordering::Relaxed);
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         for (i, n) in topo.nodes.iter().enumerate() {
             let fresh = || Entry {
@@ -512,6 +524,8 @@ impl Backends {
                 pool: (!n.retired)
                     .then(|| NodePool::new(&n.name, &n.opts, self.timeout_ms.clone())),
                 last_error: None,
+                replicas: Vec::new(),
+                turn: Arc::new(AtomicUsize::new(0)),
             };
             match entries.get_mut(i) {
                 None => entries.push(fresh()),
@@ -527,6 +541,9 @@ impl Backends {
                     *e = fresh();
                 }
                 Some(_) => {}
+            }
+            if let Some(e) = entries.get_mut(i) {
+                self.apply_replicas(e, n, topo.replicas.max_lag_ms);
             }
         }
     }
@@ -591,8 +608,22 @@ impl Backends {
             .ok_or_else(|| {
                 MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
             })?;
+        let r = self.take_from(&pool, found_rows, sets).await;
+        if let Err(e) = &r {
+            self.note_error(node, &e.message);
+        }
+        r
+    }
+
+    /// A connection from `pool` within `node_wait_secs`.
+    async fn take_from(
+        &self,
+        pool: &Arc<NodePool>,
+        found_rows: bool,
+        sets: &[String],
+    ) -> Result<Pooled, MyError> {
         let wait = Duration::from_millis(self.wait_ms.load(Ordering::Relaxed).max(1));
-        let r = match tokio::time::timeout(wait, pool.get(found_rows, sets)).await {
+        match tokio::time::timeout(wait, pool.get(found_rows, sets)).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(e)) => Err(MyError::new(
                 1105,
@@ -611,11 +642,7 @@ impl Backends {
                     }
                 ),
             )),
-        };
-        if let Err(e) = &r {
-            self.note_error(node, &e.message);
         }
-        r
     }
 
     /// Closes every pool (at shutdown).

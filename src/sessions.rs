@@ -16,7 +16,7 @@ pub struct SessionCtl {
     /// The user it logged in as (MySQL lets a user kill only its own sessions).
     user: Mutex<String>,
     /// The node connections (node, connection id) of the statement it is running.
-    running: Mutex<Vec<(usize, u32)>>,
+    running: Mutex<Vec<(usize, Option<usize>, u32)>>,
     /// `KILL CONNECTION`: the session ends after its current command.
     killed: AtomicBool,
     wake: Notify,
@@ -32,7 +32,8 @@ impl SessionCtl {
     }
 
     /// The statement about to run uses these node connections.
-    pub fn running(&self, conns: &[(usize, u32)]) {
+    /// (node, the replica's index when the connection is to one, the server's thread id).
+    pub fn running(&self, conns: &[(usize, Option<usize>, u32)]) {
         let mut r = self.running.lock().unwrap_or_else(|e| e.into_inner());
         r.clear();
         r.extend_from_slice(conns);
@@ -46,7 +47,7 @@ impl SessionCtl {
             .clear();
     }
 
-    pub fn running_now(&self) -> Vec<(usize, u32)> {
+    pub fn running_now(&self) -> Vec<(usize, Option<usize>, u32)> {
         self.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -110,10 +111,10 @@ mod tests {
         let s = Sessions::default();
         let ctl = s.register(7);
         ctl.set_user("app");
-        ctl.running(&[(0, 41), (2, 9)]);
+        ctl.running(&[(0, None, 41), (2, Some(1), 9)]);
         let other = s.get(7).unwrap();
         assert_eq!(other.user(), "app");
-        assert_eq!(other.running_now(), vec![(0, 41), (2, 9)]);
+        assert_eq!(other.running_now(), vec![(0, None, 41), (2, Some(1), 9)]);
         let waiting = tokio::spawn({
             let ctl = ctl.clone();
             async move { ctl.killed().await }

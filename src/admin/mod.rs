@@ -403,7 +403,11 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 in_use.to_string(),
                 idle.to_string(),
                 shared.backends.last_error(i).unwrap_or_default(),
+                String::new(),
+                String::new(),
+                String::new(),
             ]);
+            rows.extend(nodes::replica_rows(shared, &t, i));
         }
         return Ok(Answer::Rows {
             columns: headers(&[
@@ -414,6 +418,9 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
                 "pool_in_use",
                 "pool_idle",
                 "last_error",
+                "replication",
+                "lag_ms",
+                "reads",
             ]),
             rows,
         });

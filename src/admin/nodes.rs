@@ -280,3 +280,45 @@ pub async fn remove(
         through_metadata(shared, &meta.url, path, row).await?,
     ))
 }
+
+/// SHOW NODES' rows of node `i`'s replicas: in rotation or why not, replication as last
+/// checked, lag (how stale a read there may be), reads sent there.
+pub(super) fn replica_rows(shared: &Shared, t: &Topology, i: usize) -> Vec<Vec<String>> {
+    let now = std::time::Instant::now();
+    let max = std::time::Duration::from_millis(t.replicas.max_lag_ms);
+    let urls = t
+        .nodes
+        .get(i)
+        .map(|n| n.replicas.as_slice())
+        .unwrap_or_default();
+    shared
+        .backends
+        .replicas(i)
+        .iter()
+        .zip(urls)
+        .map(|(h, r)| {
+            let lag = h.lag(now);
+            let health = match lag {
+                _ if h.usable(now, max) => "up".to_string(),
+                Some(l) => format!(
+                    "out of rotation: {} ms behind (max_lag_ms {})",
+                    l.as_millis(),
+                    t.replicas.max_lag_ms
+                ),
+                None => format!("out of rotation: {}", h.seen().word()),
+            };
+            vec![
+                h.name.clone(),
+                crate::config::masked_url(&r.url),
+                health,
+                format!("replica of {}", t.nodes[i].name),
+                h.busy().to_string(),
+                String::new(),
+                h.error().unwrap_or_default(),
+                format!("{} at {}", h.seen().word(), h.position()),
+                lag.map(|l| l.as_millis().to_string()).unwrap_or_default(),
+                h.reads().to_string(),
+            ]
+        })
+        .collect()
+}

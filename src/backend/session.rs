@@ -27,7 +27,10 @@ use crate::shared::Shared;
 
 mod door;
 mod outside;
+mod replicas;
 mod rerun;
+
+pub use replicas::ReadFrom;
 
 /// Failures seen while results were being read (the results borrow the connections, so the
 /// session deals with them when the statement is over): node, message, connection broken,
@@ -48,11 +51,18 @@ pub struct NodeConn {
     /// locks, untracked state, an insert id not read): [`NodeSession::settle`] decides it
     /// between commands, the next command's first use of the connection clears it.
     spare: bool,
+    /// A connection to this replica of the node (its index), for one read: never kept for
+    /// anything but that read's diagnostics.
+    replica: Option<(usize, crate::replica::Reading)>,
 }
 
 impl NodeConn {
     fn new(conn: Pooled) -> Self {
-        NodeConn { conn, spare: false }
+        NodeConn {
+            conn,
+            spare: false,
+            replica: None,
+        }
     }
 
     /// The handle of `sql` on this connection, prepared on first use.
@@ -162,6 +172,13 @@ pub struct NodeSession {
     registered: usize,
     /// What other sessions see of this one (KILL).
     ctl: Arc<crate::sessions::SessionCtl>,
+    /// Where the statement running may read (set by the frontend for each statement).
+    read_from: ReadFrom,
+    /// Per node, what a replica must hold before this session reads there: its last
+    /// write's (`crate::replica`).
+    needs: Vec<Option<crate::replica::Needs>>,
+    /// Nodes written outside a transaction by the command running.
+    wrote: Vec<usize>,
 }
 
 impl NodeSession {
@@ -184,6 +201,9 @@ impl NodeSession {
             found_rows: false,
             registered: 0,
             ctl,
+            read_from: ReadFrom::Primary,
+            needs: Vec::new(),
+            wrote: Vec::new(),
         }
     }
 
@@ -338,6 +358,8 @@ impl NodeSession {
     pub async fn settle(&mut self) {
         self.ctl.idle();
         self.reap();
+        self.read_from = ReadFrom::Primary;
+        self.note_writes();
         self.settle_tx().await;
         if self.state.tx.is_none() {
             self.unregister();
@@ -361,11 +383,13 @@ impl NodeSession {
             }
             let (needed, diagnostics) = match &self.conns[node] {
                 None => continue,
-                Some(c) => (
-                    c.conn.is_dirty()
-                        || (!self.state.insert_id_known && self.state.insert_id_node == Some(node))
-                        || self.state.tx_nodes().any(|b| b == node)
-                        || self.state.locked.contains(&node),
+                // A replica's state goes with its connection (reset in the pool).
+                Some(c) if c.replica.is_some() => (
+                    false,
+                    self.state.diagnostics && self.state.last_node == Some(node),
+                ),
+                Some(_) => (
+                    self.needed(node),
                     self.state.diagnostics && self.state.last_node == Some(node),
                 ),
             };
@@ -376,6 +400,18 @@ impl NodeSession {
                 c.spare = !needed;
             }
         }
+    }
+
+    /// Is the session's connection to `node` more than a way to the node: its
+    /// transaction's, its locks', its untracked state's, an insert id's not read yet?
+    fn needed(&self, node: usize) -> bool {
+        self.conns
+            .get(node)
+            .and_then(Option::as_ref)
+            .is_some_and(|c| c.conn.is_dirty())
+            || (!self.state.insert_id_known && self.state.insert_id_node == Some(node))
+            || self.state.tx_nodes().any(|b| b == node)
+            || self.state.locked.contains(&node)
     }
 
     /// The session's `LAST_INSERT_ID()` after its statement on `node` whose result reported
@@ -436,6 +472,13 @@ impl NodeSession {
         }
     }
 
+    /// The connection to `node` goes back to its pool (it holds nothing of the session's).
+    fn give_back(&mut self, node: usize) {
+        if self.conns.get_mut(node).and_then(Option::take).is_some() {
+            self.held(node, -1);
+        }
+    }
+
     fn drop_conn(&mut self, node: usize) {
         if self.conns.get_mut(node).and_then(Option::take).is_some() {
             self.held(node, -1);
@@ -476,6 +519,12 @@ impl NodeSession {
         self.reap();
         self.grow(node);
         self.drop_if_dead(node);
+        if self.conns[node]
+            .as_ref()
+            .is_some_and(|c| c.replica.is_some())
+        {
+            self.give_back(node);
+        }
         if self.conns[node].is_none() {
             let c = self
                 .shared

@@ -15,6 +15,7 @@ pub use crate::routing::TableRule;
 
 pub mod hot;
 mod placement;
+pub mod replicas;
 mod shape;
 #[cfg(test)]
 mod tests;
@@ -56,12 +57,30 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
                 masked_url(&e.to_string())
             ))
         })?;
+        let mut replicas = Vec::new();
+        for (i, url) in section.replicas().iter().enumerate() {
+            let rname = format!("{name}/r{}", i + 1);
+            let expanded = expand_env(url).map_err(|e| err(format!("replica `{rname}`: {e}")))?;
+            let opts = mysql_async::Opts::from_url(&expanded).map_err(|e| {
+                err(format!(
+                    "replica `{rname}`: invalid MySQL URL `{}`: {}",
+                    masked_url(url),
+                    masked_url(&e.to_string())
+                ))
+            })?;
+            replicas.push(Replica {
+                name: rname,
+                url: url.clone(),
+                opts,
+            });
+        }
         nodes.push(Node {
             name: name.clone(),
             url: url.to_string(),
             opts,
             retired: false,
             weight: section.weight(),
+            replicas,
         });
     }
     let node_index = |name: &str| nodes.iter().position(|n| n.name == name);
@@ -147,6 +166,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         }
     }
     file.hot.check().map_err(err)?;
+    file.replicas.check().map_err(err)?;
     file.balance.check().map_err(err)?;
     if file.balance.mode == hot::BalanceMode::Auto && file.metadata.is_none() {
         return Err(err(
@@ -243,6 +263,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         metadata: file.metadata,
         hot: file.hot,
         balance: file.balance,
+        replicas: file.replicas,
         nodes,
         default_node,
         tables,

@@ -38,12 +38,15 @@ pub(super) struct RulesFile {
     pub(super) hot: super::hot::HotSection,
     #[serde(default)]
     pub(super) balance: super::hot::BalanceSection,
+    #[serde(default)]
+    pub(super) replicas: super::replicas::ReplicasSection,
     pub(super) nodes: BTreeMap<String, NodeSection>,
     #[serde(default)]
     pub(super) tables: BTreeMap<String, TableSection>,
 }
 
-/// A node of `[nodes]`: its URL, or `{ url = "...", weight = w }`.
+/// A node of `[nodes]`: its URL, or `{ url = "...", weight = w, replicas = ["...", ...] }`
+/// (`primary` is another name for `url`).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub(super) enum NodeSection {
@@ -54,11 +57,15 @@ pub(super) enum NodeSection {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct WeightedNode {
+    #[serde(alias = "primary")]
     url: String,
     /// Its share of a rebalanced slot map against the other nodes' (default 1; 0: it is to
     /// hold no slots, as a node being drained).
     #[serde(default = "default_weight")]
     weight: u32,
+    /// Read replicas of the node (`crate::replica`): URLs.
+    #[serde(default)]
+    replicas: Vec<String>,
 }
 
 fn default_weight() -> u32 {
@@ -76,6 +83,13 @@ impl NodeSection {
         match self {
             NodeSection::Url(_) => 1,
             NodeSection::Weighted(n) => n.weight,
+        }
+    }
+
+    pub(super) fn replicas(&self) -> &[String] {
+        match self {
+            NodeSection::Url(_) => &[],
+            NodeSection::Weighted(n) => &n.replicas,
         }
     }
 }
@@ -553,6 +567,18 @@ pub struct Node {
     pub retired: bool,
     /// Its weight in a rebalanced slot map (`crate::routing::rebalance`).
     pub weight: u32,
+    /// Its read replicas, in the rules file's order.
+    pub replicas: Vec<Replica>,
+}
+
+/// A read replica of a node.
+#[derive(Debug, Clone)]
+pub struct Replica {
+    /// `<node>/r<n>`, n from 1 in the rules file's order.
+    pub name: String,
+    /// As the rules file has it (`${VAR}` and all).
+    pub url: String,
+    pub opts: mysql_async::Opts,
 }
 
 /// What only a whole topology answers about a rule: its nodes (a broadcast is on every
@@ -670,6 +696,8 @@ pub struct Topology {
     pub hot: super::hot::HotSection,
     /// `[balance]`: what is done about it.
     pub balance: super::hot::BalanceSection,
+    /// `[replicas]`: how reads use the nodes' replicas.
+    pub replicas: super::replicas::ReplicasSection,
     pub nodes: Vec<Node>,
     pub default_node: usize,
     /// Keyed by lower-cased table name.

@@ -441,3 +441,42 @@ fn a_hash_slot_table_takes_salted_keys_with_their_buckets_nodes() {
     );
     assert!(e.contains("`salt` does not apply"), "{e}");
 }
+
+#[test]
+fn a_node_may_have_replicas_and_reads_their_settings() {
+    let t = parse(
+        &(BASE.replace(
+            "ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"",
+            "ds1 = { primary = \"mysql://root:root@127.0.0.1:3312/shop\", replicas = [\"mysql://root:root@127.0.0.1:3322/shop\", \"mysql://root:root@127.0.0.1:3332/shop\"] }",
+        ) + "\n[replicas]\nmax_lag_ms = 500\npolicy = \"least_busy\"\nconsistency = \"lag\"\nprimary_tables = [\"ledger\"]\n"),
+        "rules/test.toml",
+    )
+    .unwrap();
+    let ds1 = &t.nodes[1];
+    assert_eq!(ds1.url, "mysql://root:root@127.0.0.1:3312/shop");
+    let names: Vec<&str> = ds1.replicas.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["ds1/r1", "ds1/r2"]);
+    assert!(t.nodes[0].replicas.is_empty());
+    assert_eq!(t.replicas.max_lag_ms, 500);
+    assert_eq!(t.replicas.policy, super::replicas::ReadPolicy::LeastBusy);
+    assert_eq!(t.replicas.consistency, super::replicas::Consistency::Lag);
+    assert!(t.replicas.primary_only("LEDGER"));
+    // A lag bound under two checks would take every replica out between them.
+    let e = parse(
+        &(BASE.to_string() + "\n[replicas]\nmax_lag_ms = 300\ncheck_ms = 200\n"),
+        "rules/test.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("at least twice check_ms"), "{e}");
+    let e = parse(
+        &BASE.replace(
+            "ds1 = \"mysql://root:root@127.0.0.1:3312/shop\"",
+            "ds1 = { url = \"mysql://root:root@127.0.0.1:3312/shop\", replicas = [\"nonsense\"] }",
+        ),
+        "rules/test.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("replica `ds1/r1`"), "{e}");
+}

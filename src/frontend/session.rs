@@ -29,6 +29,7 @@ mod maintenance;
 mod moves;
 mod prepared;
 mod query;
+mod replicas;
 mod view_columns;
 mod views;
 

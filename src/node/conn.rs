@@ -84,6 +84,11 @@ pub struct ConnectOpts {
 /// An OK packet, or the end of a result set.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
+    /// The session's state changed in a way the proxy must answer for (anything the
+    /// node's session tracking reported but `last_gtid`).
+    pub changed: bool,
+    /// The GTID of the transaction this statement committed (`last_gtid`, when tracked).
+    pub last_gtid: Option<String>,
     pub affected: u64,
     pub last_insert_id: u64,
     pub warnings: u16,
@@ -93,7 +98,10 @@ pub struct Summary {
 
 impl Summary {
     fn of(ok: &OkPacket<'_>) -> Self {
+        let (changed, last_gtid) = session_changes(ok);
         Summary {
+            changed,
+            last_gtid,
             affected: ok.affected_rows(),
             last_insert_id: ok.last_insert_id().unwrap_or(0),
             warnings: ok.warnings(),
@@ -110,6 +118,38 @@ impl Summary {
         self.status
             .contains(StatusFlags::SERVER_MORE_RESULTS_EXISTS)
     }
+}
+
+/// What an OK packet says changed in the session (SERVER_SESSION_STATE_CHANGED): whether
+/// anything but `last_gtid` did, and `last_gtid`. What cannot be read counts as a change.
+fn session_changes(ok: &OkPacket<'_>) -> (bool, Option<String>) {
+    use mysql_common::packets::session_state_change::SessionStateChange;
+    if !ok
+        .status_flags()
+        .contains(StatusFlags::SERVER_SESSION_STATE_CHANGED)
+    {
+        return (false, None);
+    }
+    let Ok(infos) = ok.session_state_info() else {
+        return (true, None);
+    };
+    let mut changed = infos.is_empty();
+    let mut gtid = None;
+    for info in &infos {
+        match info.decode() {
+            Ok(SessionStateChange::SystemVariables(vars)) => {
+                for v in vars {
+                    if v.name_bytes().eq_ignore_ascii_case(b"last_gtid") {
+                        gtid = Some(String::from_utf8_lossy(v.value_bytes()).into_owned());
+                    } else {
+                        changed = true;
+                    }
+                }
+            }
+            _ => changed = true,
+        }
+    }
+    (changed, gtid)
 }
 
 /// The first packet(s) of a result.
@@ -178,6 +218,8 @@ pub struct Conn {
     /// (SERVER_SESSION_STATE_CHANGED: a variable, the database, a temporary table, a
     /// prepared statement, a user variable).
     state_changed: bool,
+    /// `last_gtid` as the node last reported it, not yet taken.
+    last_gtid: Option<String>,
 }
 
 fn protocol(what: impl Into<String>) -> WireError {
@@ -234,6 +276,7 @@ impl Conn {
             timed_out: false,
             tracks_state: false,
             state_changed: false,
+            last_gtid: None,
         };
         conn.handshake(opts).await?;
         conn.track_state().await?;
@@ -249,10 +292,17 @@ impl Conn {
         if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
             return Ok(());
         }
-        match self
-            .query_drop("SET SESSION session_track_state_change = ON")
-            .await
-        {
+        // `last_gtid` too, for reads on replicas after a write (a node without it, or
+        // without binary logs, still tracks the state).
+        let both = "SET SESSION session_track_state_change = ON, session_track_system_variables = 'last_gtid'";
+        let tracked = match self.query_drop(both).await {
+            Err(WireError::Server { .. }) => {
+                self.query_drop("SET SESSION session_track_state_change = ON")
+                    .await
+            }
+            other => other,
+        };
+        match tracked {
             Ok(()) => self.tracks_state = true,
             // A node without the variable: the proxy's own reading of statements is all.
             Err(WireError::Server { .. }) => {}
@@ -262,12 +312,21 @@ impl Conn {
         Ok(())
     }
 
-    /// Notes the status flags of an answer.
-    fn note(&mut self, status: StatusFlags) {
-        self.status = status;
-        if status.contains(StatusFlags::SERVER_SESSION_STATE_CHANGED) {
+    /// Notes the status flags and session changes of an answer.
+    fn note(&mut self, s: &Summary) {
+        self.status = s.status;
+        if s.changed {
             self.state_changed = true;
         }
+        if let Some(g) = &s.last_gtid {
+            self.last_gtid = Some(g.clone());
+        }
+    }
+
+    /// The GTID of the last transaction a statement on this connection committed since
+    /// the last call (the node reports it where `last_gtid` is tracked).
+    pub fn take_last_gtid(&mut self) -> Option<String> {
+        self.last_gtid.take()
     }
 
     /// Did an answer since the last call say the session's state changed? Clears it.
@@ -625,6 +684,41 @@ impl Conn {
         Ok(rows)
     }
 
+    /// Runs `sql` and returns its first row as text by column name (`SHOW SLAVE STATUS`);
+    /// `None` when it returned none.
+    pub async fn query_named(
+        &mut self,
+        sql: &str,
+    ) -> Result<Option<std::collections::HashMap<String, Option<String>>>, WireError> {
+        let head = self.query(sql).await?;
+        let mut first = None;
+        if let Head::Rows(cols) = head {
+            while let RowEvent::Row(p) = self.read_row().await? {
+                if first.is_some() {
+                    continue;
+                }
+                let row = decode(p, &cols, false).map_err(|e| {
+                    self.broken = true;
+                    protocol(format!("a malformed row: {e}"))
+                })?;
+                let named = cols
+                    .iter()
+                    .zip(row)
+                    .map(|(c, v)| {
+                        let text = match v {
+                            Some(Value::Bytes(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+                            _ => None,
+                        };
+                        (c.name_str().into_owned(), text)
+                    })
+                    .collect();
+                first = Some(named);
+            }
+        }
+        self.drain().await?;
+        Ok(first)
+    }
+
     /// Column definitions (and the EOF after them, for a node without CLIENT_DEPRECATE_EOF).
     async fn read_columns(&mut self, n: usize) -> Result<Vec<Column>, WireError> {
         let mut cols = Vec::with_capacity(n);
@@ -658,7 +752,7 @@ impl Conn {
                     Ok(s) => s,
                     Err(e) => return Err(self.broke(protocol(format!("a malformed OK: {e}")))),
                 };
-                self.note(s.status);
+                self.note(&s);
                 if s.more() {
                     self.pending = Pending::Head { binary };
                 }
@@ -713,7 +807,7 @@ impl Conn {
                         .map(|ok| Summary::of(&ok.into_inner()))
                 };
                 let s = s.map_err(|e| self.broke(protocol(format!("a malformed EOF: {e}"))))?;
-                self.note(s.status);
+                self.note(&s);
                 self.pending = if s.more() {
                     Pending::Head { binary }
                 } else {

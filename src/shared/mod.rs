@@ -304,6 +304,7 @@ impl Shared {
     pub fn new(topo: Topology) -> Self {
         let backends = Backends::new(&topo);
         let metrics = Arc::new(Metrics::new());
+        metrics.set_replicas(backends.all_replicas());
         metrics
             .version
             .set(i64::try_from(topo.version).unwrap_or(i64::MAX));
@@ -425,6 +426,7 @@ impl Shared {
         }
         let aligned = new.align_to(&current);
         self.backends.apply(&aligned);
+        self.metrics.set_replicas(self.backends.all_replicas());
         let to = aligned.version;
         let caches = lookup_caches(&aligned);
         self.topology.store(Arc::new(aligned));

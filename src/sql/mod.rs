@@ -7,6 +7,7 @@ pub mod keys;
 pub mod lex;
 pub mod ranges;
 pub mod raw;
+pub mod replica_read;
 pub mod seen;
 pub mod text;
 pub mod unique_keys;

@@ -10,6 +10,7 @@
 #![allow(dead_code)]
 
 pub mod moves;
+pub mod replication;
 pub mod workload;
 
 use std::fmt::Debug;

@@ -18,7 +18,13 @@ impl Door for NodeSession {
         run: Run,
     ) -> Result<NodeRes<'a>, NodeError> {
         self.reap();
-        self.open(node).await?;
+        self.open_for(node, run.access).await?;
+        if self.conns[node]
+            .as_ref()
+            .is_some_and(|c| c.replica.is_some())
+        {
+            return self.start_on_replica(node, stmt, run).await;
+        }
         // A statement that opens its node's branch carries the BEGIN in its packet (text:
         // `BEGIN; stmt`), or in the same write (a prepared read: were the BEGIN refused,
         // the read ran outside the transaction and its answer is dropped; a prepared write
@@ -32,6 +38,9 @@ impl Door for NodeSession {
             Transactions::enter(self, &[node], run.access).await?;
         }
         self.state.last_node = Some(node);
+        if run.access == crate::exec::door::Access::Write && self.state.tx.is_none() {
+            self.wrote.push(node);
+        }
         self.sync_registry();
         // With the BEGIN ahead, the branches the deadlock detector must know once it opened
         // (before the statement can wait on a lock).
@@ -46,7 +55,7 @@ impl Door for NodeSession {
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        self.ctl.running(&[(node, conn.conn.id())]);
+        self.ctl.running(&[(node, None, conn.conn.id())]);
         pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
         // The BEGIN sent ahead failed: the branch did not open, and the connection (an XA
         // START refused leaves it in a state of its own) is dropped, never reused.
@@ -156,6 +165,10 @@ impl Door for NodeSession {
         for (n, _) in stmts {
             self.drop_if_dead(*n);
         }
+        // Each read's replica (or primary) first; the primaries missing then open at once.
+        for (n, _) in stmts {
+            self.place(*n, run.access).await?;
+        }
         // Open missing connections in parallel.
         let missing: Vec<usize> = stmts
             .iter()
@@ -183,12 +196,15 @@ impl Door for NodeSession {
         }
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
         Transactions::enter(self, &nodes, run.access).await?;
+        if run.access == crate::exec::door::Access::Write && self.state.tx.is_none() {
+            self.wrote.extend_from_slice(&nodes);
+        }
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let again = rerun::alone(&self.state);
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
-        let running = self.conn_ids(stmts.iter().map(|(n, _)| *n));
+        let running = self.running_ids(stmts.iter().map(|(n, _)| *n));
         self.ctl.running(&running);
         // Each statement's connection, borrowed apart from the others.
         let mut slots: Vec<Option<&'a mut NodeConn>> = Vec::with_capacity(stmts.len());
@@ -427,11 +443,20 @@ impl Door for NodeSession {
             target.kill();
         }
         // Its statements stop on every node they run on (from connections of their own).
-        for (node, thread) in target.running_now() {
-            if let Err(e) = self
-                .outside(node, &[&format!("KILL QUERY {thread}")], false)
-                .await
-            {
+        for (node, replica, thread) in target.running_now() {
+            let killed = match replica {
+                None => self
+                    .outside(node, &[&format!("KILL QUERY {thread}")], false)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.error),
+                Some(r) => self.shared.backends.kill_on_replica(node, r, thread).await,
+            };
+            if let Err(e) = killed.map_err(|error| NodeError {
+                node,
+                error,
+                broke: false,
+            }) {
                 // A statement that already ended there leaves nothing to kill.
                 if e.error.code != 1094 {
                     warn!(node = %self.name(node), error = %e.error, "KILL QUERY for session {id} failed on a node");
@@ -482,7 +507,12 @@ impl Door for NodeSession {
                             Some(c) if sql.contains(';') => {
                                 c.conn.query_batch(sql).await.map_err(Some)
                             }
-                            Some(c) => c.conn.query_drop(sql).await.map_err(Some),
+                            Some(c) => {
+                                // A COMMIT's answer names its transaction's GTID; what the
+                                // connection was told before is another statement's.
+                                c.conn.take_last_gtid();
+                                c.conn.query_drop(sql).await.map_err(Some)
+                            }
                             None => Err(None),
                         }
                     }),
@@ -490,9 +520,12 @@ impl Door for NodeSession {
             .await
         };
         let mut out = Vec::with_capacity(stmts.len());
-        for ((r, failed), (node, _)) in results.into_iter().zip(opened).zip(stmts) {
+        for ((r, failed), (node, sql)) in results.into_iter().zip(opened).zip(stmts) {
             out.push(match (r, failed) {
-                (Ok(()), _) => Ok(()),
+                (Ok(()), _) => {
+                    self.committed(*node, sql);
+                    Ok(())
+                }
                 (Err(_), Some(e)) => Err(e),
                 (Err(None), None) => Err(vanished(*node)),
                 (Err(Some(e)), None) => {

@@ -299,7 +299,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .await;
             self.account(&plan, kind, bytes, &slots);
             let before = self.rows_written;
-            let out = self.run_statement(&plan, true, read, kind).await;
+            let out = self.run_statement(&plan, true, read, kind, &text).await;
             self.spent(&slots, self.rows_written - before, started.elapsed());
             return out;
         }
@@ -325,7 +325,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             {
                 self.count_single(kind);
                 let (out, rows) = self
-                    .run_routed(r.node, Stmt::new(&sql, &params), true, read)
+                    .run_routed(r.node, Stmt::new(&sql, &params), true, read, kind)
                     .await;
                 if r.captured.is_some() {
                     self.release_moves();
@@ -377,10 +377,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         let (read, kind, entry) = (prep.read, prep.kind, prep.entry.clone());
+        let text = prep.sql.clone();
         self.stmts.insert(id, prep);
         let route = self.account(&plan, kind, bytes, &slots);
         let before = self.rows_written;
-        let out = self.run_statement(&plan, true, read, kind).await;
+        let out = self.run_statement(&plan, true, read, kind, &text).await;
         self.spent(&slots, self.rows_written - before, started.elapsed());
         if let Some(e) = entry {
             e.set_route(route);

@@ -179,7 +179,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                             .hit(slot, sql.len());
                     }
                     let (out, rows) = self
-                        .run_routed(r.node, Stmt::new(sql, &[]), false, *read)
+                        .run_routed(r.node, Stmt::new(sql, &[]), false, *read, kind)
                         .await;
                     if r.captured.is_some() {
                         self.release_moves();
@@ -223,7 +223,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .ok()
                 .and_then(|p| unique_per_node(&p.stmt, &topo));
         }
-        let out = self.run_statement(&plan, false, read, kind).await;
+        let out = self.run_statement(&plan, false, read, kind, sql).await;
         self.last.warn_next = None;
         if kind == "ddl" {
             // A column's collation may have changed.
@@ -339,7 +339,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         self.account(&plan, kind, sql.len(), &slots);
         let (started, before) = (Instant::now(), self.rows_written);
-        let ran = self.run_statement(&plan, binary, read, kind).await;
+        let ran = self.run_statement(&plan, binary, read, kind, "").await;
         self.spent(&slots, self.rows_written - before, started.elapsed());
         if assigned.is_empty() {
             return ran;
@@ -411,7 +411,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
         kind: &str,
+        sql: &str,
     ) -> Outcome {
+        let from = self.read_from(Some(plan), read, kind, sql);
+        self.nodes.read_from(from);
         if let Plan::KeyUpdate(k) = plan {
             return self.key_update(k, binary).await;
         }
@@ -510,7 +513,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .to_string(),
             ));
         }
-        Box::pin(self.run_statement(&plan, binary, false, "insert")).await
+        Box::pin(self.run_statement(&plan, binary, false, "insert", "")).await
     }
 
     /// Runs a statement on the node a cached plan resolved; returns the outcome and the rows
@@ -521,7 +524,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         stmt: Stmt<'_>,
         binary: bool,
         read: bool,
+        kind: &str,
     ) -> (Outcome, u64) {
+        let from = self.read_from(None, read, kind, stmt.sql);
+        self.nodes.read_from(from);
         let access = Access::of(read);
         let (door, mut sink) = self.sink(binary);
         let r = crate::exec::route::single(door, &mut sink, node, stmt, access)

@@ -1,0 +1,357 @@
+//! Reads on a node's replicas (`crate::replica`): which of the session's statements may
+//! read on one, which replica, and the session's writes it must hold first. A replica's
+//! connection serves one statement and goes back to its pool when the command ends (kept
+//! only for that statement's warnings, as a primary's would be).
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::config::replicas::{Consistency, ReadPolicy};
+use crate::exec::door::{Access, Door, Run};
+use crate::replica::gtid::Gtid;
+use crate::replica::{Health, Needs};
+
+/// Where the session's current statement may read; set by the frontend for each
+/// statement, back to `Primary` when the command ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReadFrom {
+    /// The node's primary: writes, locking reads, transactions, statements with side
+    /// effects, the proxy's own reads.
+    #[default]
+    Primary,
+    /// A replica in rotation that holds the session's writes there, else the primary.
+    Replica,
+    /// Whatever connection the session holds to the node (a statement that names no table
+    /// and may read the last one's diagnostics: SHOW WARNINGS), else the primary.
+    Held,
+}
+
+/// Why a replica read was not possible, for the metrics.
+enum Declined {
+    NoneInRotation,
+    NotApplied,
+    Failed,
+}
+
+impl Declined {
+    fn word(&self) -> &'static str {
+        match self {
+            Declined::NoneInRotation => "none_in_rotation",
+            Declined::NotApplied => "write_not_applied",
+            Declined::Failed => "replica_failed",
+        }
+    }
+}
+
+impl NodeSession {
+    /// Where the statement about to run may read.
+    pub fn read_from(&mut self, r: ReadFrom) {
+        self.read_from = r;
+    }
+
+    /// Outside any transaction, table locks or DDL: a read may leave the primary.
+    fn alone(&self) -> bool {
+        self.state.autocommit
+            && self.state.tx.is_none()
+            && !self.state.ddl
+            && self.state.locked.is_empty()
+    }
+
+    /// Brings the session's connection to `node` to where a statement of `access` runs,
+    /// opening one when it holds none: [`NodeSession::place`], then the primary.
+    pub(super) async fn open_for(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
+        self.grow(node);
+        self.drop_if_dead(node);
+        self.place(node, access).await?;
+        if self.conns[node].is_none() {
+            self.open(node).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes a replica's connection for a read that may go to one; gives back a replica's
+    /// connection held for anything else (the primary is opened by the caller). A spare
+    /// primary connection (kept for the last statement's warnings, which a read of a table
+    /// clears anyway) makes way for a replica.
+    pub(super) async fn place(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
+        self.grow(node);
+        let reading = access == Access::Read && self.alone();
+        let on_replica = self.conns[node].as_ref().map(|c| c.replica.is_some());
+        match on_replica {
+            Some(true) if reading && self.read_from != ReadFrom::Primary => return Ok(()),
+            Some(true) => self.give_back(node),
+            Some(false) if reading && self.read_from == ReadFrom::Replica && !self.needed(node) => {
+                self.give_back(node)
+            }
+            Some(false) => return Ok(()),
+            None => {}
+        }
+        if reading && self.read_from == ReadFrom::Replica {
+            if let Err(why) = self.open_replica(node).await {
+                self.shared
+                    .metrics
+                    .replica_declined
+                    .with_label_values(&[why.word()])
+                    .inc();
+            }
+        }
+        Ok(())
+    }
+
+    /// A connection to a replica of `node` in rotation that holds what the session wrote
+    /// there (asked to wait for it at most `[replicas] wait_ms` when none is known to).
+    async fn open_replica(&mut self, node: usize) -> Result<(), Declined> {
+        let replicas = self.shared.backends.replicas(node);
+        if replicas.is_empty() {
+            return Err(Declined::NoneInRotation);
+        }
+        let topo = self.shared.topology();
+        let cfg = &topo.replicas;
+        let now = Instant::now();
+        let max_lag = Duration::from_millis(cfg.max_lag_ms);
+        let usable: Vec<usize> = (0..replicas.len())
+            .filter(|&i| replicas[i].usable(now, max_lag))
+            .collect();
+        if usable.is_empty() {
+            return Err(Declined::NoneInRotation);
+        }
+        let need = match cfg.consistency {
+            Consistency::ReadYourWrites => self.needs.get(node).copied().flatten(),
+            Consistency::Lag => None,
+        };
+        let (among, wait) = match need {
+            None => (usable, None),
+            Some(n) => {
+                let holding: Vec<usize> = usable
+                    .iter()
+                    .copied()
+                    .filter(|&i| n.met_by(&replicas[i]))
+                    .collect();
+                match n {
+                    _ if !holding.is_empty() => (holding, None),
+                    Needs::Gtid(g) if cfg.wait_ms > 0 => (usable, Some(g)),
+                    _ => return Err(Declined::NotApplied),
+                }
+            }
+        };
+        let turn = self.shared.backends.next_turn(node);
+        let r = choose(&replicas, &among, cfg.policy, turn);
+        let health = &replicas[r];
+        let mut c = match self
+            .shared
+            .backends
+            .connect_replica(node, r, self.found_rows, &self.sets)
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => {
+                health.note_error(e.message);
+                return Err(Declined::Failed);
+            }
+        };
+        if let Err(e) = self.bring_to_state(node, &mut c).await {
+            health.note_error(e.error.message);
+            return Err(Declined::Failed);
+        }
+        if let Some(g) = wait {
+            match wait_for(&mut c, g, cfg.wait_ms).await {
+                Ok(true) => health.applied(g),
+                Ok(false) => return Err(Declined::NotApplied),
+                Err(e) => {
+                    health.note_error(e.to_string());
+                    return Err(Declined::Failed);
+                }
+            }
+        }
+        self.shared
+            .metrics
+            .replica_reads
+            .with_label_values(&[&health.name])
+            .inc();
+        let mut nc = NodeConn::new(c);
+        nc.replica = Some((r, health.reading()));
+        self.conns[node] = Some(nc);
+        self.held(node, 1);
+        Ok(())
+    }
+
+    /// Runs `stmt` on the replica connection the session holds to `node`; a replica that
+    /// fails before answering (its connection lost, or refusing the statement as read-only)
+    /// leaves the statement to the primary.
+    pub(super) async fn start_on_replica<'a>(
+        &'a mut self,
+        node: usize,
+        stmt: Stmt<'a>,
+        run: Run,
+    ) -> Result<NodeRes<'a>, NodeError> {
+        self.state.last_node = Some(node);
+        let labels = self.labels(node);
+        let started = Instant::now();
+        let status = Door::status(self);
+        let again = rerun::alone(&self.state);
+        let ids = self.running_ids(std::iter::once(node));
+        self.ctl.running(&ids);
+        let first = {
+            let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+                return Err(vanished(node));
+            };
+            rerun::start_rerunning(conn, stmt, run.binary, again, &self.shared.metrics).await
+        };
+        let head = match first {
+            Ok(h) => h,
+            Err(e) if e.breaks() || matches!(e, WireError::Server { code: 1290, .. }) => {
+                if let Some((_, reading)) =
+                    self.conns[node].as_ref().and_then(|c| c.replica.as_ref())
+                {
+                    reading.health().note_error(e.to_string());
+                }
+                self.shared
+                    .metrics
+                    .replica_declined
+                    .with_label_values(&[Declined::Failed.word()])
+                    .inc();
+                if e.breaks() {
+                    self.drop_conn(node);
+                } else {
+                    self.give_back(node);
+                }
+                self.open(node).await?;
+                let ids = self.running_ids(std::iter::once(node));
+                self.ctl.running(&ids);
+                let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+                    return Err(vanished(node));
+                };
+                match rerun::start_rerunning(conn, stmt, run.binary, again, &self.shared.metrics)
+                    .await
+                {
+                    Ok(h) => h,
+                    Err(e) => return Err(casualty(&self.casualties, node, &labels.name, e)),
+                }
+            }
+            Err(e) => return Err(casualty(&self.casualties, node, &labels.name, e)),
+        };
+        let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
+            return Err(vanished(node));
+        };
+        Ok(NodeRes::new(
+            conn,
+            head.0,
+            run.binary,
+            head.1,
+            node,
+            labels,
+            &self.casualties,
+            started,
+            status,
+        ))
+    }
+
+    /// (node, replica, thread id) of the session's connections to `nodes`, for KILL.
+    pub(super) fn running_ids(
+        &self,
+        nodes: impl Iterator<Item = usize>,
+    ) -> Vec<(usize, Option<usize>, u32)> {
+        nodes
+            .filter_map(|n| {
+                self.conns
+                    .get(n)
+                    .and_then(Option::as_ref)
+                    .map(|c| (n, c.replica.as_ref().map(|(r, _)| *r), c.conn.id()))
+            })
+            .collect()
+    }
+
+    /// The command's writes outside a transaction: a replica must have been seen in sync
+    /// after now before the session reads there (an autocommit statement's GTID is not in
+    /// its own answer: MariaDB reports it with the connection's next statement).
+    pub(super) fn note_writes(&mut self) {
+        if self.wrote.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        for node in std::mem::take(&mut self.wrote) {
+            self.need(node, Needs::Before(now));
+        }
+    }
+
+    /// A statement the session's transaction ended with ran on `node`: a COMMIT names its
+    /// GTID in its answer (`last_gtid`); an XA commit does not, reliably.
+    pub(super) fn committed(&mut self, node: usize, sql: &str) {
+        let commit = sql.eq_ignore_ascii_case("COMMIT");
+        if !commit && !sql.to_ascii_uppercase().contains("XA COMMIT") {
+            return;
+        }
+        let gtid = self
+            .conns
+            .get_mut(node)
+            .and_then(Option::as_mut)
+            .and_then(|c| c.conn.take_last_gtid())
+            .filter(|_| commit)
+            .and_then(|g| Gtid::parse(&g));
+        let need = gtid.map_or_else(|| Needs::Before(Instant::now()), Needs::Gtid);
+        self.need(node, need);
+    }
+
+    fn need(&mut self, node: usize, need: Needs) {
+        if node >= self.needs.len() {
+            self.needs.resize(node + 1, None);
+        }
+        self.needs[node] = Some(need);
+    }
+}
+
+/// One of `among` (indexes into `replicas`) by the policy.
+fn choose(replicas: &[Arc<Health>], among: &[usize], policy: ReadPolicy, turn: usize) -> usize {
+    let first = among.get(turn % among.len().max(1)).copied().unwrap_or(0);
+    match policy {
+        ReadPolicy::RoundRobin => first,
+        ReadPolicy::LeastBusy => among
+            .iter()
+            .copied()
+            .min_by_key(|&i| (replicas[i].busy(), i != first))
+            .unwrap_or(first),
+    }
+}
+
+/// `MASTER_GTID_WAIT` on a replica's connection for `g`, at most `wait_ms`: whether it
+/// holds `g` now.
+async fn wait_for(c: &mut Pooled, g: Gtid, wait_ms: u64) -> Result<bool, WireError> {
+    let mut sql = String::from("SELECT MASTER_GTID_WAIT(");
+    crate::sql::write::text(&mut sql, &g.to_string());
+    sql.push_str(", ");
+    crate::sql::write::value(&mut sql, &Value::Double(wait_ms as f64 / 1000.0), "utf8mb4");
+    sql.push(')');
+    let before = c.state_changed();
+    let rows = c.query_rows(&sql).await;
+    if !before {
+        c.take_state_changed();
+    }
+    let answer = rows?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten());
+    Ok(matches!(answer, Some(Value::Bytes(b)) if b == b"0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replica_is_chosen_in_turn_or_by_its_reads() {
+        let hs: Vec<Arc<Health>> = (0..3)
+            .map(|i| Arc::new(Health::new(&format!("ds0/r{i}"))))
+            .collect();
+        let among = [0, 2];
+        let picks: Vec<usize> = (0..4)
+            .map(|t| choose(&hs, &among, ReadPolicy::RoundRobin, t))
+            .collect();
+        assert_eq!(picks, [0, 2, 0, 2]);
+        let _busy = hs[0].reading();
+        assert_eq!(choose(&hs, &among, ReadPolicy::LeastBusy, 0), 2);
+        assert_eq!(choose(&hs, &among, ReadPolicy::LeastBusy, 1), 2);
+        drop(_busy);
+        assert_eq!(choose(&hs, &among, ReadPolicy::LeastBusy, 1), 2);
+        assert_eq!(choose(&hs, &among, ReadPolicy::LeastBusy, 0), 0);
+    }
+}
