@@ -490,6 +490,9 @@ pub struct Backends {
     wait_ms: std::sync::atomic::AtomicU64,
     /// `[replicas] check_ms` of the topology in force.
     check_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// When the topology in force was applied: a replica serves reads only once it was
+    /// seen in sync after that (a moved slot's rows reached its new node before).
+    applied_at: Mutex<std::time::Instant>,
 }
 
 impl Backends {
@@ -499,6 +502,7 @@ impl Backends {
             timeout_ms: Default::default(),
             wait_ms: Default::default(),
             check_ms: Default::default(),
+            applied_at: Mutex::new(std::time::Instant::now()),
         };
         b.apply(topo);
         b
@@ -516,6 +520,7 @@ impl Backends {
         self.wait_ms.store(wait, Ordering::Relaxed);
         self.check_ms
             .store(topo.replicas.check_ms, Ordering::Relaxed);
+        *self.applied_at.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
         for (i, n) in topo.nodes.iter().enumerate() {
             let fresh = || Entry {

@@ -281,6 +281,16 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
     let ids = answered_by(&mut r, on0, 3).await;
     r.query_drop("COMMIT").await.expect("commit");
     assert_eq!(ids, [1, 1, 1], "reads in a transaction go to the primary");
+    // A READ ONLY transaction reads one replica of the node for its whole life.
+    r.query_drop("START TRANSACTION READ ONLY")
+        .await
+        .expect("begin read only");
+    let ids = answered_by(&mut r, on0, 6).await;
+    r.query_drop("COMMIT").await.expect("commit");
+    assert!(
+        (ids[0] == 2 || ids[0] == 3) && ids.iter().all(|&s| s == ids[0]),
+        "a read-only transaction's reads answered by {ids:?}"
+    );
     let locked: Option<u32> = r
         .exec_first("SELECT @@server_id FROM t WHERE id = ? FOR UPDATE", (on0,))
         .await
@@ -462,6 +472,13 @@ async fn a_stopped_replica_leaves_rotation_and_comes_back() {
     until_health(admin, "ds0/r2", "out of rotation", Duration::from_secs(3)).await;
     start_replication(c, 2).await;
     until_health(admin, "ds0/r2", "up", Duration::from_secs(10)).await;
+
+    // Replica 2 killed under the readers: reads in flight there go to the primary; it is
+    // out of rotation at once, and back once restarted and caught up.
+    c.kill_node(2);
+    until_health(admin, "ds0/r2", "out of rotation", Duration::from_secs(2)).await;
+    c.start_node(2);
+    until_health(admin, "ds0/r2", "up", Duration::from_secs(20)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut reads = 0;
     for r in readers {
@@ -472,5 +489,42 @@ async fn a_stopped_replica_leaves_rotation_and_comes_back() {
     let r2 = node_row(admin, "ds0/r2").await;
     eprintln!("reads: {reads}; r1 {r1:?}; r2 {r2:?}");
     drop(w);
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn a_replica_reads_a_moved_slot_only_once_in_sync_after_the_move() {
+    let _one = SERIAL.lock().await;
+    let c = cluster();
+    fresh(c).await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("rules.toml");
+    std::fs::write(&path, replica_rules(c, "check_ms = 50\nmax_lag_ms = 5000"))
+        .expect("write rules");
+    let proxy = start_proxy_watching(&path);
+    let admin = proxy.admin_port.expect("an admin port");
+    let layout = [(0, 511), (512, 1023)];
+    let k = key_on_node(&layout, 0);
+    let slot = shardproxy::routing::slot::slot_of(&mysql_async::Value::Int(k)).expect("a slot");
+    // ds1's replica lags two seconds; the row is written on ds1's primary, as a move's
+    // copy would write it, then the slot is given to ds1.
+    set_delay(c, 4, 2).await;
+    next_second().await;
+    exec(c, 3, &format!("INSERT INTO t VALUES ({k}, 'moved')")).await;
+    until_health(admin, "ds1/r1", "up", Duration::from_secs(5)).await;
+    let mut ops = common::moves::ops(admin).await;
+    ops.query_drop(format!("SET SLOTS {slot}-{slot} NODE ds1 FOR t"))
+        .await
+        .expect("SET SLOTS");
+    let pool = proxy.pool();
+    let mut r = pool.get_conn().await.expect("a connection");
+    let got: Option<(u32, String)> = r
+        .exec_first("SELECT @@server_id, v FROM t WHERE id = ?", (k,))
+        .await
+        .expect("a read");
+    let (server, v) = got.expect("the moved row is read at once, from ds1's primary");
+    assert_eq!((server, v.as_str()), (4, "moved"));
+    set_delay(c, 4, 0).await;
+    drop(r);
     pool.disconnect().await.ok();
 }

@@ -179,6 +179,8 @@ pub struct NodeSession {
     needs: Vec<Option<crate::replica::Needs>>,
     /// Nodes written outside a transaction by the command running.
     wrote: Vec<usize>,
+    /// Nodes the open transaction wrote on.
+    tx_wrote: Vec<usize>,
 }
 
 impl NodeSession {
@@ -204,6 +206,7 @@ impl NodeSession {
             read_from: ReadFrom::Primary,
             needs: Vec::new(),
             wrote: Vec::new(),
+            tx_wrote: Vec::new(),
         }
     }
 
@@ -383,9 +386,10 @@ impl NodeSession {
             }
             let (needed, diagnostics) = match &self.conns[node] {
                 None => continue,
-                // A replica's state goes with its connection (reset in the pool).
+                // A replica's state goes with its connection (reset in the pool); a read-only
+                // transaction's branch there stays.
                 Some(c) if c.replica.is_some() => (
-                    false,
+                    self.state.tx_nodes().any(|b| b == node),
                     self.state.diagnostics && self.state.last_node == Some(node),
                 ),
                 Some(_) => (
@@ -522,7 +526,9 @@ impl NodeSession {
         if self.conns[node]
             .as_ref()
             .is_some_and(|c| c.replica.is_some())
+            && !self.state.read_only_tx()
         {
+            // A read-only transaction's replica is the one its branch there opens on.
             self.give_back(node);
         }
         if self.conns[node].is_none() {
@@ -544,28 +550,9 @@ impl NodeSession {
     /// whose SETs are not a beginning of the session's is reset first; then the session's
     /// database (the URL's when it chose none) and the SETs it lacks.
     async fn bring_to_state(&self, node: usize, c: &mut Pooled) -> Result<(), NodeError> {
-        let err = |e: WireError| self.node_error(node, &e);
-        if !self.sets.starts_with(c.sets()) {
-            c.reset_state().await.map_err(err)?;
-        }
-        let db = self.db.clone().or_else(|| c.url_db());
-        match db {
-            Some(db) if c.db() != Some(db.as_str()) => {
-                c.query_drop(&use_stmt(&db)).await.map_err(err)?;
-                c.set_db(Some(db));
-            }
-            None if c.db().is_some() => c.reset_state().await.map_err(err)?,
-            _ => {}
-        }
-        let done = c.sets().len();
-        for s in &self.sets[done..] {
-            c.query_drop(s.as_str()).await.map_err(err)?;
-        }
-        c.set_sets(&self.sets);
-        // All of that is the session's known state: what the node flags from here on is
-        // the client's doing.
-        c.take_state_changed();
-        Ok(())
+        bring(c, self.db.as_deref(), &self.sets)
+            .await
+            .map_err(|e| self.node_error(node, &e))
     }
 
     /// Runs one of the proxy's own statements on the session's connection to `node`.
@@ -637,6 +624,31 @@ impl NodeSession {
         }
         Ok(())
     }
+}
+
+/// [`NodeSession::bring_to_state`], given the session's database and SETs.
+async fn bring(c: &mut Pooled, db: Option<&str>, sets: &[String]) -> Result<(), WireError> {
+    if !sets.starts_with(c.sets()) {
+        c.reset_state().await?;
+    }
+    let db = db.map(str::to_string).or_else(|| c.url_db());
+    match db {
+        Some(db) if c.db() != Some(db.as_str()) => {
+            c.query_drop(&use_stmt(&db)).await?;
+            c.set_db(Some(db));
+        }
+        None if c.db().is_some() => c.reset_state().await?,
+        _ => {}
+    }
+    let done = c.sets().len();
+    for s in &sets[done..] {
+        c.query_drop(s.as_str()).await?;
+    }
+    c.set_sets(sets);
+    // All of that is the session's known state: what the node flags from here on is the
+    // client's doing.
+    c.take_state_changed();
+    Ok(())
 }
 
 fn typed(r: Row) -> Vec<Value> {

@@ -77,6 +77,11 @@ impl Backends {
             .unwrap_or_default()
     }
 
+    /// When the topology in force was applied (see `Backends::applied_at`).
+    pub fn applied_at(&self) -> Instant {
+        *self.applied_at.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Every node's replicas.
     pub fn all_replicas(&self) -> Vec<Arc<Health>> {
         self.entries

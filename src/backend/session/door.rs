@@ -19,9 +19,11 @@ impl Door for NodeSession {
     ) -> Result<NodeRes<'a>, NodeError> {
         self.reap();
         self.open_for(node, run.access).await?;
-        if self.conns[node]
-            .as_ref()
-            .is_some_and(|c| c.replica.is_some())
+        // A read-only transaction's statements on a replica take the way below (its BEGIN).
+        if self.state.tx.is_none()
+            && self.conns[node]
+                .as_ref()
+                .is_some_and(|c| c.replica.is_some())
         {
             return self.start_on_replica(node, stmt, run).await;
         }
@@ -38,8 +40,12 @@ impl Door for NodeSession {
             Transactions::enter(self, &[node], run.access).await?;
         }
         self.state.last_node = Some(node);
-        if run.access == crate::exec::door::Access::Write && self.state.tx.is_none() {
-            self.wrote.push(node);
+        if run.access == crate::exec::door::Access::Write {
+            if self.state.tx.is_none() {
+                self.wrote.push(node);
+            } else if !self.tx_wrote.contains(&node) {
+                self.tx_wrote.push(node);
+            }
         }
         self.sync_registry();
         // With the BEGIN ahead, the branches the deadlock detector must know once it opened
@@ -196,8 +202,16 @@ impl Door for NodeSession {
         }
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
         Transactions::enter(self, &nodes, run.access).await?;
-        if run.access == crate::exec::door::Access::Write && self.state.tx.is_none() {
-            self.wrote.extend_from_slice(&nodes);
+        if run.access == crate::exec::door::Access::Write {
+            if self.state.tx.is_none() {
+                self.wrote.extend_from_slice(&nodes);
+            } else {
+                for n in &nodes {
+                    if !self.tx_wrote.contains(n) {
+                        self.tx_wrote.push(*n);
+                    }
+                }
+            }
         }
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);
@@ -218,6 +232,12 @@ impl Door for NodeSession {
         let casualties = &self.casualties;
         let metrics = &self.shared.metrics;
         let registry = &self.shared.deadlocks;
+        let (shared, found_rows, db, sets) = (
+            &self.shared,
+            self.found_rows,
+            self.db.as_deref(),
+            &self.sets,
+        );
         let starts = slots.into_iter().zip(stmts.iter()).zip(labels).map(
             |((conn, (node, stmt)), labels)| {
                 let node = *node;
@@ -233,7 +253,19 @@ impl Door for NodeSession {
                     };
                     let started = Instant::now();
                     pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
-                    match rerun::start_rerunning(conn, *stmt, run.binary, again, metrics).await {
+                    let ran = if conn.replica.is_some() {
+                        let to = replicas::Fallback {
+                            shared,
+                            node,
+                            found_rows,
+                            db,
+                            sets,
+                        };
+                        replicas::start_or_primary(conn, *stmt, run.binary, &to).await
+                    } else {
+                        rerun::start_rerunning(conn, *stmt, run.binary, again, metrics).await
+                    };
+                    match ran {
                         Ok((head, known)) => Ok(NodeRes::new(
                             conn, head, run.binary, known, node, labels, casualties, started,
                             status,

@@ -75,7 +75,12 @@ impl NodeSession {
     /// clears anyway) makes way for a replica.
     pub(super) async fn place(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
         self.grow(node);
-        let reading = access == Access::Read && self.alone();
+        // The transaction's branch there, wherever it is, serves its every statement.
+        if self.state.tx_nodes().any(|b| b == node) {
+            return Ok(());
+        }
+        // A READ ONLY transaction takes each node's replica for its whole life.
+        let reading = access == Access::Read && (self.alone() || self.state.read_only_tx());
         let on_replica = self.conns[node].as_ref().map(|c| c.replica.is_some());
         match on_replica {
             Some(true) if reading && self.read_from != ReadFrom::Primary => return Ok(()),
@@ -109,8 +114,11 @@ impl NodeSession {
         let cfg = &topo.replicas;
         let now = Instant::now();
         let max_lag = Duration::from_millis(cfg.max_lag_ms);
+        // A replica in sync since before the rules changed may lack rows a move brought to
+        // its node: it waits for its next check.
+        let floor = self.shared.backends.applied_at();
         let usable: Vec<usize> = (0..replicas.len())
-            .filter(|&i| replicas[i].usable(now, max_lag))
+            .filter(|&i| replicas[i].usable(now, max_lag) && replicas[i].synced_after(floor))
             .collect();
         if usable.is_empty() {
             return Err(Declined::NoneInRotation);
@@ -175,9 +183,8 @@ impl NodeSession {
         Ok(())
     }
 
-    /// Runs `stmt` on the replica connection the session holds to `node`; a replica that
-    /// fails before answering (its connection lost, or refusing the statement as read-only)
-    /// leaves the statement to the primary.
+    /// Runs `stmt` on the replica connection the session holds to `node` (see
+    /// [`start_or_primary`]).
     pub(super) async fn start_on_replica<'a>(
         &'a mut self,
         node: usize,
@@ -188,62 +195,32 @@ impl NodeSession {
         let labels = self.labels(node);
         let started = Instant::now();
         let status = Door::status(self);
-        let again = rerun::alone(&self.state);
         let ids = self.running_ids(std::iter::once(node));
         self.ctl.running(&ids);
-        let first = {
-            let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
-                return Err(vanished(node));
-            };
-            rerun::start_rerunning(conn, stmt, run.binary, again, &self.shared.metrics).await
-        };
-        let head = match first {
-            Ok(h) => h,
-            Err(e) if e.breaks() || matches!(e, WireError::Server { code: 1290, .. }) => {
-                if let Some((_, reading)) =
-                    self.conns[node].as_ref().and_then(|c| c.replica.as_ref())
-                {
-                    reading.health().note_error(e.to_string());
-                }
-                self.shared
-                    .metrics
-                    .replica_declined
-                    .with_label_values(&[Declined::Failed.word()])
-                    .inc();
-                if e.breaks() {
-                    self.drop_conn(node);
-                } else {
-                    self.give_back(node);
-                }
-                self.open(node).await?;
-                let ids = self.running_ids(std::iter::once(node));
-                self.ctl.running(&ids);
-                let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
-                    return Err(vanished(node));
-                };
-                match rerun::start_rerunning(conn, stmt, run.binary, again, &self.shared.metrics)
-                    .await
-                {
-                    Ok(h) => h,
-                    Err(e) => return Err(casualty(&self.casualties, node, &labels.name, e)),
-                }
-            }
-            Err(e) => return Err(casualty(&self.casualties, node, &labels.name, e)),
+        let to = Fallback {
+            shared: &self.shared,
+            node,
+            found_rows: self.found_rows,
+            db: self.db.as_deref(),
+            sets: &self.sets,
         };
         let Some(conn) = self.conns.get_mut(node).and_then(Option::as_mut) else {
             return Err(vanished(node));
         };
-        Ok(NodeRes::new(
-            conn,
-            head.0,
-            run.binary,
-            head.1,
-            node,
-            labels,
-            &self.casualties,
-            started,
-            status,
-        ))
+        match start_or_primary(conn, stmt, run.binary, &to).await {
+            Ok((head, known)) => Ok(NodeRes::new(
+                conn,
+                head,
+                run.binary,
+                known,
+                node,
+                labels,
+                &self.casualties,
+                started,
+                status,
+            )),
+            Err(e) => Err(casualty(&self.casualties, node, &labels.name, e)),
+        }
     }
 
     /// (node, replica, thread id) of the session's connections to `nodes`, for KILL.
@@ -265,6 +242,9 @@ impl NodeSession {
     /// after now before the session reads there (an autocommit statement's GTID is not in
     /// its own answer: MariaDB reports it with the connection's next statement).
     pub(super) fn note_writes(&mut self) {
+        if self.state.tx.is_none() {
+            self.tx_wrote.clear();
+        }
         if self.wrote.is_empty() {
             return;
         }
@@ -275,10 +255,15 @@ impl NodeSession {
     }
 
     /// A statement the session's transaction ended with ran on `node`: a COMMIT names its
-    /// GTID in its answer (`last_gtid`); an XA commit does not, reliably.
+    /// GTID in its answer (`last_gtid`); an XA commit does not, reliably. (A read-only
+    /// transaction's branch on a replica wrote nothing.)
     pub(super) fn committed(&mut self, node: usize, sql: &str) {
         let commit = sql.eq_ignore_ascii_case("COMMIT");
         if !commit && !sql.to_ascii_uppercase().contains("XA COMMIT") {
+            return;
+        }
+        // A branch that wrote nothing commits nothing to wait for.
+        if !self.tx_wrote.contains(&node) {
             return;
         }
         let gtid = self
@@ -298,6 +283,60 @@ impl NodeSession {
         }
         self.needs[node] = Some(need);
     }
+}
+
+/// What a statement that a replica failed needs to run on the primary instead.
+pub(super) struct Fallback<'s> {
+    pub(super) shared: &'s Shared,
+    pub(super) node: usize,
+    pub(super) found_rows: bool,
+    pub(super) db: Option<&'s str>,
+    pub(super) sets: &'s [String],
+}
+
+/// Starts `stmt` on `conn`. A replica's connection that fails before the statement's first
+/// answer (lost, timed out, or refusing it as read-only: a function that writes) is
+/// replaced where it stands by a primary's, brought to the session's state, and the
+/// statement runs there: nothing of it reached the client.
+pub(super) async fn start_or_primary(
+    conn: &mut NodeConn,
+    stmt: Stmt<'_>,
+    binary: bool,
+    to: &Fallback<'_>,
+) -> Result<(Head, Option<Arc<[Column]>>), WireError> {
+    let metrics = &to.shared.metrics;
+    let first = rerun::start_rerunning(conn, stmt, binary, false, metrics).await;
+    let e = match first {
+        Err(e) if e.breaks() || matches!(e, WireError::Server { code: 1290, .. }) => e,
+        other => return other,
+    };
+    let Some((_, reading)) = conn.replica.as_ref() else {
+        return Err(e);
+    };
+    reading.health().note_error(e.to_string());
+    metrics
+        .replica_declined
+        .with_label_values(&[Declined::Failed.word()])
+        .inc();
+    let mut p = to
+        .shared
+        .backends
+        .connect_with(to.node, to.found_rows, to.sets)
+        .await
+        .map_err(|m| WireError::Server {
+            code: m.code,
+            state: "HY000".into(),
+            message: m.message,
+        })?;
+    super::bring(&mut p, to.db, to.sets).await?;
+    if !e.breaks() {
+        // Refused, not lost: the replica's connection goes back to its pool.
+        drop(std::mem::replace(conn, NodeConn::new(p)));
+    } else {
+        conn.conn.discard();
+        *conn = NodeConn::new(p);
+    }
+    rerun::start_rerunning(conn, stmt, binary, false, metrics).await
 }
 
 /// One of `among` (indexes into `replicas`) by the policy.

@@ -280,6 +280,11 @@ impl SessionState {
         }
     }
 
+    /// The open transaction was begun READ ONLY (`START TRANSACTION READ ONLY`).
+    pub fn read_only_tx(&self) -> bool {
+        self.tx.as_ref().is_some_and(|t| read_only(&t.begin))
+    }
+
     /// Where a statement that names no table runs (see `Door::sticky`).
     pub fn sticky(&self, insert_id: bool, default: usize) -> Option<usize> {
         let tx_node = self.tx_node();
