@@ -222,6 +222,76 @@ async fn fresh(c: &Cluster) {
     }
 }
 
+/// Write-then-read iterations through each driver (text and prepared in mysql_async).
+const RYW_ITERATIONS: i64 = 5_000;
+
+/// tests/clients/read_your_writes.py through PyMySQL against `proxy` (ids from `base`):
+/// its one line of figures. Panics when it fails.
+fn pymysql_session(proxy: &Proxy, base: i64, expect: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run tests/clients/install.sh",
+        python.display()
+    );
+    let out = std::process::Command::new(python)
+        .arg(root.join("read_your_writes.py"))
+        .env("PYTHONPATH", &root)
+        .env("SP_HOST", "127.0.0.1")
+        .env("SP_PORT", proxy.port.to_string())
+        .env("SP_USER", "app")
+        .env("SP_PASSWORD", "app")
+        .env("SP_DB", "shop")
+        .env("SP_ITERATIONS", (RYW_ITERATIONS).to_string())
+        .env("SP_BASE", base.to_string())
+        .env("SP_PRIMARY_IDS", "1,4")
+        .env("SP_EXPECT", expect)
+        .output()
+        .expect("run read_your_writes.py");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "read_your_writes.py ({expect}) failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.trim().to_string()
+}
+
+/// Writes through the proxy on both nodes until stopped (ids from `base`): the replicas
+/// apply a load while the sessions under test write and read.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<u64>,
+}
+
+fn write_load(pool: &mysql_async::Pool, base: i64) -> Load {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (pool, flag) = (pool.clone(), stop.clone());
+    let task = tokio::spawn(async move {
+        let mut conn = pool.get_conn().await.expect("a connection");
+        let mut n = 0u64;
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            let rows: Vec<String> = (0..20)
+                .map(|j| format!("({}, 'load')", base + (n as i64) * 20 + j))
+                .collect();
+            conn.query_drop(format!("INSERT INTO t VALUES {}", rows.join(", ")))
+                .await
+                .expect("the load's insert");
+            n += 1;
+        }
+        n * 20
+    });
+    Load { stop, task }
+}
+
+impl Load {
+    async fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.expect("the load")
+    }
+}
+
 /// The server ids that answered `n` point reads of `id` through `conn`.
 async fn answered_by(conn: &mut mysql_async::Conn, id: i64, n: usize) -> Vec<u32> {
     let mut out = Vec::new();
@@ -308,8 +378,9 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
     // Replica 1 lags a second behind: a session that writes then reads at once sees its
     // write every time, text and prepared, autocommit and committed transactions.
     set_delay(c, 1, 1).await;
+    let load = write_load(&pool, 50_000_000);
     let mut on_replica = 0;
-    for i in 0..300i64 {
+    for i in 0..RYW_ITERATIONS {
         let id = 10_000 + i;
         let v = format!("v{i}");
         match i % 3 {
@@ -346,7 +417,13 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
             on_replica += 1;
         }
     }
-    eprintln!("read-your-writes: {on_replica} of 300 reads on a replica");
+    eprintln!(
+        "read-your-writes (mysql_async): {on_replica} of {RYW_ITERATIONS} reads on a replica"
+    );
+    let line = pymysql_session(&proxy, 1_000_000, "all");
+    eprintln!("read-your-writes (PyMySQL): {line}");
+    let written = load.stop().await;
+    eprintln!("{written} writes of the load meanwhile");
     set_delay(c, 1, 0).await;
     drop((w, r));
     pool.disconnect().await.ok();
@@ -380,6 +457,9 @@ async fn with_consistency_lag_a_session_may_miss_its_own_write() {
         }
     }
     assert!(missed > 0, "with consistency = \"lag\" and replicas a second behind, some reads miss the write just made");
+    // PyMySQL too (its writes keep the replicas behind: the lag bound is 5 s).
+    let line = pymysql_session(&proxy, 2_000_000, "some-missed");
+    eprintln!("consistency = lag (PyMySQL): {line}");
     set_delay(c, 1, 0).await;
     set_delay(c, 2, 0).await;
     drop(w);
