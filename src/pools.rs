@@ -475,9 +475,17 @@ struct Entry {
     /// The last failure seen on this node, for SHOW NODES.
     last_error: Option<String>,
     /// Its read replicas, in the rules file's order.
-    replicas: Vec<replicas::ReplicaEntry>,
+    replicas: Vec<ReplicaEntry>,
     /// The next replica in turn (round robin).
     turn: Arc<AtomicUsize>,
+}
+
+/// One replica of a node (its pool and check: `replicas`).
+#[derive(Clone)]
+struct ReplicaEntry {
+    url: String,
+    pool: Arc<NodePool>,
+    health: Arc<Health>,
 }
 
 /// The pools of every node, indexed like `Topology::nodes` (indexes are stable across

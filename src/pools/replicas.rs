@@ -12,14 +12,6 @@ use crate::config::Node;
 use crate::replica::gtid::Position;
 use crate::replica::Seen;
 
-/// One replica of a node.
-#[derive(Clone)]
-pub(super) struct ReplicaEntry {
-    url: String,
-    pub(super) pool: Arc<NodePool>,
-    pub(super) health: Arc<Health>,
-}
-
 impl Backends {
     /// Brings `e`'s replicas in line with `n`'s: a replica whose URL is unchanged keeps its
     /// pool and health; a new one gets both, and its check; one gone is retired (its check

@@ -21,7 +21,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             // Refused as a read: the UPDATE is refused for the same reason.
             Plan::Refuse { .. } | Plan::Unroutable { .. } => {
-                return Box::pin(self.run_statement(&read, binary, true, "select", "")).await
+                return Box::pin(self.run_statement(&read, binary, true, "select", None)).await
             }
             _ => {}
         }

@@ -299,7 +299,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .await;
             self.account(&plan, kind, bytes, &slots);
             let before = self.rows_written;
-            let out = self.run_statement(&plan, true, read, kind, &text).await;
+            let out = self
+                .run_statement(&plan, true, read, kind, Some(&text))
+                .await;
             self.spent(&slots, self.rows_written - before, started.elapsed());
             return out;
         }
@@ -381,7 +383,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         self.stmts.insert(id, prep);
         let route = self.account(&plan, kind, bytes, &slots);
         let before = self.rows_written;
-        let out = self.run_statement(&plan, true, read, kind, &text).await;
+        let out = self
+            .run_statement(&plan, true, read, kind, Some(&text))
+            .await;
         self.spent(&slots, self.rows_written - before, started.elapsed());
         if let Some(e) = entry {
             e.set_route(route);

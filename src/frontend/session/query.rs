@@ -9,6 +9,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tracing::debug;
 
 use super::{Outcome, Session};
+use crate::backend::session::ReadFrom;
 use crate::config::Topology;
 use crate::error::{MyError, ER_PARSE_ERROR};
 use crate::exec::door::{Access, Stmt};
@@ -223,7 +224,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .ok()
                 .and_then(|p| unique_per_node(&p.stmt, &topo));
         }
-        let out = self.run_statement(&plan, false, read, kind, sql).await;
+        let out = self
+            .run_statement(&plan, false, read, kind, Some(sql))
+            .await;
         self.last.warn_next = None;
         if kind == "ddl" {
             // A column's collation may have changed.
@@ -339,7 +342,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let kind = statement_kind(parsed.as_ref().ok(), sql);
         self.account(&plan, kind, sql.len(), &slots);
         let (started, before) = (Instant::now(), self.rows_written);
-        let ran = self.run_statement(&plan, binary, read, kind, "").await;
+        let ran = self.run_statement(&plan, binary, read, kind, None).await;
         self.spent(&slots, self.rows_written - before, started.elapsed());
         if assigned.is_empty() {
             return ran;
@@ -411,10 +414,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         binary: bool,
         read: bool,
         kind: &str,
-        sql: &str,
+        sql: Option<&str>,
     ) -> Outcome {
+        // Where it may read holds for this statement only.
         let from = self.read_from(Some(plan), read, kind, sql);
         self.nodes.read_from(from);
+        let out = self.run_planned(plan, binary, read, kind).await;
+        self.nodes.read_from(ReadFrom::Primary);
+        out
+    }
+
+    async fn run_planned(&mut self, plan: &Plan, binary: bool, read: bool, kind: &str) -> Outcome {
         if let Plan::KeyUpdate(k) = plan {
             return self.key_update(k, binary).await;
         }
@@ -513,7 +523,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .to_string(),
             ));
         }
-        Box::pin(self.run_statement(&plan, binary, false, "insert", "")).await
+        Box::pin(self.run_statement(&plan, binary, false, "insert", None)).await
     }
 
     /// Runs a statement on the node a cached plan resolved; returns the outcome and the rows
@@ -526,7 +536,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         read: bool,
         kind: &str,
     ) -> (Outcome, u64) {
-        let from = self.read_from(None, read, kind, stmt.sql);
+        let from = self.read_from(None, read, kind, Some(stmt.sql));
         self.nodes.read_from(from);
         let access = Access::of(read);
         let (door, mut sink) = self.sink(binary);
@@ -535,6 +545,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .map_err(MyError::from);
         let rows = sink.rows;
         self.rows_written += rows;
+        self.nodes.read_from(ReadFrom::Primary);
         (r, rows)
     }
 

@@ -11,14 +11,19 @@ use crate::plan::Plan;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     /// Where the statement `sql` of `kind`, planned as `plan` (`None`: routed to one node
-    /// by a cached plan), may read.
+    /// by a cached plan), may read. `sql` `None`: a statement of the proxy's own making for
+    /// the client's (a user variable's assignment read back, an UPDATE's read of its rows),
+    /// which stays on the primary.
     pub(super) fn read_from(
         &self,
         plan: Option<&Plan>,
         read: bool,
         kind: &str,
-        sql: &str,
+        sql: Option<&str>,
     ) -> ReadFrom {
+        let Some(sql) = sql else {
+            return ReadFrom::Primary;
+        };
         let topo = &self.topo;
         if !topo.nodes.iter().any(|n| !n.replicas.is_empty()) {
             return ReadFrom::Primary;
@@ -32,20 +37,25 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             );
         match plan {
             None if reads_rows => ReadFrom::Replica,
-            Some(
-                Plan::Route(_)
-                | Plan::Scatter { .. }
-                | Plan::AnyCopy { .. }
-                | Plan::Project { .. }
-                | Plan::Limit { .. }
-                | Plan::Aggregate { .. }
-                | Plan::MergeSort { .. }
-                | Plan::KeyPage(_),
-            ) if reads_rows => ReadFrom::Replica,
+            Some(p) if reads_rows && reads_as_sent(p) => ReadFrom::Replica,
             // Names no table: whatever the session holds may answer it (SHOW WARNINGS
             // reads the last statement's, on a replica when that read there).
             Some(Plan::Sticky { .. }) if reads_rows || kind == "show" => ReadFrom::Held,
             _ => ReadFrom::Primary,
         }
+    }
+}
+
+/// Does the plan read the nodes with the client's statements as they are (one node, a
+/// scatter, a broadcast copy, merges over those), and nothing of the proxy's own making
+/// that must stay on the session's primary connections (a gathered join's copies)?
+fn reads_as_sent(plan: &Plan) -> bool {
+    match plan {
+        Plan::Route(_) | Plan::Scatter { .. } | Plan::AnyCopy { .. } | Plan::KeyPage(_) => true,
+        Plan::Project { input, .. }
+        | Plan::Limit { input, .. }
+        | Plan::Aggregate { input, .. }
+        | Plan::MergeSort { input, .. } => reads_as_sent(input),
+        _ => false,
     }
 }
