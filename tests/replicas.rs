@@ -190,6 +190,7 @@ fn replica_rules(c: &Cluster, replicas: &str) -> String {
         "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
          users = [{{ name = \"app\", password = \"app\" }}]\nnode_timeout_secs = 3\n\n\
          [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n\
+         [metrics]\nlisten = \"127.0.0.1:0\"\n\n\
          [replicas]\n{replicas}\n\n[nodes]\n\
          ds0 = {{ url = \"{}\", replicas = [\"{}\", \"{}\"] }}\n\
          ds1 = {{ primary = \"{}\", replicas = [\"{}\"] }}\n\n{}",
@@ -351,6 +352,34 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
     let ids = answered_by(&mut r, on0, 3).await;
     r.query_drop("COMMIT").await.expect("commit");
     assert_eq!(ids, [1, 1, 1], "reads in a transaction go to the primary");
+    // A read's warnings are the replica's, and SHOW WARNINGS reads them there.
+    let warned: Vec<(u32, i64)> = r
+        .exec(
+            "SELECT @@server_id, CAST('3x' AS SIGNED) FROM t WHERE id = ?",
+            (on0,),
+        )
+        .await
+        .expect("a read that warns");
+    assert!(
+        warned[0].0 == 2 || warned[0].0 == 3,
+        "answered by {warned:?}"
+    );
+    let shown: Vec<(String, u32, String)> = r.query("SHOW WARNINGS").await.expect("SHOW WARNINGS");
+    assert_eq!(shown.len(), 1, "the read's warning: {shown:?}");
+    assert_eq!(shown[0].1, 1292, "{shown:?}");
+    // The metrics count each replica's reads and show its lag.
+    let text = scrape(proxy.metrics_port.expect("a metrics port")).await;
+    for name in ["ds0/r1", "ds0/r2", "ds1/r1"] {
+        assert!(
+            text.contains(&format!(
+                "shardproxy_replica_reads_total{{replica=\"{name}\"}}"
+            )) && text.contains(&format!("shardproxy_replica_up{{replica=\"{name}\"}} 1"))
+                && text.contains(&format!(
+                    "shardproxy_replica_lag_seconds{{replica=\"{name}\"}}"
+                )),
+            "{name} in the metrics:\n{text}"
+        );
+    }
     // A READ ONLY transaction reads one replica of the node for its whole life.
     r.query_drop("START TRANSACTION READ ONLY")
         .await
@@ -607,4 +636,18 @@ async fn a_replica_reads_a_moved_slot_only_once_in_sync_after_the_move() {
     set_delay(c, 4, 0).await;
     drop(r);
     pool.disconnect().await.ok();
+}
+
+/// GET /metrics over a plain TCP connection.
+async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .expect("send the request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read the answer");
+    out
 }
