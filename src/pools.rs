@@ -612,20 +612,29 @@ impl Backends {
         found_rows: bool,
         sets: &[String],
     ) -> Result<Pooled, MyError> {
-        let pool = self
-            .entries
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(node)
-            .and_then(|e| e.pool.clone())
-            .ok_or_else(|| {
-                MyError::new(1105, format!("shardproxy: node #{node} is not in service"))
-            })?;
+        let pool = self.pool_of(node, None)?;
         let r = self.take_from(&pool, found_rows, sets).await;
         if let Err(e) = &r {
             self.note_error(node, &e.message);
         }
         r
+    }
+
+    /// The pool of `node`'s primary, or of its replica `replica`.
+    fn pool_of(&self, node: usize, replica: Option<usize>) -> Result<Arc<NodePool>, MyError> {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        let e = entries.get(node);
+        match replica {
+            None => e.and_then(|e| e.pool.clone()),
+            Some(r) => e.and_then(|e| e.replicas.get(r)).map(|r| r.pool.clone()),
+        }
+        .ok_or_else(|| {
+            let what = replica.map_or_else(String::new, |r| format!("replica {} of ", r + 1));
+            MyError::new(
+                1105,
+                format!("shardproxy: {what}node #{node} is not in service"),
+            )
+        })
     }
 
     /// A connection from `pool` within `node_wait_secs`.

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{start_proxy_watching, Cluster, Proxy};
+use common::{scrape, start_proxy_watching, Cluster, Proxy};
 use mysql_async::prelude::Queryable;
 use mysql_async::Row;
 
@@ -468,24 +468,6 @@ async fn expect_refused(app: &mut mysql_async::Conn) {
         1235,
         "UPDATE of the shard key with LIMIT",
     );
-}
-
-/// GET /metrics over a plain TCP connection.
-async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics endpoint");
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send the request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read the answer");
-    assert!(
-        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200"),
-        "{out}"
-    );
-    out
 }
 
 #[tokio::test]

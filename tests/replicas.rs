@@ -637,17 +637,3 @@ async fn a_replica_reads_a_moved_slot_only_once_in_sync_after_the_move() {
     drop(r);
     pool.disconnect().await.ok();
 }
-
-/// GET /metrics over a plain TCP connection.
-async fn scrape(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics endpoint");
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send the request");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read the answer");
-    out
-}

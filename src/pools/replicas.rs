@@ -110,19 +110,7 @@ impl Backends {
         found_rows: bool,
         sets: &[String],
     ) -> Result<Pooled, MyError> {
-        let pool = self
-            .entries
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(node)
-            .and_then(|e| e.replicas.get(r))
-            .map(|r| r.pool.clone())
-            .ok_or_else(|| {
-                MyError::new(
-                    1105,
-                    format!("shardproxy: replica {r} of node #{node} is not in service"),
-                )
-            })?;
+        let pool = self.pool_of(node, Some(r))?;
         self.take_from(&pool, found_rows, sets).await
     }
 

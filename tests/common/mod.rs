@@ -973,3 +973,21 @@ pub async fn lock_wait_on(c: &Cluster, i: usize, what: &str) {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 }
+
+/// GET /metrics over a plain TCP connection.
+pub async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the metrics endpoint");
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .expect("send the request");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read the answer");
+    assert!(
+        out.starts_with("HTTP/1.1 200") || out.starts_with("HTTP/1.0 200"),
+        "{out}"
+    );
+    out
+}
