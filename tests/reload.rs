@@ -383,12 +383,11 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
         .await
         .expect("ADD NODE");
     assert_eq!(p.shared.topology().version, 3);
-    let nodes: Vec<(String, String, String, String, String, String, String)> =
-        ops.query("SHOW NODES").await.expect("SHOW NODES");
+    let nodes = common::moves::named_rows(&mut ops, "SHOW NODES").await;
     assert_eq!(nodes.len(), 3);
-    assert!(nodes.iter().all(|n| n.2 == "up"), "{nodes:?}");
+    assert!(nodes.iter().all(|n| n["health"] == "up"), "{nodes:?}");
     assert!(
-        nodes.iter().all(|n| n.1.contains(":***@")),
+        nodes.iter().all(|n| n["url"].contains(":***@")),
         "passwords shown: {nodes:?}"
     );
 
@@ -401,10 +400,9 @@ async fn the_admin_interface_reads_and_changes_the_rules() {
     assert_eq!(p.shared.topology().version, 3);
     // A client's own error on a node is not the node's fault: SHOW NODES stays clean.
     assert!(app.query_drop("SHOW NODES").await.is_err());
-    let nodes: Vec<(String, String, String, String, String, String, String)> =
-        ops.query("SHOW NODES").await.expect("SHOW NODES");
+    let nodes = common::moves::named_rows(&mut ops, "SHOW NODES").await;
     assert!(
-        nodes.iter().all(|n| n.6.is_empty()),
+        nodes.iter().all(|n| n["last_error"].is_empty()),
         "a client's syntax error shown as a node's last_error: {nodes:?}"
     );
 
