@@ -186,12 +186,17 @@ async fn replication_helpers_work() {
 /// Rules over the cluster: ds0 = node 0 with replicas 1 and 2, ds1 = node 3 with replica 4;
 /// `t` split between them; `[replicas]` as given; an admin interface.
 fn replica_rules(c: &Cluster, replicas: &str) -> String {
+    replica_rules_with(c, replicas, "")
+}
+
+/// [`replica_rules`] with `extra` sections (a `[metadata]`) before `[nodes]`.
+fn replica_rules_with(c: &Cluster, replicas: &str, extra: &str) -> String {
     format!(
         "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
          users = [{{ name = \"app\", password = \"app\" }}]\nnode_timeout_secs = 3\n\n\
          [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{{ name = \"ops\", password = \"ops\" }}]\n\n\
          [metrics]\nlisten = \"127.0.0.1:0\"\n\n\
-         [replicas]\n{replicas}\n\n[nodes]\n\
+         [replicas]\n{replicas}\n\n{extra}[nodes]\n\
          ds0 = {{ url = \"{}\", replicas = [\"{}\", \"{}\"] }}\n\
          ds1 = {{ primary = \"{}\", replicas = [\"{}\"] }}\n\n{}",
         c.url(0),
@@ -635,5 +640,86 @@ async fn a_replica_reads_a_moved_slot_only_once_in_sync_after_the_move() {
     assert_eq!((server, v.as_str()), (4, "moved"));
     set_delay(c, 4, 0).await;
     drop(r);
+    pool.disconnect().await.ok();
+}
+
+#[tokio::test]
+async fn a_slot_moved_to_a_node_whose_replica_lags_is_never_read_short() {
+    let _one = SERIAL.lock().await;
+    let c = cluster();
+    fresh(c).await;
+    // The metadata schema on ds0's primary (its replicas copy it, harmlessly).
+    common::moves::fresh_schema_on(c, 0, "meta_rep").await;
+    let meta = format!(
+        "[metadata]\nurl = \"{}\"\npoll_ms = 100\nlease_ms = 3000\n\n",
+        c.root_url(0, "meta_rep")
+    );
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let proxy = common::moves::watching(
+        &dir,
+        "replicas",
+        replica_rules_with(c, "check_ms = 50\nmax_lag_ms = 3000", &meta),
+    );
+    let admin = proxy.admin_port.expect("an admin port");
+    let pool = proxy.pool();
+    const ROWS: i64 = 400;
+    {
+        let mut w = pool.get_conn().await.expect("a connection");
+        let rows: Vec<String> = (1..=ROWS).map(|k| format!("({k}, 'r{k}')")).collect();
+        w.query_drop(format!("INSERT INTO t VALUES {}", rows.join(", ")))
+            .await
+            .expect("the rows");
+    }
+    for (r, p) in [(1, 0), (2, 0), (4, 3)] {
+        caught_up(c, r, p, Duration::from_secs(10)).await;
+    }
+    // ds1's replica a second behind: the move's copies reach it late.
+    set_delay(c, 4, 1).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (pool, stop) = (pool.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut conn = pool.get_conn().await.expect("a connection");
+            let (mut reads, mut short) = (0u64, Vec::new());
+            let mut k = 0i64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let n: Option<i64> = conn
+                    .query_first("SELECT COUNT(*) FROM t")
+                    .await
+                    .unwrap_or_else(|e| panic!("a count failed: {e}"));
+                if n != Some(ROWS) {
+                    short.push(format!("COUNT(*) = {n:?}"));
+                }
+                k = k % ROWS + 1;
+                let v: Option<String> = conn
+                    .exec_first("SELECT v FROM t WHERE id = ?", (k,))
+                    .await
+                    .unwrap_or_else(|e| panic!("a point read failed: {e}"));
+                if v.as_deref() != Some(format!("r{k}").as_str()) {
+                    short.push(format!("id {k}: {v:?}"));
+                }
+                reads += 2;
+            }
+            (reads, short)
+        })
+    };
+    let mut ops = common::moves::ops(admin).await;
+    ops.query_drop("MIGRATE SLOTS 0-511 OF t TO ds1 AUTO")
+        .await
+        .expect("MIGRATE SLOTS");
+    common::moves::until_step(&mut ops, "1", "done", Duration::from_secs(60)).await;
+    // Reads go on while ds1's replica catches up with the copies.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (reads, short) = reader.await.expect("the reader");
+    assert!(
+        short.is_empty(),
+        "{} of {reads} reads missed rows, first: {:?}",
+        short.len(),
+        &short[..short.len().min(5)]
+    );
+    let r = node_row(admin, "ds1/r1").await;
+    eprintln!("{reads} reads, none short; ds1/r1 {r:?}");
+    set_delay(c, 4, 0).await;
     pool.disconnect().await.ok();
 }
