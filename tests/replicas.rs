@@ -593,6 +593,23 @@ async fn a_stopped_replica_leaves_rotation_and_comes_back() {
     until_health(admin, "ds0/r2", "out of rotation", Duration::from_secs(2)).await;
     c.start_node(2);
     until_health(admin, "ds0/r2", "up", Duration::from_secs(20)).await;
+
+    // Replica 2's replication broken by a row the primary lacks (a duplicate key): its
+    // rows are no longer its primary's, so it leaves rotation at once, in sync or not;
+    // repaired, it comes back.
+    let clash = on0 + 1024 * 7;
+    exec(c, 2, &format!("INSERT INTO t VALUES ({clash}, 'replica')")).await;
+    w.exec_drop("INSERT INTO t VALUES (?, 'primary')", (clash,))
+        .await
+        .expect("insert");
+    let out = until_health(admin, "ds0/r2", "out of rotation", Duration::from_secs(2)).await;
+    let row = node_row(admin, "ds0/r2").await;
+    assert!(row["replication"].starts_with("broken"), "{row:?}");
+    assert!(row["last_error"].contains("1062"), "{row:?}");
+    eprintln!("a broken replica left rotation in {out:?}");
+    exec(c, 2, &format!("DELETE FROM t WHERE id = {clash}")).await;
+    start_replication(c, 2).await;
+    until_health(admin, "ds0/r2", "up", Duration::from_secs(10)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut reads = 0;
     for r in readers {

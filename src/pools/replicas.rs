@@ -209,13 +209,17 @@ fn read_status(row: &HashMap<String, Option<String>>) -> (Position, Seen, Option
     let get = |k: &str| row.get(k).cloned().flatten().unwrap_or_default();
     let at = Position::parse(&get("Gtid_Slave_Pos")).unwrap_or_default();
     let running = get("Slave_IO_Running") == "Yes" && get("Slave_SQL_Running") == "Yes";
+    // The SQL thread's error stops it; the IO thread's counts once it gave up (while it
+    // retries, `Connecting`, the lag alone decides).
+    let failed =
+        |thread: &str, errno: &str| get(thread) == "No" && !matches!(get(errno).as_str(), "" | "0");
     let errors: Vec<String> = [
-        ("Last_IO_Errno", "Last_IO_Error"),
-        ("Last_SQL_Errno", "Last_SQL_Error"),
+        ("Slave_IO_Running", "Last_IO_Errno", "Last_IO_Error"),
+        ("Slave_SQL_Running", "Last_SQL_Errno", "Last_SQL_Error"),
     ]
     .iter()
-    .filter(|(n, _)| !matches!(get(n).as_str(), "" | "0"))
-    .map(|(n, m)| format!("{} {}", get(n), get(m)))
+    .filter(|(t, n, _)| failed(t, n))
+    .map(|(_, n, m)| format!("{} {}", get(n), get(m)))
     .collect();
     let seen = if !errors.is_empty() {
         Seen::Broken
@@ -253,5 +257,7 @@ mod tests {
         let (_, seen, err) = read_status(&row("Yes", "No", "1062"));
         assert_eq!(seen, Seen::Broken);
         assert_eq!(err.as_deref(), Some("1062 Duplicate entry"));
+        // An error of a thread still running (retrying) is not a broken replica.
+        assert_eq!(read_status(&row("Yes", "Yes", "1062")).1, Seen::Replicating);
     }
 }

@@ -33,7 +33,7 @@ pub enum Seen {
     Replicating,
     /// A replication thread is stopped (STOP SLAVE), without an error.
     Stopped,
-    /// Replication stopped on an error.
+    /// Replication stopped on an error: out of rotation, whatever its position.
     Broken,
     /// The server is no replica (SHOW SLAVE STATUS is empty).
     NotReplica,
@@ -99,7 +99,12 @@ impl Health {
     /// never found so).
     pub fn lag(&self, now: Instant) -> Option<Duration> {
         let s = self.lock();
-        if matches!(s.seen, Seen::Unreachable | Seen::NotReplica | Seen::Unknown) {
+        // A replica whose replication failed may hold other rows than its primary (a
+        // duplicate key, a missing row): nothing it says is known to be right.
+        if matches!(
+            s.seen,
+            Seen::Unreachable | Seen::NotReplica | Seen::Unknown | Seen::Broken
+        ) {
             return None;
         }
         s.synced_at.map(|t| now.saturating_duration_since(t))
@@ -265,6 +270,16 @@ mod tests {
         // Unreachable: out at once.
         h.failed(Seen::Unreachable, "timed out".into());
         assert!(!h.usable(t2 + Duration::from_millis(10), max));
+        // Broken replication: out at once, in sync or not.
+        let t3 = t2 + Duration::from_millis(100);
+        h.checked(
+            t3,
+            &pos("0-1-20"),
+            pos("0-1-20"),
+            Seen::Broken,
+            Some("1062".into()),
+        );
+        assert!(!h.usable(t3 + Duration::from_millis(10), max));
     }
 
     #[test]
