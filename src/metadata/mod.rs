@@ -170,12 +170,25 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
             nodes.remove(&n.name);
             continue;
         }
-        let item = match n.weight {
-            None => toml_edit::value(n.url.as_str()),
-            Some(w) => {
+        // The replicas the file gives the node stay its own (the metadata has no word on
+        // them: a drain's weight must not drop them).
+        let replicas = nodes
+            .get(&n.name)
+            .and_then(|i| i.as_table_like())
+            .and_then(|t| t.get("replicas"))
+            .and_then(|r| r.as_value())
+            .cloned();
+        let item = match (n.weight, replicas) {
+            (None, None) => toml_edit::value(n.url.as_str()),
+            (w, replicas) => {
                 let mut it = toml_edit::InlineTable::new();
                 it.insert("url", n.url.as_str().into());
-                it.insert("weight", i64::from(w).into());
+                if let Some(w) = w {
+                    it.insert("weight", i64::from(w).into());
+                }
+                if let Some(r) = replicas {
+                    it.insert("replicas", r);
+                }
                 toml_edit::value(it)
             }
         };
@@ -517,6 +530,23 @@ mod key_tests {
             .map(|n| (n.name.as_str(), n.weight))
             .collect();
         assert_eq!(names, vec![("ds0", 1), ("ds2", 3)], "{merged}");
+        // A node's replicas in the file stay when a row weighs it (a drain).
+        let file = file.replace(
+            "ds0 = \"mysql://root:root@127.0.0.1:3311/shop\"",
+            "ds0 = { url = \"mysql://root:root@127.0.0.1:3311/shop\", replicas = [\"mysql://root:root@127.0.0.1:3321/shop\"] }",
+        );
+        let rows = Rows {
+            version: 5,
+            nodes: vec![node("ds0", Some(0), false)],
+            ..Default::default()
+        };
+        let merged = merge_into(&file, &rows).unwrap();
+        let t = crate::config::parse(&merged, "merged").unwrap_or_else(|e| panic!("{e}\n{merged}"));
+        assert_eq!(
+            (t.nodes[0].weight, t.nodes[0].replicas.len()),
+            (0, 1),
+            "{merged}"
+        );
     }
 
     #[test]
