@@ -65,7 +65,9 @@ impl NodeSession {
             return Ok(());
         }
         // A READ ONLY transaction takes each node's replica for its whole life.
-        let reading = access == Access::Read && (self.alone() || self.state.read_only_tx());
+        let read_only =
+            self.state.read_only_tx() || (self.state.tx.is_some() && session_read_only(&self.sets));
+        let reading = access == Access::Read && (self.alone() || read_only);
         let on_replica = self.conns[node].as_ref().map(|c| c.replica.is_some());
         match on_replica {
             Some(true) if reading && self.read_from != ReadFrom::Primary => return Ok(()),
@@ -324,6 +326,51 @@ pub(super) async fn start_or_primary(
     rerun::start_rerunning(conn, stmt, binary, false, metrics).await
 }
 
+/// Do the session's SETs make its transactions read-only (`SET SESSION TRANSACTION READ
+/// ONLY`, as MySQL Connector/J's `setReadOnly(true)` sends it; `SET SESSION
+/// transaction_read_only = 1`)? The last such SET decides. (`SET TRANSACTION` without
+/// SESSION is for the next transaction alone: not a session SET.)
+pub(super) fn session_read_only(sets: &[String]) -> bool {
+    use crate::sql::lex::{lex, Kind};
+    for s in sets.iter().rev() {
+        let toks = lex(s, Default::default()).toks;
+        let words: Vec<String> = toks
+            .iter()
+            .filter(|t| !matches!(t.kind, Kind::Op | Kind::Dot | Kind::Comma))
+            .map(|t| {
+                let w = t.text(s).trim_start_matches('@').to_ascii_uppercase();
+                match w.split_once('.') {
+                    Some(("SESSION" | "LOCAL", var)) if t.kind == Kind::Var => var.to_string(),
+                    _ => w,
+                }
+            })
+            .collect();
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        match w.as_slice() {
+            ["SET", "SESSION", "TRANSACTION", rest @ ..] => {
+                let mode = rest
+                    .windows(2)
+                    .filter(|p| p[0] == "READ" && matches!(p[1], "ONLY" | "WRITE"))
+                    .last();
+                if let Some(p) = mode {
+                    return p[1] == "ONLY";
+                }
+            }
+            ["SET", scope, var, value]
+                if matches!(*scope, "SESSION" | "LOCAL")
+                    && matches!(*var, "TX_READ_ONLY" | "TRANSACTION_READ_ONLY") =>
+            {
+                return matches!(*value, "1" | "ON" | "TRUE");
+            }
+            ["SET", var, value] if matches!(*var, "TX_READ_ONLY" | "TRANSACTION_READ_ONLY") => {
+                return matches!(*value, "1" | "ON" | "TRUE");
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 /// One of `among` (indexes into `replicas`) by the policy.
 fn choose(replicas: &[Arc<Health>], among: &[usize], policy: ReadPolicy, turn: usize) -> usize {
     let first = among.get(turn % among.len().max(1)).copied().unwrap_or(0);
@@ -360,6 +407,32 @@ async fn wait_for(c: &mut Pooled, g: Gtid, wait_ms: u64) -> Result<bool, WireErr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_session_set_of_the_access_mode_decides() {
+        let sets = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(session_read_only(&sets(&[
+            "set session transaction read only"
+        ])));
+        assert!(session_read_only(&sets(&[
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED, READ ONLY"
+        ])));
+        assert!(session_read_only(&sets(&[
+            "SET @@session.transaction_read_only = 1"
+        ])));
+        assert!(session_read_only(&sets(&["SET tx_read_only = ON"])));
+        assert!(!session_read_only(&sets(&[
+            "SET SESSION TRANSACTION READ ONLY",
+            "SET SESSION TRANSACTION READ WRITE"
+        ])));
+        assert!(!session_read_only(&sets(&[
+            "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
+        ])));
+        assert!(!session_read_only(&sets(&[
+            "SET @@session.transaction_read_only = 0"
+        ])));
+        assert!(!session_read_only(&sets(&["SET @x = 1"])));
+    }
 
     #[test]
     fn a_replica_is_chosen_in_turn_or_by_its_reads() {
