@@ -397,7 +397,9 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
     );
     // So does a plain BEGIN after SET SESSION TRANSACTION READ ONLY (MySQL Connector/J's
     // setReadOnly), until READ WRITE.
-    r.query_drop("SET SESSION TRANSACTION READ ONLY").await.expect("read only");
+    r.query_drop("SET SESSION TRANSACTION READ ONLY")
+        .await
+        .expect("read only");
     r.query_drop("BEGIN").await.expect("begin");
     let ids = answered_by(&mut r, on0, 4).await;
     r.query_drop("COMMIT").await.expect("commit");
@@ -405,7 +407,9 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
         (ids[0] == 2 || ids[0] == 3) && ids.iter().all(|&s| s == ids[0]),
         "a session-read-only transaction's reads answered by {ids:?}"
     );
-    r.query_drop("SET SESSION TRANSACTION READ WRITE").await.expect("read write");
+    r.query_drop("SET SESSION TRANSACTION READ WRITE")
+        .await
+        .expect("read write");
     r.query_drop("BEGIN").await.expect("begin");
     let ids = answered_by(&mut r, on0, 2).await;
     r.query_drop("COMMIT").await.expect("commit");

@@ -350,8 +350,7 @@ pub(super) fn session_read_only(sets: &[String]) -> bool {
             ["SET", "SESSION", "TRANSACTION", rest @ ..] => {
                 let mode = rest
                     .windows(2)
-                    .filter(|p| p[0] == "READ" && matches!(p[1], "ONLY" | "WRITE"))
-                    .last();
+                    .rfind(|p| p[0] == "READ" && matches!(p[1], "ONLY" | "WRITE"));
                 if let Some(p) = mode {
                     return p[1] == "ONLY";
                 }
