@@ -402,7 +402,15 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
         .expect("read only");
     r.query_drop("BEGIN").await.expect("begin");
     let ids = answered_by(&mut r, on0, 4).await;
+    let rows: Vec<(u32, i64)> = r
+        .query("SELECT @@server_id, COUNT(*) FROM t")
+        .await
+        .expect("a scatter in the transaction");
     r.query_drop("COMMIT").await.expect("commit");
+    assert!(
+        rows.iter().all(|(s, _)| [2, 3, 5].contains(s)) && rows.iter().any(|(s, _)| *s == ids[0]),
+        "a session-read-only transaction's scatter answered by {rows:?} (its point reads by {ids:?})"
+    );
     assert!(
         (ids[0] == 2 || ids[0] == 3) && ids.iter().all(|&s| s == ids[0]),
         "a session-read-only transaction's reads answered by {ids:?}"

@@ -530,7 +530,7 @@ impl NodeSession {
         if self.conns[node]
             .as_ref()
             .is_some_and(|c| c.replica.is_some())
-            && !self.state.read_only_tx()
+            && !self.read_only_tx()
         {
             // A read-only transaction's replica is the one its branch there opens on.
             self.give_back(node);

@@ -41,11 +41,7 @@ impl Door for NodeSession {
         }
         self.state.last_node = Some(node);
         if run.access == crate::exec::door::Access::Write {
-            if self.state.tx.is_none() {
-                self.wrote.push(node);
-            } else if !self.tx_wrote.contains(&node) {
-                self.tx_wrote.push(node);
-            }
+            self.wrote_on(&[node]);
         }
         self.sync_registry();
         // With the BEGIN ahead, the branches the deadlock detector must know once it opened
@@ -203,15 +199,7 @@ impl Door for NodeSession {
         let nodes: Vec<usize> = stmts.iter().map(|(n, _)| *n).collect();
         Transactions::enter(self, &nodes, run.access).await?;
         if run.access == crate::exec::door::Access::Write {
-            if self.state.tx.is_none() {
-                self.wrote.extend_from_slice(&nodes);
-            } else {
-                for n in &nodes {
-                    if !self.tx_wrote.contains(n) {
-                        self.tx_wrote.push(*n);
-                    }
-                }
-            }
+            self.wrote_on(&nodes);
         }
         self.sync_registry();
         self.state.last_node = stmts.first().map(|(n, _)| *n);

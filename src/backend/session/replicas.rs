@@ -42,6 +42,27 @@ impl NodeSession {
             && self.state.locked.is_empty()
     }
 
+    /// In a read-only transaction: begun READ ONLY, or after the session's SETs made its
+    /// transactions so.
+    pub(super) fn read_only_tx(&self) -> bool {
+        self.state.read_only_tx() || (self.state.tx.is_some() && session_read_only(&self.sets))
+    }
+
+    /// Writes of the statement starting on `nodes`: outside a transaction, a replica must
+    /// be seen in sync after it ends; inside, its COMMIT names what to wait for.
+    pub(super) fn wrote_on(&mut self, nodes: &[usize]) {
+        let list = if self.state.tx.is_none() {
+            &mut self.wrote
+        } else {
+            &mut self.tx_wrote
+        };
+        for n in nodes {
+            if !list.contains(n) {
+                list.push(*n);
+            }
+        }
+    }
+
     /// Brings the session's connection to `node` to where a statement of `access` runs,
     /// opening one when it holds none: [`NodeSession::place`], then the primary.
     pub(super) async fn open_for(&mut self, node: usize, access: Access) -> Result<(), NodeError> {
@@ -65,9 +86,7 @@ impl NodeSession {
             return Ok(());
         }
         // A READ ONLY transaction takes each node's replica for its whole life.
-        let read_only =
-            self.state.read_only_tx() || (self.state.tx.is_some() && session_read_only(&self.sets));
-        let reading = access == Access::Read && (self.alone() || read_only);
+        let reading = access == Access::Read && (self.alone() || self.read_only_tx());
         let on_replica = self.conns[node].as_ref().map(|c| c.replica.is_some());
         match on_replica {
             Some(true) if reading && self.read_from != ReadFrom::Primary => return Ok(()),
