@@ -290,6 +290,19 @@ replica_rows() {
         awk -F'\t' '$1 ~ /\/r[0-9]+$/ { print $1 "\t" $3 "\t" $8 "\t" $9 "\t" $10 }'
 }
 
+# Prints how idle the CPU was over the next 2 s, in %.
+cpu_idle_pct() {
+    local a b
+    a=$(head -n 1 /proc/stat)
+    sleep 2
+    b=$(head -n 1 /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN {
+        n = split(a, x); split(b, y); t = 0
+        for (i = 2; i <= n; i++) t += y[i] - x[i]
+        idle = (y[5] - x[5]) + (y[6] - x[6])
+        printf "%.0f", (t > 0 ? 100 * idle / t : 0) }'
+}
+
 declare -A res
 # run_phase PHASE: the proxy on PHASE's rules (already running for the first), a warm-up,
 # then TIME seconds of sysbench, measured. Sets res[PHASE.*].
@@ -353,7 +366,8 @@ run_phase() {
     res[$phase.declined]=$(awk -v a="$x0" -v b="$x1" 'BEGIN { print b - a }')
     res[$phase.cpu]="proxy $(machine_pct $((s1 - s0)) "$secs"), primaries $(machine_pct $((p1 - p0)) "$secs"),"
     res[$phase.cpu]+=" replicas $(machine_pct $((r1 - r0)) "$secs"), sysbench $(machine_pct $((c1 - c0)) "$secs"),"
-    res[$phase.cpu]+=" others $(machine_pct $((m1 - m0 - (s1 - s0) - (p1 - p0) - (r1 - r0) - (c1 - c0))) "$secs")"
+    res[$phase.others]=$(machine_pct $((m1 - m0 - (s1 - s0) - (p1 - p0) - (r1 - r0) - (c1 - c0))) "$secs")
+    res[$phase.cpu]+=" others ${res[$phase.others]}"
     local n i j sel=""
     for ((n = 0; n < node_count; n++)); do
         if ((n < shard_count)); then
@@ -376,14 +390,18 @@ run_phase() {
         res[$phase.nodes]=$(replica_rows)
         res[$phase.why]=$(metric shardproxy_replica_declined_total | tr '\n' ' ')
     fi
-    printf '%-9s %10s %8s %8s %7s %10s %9s\n' "$phase" "${res[$phase.qps]}" "${res[$phase.avg]}" \
-        "${res[$phase.p95]}" "${res[$phase.errors]}" "${res[$phase.reconnects]}" "${res[$phase.log]}"
+    printf '%-9s %10s %8s %8s %7s %10s %9s %7s\n' "$phase" "${res[$phase.qps]}" "${res[$phase.avg]}" \
+        "${res[$phase.p95]}" "${res[$phase.errors]}" "${res[$phase.reconnects]}" "${res[$phase.log]}" \
+        "${res[$phase.others]}"
     bench_stop_proxy
     mv "$work/proxy.log" "$work/proxy-$phase.log"
 }
 
-echo "== measuring: oltp_read_only --skip-trx, $threads threads, ${warmup}s warm-up and ${duration}s per phase"
-printf '%-9s %10s %8s %8s %7s %10s %9s\n' phase QPS avg_ms p95_ms errors reconnects log_warn
+idle_before=$(cpu_idle_pct)
+echo "== measuring (CPU ${idle_before}% idle over the last 2 s): oltp_read_only --skip-trx," \
+    "$threads threads, ${warmup}s warm-up and ${duration}s per phase"
+echo "(others, below: CPU used by processes outside the bench during a phase, in % of the machine)"
+printf '%-9s %10s %8s %8s %7s %10s %9s %7s\n' phase QPS avg_ms p95_ms errors reconnects log_warn others
 for phase in "${phases[@]}"; do
     run_phase "$phase"
 done
@@ -393,7 +411,7 @@ bench_cleanup
 
 echo
 echo "date=$(date +%F) machine=\"$machine\" commit=$commit threads=$threads tables=$tables" \
-    "table_size=$table_size time=${duration}s warmup=${warmup}s policy=$policy"
+    "table_size=$table_size time=${duration}s warmup=${warmup}s policy=$policy cpu_idle_before=${idle_before}%"
 for phase in "${phases[@]}"; do
     echo "$phase: ${res[$phase.qps]} QPS (${res[$phase.queries]} queries), avg ${res[$phase.avg]} ms," \
         "p95 ${res[$phase.p95]} ms, errors ${res[$phase.errors]}, reconnects ${res[$phase.reconnects]}," \
