@@ -315,7 +315,10 @@ pub(super) fn replica_rows(shared: &Shared, t: &Topology, i: usize) -> Vec<Vec<S
                 h.busy().to_string(),
                 String::new(),
                 h.error().unwrap_or_default(),
-                format!("{} at {}", h.seen().word(), h.position()),
+                match h.position() {
+                    at if at.is_empty() => h.seen().word().to_string(),
+                    at => format!("{} at {at}", h.seen().word()),
+                },
                 lag.map(|l| l.as_millis().to_string()).unwrap_or_default(),
                 h.reads().to_string(),
             ]
