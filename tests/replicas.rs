@@ -650,6 +650,73 @@ async fn a_stopped_replica_leaves_rotation_and_comes_back() {
     pool.disconnect().await.ok();
 }
 
+/// A replica listed under the wrong node (ds1's replica is node 1, which replicates ds0's
+/// primary): its GTID position may well look in sync with ds1's (one replication domain,
+/// alike numbers), but its rows are ds0's. It stays out of rotation, saying why, and ds1's
+/// reads go to ds1's primary and find ds1's rows.
+#[tokio::test]
+async fn a_replica_of_another_nodes_primary_never_serves_that_node() {
+    let _one = SERIAL.lock().await;
+    let c = cluster();
+    fresh(c).await;
+    let rules = replica_rules(c, "check_ms = 50\nmax_lag_ms = 1000");
+    let right = format!("replicas = [\"{}\"] }}", c.url(4));
+    assert!(rules.contains(&right), "{rules}");
+    let rules = rules.replace(&right, &format!("replicas = [\"{}\"] }}", c.url(1)));
+    let proxy = start_proxy_with_rules(rules);
+    let admin = proxy.admin_port.expect("an admin port");
+    let layout = [(0, 511), (512, 1023)];
+    let (on0, on1) = (key_on_node(&layout, 0), key_on_node(&layout, 1));
+    let pool = proxy.pool();
+    let mut w = pool.get_conn().await.expect("a connection");
+    for k in [on0, on1] {
+        w.exec_drop("INSERT INTO t VALUES (?, 'row')", (k,))
+            .await
+            .expect("insert");
+    }
+    caught_up(c, 1, 0, Duration::from_secs(5)).await;
+    until_health(admin, "ds0/r1", "up", Duration::from_secs(5)).await;
+    until_health(admin, "ds1/r1", "out of rotation", Duration::from_secs(2)).await;
+    // Checks go on: it never joins.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let row = node_row(admin, "ds1/r1").await;
+    assert!(row["health"].starts_with("out of rotation"), "{row:?}");
+    assert!(
+        row["replication"].starts_with("not replicating its primary"),
+        "{row:?}"
+    );
+    assert!(row["last_error"].contains("server_id 1"), "{row:?}");
+    let mut r = pool.get_conn().await.expect("a connection");
+    for _ in 0..50 {
+        let got: Option<(u32, String)> = r
+            .exec_first("SELECT @@server_id, v FROM t WHERE id = ?", (on1,))
+            .await
+            .expect("a read of ds1");
+        assert_eq!(
+            got,
+            Some((4, "row".to_string())),
+            "ds1's row, from its primary"
+        );
+    }
+    // ds0's own replica still serves ds0.
+    let mut servers = Vec::new();
+    for _ in 0..10 {
+        let got: Option<(u32, String)> = r
+            .exec_first("SELECT @@server_id, v FROM t WHERE id = ?", (on0,))
+            .await
+            .expect("a read of ds0");
+        let (server, v) = got.expect("ds0's row");
+        assert_eq!(v, "row");
+        servers.push(server);
+    }
+    assert!(
+        servers.contains(&2),
+        "ds0's reads reach its replica: {servers:?}"
+    );
+    drop((w, r));
+    pool.disconnect().await.ok();
+}
+
 #[tokio::test]
 async fn a_replica_reads_a_moved_slot_only_once_in_sync_after_the_move() {
     let _one = SERIAL.lock().await;

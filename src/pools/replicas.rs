@@ -141,12 +141,19 @@ async fn check_loop(
         let began = Instant::now();
         let primary_pos = tokio::time::timeout(limit, async {
             let c = opened(&primary, &mut pconn).await?;
-            let text = c
-                .query_text("SELECT @@gtid_binlog_pos")
+            let row = c
+                .query_named("SELECT @@gtid_binlog_pos AS pos, @@server_id AS id")
                 .await
                 .map_err(|e| e.to_string())?
                 .unwrap_or_default();
-            Position::parse(&text).ok_or_else(|| format!("a GTID position `{text}` not understood"))
+            let get = |k: &str| row.get(k).cloned().flatten().unwrap_or_default();
+            let (text, id) = (get("pos"), get("id"));
+            let pos = Position::parse(&text)
+                .ok_or_else(|| format!("a GTID position `{text}` not understood"))?;
+            let id: u32 = id
+                .parse()
+                .map_err(|_| format!("a server_id `{id}` not understood"))?;
+            Ok::<_, String>((pos, id))
         })
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {} ms", limit.as_millis())));
@@ -156,7 +163,7 @@ async fn check_loop(
                 // Nothing is known in sync from here on: the replica's lag grows.
                 health.note_error(format!("its primary: {e}"));
             }
-            Ok(ppos) => {
+            Ok((ppos, primary_id)) => {
                 let seen = tokio::time::timeout(limit, async {
                     let c = opened(&replica, &mut rconn).await?;
                     let mut status = c
@@ -184,7 +191,12 @@ async fn check_loop(
                     }
                     Ok(Some(row)) => {
                         let (at, seen, error) = read_status(&row);
-                        health.checked(began, &ppos, at, seen, error);
+                        match source_differs(&row, primary_id) {
+                            Some(why) if seen != Seen::Broken => {
+                                health.failed(Seen::Elsewhere, why)
+                            }
+                            _ => health.checked(began, &ppos, at, seen, error),
+                        }
                     }
                 }
             }
@@ -202,6 +214,30 @@ async fn opened<'a>(pool: &NodePool, c: &'a mut Option<Conn>) -> Result<&'a mut 
         *c = Some(pool.connect(false).await?);
     }
     c.as_mut().ok_or_else(|| "no connection".to_string())
+}
+
+/// Why a replica's `SHOW SLAVE STATUS` row says it does not replicate the primary whose
+/// `@@server_id` is `primary`: the server it last reached (`Master_Server_Id`) is another,
+/// or none yet. A GTID position alone cannot tell: two primaries of one replication domain
+/// number their transactions alike. So a replica must replicate its primary directly, and
+/// each primary have a server_id of its own.
+fn source_differs(row: &HashMap<String, Option<String>>, primary: u32) -> Option<String> {
+    let id = row.get("Master_Server_Id").cloned().flatten();
+    match id.as_deref().map(str::parse::<u32>) {
+        Some(Ok(id)) if id == primary => None,
+        Some(Ok(0)) | None => Some(format!(
+            "its replication has reached no primary yet (Master_Server_Id 0; its primary's \
+             server_id is {primary})"
+        )),
+        Some(Ok(id)) => Some(format!(
+            "it replicates the server with server_id {id}, its primary's is {primary}: \
+             a replica must replicate its node's primary directly"
+        )),
+        Some(Err(_)) => Some(format!(
+            "Master_Server_Id `{}` not understood",
+            id.unwrap_or_default()
+        )),
+    }
 }
 
 /// A replica's position, threads and error from its `SHOW SLAVE STATUS` row.
@@ -234,6 +270,21 @@ fn read_status(row: &HashMap<String, Option<String>>) -> (Position, Seen, Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_of_another_server_is_told_by_its_source_server_id() {
+        let row = |id: Option<&str>| -> HashMap<String, Option<String>> {
+            id.map(|v| ("Master_Server_Id".to_string(), Some(v.to_string())))
+                .into_iter()
+                .collect()
+        };
+        assert_eq!(source_differs(&row(Some("2")), 2), None);
+        let why = source_differs(&row(Some("1")), 2).expect("another source");
+        assert!(why.contains("server_id 1") && why.contains("is 2"), "{why}");
+        assert!(source_differs(&row(Some("0")), 2).is_some());
+        assert!(source_differs(&row(None), 2).is_some());
+        assert!(source_differs(&row(Some("x")), 2).is_some());
+    }
 
     #[test]
     fn a_slave_status_row_is_read_by_its_names() {

@@ -49,11 +49,13 @@ impl Position {
         Some(Position(out))
     }
 
-    /// Holds the transaction `g` (and so every earlier one of its domain).
+    /// Holds the transaction `g` (and so every earlier one of its domain). At `g`'s own
+    /// sequence number only `g` itself counts: another server's transaction of that number
+    /// is another history (a server replicating some other primary).
     pub fn covers(&self, g: &Gtid) -> bool {
-        self.0
-            .iter()
-            .any(|h| h.domain == g.domain && h.seq >= g.seq)
+        self.0.iter().any(|h| {
+            h.domain == g.domain && (h.seq > g.seq || (h.seq == g.seq && h.server == g.server))
+        })
     }
 
     /// Holds every transaction `other` holds.
@@ -98,6 +100,9 @@ mod tests {
         assert!(p.covers(&Gtid::parse("0-3-40").expect("gtid")));
         assert!(!p.covers(&Gtid::parse("0-1-43").expect("gtid")));
         assert!(!p.covers(&Gtid::parse("2-1-1").expect("gtid")));
+        // The same number from another server: not this history's transaction.
+        assert!(!p.covers(&Gtid::parse("0-2-42").expect("gtid")));
+        assert!(!p.covers_all(&Position::parse("0-2-42,1-2-7").expect("pos")));
         assert!(p.covers_all(&Position::parse("0-1-41,1-2-7").expect("pos")));
         assert!(!p.covers_all(&Position::parse("0-1-41,1-2-8").expect("pos")));
         assert!(p.covers_all(&Position::parse("").expect("empty")));

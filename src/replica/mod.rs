@@ -39,6 +39,9 @@ pub enum Seen {
     NotReplica,
     /// The check failed or did not answer in time.
     Unreachable,
+    /// It replicates some server other than its node's primary (or has not reached one
+    /// yet): its rows are not the node's.
+    Elsewhere,
 }
 
 impl Seen {
@@ -50,6 +53,7 @@ impl Seen {
             Seen::Broken => "broken",
             Seen::NotReplica => "not a replica",
             Seen::Unreachable => "unreachable",
+            Seen::Elsewhere => "not replicating its primary",
         }
     }
 }
@@ -103,7 +107,7 @@ impl Health {
         // duplicate key, a missing row): nothing it says is known to be right.
         if matches!(
             s.seen,
-            Seen::Unreachable | Seen::NotReplica | Seen::Unknown | Seen::Broken
+            Seen::Unreachable | Seen::NotReplica | Seen::Unknown | Seen::Broken | Seen::Elsewhere
         ) {
             return None;
         }
