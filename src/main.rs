@@ -419,13 +419,15 @@ fn main() -> ExitCode {
                 let p = plan::with_offline_ctx(&t, today, |ctx| {
                     plan::plan(&text, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
                 });
+                let mut shown =
+                    format!("{}{}", p.describe(&t), plan::cache::describe(&text, &p, &t));
+                let parsed = parsed.as_ref().map_err(String::as_str);
+                if let Some(line) = plan::replica::describe(&text, parsed, &p, &t) {
+                    shown.push('\n');
+                    shown.push_str(&line);
+                }
                 // A closed pipe (`| head`) ends the output quietly instead of panicking.
-                let _ = writeln!(
-                    std::io::stdout(),
-                    "{}{}",
-                    p.describe(&t),
-                    plan::cache::describe(&text, &p, &t)
-                );
+                let _ = writeln!(std::io::stdout(), "{shown}");
                 ExitCode::SUCCESS
             }
             Err(e) => {

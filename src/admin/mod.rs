@@ -435,11 +435,16 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
         let p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
             crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
         });
-        let text = format!(
+        let mut text = format!(
             "{}{}",
             p.describe(&t),
             crate::plan::cache::describe(stmt, &p, &t)
         );
+        let parsed = parsed.as_ref().map_err(String::as_str);
+        if let Some(line) = crate::plan::replica::describe(stmt, parsed, &p, &t) {
+            text.push('\n');
+            text.push_str(&line);
+        }
         let rows = text.lines().map(|l| vec![l.to_string()]).collect();
         return Ok(Answer::Rows {
             columns: headers(&["plan"]),

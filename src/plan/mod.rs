@@ -16,6 +16,7 @@ pub mod key_update;
 mod moved;
 pub mod moving;
 mod rename;
+pub mod replica;
 mod salt;
 mod select;
 pub mod tier;

@@ -7,6 +7,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::Session;
 use crate::backend::session::ReadFrom;
+use crate::plan::replica::reads_as_sent;
 use crate::plan::Plan;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -43,19 +44,5 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(Plan::Sticky { .. }) if reads_rows || kind == "show" => ReadFrom::Held,
             _ => ReadFrom::Primary,
         }
-    }
-}
-
-/// Does the plan read the nodes with the client's statements as they are (one node, a
-/// scatter, a broadcast copy, merges over those), and nothing of the proxy's own making
-/// that must stay on the session's primary connections (a gathered join's copies)?
-fn reads_as_sent(plan: &Plan) -> bool {
-    match plan {
-        Plan::Route(_) | Plan::Scatter { .. } | Plan::AnyCopy { .. } | Plan::KeyPage(_) => true,
-        Plan::Project { input, .. }
-        | Plan::Limit { input, .. }
-        | Plan::Aggregate { input, .. }
-        | Plan::MergeSort { input, .. } => reads_as_sent(input),
-        _ => false,
     }
 }
