@@ -650,6 +650,67 @@ async fn a_stopped_replica_leaves_rotation_and_comes_back() {
     pool.disconnect().await.ok();
 }
 
+/// A write and a read of its row in one COM_QUERY (`INSERT ...; SELECT ...`, as a driver
+/// with CLIENT_MULTI_STATEMENTS sends a script): the read sees the write, though ds0's
+/// replicas, two seconds behind, are in rotation for reads that need nothing.
+#[tokio::test]
+async fn a_read_after_a_write_in_one_packet_sees_it() {
+    let _one = SERIAL.lock().await;
+    let c = cluster();
+    fresh(c).await;
+    let proxy = start_proxy_with_rules(replica_rules(c, "check_ms = 50\nmax_lag_ms = 8000"));
+    let admin = proxy.admin_port.expect("an admin port");
+    until_health(admin, "ds0/r1", "up", Duration::from_secs(5)).await;
+    until_health(admin, "ds0/r2", "up", Duration::from_secs(5)).await;
+    let k = key_on_node(&[(0, 511), (512, 1023)], 0);
+    exec(c, 0, &format!("INSERT INTO t VALUES ({k}, 'first')")).await;
+    for r in [1, 2] {
+        caught_up(c, r, 0, Duration::from_secs(5)).await;
+        set_delay(c, r, 2).await;
+    }
+    let pool = proxy.pool();
+    let mut conn = pool.get_conn().await.expect("a connection");
+    let mut servers = Vec::new();
+    for i in 0..40 {
+        let mut r = conn
+            .query_iter(format!(
+                "REPLACE INTO t VALUES ({k}, 'v{i}'); SELECT @@server_id, v FROM t WHERE id = {k}"
+            ))
+            .await
+            .expect("the packet");
+        let mut got: Vec<(u32, String)> = Vec::new();
+        while !r.is_empty() {
+            got.extend(r.collect::<(u32, String)>().await.expect("a result"));
+        }
+        drop(r);
+        let (server, v) = got.pop().expect("the read's row");
+        assert_eq!(
+            v,
+            format!("v{i}"),
+            "the read in the write's packet, from server {server}"
+        );
+        servers.push(server);
+        // Another session's read may take a replica meanwhile: they stay in rotation.
+        let other: Option<(u32, String)> = pool
+            .get_conn()
+            .await
+            .expect("a connection")
+            .query_first(format!("SELECT @@server_id, v FROM t WHERE id = {k}"))
+            .await
+            .expect("another session's read");
+        servers.push(other.expect("the row").0);
+    }
+    assert!(
+        servers.iter().any(|s| *s != 1),
+        "the replicas served other reads: {servers:?}"
+    );
+    for r in [1, 2] {
+        set_delay(c, r, 0).await;
+    }
+    drop(conn);
+    pool.disconnect().await.ok();
+}
+
 /// A replica listed under the wrong node (ds1's replica is node 1, which replicates ds0's
 /// primary): its GTID position may well look in sync with ds1's (one replication domain,
 /// alike numbers), but its rows are ds0's. It stays out of rotation, saying why, and ds1's

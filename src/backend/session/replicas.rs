@@ -129,6 +129,9 @@ impl NodeSession {
         if usable.is_empty() {
             return Err(Declined::NoneInRotation);
         }
+        // An earlier statement of this command (`INSERT ...; SELECT ...` in one packet)
+        // wrote: it has ended, and is waited for as at the command's end.
+        self.note_writes();
         let need = match cfg.consistency {
             Consistency::ReadYourWrites => self.needs.get(node).copied().flatten(),
             Consistency::Lag => None,
