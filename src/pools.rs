@@ -107,6 +107,8 @@ pub struct NodePool {
     retired: std::sync::atomic::AtomicBool,
     /// `[server] node_timeout_secs`, in ms (0: none), shared with its connections.
     timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// A replica's pool: its connections' transactions are READ ONLY.
+    read_only: bool,
 }
 
 /// A connection taken from a pool: given back when dropped.
@@ -297,6 +299,7 @@ impl NodePool {
         name: &str,
         opts: &mysql_async::Opts,
         timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+        read_only: bool,
     ) -> Arc<Self> {
         let max = opts.pool_opts().constraints().max().max(1);
         Arc::new(NodePool {
@@ -312,6 +315,7 @@ impl NodePool {
             in_use: AtomicUsize::new(0),
             retired: false.into(),
             timeout_ms,
+            read_only,
         })
     }
 
@@ -413,6 +417,7 @@ impl NodePool {
             tls,
             found_rows,
             timeout_ms: self.timeout_ms.clone(),
+            read_only: self.read_only,
         };
         let learn =
             self.opts.prefer_socket() && self.opts.socket().is_none() && loopback(&opts.host);
@@ -535,7 +540,7 @@ impl Backends {
                 name: n.name.clone(),
                 url: n.url.clone(),
                 pool: (!n.retired)
-                    .then(|| NodePool::new(&n.name, &n.opts, self.timeout_ms.clone())),
+                    .then(|| NodePool::new(&n.name, &n.opts, self.timeout_ms.clone(), false)),
                 last_error: None,
                 replicas: Vec::new(),
                 turn: Arc::new(AtomicUsize::new(0)),

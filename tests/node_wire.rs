@@ -25,6 +25,7 @@ fn opts() -> ConnectOpts {
         tls: None,
         found_rows: false,
         timeout_ms: Default::default(),
+        read_only: false,
     }
 }
 

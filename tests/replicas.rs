@@ -711,6 +711,82 @@ async fn a_read_after_a_write_in_one_packet_sees_it() {
     pool.disconnect().await.ok();
 }
 
+/// A SELECT whose stored function writes (an audit row) looks like any read, and the
+/// proxy's node account (root here) is not held back by a replica's `read_only`. The
+/// replica connections' own READ ONLY transactions refuse the write there (1792) before
+/// any answer, and the statement runs on the primary: every audit row is on the primary,
+/// and reaches the replicas by replication only.
+#[tokio::test]
+async fn a_select_whose_function_writes_writes_on_the_primary() {
+    let _one = SERIAL.lock().await;
+    let c = cluster();
+    fresh(c).await;
+    exec(c, 0, "DROP TABLE IF EXISTS audit").await;
+    exec(c, 0, "CREATE TABLE audit (n INT)").await;
+    exec(
+        c,
+        0,
+        "CREATE OR REPLACE FUNCTION bump() RETURNS INT DETERMINISTIC MODIFIES SQL DATA \
+         BEGIN INSERT INTO audit VALUES (1); RETURN 1; END",
+    )
+    .await;
+    let k = key_on_node(&[(0, 511), (512, 1023)], 0);
+    exec(c, 0, &format!("INSERT INTO t VALUES ({k}, 'row')")).await;
+    for r in [1, 2] {
+        caught_up(c, r, 0, Duration::from_secs(5)).await;
+    }
+    let proxy = start_proxy_with_rules(replica_rules(c, "check_ms = 50\nmax_lag_ms = 2000"));
+    let admin = proxy.admin_port.expect("an admin port");
+    until_health(admin, "ds0/r1", "up", Duration::from_secs(5)).await;
+    until_health(admin, "ds0/r2", "up", Duration::from_secs(5)).await;
+    let pool = proxy.pool();
+    let mut conn = pool.get_conn().await.expect("a connection");
+    for i in 0..20 {
+        // Text and prepared.
+        let got: Option<(i64, String)> = if i % 2 == 0 {
+            conn.query_first(format!("SELECT bump(), v FROM t WHERE id = {k}"))
+                .await
+        } else {
+            conn.exec_first("SELECT bump(), v FROM t WHERE id = ?", (k,))
+                .await
+        }
+        .expect("a SELECT of a writing function answers as on one MariaDB");
+        assert_eq!(got, Some((1, "row".to_string())));
+    }
+    // Plain reads still go to the replicas.
+    let mut servers = Vec::new();
+    for _ in 0..6 {
+        let s: Option<u32> = conn
+            .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
+            .await
+            .expect("a read");
+        servers.push(s.expect("the row"));
+    }
+    assert!(servers.iter().any(|s| *s != 1), "{servers:?}");
+    for r in [1, 2] {
+        caught_up(c, r, 0, Duration::from_secs(5)).await;
+    }
+    for node in [0, 1, 2] {
+        let pool = c.direct(node);
+        let mut d = pool.get_conn().await.expect("a direct connection");
+        let n: Option<i64> = d
+            .query_first("SELECT COUNT(*) FROM audit")
+            .await
+            .expect("audit rows");
+        assert_eq!(
+            n,
+            Some(20),
+            "node {node}: every audit row written once, on the primary"
+        );
+        drop(d);
+        pool.disconnect().await.ok();
+    }
+    drop(conn);
+    pool.disconnect().await.ok();
+    exec(c, 0, "DROP FUNCTION bump").await;
+    exec(c, 0, "DROP TABLE audit").await;
+}
+
 /// A replica listed under the wrong node (ds1's replica is node 1, which replicates ds0's
 /// primary): its GTID position may well look in sync with ds1's (one replication domain,
 /// alike numbers), but its rows are ds0's. It stays out of rotation, saying why, and ds1's

@@ -79,6 +79,11 @@ pub struct ConnectOpts {
     /// Milliseconds a node may send nothing while an answer is due (0: no bound); shared
     /// so that a reload changes it for open connections too.
     pub timeout_ms: Arc<std::sync::atomic::AtomicU64>,
+    /// A replica's connection: its session's transactions are READ ONLY (from connect and
+    /// after every reset), so a statement that would write there (a stored function's
+    /// INSERT in a SELECT) fails with 1792 whatever the account's privileges, and the
+    /// proxy runs it on the primary instead.
+    pub read_only: bool,
 }
 
 /// An OK packet, or the end of a result set.
@@ -220,6 +225,8 @@ pub struct Conn {
     state_changed: bool,
     /// `last_gtid` as the node last reported it, not yet taken.
     last_gtid: Option<String>,
+    /// A replica's connection ([`ConnectOpts::read_only`]).
+    read_only: bool,
 }
 
 fn protocol(what: impl Into<String>) -> WireError {
@@ -277,6 +284,7 @@ impl Conn {
             tracks_state: false,
             state_changed: false,
             last_gtid: None,
+            read_only: opts.read_only,
         };
         conn.handshake(opts).await?;
         conn.track_state().await?;
@@ -286,10 +294,14 @@ impl Conn {
     /// Asks the node to flag every change of the session's state in its answers, where it
     /// can (MariaDB 10.2 and MySQL 5.7 on): the pools then tell a connection left as it was
     /// from one a statement changed, whatever its words. A COM_RESET_CONNECTION turns it
-    /// off again, so it is asked after each.
+    /// off again, so it is asked after each (and a replica's READ ONLY with it).
     async fn track_state(&mut self) -> Result<(), WireError> {
         self.tracks_state = false;
+        if self.read_only {
+            self.query_drop("SET SESSION TRANSACTION READ ONLY").await?;
+        }
         if !self.caps.contains(CapabilityFlags::CLIENT_SESSION_TRACK) {
+            self.state_changed = false;
             return Ok(());
         }
         // `last_gtid` too, for reads on replicas after a write (a node without it, or

@@ -34,7 +34,7 @@ impl Backends {
             let entry = match kept {
                 Some(k) => k,
                 None => {
-                    let pool = NodePool::new(&r.name, &r.opts, self.timeout_ms.clone());
+                    let pool = NodePool::new(&r.name, &r.opts, self.timeout_ms.clone(), true);
                     let health = Arc::new(Health::new(&r.name));
                     if let Ok(rt) = tokio::runtime::Handle::try_current() {
                         rt.spawn(check_loop(

@@ -16,6 +16,9 @@ enum Declined {
     NoneInRotation,
     NotApplied,
     Failed,
+    /// The session set its transactions READ WRITE, which would undo the replica
+    /// connection's READ ONLY.
+    ReadWrite,
 }
 
 impl Declined {
@@ -24,6 +27,7 @@ impl Declined {
             Declined::NoneInRotation => "none_in_rotation",
             Declined::NotApplied => "write_not_applied",
             Declined::Failed => "replica_failed",
+            Declined::ReadWrite => "session_read_write",
         }
     }
 }
@@ -115,6 +119,9 @@ impl NodeSession {
         let replicas = self.shared.backends.replicas(node);
         if replicas.is_empty() {
             return Err(Declined::NoneInRotation);
+        }
+        if session_access_mode(&self.sets) == Some(false) {
+            return Err(Declined::ReadWrite);
         }
         let topo = self.shared.topology();
         let cfg = &topo.replicas;
@@ -304,7 +311,8 @@ pub(super) struct Fallback<'s> {
 }
 
 /// Starts `stmt` on `conn`. A replica's connection that fails before the statement's first
-/// answer (lost, timed out, or refusing it as read-only: a function that writes) is
+/// answer (lost, timed out, or refusing it as read-only: a function that writes, 1792 in
+/// the read-only transactions of every replica connection, or 1290 by `read_only`) is
 /// replaced where it stands by a primary's, brought to the session's state, and the
 /// statement runs there: nothing of it reached the client.
 pub(super) async fn start_or_primary(
@@ -316,7 +324,18 @@ pub(super) async fn start_or_primary(
     let metrics = &to.shared.metrics;
     let first = rerun::start_rerunning(conn, stmt, binary, false, metrics).await;
     let e = match first {
-        Err(e) if e.breaks() || matches!(e, WireError::Server { code: 1290, .. }) => e,
+        Err(e)
+            if e.breaks()
+                || matches!(
+                    e,
+                    WireError::Server {
+                        code: 1290 | 1792,
+                        ..
+                    }
+                ) =>
+        {
+            e
+        }
         other => return other,
     };
     let Some((_, reading)) = conn.replica.as_ref() else {
@@ -353,6 +372,12 @@ pub(super) async fn start_or_primary(
 /// transaction_read_only = 1`)? The last such SET decides. (`SET TRANSACTION` without
 /// SESSION is for the next transaction alone: not a session SET.)
 pub(super) fn session_read_only(sets: &[String]) -> bool {
+    session_access_mode(sets) == Some(true)
+}
+
+/// The access mode the session's last SET of it chose: `Some(true)` read only,
+/// `Some(false)` read write, `None` never set.
+pub(super) fn session_access_mode(sets: &[String]) -> Option<bool> {
     use crate::sql::lex::{lex, Kind};
     for s in sets.iter().rev() {
         let toks = lex(s, Default::default()).toks;
@@ -374,22 +399,22 @@ pub(super) fn session_read_only(sets: &[String]) -> bool {
                     .windows(2)
                     .rfind(|p| p[0] == "READ" && matches!(p[1], "ONLY" | "WRITE"));
                 if let Some(p) = mode {
-                    return p[1] == "ONLY";
+                    return Some(p[1] == "ONLY");
                 }
             }
             ["SET", scope, var, value]
                 if matches!(*scope, "SESSION" | "LOCAL")
                     && matches!(*var, "TX_READ_ONLY" | "TRANSACTION_READ_ONLY") =>
             {
-                return matches!(*value, "1" | "ON" | "TRUE");
+                return Some(matches!(*value, "1" | "ON" | "TRUE"));
             }
             ["SET", var, value] if matches!(*var, "TX_READ_ONLY" | "TRANSACTION_READ_ONLY") => {
-                return matches!(*value, "1" | "ON" | "TRUE");
+                return Some(matches!(*value, "1" | "ON" | "TRUE"));
             }
             _ => {}
         }
     }
-    false
+    None
 }
 
 /// One of `among` (indexes into `replicas`) by the policy.
@@ -453,6 +478,12 @@ mod tests {
             "SET @@session.transaction_read_only = 0"
         ])));
         assert!(!session_read_only(&sets(&["SET @x = 1"])));
+        // READ WRITE said, which a replica connection's READ ONLY must not be undone by.
+        let rw = |s: &[&str]| session_access_mode(&sets(s));
+        assert_eq!(rw(&["SET SESSION TRANSACTION READ WRITE"]), Some(false));
+        assert_eq!(rw(&["SET @@session.transaction_read_only = 0"]), Some(false));
+        assert_eq!(rw(&["SET SESSION TRANSACTION READ ONLY"]), Some(true));
+        assert_eq!(rw(&["SET @x = 1"]), None);
     }
 
     #[test]
