@@ -46,7 +46,6 @@ readonly deep_offset
 
 bench_traps
 
-
 command -v mariadb >/dev/null 2>&1 || install_packages mariadb-server mariadb-client
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install the Rust toolchain (https://rustup.rs) and retry"
 
@@ -278,18 +277,6 @@ measure() {
         "${times_direct[*]}" "${times_proxy[*]}" "$runs"
 }
 
-# How idle the machine is before measuring (others' work on the same cores skews the figures).
-cpu_idle_pct() {
-    local a b
-    a=$(head -n 1 /proc/stat)
-    sleep 2
-    b=$(head -n 1 /proc/stat)
-    awk -v a="$a" -v b="$b" 'BEGIN {
-        n = split(a, x); split(b, y); t = 0
-        for (i = 2; i <= n; i++) t += y[i] - x[i]
-        idle = (y[5] - x[5]) + (y[6] - x[6])
-        printf "%.0f", (t > 0 ? 100 * idle / t : 0) }'
-}
 idle_before=$(cpu_idle_pct)
 echo "== measuring (CPU ${idle_before}% idle over the last 2 s): 1 checked run, then $runs timed runs per query and target"
 rss_before=$(proxy_vm VmRSS)

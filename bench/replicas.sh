@@ -206,30 +206,6 @@ for ((i = 0; i < shard_count; i++)); do
     done
 done
 
-# Prints the CPU time (utime + stime, in clock ticks) the processes PIDS... have used so far.
-cpu_ticks() {
-    local pid stat sum=0
-    for pid in "$@"; do
-        stat=$(<"/proc/$pid/stat") || die "process $pid has gone"
-        stat=${stat##*) }
-        sum=$((sum + $(awk '{ print $12 + $13 }' <<<"$stat")))
-    done
-    echo "$sum"
-}
-
-# Prints the CPU time this shell's finished children (sysbench, once waited for) have used.
-children_ticks() {
-    local stat
-    stat=$(<"/proc/$$/stat")
-    stat=${stat##*) }
-    awk '{ print $14 + $15 }' <<<"$stat"
-}
-
-# Prints the busy clock ticks of the whole machine so far (user, nice, system, irq, softirq).
-machine_busy_ticks() {
-    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat
-}
-
 hz=$(getconf CLK_TCK)
 readonly hz
 ncpu=$(nproc)
@@ -288,19 +264,6 @@ sb_field() {
 replica_rows() {
     mariadb -h127.0.0.1 -P"$admin_port" -uops -pops -N -B -e 'SHOW NODES' |
         awk -F'\t' '$1 ~ /\/r[0-9]+$/ { print $1 "\t" $3 "\t" $8 "\t" $9 "\t" $10 }'
-}
-
-# Prints how idle the CPU was over the next 2 s, in %.
-cpu_idle_pct() {
-    local a b
-    a=$(head -n 1 /proc/stat)
-    sleep 2
-    b=$(head -n 1 /proc/stat)
-    awk -v a="$a" -v b="$b" 'BEGIN {
-        n = split(a, x); split(b, y); t = 0
-        for (i = 2; i <= n; i++) t += y[i] - x[i]
-        idle = (y[5] - x[5]) + (y[6] - x[6])
-        printf "%.0f", (t > 0 ? 100 * idle / t : 0) }'
 }
 
 declare -A res

@@ -173,3 +173,45 @@ bench_shard_rules() {
         fi
     done
 }
+
+# The benches' CPU accounting, from /proc (the caller's `die` when a process has gone).
+
+# Prints the CPU time (utime + stime, in clock ticks) the processes PIDS... have used so far.
+cpu_ticks() {
+    local pid stat sum=0
+    for pid in "$@"; do
+        stat=$(<"/proc/$pid/stat") || die "process $pid has gone"
+        stat=${stat##*) }
+        sum=$((sum + $(awk '{ print $12 + $13 }' <<<"$stat")))
+    done
+    echo "$sum"
+}
+
+# Prints the CPU time this shell's finished children (sysbench, once waited for) have used.
+children_ticks() {
+    local stat
+    stat=$(<"/proc/$$/stat")
+    stat=${stat##*) }
+    awk '{ print $14 + $15 }' <<<"$stat"
+}
+
+# Prints the busy clock ticks of the whole machine so far: all CPUs, from /proc/stat (user,
+# nice, system, irq, softirq; with tick-based accounting a tick in an interrupt is charged to
+# the task it interrupted too, so these add up with the tasks' utime + stime).
+machine_busy_ticks() {
+    awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat
+}
+
+# Prints how idle the machine was over the next 2 s, in % (others' work on the same cores
+# skews a bench's figures).
+cpu_idle_pct() {
+    local a b
+    a=$(head -n 1 /proc/stat)
+    sleep 2
+    b=$(head -n 1 /proc/stat)
+    awk -v a="$a" -v b="$b" 'BEGIN {
+        n = split(a, x); split(b, y); t = 0
+        for (i = 2; i <= n; i++) t += y[i] - x[i]
+        idle = (y[5] - x[5]) + (y[6] - x[6])
+        printf "%.0f", (t > 0 ? 100 * idle / t : 0) }'
+}
