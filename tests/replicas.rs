@@ -753,6 +753,33 @@ async fn a_select_whose_function_writes_writes_on_the_primary() {
         .expect("a SELECT of a writing function answers as on one MariaDB");
         assert_eq!(got, Some((1, "row".to_string())));
     }
+    // A session that set its transactions READ WRITE (its SETs replayed on the replica's
+    // connection) does not make that connection writable.
+    let mut rw = pool.get_conn().await.expect("a connection");
+    rw.query_drop("SET SESSION TRANSACTION READ WRITE")
+        .await
+        .expect("READ WRITE");
+    rw.query_drop("SET autocommit = 1, tx_read_only = 0")
+        .await
+        .expect("tx_read_only = 0");
+    let mut rw_servers = Vec::new();
+    for _ in 0..4 {
+        let got: Option<(i64, String)> = rw
+            .query_first(format!("SELECT bump(), v FROM t WHERE id = {k}"))
+            .await
+            .expect("a SELECT of a writing function in a READ WRITE session");
+        assert_eq!(got, Some((1, "row".to_string())));
+        let s: Option<u32> = rw
+            .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
+            .await
+            .expect("a read");
+        rw_servers.push(s.expect("the row"));
+    }
+    assert!(
+        rw_servers.iter().any(|s| *s != 1),
+        "a READ WRITE session's reads still use the replicas: {rw_servers:?}"
+    );
+    drop(rw);
     // Plain reads still go to the replicas.
     let mut servers = Vec::new();
     for _ in 0..6 {
@@ -775,7 +802,7 @@ async fn a_select_whose_function_writes_writes_on_the_primary() {
             .expect("audit rows");
         assert_eq!(
             n,
-            Some(20),
+            Some(24),
             "node {node}: every audit row written once, on the primary"
         );
         drop(d);

@@ -648,6 +648,11 @@ async fn bring(c: &mut Pooled, db: Option<&str>, sets: &[String]) -> Result<(), 
     for s in &sets[done..] {
         c.query_drop(s.as_str()).await?;
     }
+    // A replica's connection stays READ ONLY whatever the session's SETs said (a `SET
+    // SESSION TRANSACTION READ WRITE`, in any of its spellings).
+    if c.read_only() && done < sets.len() {
+        c.query_drop("SET SESSION TRANSACTION READ ONLY").await?;
+    }
     c.set_sets(sets);
     // All of that is the session's known state: what the node flags from here on is the
     // client's doing.

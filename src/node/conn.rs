@@ -529,6 +529,11 @@ impl Conn {
         self.command(&payload).await
     }
 
+    /// A replica's connection, whose transactions are READ ONLY ([`ConnectOpts::read_only`]).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// COM_RESET_CONNECTION: the session's state on the node as it was after the handshake
     /// (transaction rolled back, prepared statements and variables gone).
     pub async fn reset(&mut self) -> Result<(), WireError> {

@@ -16,9 +16,6 @@ enum Declined {
     NoneInRotation,
     NotApplied,
     Failed,
-    /// The session set its transactions READ WRITE, which would undo the replica
-    /// connection's READ ONLY.
-    ReadWrite,
 }
 
 impl Declined {
@@ -27,7 +24,6 @@ impl Declined {
             Declined::NoneInRotation => "none_in_rotation",
             Declined::NotApplied => "write_not_applied",
             Declined::Failed => "replica_failed",
-            Declined::ReadWrite => "session_read_write",
         }
     }
 }
@@ -119,9 +115,6 @@ impl NodeSession {
         let replicas = self.shared.backends.replicas(node);
         if replicas.is_empty() {
             return Err(Declined::NoneInRotation);
-        }
-        if session_access_mode(&self.sets) == Some(false) {
-            return Err(Declined::ReadWrite);
         }
         let topo = self.shared.topology();
         let cfg = &topo.replicas;
@@ -377,7 +370,7 @@ pub(super) fn session_read_only(sets: &[String]) -> bool {
 
 /// The access mode the session's last SET of it chose: `Some(true)` read only,
 /// `Some(false)` read write, `None` never set.
-pub(super) fn session_access_mode(sets: &[String]) -> Option<bool> {
+fn session_access_mode(sets: &[String]) -> Option<bool> {
     use crate::sql::lex::{lex, Kind};
     for s in sets.iter().rev() {
         let toks = lex(s, Default::default()).toks;
@@ -481,7 +474,10 @@ mod tests {
         // READ WRITE said, which a replica connection's READ ONLY must not be undone by.
         let rw = |s: &[&str]| session_access_mode(&sets(s));
         assert_eq!(rw(&["SET SESSION TRANSACTION READ WRITE"]), Some(false));
-        assert_eq!(rw(&["SET @@session.transaction_read_only = 0"]), Some(false));
+        assert_eq!(
+            rw(&["SET @@session.transaction_read_only = 0"]),
+            Some(false)
+        );
         assert_eq!(rw(&["SET SESSION TRANSACTION READ ONLY"]), Some(true));
         assert_eq!(rw(&["SET @x = 1"]), None);
     }
