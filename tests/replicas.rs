@@ -415,6 +415,26 @@ async fn reads_spread_over_replicas_and_a_session_reads_its_own_writes() {
         (ids[0] == 2 || ids[0] == 3) && ids.iter().all(|&s| s == ids[0]),
         "a session-read-only transaction's reads answered by {ids:?}"
     );
+    // And with autocommit off (Connector/J's setReadOnly(true), setAutoCommit(false)): no
+    // BEGIN, the transaction begins with its first read.
+    r.query_drop("SET autocommit = 0")
+        .await
+        .expect("autocommit off");
+    let ids = answered_by(&mut r, on0, 4).await;
+    r.query_drop("COMMIT").await.expect("commit");
+    let again = answered_by(&mut r, on0, 2).await;
+    r.query_drop("COMMIT").await.expect("commit");
+    r.query_drop("SET autocommit = 1")
+        .await
+        .expect("autocommit on");
+    assert!(
+        (ids[0] == 2 || ids[0] == 3) && ids.iter().all(|&s| s == ids[0]),
+        "an autocommit-off read-only session's transaction read by {ids:?}"
+    );
+    assert!(
+        again.iter().all(|&s| s == 2 || s == 3),
+        "its next transaction read by {again:?}"
+    );
     r.query_drop("SET SESSION TRANSACTION READ WRITE")
         .await
         .expect("read write");

@@ -19,8 +19,9 @@ impl Door for NodeSession {
     ) -> Result<NodeRes<'a>, NodeError> {
         self.reap();
         self.open_for(node, run.access).await?;
-        // A read-only transaction's statements on a replica take the way below (its BEGIN).
-        if self.state.tx.is_none()
+        // A read-only transaction's statements on a replica take the way below (its BEGIN),
+        // the first one too when autocommit is off (the transaction begins with it).
+        if self.alone()
             && self.conns[node]
                 .as_ref()
                 .is_some_and(|c| c.replica.is_some())

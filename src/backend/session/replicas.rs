@@ -35,7 +35,7 @@ impl NodeSession {
     }
 
     /// Outside any transaction, table locks or DDL: a read may leave the primary.
-    fn alone(&self) -> bool {
+    pub(super) fn alone(&self) -> bool {
         self.state.autocommit
             && self.state.tx.is_none()
             && !self.state.ddl
@@ -43,9 +43,11 @@ impl NodeSession {
     }
 
     /// In a read-only transaction: begun READ ONLY, or after the session's SETs made its
-    /// transactions so.
+    /// transactions so, begun or about to begin with this statement (autocommit off, as
+    /// Connector/J's `setReadOnly(true)` then `setAutoCommit(false)` leave it: no BEGIN).
     pub(super) fn read_only_tx(&self) -> bool {
-        self.state.read_only_tx() || (self.state.tx.is_some() && session_read_only(&self.sets))
+        let in_tx = self.state.tx.is_some() || (!self.state.autocommit && !self.state.ddl);
+        self.state.read_only_tx() || (in_tx && session_read_only(&self.sets))
     }
 
     /// Writes of the statement starting on `nodes`: outside a transaction, a replica must
