@@ -1,5 +1,5 @@
 """PyMySQL writes a row, then reads it back at once, ITERATIONS times, through a proxy whose
-nodes have lagging replicas (tests/replicas.rs runs it). Every third write is a transaction
+nodes have lagging replicas (tests/replicas/ runs it). Every third write is a transaction
 (BEGIN, INSERT, COMMIT), the others autocommit; ids start at SP_BASE.
 
 SP_EXPECT=all: every read must see its write (read-your-writes); exits 1 at the first miss.
