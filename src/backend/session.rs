@@ -58,6 +58,9 @@ pub struct NodeConn {
     /// A connection to this replica of the node (its index), for one read: never kept for
     /// anything but that read's diagnostics.
     replica: Option<(usize, crate::replica::Reading)>,
+    /// A read a replica refused as a write (a stored function's INSERT) ran here, on the
+    /// primary, instead: it counts as the session's write there (read your writes).
+    wrote_instead: bool,
 }
 
 impl NodeConn {
@@ -66,6 +69,7 @@ impl NodeConn {
             conn,
             spare: false,
             replica: None,
+            wrote_instead: false,
         }
     }
 

@@ -88,12 +88,27 @@ async fn a_select_whose_function_writes_writes_on_the_primary() {
     for r in [1, 2] {
         caught_up(c, r, 0, Duration::from_secs(5)).await;
     }
-    let proxy = start_proxy_with_rules(replica_rules(c, "check_ms = 50\nmax_lag_ms = 2000"));
+    let proxy = start_proxy_with_rules(replica_rules(c, "check_ms = 50\nmax_lag_ms = 8000"));
     let admin = proxy.admin_port.expect("an admin port");
     until_health(admin, "ds0/r1", "up", Duration::from_secs(5)).await;
     until_health(admin, "ds0/r2", "up", Duration::from_secs(5)).await;
+    // The replicas two seconds behind: a session that reads its function's rows at once
+    // finds them only on the primary.
+    for r in [1, 2] {
+        set_delay(c, r, 2).await;
+    }
     let pool = proxy.pool();
     let mut conn = pool.get_conn().await.expect("a connection");
+    // Plain reads go to the replicas (before the session writes).
+    let mut servers = Vec::new();
+    for _ in 0..6 {
+        let s: Option<u32> = conn
+            .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
+            .await
+            .expect("a read");
+        servers.push(s.expect("the row"));
+    }
+    assert!(servers.iter().any(|s| *s != 1), "{servers:?}");
     for i in 0..20 {
         // Text and prepared.
         let got: Option<(i64, String)> = if i % 2 == 0 {
@@ -105,7 +120,27 @@ async fn a_select_whose_function_writes_writes_on_the_primary() {
         }
         .expect("a SELECT of a writing function answers as on one MariaDB");
         assert_eq!(got, Some((1, "row".to_string())));
+        // Its write is the session's: read at once, it is there.
+        let seen: Option<i64> = conn
+            .query_first("SELECT COUNT(*) FROM audit")
+            .await
+            .expect("the session reads its audit rows");
+        assert_eq!(seen, Some(i + 1), "the session's own function's writes");
     }
+    // Inside a READ ONLY transaction the write is refused, as one MariaDB refuses it.
+    let mut ro = pool.get_conn().await.expect("a connection");
+    ro.query_drop("START TRANSACTION READ ONLY")
+        .await
+        .expect("begin read only");
+    let refused = ro
+        .query_first::<(i64, String), _>(format!("SELECT bump(), v FROM t WHERE id = {k}"))
+        .await;
+    assert!(
+        matches!(&refused, Err(mysql_async::Error::Server(e)) if e.code == 1792),
+        "{refused:?}"
+    );
+    ro.query_drop("ROLLBACK").await.expect("rollback");
+    drop(ro);
     // A session that set its transactions READ WRITE (its SETs replayed on the replica's
     // connection) does not make that connection writable.
     let mut rw = pool.get_conn().await.expect("a connection");
@@ -115,36 +150,27 @@ async fn a_select_whose_function_writes_writes_on_the_primary() {
     rw.query_drop("SET autocommit = 1, tx_read_only = 0")
         .await
         .expect("tx_read_only = 0");
-    let mut rw_servers = Vec::new();
+    // Before it writes, its reads use the replicas (after, its own writes keep it on the
+    // primary while the replicas lag).
+    let first: Option<u32> = rw
+        .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
+        .await
+        .expect("a read");
+    assert!(
+        matches!(first, Some(2 | 3)),
+        "a READ WRITE session's read on a replica: {first:?}"
+    );
     for _ in 0..4 {
         let got: Option<(i64, String)> = rw
             .query_first(format!("SELECT bump(), v FROM t WHERE id = {k}"))
             .await
             .expect("a SELECT of a writing function in a READ WRITE session");
         assert_eq!(got, Some((1, "row".to_string())));
-        let s: Option<u32> = rw
-            .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
-            .await
-            .expect("a read");
-        rw_servers.push(s.expect("the row"));
     }
-    assert!(
-        rw_servers.iter().any(|s| *s != 1),
-        "a READ WRITE session's reads still use the replicas: {rw_servers:?}"
-    );
     drop(rw);
-    // Plain reads still go to the replicas.
-    let mut servers = Vec::new();
-    for _ in 0..6 {
-        let s: Option<u32> = conn
-            .query_first(format!("SELECT @@server_id FROM t WHERE id = {k}"))
-            .await
-            .expect("a read");
-        servers.push(s.expect("the row"));
-    }
-    assert!(servers.iter().any(|s| *s != 1), "{servers:?}");
     for r in [1, 2] {
-        caught_up(c, r, 0, Duration::from_secs(5)).await;
+        set_delay(c, r, 0).await;
+        caught_up(c, r, 0, Duration::from_secs(10)).await;
     }
     for node in [0, 1, 2] {
         let pool = c.direct(node);

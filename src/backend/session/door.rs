@@ -206,6 +206,9 @@ impl Door for NodeSession {
         self.state.last_node = stmts.first().map(|(n, _)| *n);
         let status = Door::status(self);
         let again = rerun::alone(&self.state);
+        // A replica's refusal goes to the primary outside a transaction only: inside a READ
+        // ONLY one, a write's 1792 is the answer one MariaDB gives.
+        let to_primary = self.alone();
         let labels: Vec<Arc<NodeLabels>> = stmts.iter().map(|(n, _)| self.labels(*n)).collect();
         let running = self.running_ids(stmts.iter().map(|(n, _)| *n));
         self.ctl.running(&running);
@@ -242,7 +245,7 @@ impl Door for NodeSession {
                     };
                     let started = Instant::now();
                     pin_if_stateful(&mut conn.conn, stmt.sql, metrics);
-                    let ran = if conn.replica.is_some() {
+                    let ran = if conn.replica.is_some() && to_primary {
                         let to = replicas::Fallback {
                             shared,
                             node,

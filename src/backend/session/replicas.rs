@@ -256,6 +256,14 @@ impl NodeSession {
         if self.state.tx.is_none() {
             self.tx_wrote.clear();
         }
+        for node in 0..self.conns.len() {
+            if let Some(c) = self.conns[node].as_mut().filter(|c| c.wrote_instead) {
+                c.wrote_instead = false;
+                if !self.wrote.contains(&node) {
+                    self.wrote.push(node);
+                }
+            }
+        }
         if self.wrote.is_empty() {
             return;
         }
@@ -353,8 +361,10 @@ pub(super) async fn start_or_primary(
         })?;
     super::bring(&mut p, to.db, to.sets).await?;
     if !e.breaks() {
-        // Refused, not lost: the replica's connection goes back to its pool.
+        // Refused, not lost: the replica's connection goes back to its pool. The statement
+        // writes (a read-only refusal): on the primary, it is the session's write there.
         drop(std::mem::replace(conn, NodeConn::new(p)));
+        conn.wrote_instead = true;
     } else {
         conn.conn.discard();
         *conn = NodeConn::new(p);
