@@ -267,19 +267,6 @@ for ((i = 0; i < shard_count; i++)); do
 done
 ((total == table_size)) || die "the shard nodes hold $total rows in all, expected $table_size"
 
-# Prints field FIELD ("queries", "qps", "avg_ms", "p95_ms") of a sysbench run's output file.
-sb_field() {
-    local file=$1 field=$2 v
-    case $field in
-    queries) v=$(sed -n 's/^ *queries: *\([0-9]*\) *([0-9.]* per sec\.)$/\1/p' "$file") ;;
-    qps) v=$(sed -n 's/^ *queries: *[0-9]* *(\([0-9.]*\) per sec\.)$/\1/p' "$file") ;;
-    avg_ms) v=$(sed -n 's/^ *avg: *\([0-9.]*\)$/\1/p' "$file") ;;
-    p95_ms) v=$(sed -n 's/^ *95th percentile: *\([0-9.]*\)$/\1/p' "$file") ;;
-    esac
-    [[ -n $v ]] || die "no '$field' figure in $file"
-    echo "$v"
-}
-
 # Prints the system (kernel) part, stime, of process $1's CPU time so far.
 sys_ticks() {
     local stat

@@ -245,21 +245,6 @@ metric() {
         sed -n "s/^$1{[a-z_]*=\"\([^\"]*\)\"} \([0-9.e+]*\)\$/\1=\2/p"
 }
 
-# Prints sysbench output OUT's figure FIELD (queries, qps, avg_ms, p95_ms, errors, reconnects).
-sb_field() {
-    local file=$1 field=$2 v
-    case $field in
-    queries) v=$(sed -n 's/^ *queries: *\([0-9]*\) *([0-9.]* per sec\.)$/\1/p' "$file") ;;
-    qps) v=$(sed -n 's/^ *queries: *[0-9]* *(\([0-9.]*\) per sec\.)$/\1/p' "$file") ;;
-    avg_ms) v=$(sed -n 's/^ *avg: *\([0-9.]*\)$/\1/p' "$file") ;;
-    p95_ms) v=$(sed -n 's/^ *95th percentile: *\([0-9.]*\)$/\1/p' "$file") ;;
-    errors) v=$(sed -n 's/^ *ignored errors: *\([0-9]*\) .*/\1/p' "$file") ;;
-    reconnects) v=$(sed -n 's/^ *reconnects: *\([0-9]*\) .*/\1/p' "$file") ;;
-    esac
-    [[ -n $v ]] || die "no '$field' figure in $file"
-    echo "$v"
-}
-
 # SHOW NODES' replica rows: node, health, replication, lag_ms, reads (tab-separated).
 replica_rows() {
     mariadb -h127.0.0.1 -P"$admin_port" -uops -pops -N -B -e 'SHOW NODES' |
