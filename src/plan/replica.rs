@@ -27,6 +27,31 @@ pub fn reads_as_sent(plan: &Plan) -> bool {
     }
 }
 
+/// Why the primaries must answer `sql` (a statement of `kind`, the session's metrics word:
+/// "select" for a query; `read`: it locks nothing) whatever the session's state, or `None`
+/// when a replica may read it as far as its text decides. The session's routing and `route`
+/// ask this one question.
+pub fn primary_because(
+    sql: &str,
+    mode: Mode,
+    primary_tables: &[String],
+    read: bool,
+    kind: &str,
+) -> Option<&'static str> {
+    if kind != "select" {
+        return Some("not a SELECT");
+    }
+    if !read {
+        return Some("a locking read");
+    }
+    if !crate::sql::replica_read::replica_read(sql, mode, primary_tables) {
+        return Some(
+            "a side effect, a /*+ primary */ comment or a table of [replicas] primary_tables",
+        );
+    }
+    None
+}
+
 /// The line `route` and PREVIEW print about replicas for `sql` (parsed as `parsed`, planned
 /// as `plan`), or `None` where no node has replicas.
 pub fn describe(
@@ -39,17 +64,13 @@ pub fn describe(
         return None;
     }
     let primary = |why: &str| Some(format!("replicas: none, the primaries answer ({why})"));
-    let Ok(Statement::Query(q)) = parsed.map(|p| &p.stmt) else {
-        return primary("not a SELECT");
+    let (kind, read) = match parsed.map(|p| &p.stmt) {
+        Ok(Statement::Query(q)) => ("select", q.locks.is_empty()),
+        _ => ("other", false),
     };
-    if !q.locks.is_empty() {
-        return primary("a locking read");
-    }
-    let mode = Mode::default();
-    if !crate::sql::replica_read::replica_read(sql, mode, &topo.replicas.primary_tables) {
-        return primary(
-            "a side effect, a /*+ primary */ comment or a table of [replicas] primary_tables",
-        );
+    let tables = &topo.replicas.primary_tables;
+    if let Some(why) = primary_because(sql, Mode::default(), tables, read, kind) {
+        return primary(why);
     }
     if !reads_as_sent(plan) {
         return primary("the plan reads rows of its own making there");

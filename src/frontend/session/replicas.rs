@@ -7,7 +7,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::Session;
 use crate::backend::session::ReadFrom;
-use crate::plan::replica::reads_as_sent;
+use crate::plan::replica::{primary_because, reads_as_sent};
 use crate::plan::Plan;
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -29,13 +29,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if !topo.nodes.iter().any(|n| !n.replicas.is_empty()) {
             return ReadFrom::Primary;
         }
-        let reads_rows = read
-            && kind == "select"
-            && crate::sql::replica_read::replica_read(
-                sql,
-                self.mode(),
-                &topo.replicas.primary_tables,
-            );
+        let tables = &topo.replicas.primary_tables;
+        let reads_rows = primary_because(sql, self.mode(), tables, read, kind).is_none();
         match plan {
             None if reads_rows => ReadFrom::Replica,
             Some(p) if reads_rows && reads_as_sent(p) => ReadFrom::Replica,
