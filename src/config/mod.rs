@@ -14,6 +14,7 @@ use crate::routing::time_tier::{BoundSpec, Tier, TierRule};
 pub use crate::routing::TableRule;
 
 pub mod hot;
+pub mod indexes;
 mod placement;
 pub mod replicas;
 mod shape;
@@ -223,6 +224,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
 
     let mut tables = HashMap::new();
     let mut key_generators = HashMap::new();
+    let mut indexes = HashMap::new();
     let ctx = RuleCtx {
         node_index: &node_index,
         known: &known,
@@ -234,12 +236,19 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
             let gen = key_generator(g, &rule, &ctx, &file.default_node).map_err(terr)?;
             key_generators.insert(table.to_ascii_lowercase(), gen);
         }
+        if let Some(sections) = &section.indexes {
+            let list = indexes::table_indexes(table, &rule, sections).map_err(terr)?;
+            if !list.is_empty() {
+                indexes.insert(table.to_ascii_lowercase(), list);
+            }
+        }
         if tables.insert(table.to_ascii_lowercase(), rule).is_some() {
             return Err(terr(
                 "named twice (table names are case-insensitive)".into(),
             ));
         }
     }
+    indexes::check_index_tables(&tables, &indexes).map_err(err)?;
 
     Ok(Topology {
         version: file.version,
@@ -268,6 +277,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Topology, ConfigError> {
         default_node,
         tables,
         key_generators,
+        indexes,
     })
 }
 
@@ -457,6 +467,7 @@ fn table_rule(
         (section.salt.is_some(), "salt"),
         (section.salted.is_some(), "salted"),
         (section.salted_moving.is_some(), "salted_moving"),
+        (section.indexes.is_some(), "indexes"),
     ] {
         if set {
             present.push(key);
@@ -473,9 +484,11 @@ fn table_rule(
                 "salt",
                 "salted",
                 "salted_moving",
+                "indexes",
             ]
         }
         "hash_slot" => &["column", "slots", "key_generator"],
+        "range" if column.is_none() => &["column", "ranges", "key_generator", "indexes"],
         "range" => &["column", "ranges", "key_generator"],
         "directory" => &[
             "column",

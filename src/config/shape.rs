@@ -436,6 +436,8 @@ pub(super) struct TableSection {
     /// hash_slot: buckets of salted keys being moved,
     /// `[{ key = "42", buckets = "2-3", node = "ds0", to = "ds1", step = "capture" }]`.
     pub(super) salted_moving: Option<Vec<BucketMoveEntry>>,
+    /// Global secondary indexes, by name (`super::indexes`).
+    pub(super) indexes: Option<BTreeMap<String, super::indexes::IndexSection>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -704,6 +706,8 @@ pub struct Topology {
     pub tables: HashMap<String, TableRule>,
     /// Generated key columns, keyed by lower-cased table name.
     pub key_generators: HashMap<String, KeyGenerator>,
+    /// Global secondary indexes, keyed by the lower-cased base table.
+    pub indexes: HashMap<String, Vec<super::indexes::GlobalIndex>>,
 }
 
 impl Topology {
@@ -712,6 +716,14 @@ impl Topology {
             return Some(rule);
         }
         self.tables.get(&name.to_ascii_lowercase())
+    }
+
+    /// The global secondary indexes of a table, if it has any.
+    pub fn indexes_of(&self, table: &str) -> Option<&[super::indexes::GlobalIndex]> {
+        self.indexes
+            .get(table)
+            .or_else(|| self.indexes.get(&table.to_ascii_lowercase()))
+            .map(Vec::as_slice)
     }
 
     /// The nodes that hold a table, in order: its rule's nodes, or the default node for a
