@@ -74,6 +74,7 @@ fn with_ctx<R>(f: impl FnOnce(&PlanCtx<'_>) -> R) -> R {
         // Both choices reachable: a small table among large ones.
         rows: &|t: &str| Some(if t == "t_seq" { 100 } else { 1_000_000 }),
         statistics: true,
+        index: &|_: &str, _: &[u8]| None,
     })
 }
 

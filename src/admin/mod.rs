@@ -2,6 +2,7 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
+mod indexes;
 mod load;
 mod meta;
 mod migrations;
@@ -39,7 +40,7 @@ use self::rules_file::edit;
 pub use self::words::Answer;
 use self::words::{headers, parse_range, slot_range_from, unsupported};
 
-const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t [BUCKETS a-b] TO n [RATE r] [AUTO] | SALT KEY 'v' OF t [OVER n, ...] [RATE r] | SHOW RANGES [FOR t] | SPLIT RANGE k OF t | MERGE RANGE k OF t | MIGRATE RANGE k OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id] | SHOW LOAD | SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t] | SHOW BALANCE";
+const HELP: &str = "SHOW VERSION | SHOW RULES | SHOW TABLE RULE t | SHOW SLOTS [FOR t] | SHOW NODES | SHOW PLANS [n] | PREVIEW <sql> | RELOAD | SET SLOTS a-b NODE n FOR t | ADD NODE n 'mysql://...' [WEIGHT w] [REBALANCE] | REMOVE NODE n | REBALANCE [TABLE t | ALL] [DRY RUN] [RATE r] | DRAIN NODE n [DRY RUN] [RATE r] | SHOW REBALANCE | PAUSE REBALANCE | RESUME REBALANCE | ABORT REBALANCE | MIGRATE SLOTS a-b OF t TO n [RATE r] [AUTO] | MIGRATE KEY 'v' OF t [BUCKETS a-b] TO n [RATE r] [AUTO] | SALT KEY 'v' OF t [OVER n, ...] [RATE r] | SHOW RANGES [FOR t] | SPLIT RANGE k OF t | MERGE RANGE k OF t | MIGRATE RANGE k OF t TO n [RATE r] [AUTO] | SHOW MIGRATIONS | CUTOVER [id] | ABORT [id] | SHOW LOAD | SHOW HOT SLOTS [FOR t] | SHOW HOT KEYS [FOR t] | SHOW BALANCE | CREATE [UNIQUE] GLOBAL INDEX name ON t [(column)] [RATE r] | DROP GLOBAL INDEX name ON t | SHOW GLOBAL INDEXES";
 
 /// Accepts operators until the task is dropped.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, rules: Option<PathBuf>) {
@@ -460,6 +461,18 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             ))),
             Reload::Refused(reason) => Err(MyError::new(1105, reason)),
         };
+    }
+    if (is(0, "CREATE") && (is(1, "GLOBAL") || (is(1, "UNIQUE") && is(2, "GLOBAL"))))
+        || (is(0, "DROP") && is(1, "GLOBAL"))
+    {
+        return if is(0, "CREATE") {
+            indexes::create(shared, &t, text, rules).await
+        } else {
+            indexes::drop(shared, &t, text, rules).await
+        };
+    }
+    if is(0, "SHOW") && is(1, "GLOBAL") && is(2, "INDEXES") {
+        return indexes::show(&t).await;
     }
     if is(0, "REBALANCE") {
         return rebalance::rebalance(shared, &t, &up).await;

@@ -100,6 +100,46 @@ impl Sink for Collect {
     }
 }
 
+/// A sink that keeps a write's OK packet (to be sent once what the proxy wraps around the
+/// write is done) and notes whether rows came instead.
+#[derive(Default)]
+pub struct OkCapture {
+    pub ok: Option<OkInfo>,
+    pub rows: bool,
+}
+
+impl Sink for OkCapture {
+    fn binary(&self) -> bool {
+        false
+    }
+
+    fn multi_results(&self) -> bool {
+        false
+    }
+
+    fn columns(&mut self, _cols: &[Column], _status: StatusFlags) {
+        self.rows = true;
+    }
+
+    fn row(&mut self, _row: &[Option<Value>], _cols: &[Column]) {}
+
+    fn raw_row(&mut self, _payload: &[u8]) {}
+
+    fn end(&mut self, _status: StatusFlags, _warnings: u16, _more: bool) {}
+
+    fn ok(&mut self, ok: &OkInfo, _status: StatusFlags, _more: bool) {
+        self.ok = Some(ok.clone());
+    }
+
+    async fn flush_some(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn written(&self) -> u64 {
+        u64::from(self.ok.is_some())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

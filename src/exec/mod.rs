@@ -166,6 +166,19 @@ pub async fn run<D: Door, K: Sink>(
                 "shardproxy: the primary key of `{table}` could not be read from its nodes"
             )))
         }
+        Plan::NeedIndex(probes) => {
+            return Err(MyError::internal(format!(
+                "shardproxy: the entries of the global index table `{}` could not be read",
+                probes.first().map(|p| p.index_table.as_str()).unwrap_or("?")
+            )))
+        }
+        // The session reads the rows it changes and writes the index entries around it.
+        Plan::Indexed(w) => {
+            return Err(MyError::internal(format!(
+                "shardproxy: a write to `{}`, which has global indexes, reached execution unplanned",
+                w.table
+            )))
+        }
     };
     r.map_err(MyError::from)
 }

@@ -24,6 +24,7 @@ use crate::sql::Parsed;
 mod catalog;
 mod diagnostics;
 mod handshake;
+mod indexed;
 mod key_update;
 mod maintenance;
 mod moves;
@@ -355,6 +356,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     async fn command(&mut self, cmd: u8, body: &[u8]) -> io::Result<()> {
+        // Counted before it reads the rules: a change that waits for the commands begun
+        // before it (`crate::shared::epochs`) waits for this one if it planned under older.
+        let shared = self.shared.clone();
+        let _running = shared.epochs.enter();
         self.topo = self.shared.topology();
         let result = match cmd {
             COM_QUERY => match crate::sql::raw::decode(body) {

@@ -113,6 +113,10 @@ pub fn analyze(parsed: &Parsed, topo: &Topology) -> Option<KeyRoute> {
         pinned(&column, &alias, selection)
     };
     let read = matches!(&parsed.stmt, Statement::Query(q) if q.locks.is_empty());
+    // A write to a table with global indexes keeps them: planned in full every time.
+    if !read && topo.indexes_of(&table).is_some() {
+        return None;
+    }
     let param = match &parsed.stmt {
         Statement::Query(q) => {
             let SetExpr::Select(s) = q.body.as_ref() else {

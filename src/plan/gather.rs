@@ -337,9 +337,10 @@ impl Planner<'_> {
             params: self.params,
             topo: self.topo,
             copies: copies.clone(),
+            missing_index: Default::default(),
         };
         let plan = sub.select(q);
-        if !sub.missing.borrow().is_empty() {
+        if !sub.missing.borrow().is_empty() || !sub.missing_index.borrow().is_empty() {
             return Ok(None);
         }
         if !matches!(plan.source(), Plan::Route(_) | Plan::Scatter { .. }) {

@@ -123,43 +123,7 @@ pub(super) fn plan(
         Err(e) => return no(&format!("where its text cannot be read ({e})")),
     };
     let offsets = Offsets::new(p.sql);
-    // The text of `e` in the statement, bound values written in; None when it cannot be
-    // located exactly. A span may leave out the expression's first or last token (its
-    // brackets), so its ends move out token by token until the text parses as `e`.
-    let own = |e: &Expr| -> Option<String> {
-        let span = e.span();
-        let (a, b) = (offsets.at(span.start)?, offsets.at(span.end)?);
-        let starts: Vec<usize> = std::iter::once(a)
-            .chain(
-                text.toks
-                    .iter()
-                    .rev()
-                    .filter(|t| t.start < a)
-                    .map(|t| t.start)
-                    .take(MAX_STRETCH),
-            )
-            .collect();
-        let ends: Vec<usize> = std::iter::once(b)
-            .chain(
-                text.toks
-                    .iter()
-                    .filter(|t| t.end > b)
-                    .map(|t| t.end)
-                    .take(MAX_STRETCH),
-            )
-            .collect();
-        for start in &starts {
-            for end in &ends {
-                if p.sql
-                    .get(*start..*end)
-                    .is_some_and(|raw| text.parses_as(raw, e))
-                {
-                    return text.render(*start, *end, p.bound()).ok();
-                }
-            }
-        }
-        None
-    };
+    let own = |e: &Expr| expr_text(p, &text, &offsets, e);
     let mut assigned = Vec::with_capacity(u.assignments.len());
     let mut values = Vec::with_capacity(u.assignments.len());
     for a in &u.assignments {
@@ -222,11 +186,54 @@ pub(super) fn plan(
     }))
 }
 
+/// The text of `e` in the statement, bound values written in; None when it cannot be
+/// located exactly. A span may leave out the expression's first or last token (its
+/// brackets), so its ends move out token by token until the text parses as `e`.
+pub(super) fn expr_text(
+    p: &Planner<'_>,
+    text: &Text,
+    offsets: &Offsets,
+    e: &Expr,
+) -> Option<String> {
+    let span = e.span();
+    let (a, b) = (offsets.at(span.start)?, offsets.at(span.end)?);
+    let starts: Vec<usize> = std::iter::once(a)
+        .chain(
+            text.toks
+                .iter()
+                .rev()
+                .filter(|t| t.start < a)
+                .map(|t| t.start)
+                .take(MAX_STRETCH),
+        )
+        .collect();
+    let ends: Vec<usize> = std::iter::once(b)
+        .chain(
+            text.toks
+                .iter()
+                .filter(|t| t.end > b)
+                .map(|t| t.end)
+                .take(MAX_STRETCH),
+        )
+        .collect();
+    for start in &starts {
+        for end in &ends {
+            if p.sql
+                .get(*start..*end)
+                .is_some_and(|raw| text.parses_as(raw, e))
+            {
+                return text.render(*start, *end, p.bound()).ok();
+            }
+        }
+    }
+    None
+}
+
 /// Tokens an expression's text may run past the end of its span.
 const MAX_STRETCH: usize = 8;
 
 /// Does `e` name the column `column` (as `c`, `t.c` or `s.t.c`)?
-fn mentions(e: &Expr, column: &str) -> bool {
+pub(super) fn mentions(e: &Expr, column: &str) -> bool {
     let mut found = false;
     let _ = sqlparser::ast::visit_expressions(e, |x| {
         let name = match x {

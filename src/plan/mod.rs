@@ -10,6 +10,7 @@ mod captured;
 pub mod catalog;
 pub mod decompose;
 pub mod gather;
+pub mod indexed;
 pub mod insert;
 pub mod key_page;
 pub mod key_update;
@@ -92,13 +93,18 @@ pub fn plan_traced(
         topo,
         ctx,
         copies: Vec::new(),
+        missing_index: Default::default(),
     };
-    let plan = planner.plan();
+    let plan = indexed::wrap(&planner, planner.plan());
     let mut missing = planner.missing.take();
     missing.sort();
     missing.dedup();
     if !missing.is_empty() && !matches!(plan, Plan::Refuse { .. }) {
         return (Plan::NeedLookup(missing), Vec::new());
+    }
+    let probes = planner.missing_index.take();
+    if !probes.is_empty() && !matches!(plan, Plan::Refuse { .. }) {
+        return (Plan::NeedIndex(probes), Vec::new());
     }
     let mut slots = planner.slots.take();
     slots.sort_by(|a, b| (&a.table, a.slot).cmp(&(&b.table, b.slot)));
@@ -162,6 +168,8 @@ struct Planner<'a> {
     topo: &'a Topology,
     /// Tables this plan copies to every node it runs on first: read as broadcast tables.
     copies: Vec<String>,
+    /// Global index entries to read before the statement can be planned.
+    missing_index: std::cell::RefCell<Vec<indexed::IndexProbe>>,
 }
 
 impl<'a> Planner<'a> {
@@ -215,6 +223,7 @@ impl<'a> Planner<'a> {
                     topo: self.topo,
                     ctx: self.ctx,
                     copies: Vec::new(),
+                    missing_index: Default::default(),
                 }
                 .plan();
                 match inner {

@@ -114,6 +114,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
             _ => Some(1_000_000),
         },
         statistics: true,
+        index: &|_: &str, _: &[u8]| None,
     };
     plan(
         sql,

@@ -209,6 +209,12 @@ pub enum Plan {
         table: String,
         unless: Option<Box<Plan>>,
     },
+    /// A read whose WHERE pins a globally indexed column: read these index entries, then
+    /// plan again (`crate::plan::indexed`).
+    NeedIndex(Vec<super::indexed::IndexProbe>),
+    /// A write to a table with global indexes: the client's write and the index writes it
+    /// needs, run by the session in one transaction.
+    Indexed(Box<super::indexed::IndexedWrite>),
     /// A write to slots being moved into a table whose primary key is not known yet: read it
     /// from `node`, then plan again.
     NeedKey {
@@ -242,6 +248,8 @@ pub struct PlanCtx<'a> {
     /// Unknown rows can be read from the nodes (`Plan::NeedRows`); offline they cannot,
     /// and a sharded table is never copied to every node of another.
     pub statistics: bool,
+    /// Global index entries this statement has read.
+    pub index: &'a IndexFn<'a>,
 }
 
 /// Why no id was generated.
@@ -253,6 +261,10 @@ pub enum IdError {
     /// again.
     NeedBlock,
 }
+
+/// An index probe: `(index table, value hash)` -> the shard keys of the rows holding the
+/// value, if this statement has read them.
+pub type IndexFn<'a> = dyn Fn(&str, &[u8]) -> Option<Vec<Value>> + 'a;
 
 /// A column-order probe: `(schema, table)` -> the table's columns, if cached.
 pub type ColumnsFn<'a> = dyn Fn(Option<&str>, &str) -> Option<std::sync::Arc<[String]>> + 'a;
@@ -284,6 +296,7 @@ pub fn with_offline_ctx<R>(
         charset: "utf8mb4",
         rows: &|_: &str| None,
         statistics: false,
+        index: &|_: &str, _: &[u8]| None,
     })
 }
 
@@ -335,7 +348,16 @@ impl Plan {
         match self {
             Plan::DualWrite(d) => std::slice::from_ref(&d.target),
             Plan::Captured { targets, .. } => targets,
+            Plan::Indexed(w) => w.base.moving_targets(),
             _ => &[],
+        }
+    }
+
+    /// The client's own write under a [`Plan::Indexed`]; any other plan itself.
+    pub fn unindexed(&self) -> &Plan {
+        match self {
+            Plan::Indexed(w) => &w.base,
+            other => other,
         }
     }
 
@@ -354,6 +376,7 @@ impl Plan {
             Plan::AnyCopy { nodes, .. } => nodes.iter().take(1).copied().collect(),
             Plan::DualWrite(d) => vec![d.source, d.target],
             Plan::Captured { write, .. } => write.nodes(),
+            Plan::Indexed(w) => w.base.nodes(),
             Plan::Shipped(s) => {
                 let mut v = s.nodes();
                 for sh in &s.ships {
@@ -696,6 +719,43 @@ impl PlanDescription<'_> {
                     i.table
                 )?;
                 writeln!(f, "  {}", i.select)
+            }
+            Plan::NeedIndex(probes) => {
+                for p in probes {
+                    writeln!(
+                        f,
+                        "Index: the `{}` of {} value(s) read from the global index table `{}` (on the nodes their hashes name), then planned again with those keys",
+                        p.shard_column,
+                        p.hashes.len(),
+                        p.index_table
+                    )?;
+                }
+                Ok(())
+            }
+            Plan::Indexed(w) => {
+                writeln!(
+                    f,
+                    "Indexed: `{}` has global indexes, kept in the statement's transaction (the proxy's own around an autocommit statement):",
+                    w.table
+                )?;
+                if let Some(r) = &w.read {
+                    writeln!(
+                        f,
+                        "  the rows it changes read first, locked: {}",
+                        r.sql
+                    )?;
+                    writeln!(
+                        f,
+                        "  their entries in {} removed{}",
+                        r.indexes.join(", "),
+                        if r.assigns { ", their new values' added" } else { "" }
+                    )?;
+                }
+                if !w.adds.is_empty() {
+                    writeln!(f, "  {} index entr(ies) added first", w.adds.len())?;
+                }
+                writeln!(f, "  then the write:")?;
+                self.node(f, &w.base, 1, false)
             }
             Plan::KeyUpdate(k) => {
                 writeln!(

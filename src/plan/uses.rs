@@ -171,6 +171,11 @@ impl Visitor for Collector<'_, '_> {
                                     self.planner.params,
                                 )
                             });
+                    // No shard key pinned: a global index may pin the rows' keys.
+                    let keys = keys.or_else(|| {
+                        self.planner
+                            .index_keys(&table, alias.as_deref(), select.selection.as_ref())
+                    });
                     let ranges =
                         self.planner
                             .key_column(&table, alias.as_deref())

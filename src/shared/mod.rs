@@ -2,6 +2,7 @@
 //! one is offered), the node pools, the metrics, the proxy's clock, the id generator and the
 //! directory lookup caches.
 
+pub mod epochs;
 pub mod load;
 pub mod migration;
 pub mod views;
@@ -20,8 +21,14 @@ use crate::metrics::Metrics;
 use crate::pools::Backends;
 
 /// What every session shares: the current routing snapshot and the node pools.
+/// Global index entries one statement has read: `(index table, value hash)` -> the shard
+/// keys of the rows holding the value.
+pub type IndexAnswers = HashMap<(String, Vec<u8>), Vec<mysql_common::value::Value>>;
+
 pub struct Shared {
     topology: ArcSwap<Topology>,
+    /// Client commands running, by when they began (`epochs`).
+    pub epochs: epochs::Epochs,
     pub backends: Backends,
     pub server_version: String,
     /// Largest client packet accepted.
@@ -270,6 +277,19 @@ impl Shared {
         charset: &str,
         f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
     ) -> R {
+        self.with_index_answers(topo, db, charset, &IndexAnswers::new(), f)
+    }
+
+    /// [`Shared::with_plan_ctx`], with the global index entries a statement has read.
+    pub fn with_index_answers<R>(
+        &self,
+        topo: &Topology,
+        db: Option<&str>,
+        charset: &str,
+        answers: &IndexAnswers,
+        f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
+    ) -> R {
+        let index = |t: &str, h: &[u8]| answers.get(&(t.to_string(), h.to_vec())).cloned();
         let lookup = |t: &str, k: &[u8]| self.lookup_cached(t, k);
         let next_id = |t: &str, slot: u16| self.next_id(topo, t, slot);
         let columns =
@@ -286,6 +306,7 @@ impl Shared {
             charset,
             rows: &rows,
             statistics: true,
+            index: &index,
         };
         f(&ctx)
     }
@@ -315,6 +336,7 @@ impl Shared {
             ids: crate::routing::keygen::Snowflake::new(),
             lookups,
             topology: ArcSwap::from_pointee(topo),
+            epochs: Default::default(),
             backends,
             server_version: format!("5.7.99-shardproxy-{}", env!("CARGO_PKG_VERSION")),
             max_packet,

@@ -284,6 +284,19 @@ pub async fn statement_savepoint<D: Door>(
 /// [`statement_savepoint`] on any number of nodes: for a statement the proxy runs as several
 /// writes, even on one node.
 pub async fn savepoint_on<D: Door>(door: &mut D, nodes: &[usize]) -> Result<bool, NodeError> {
+    savepoint_named(door, nodes, STMT_SAVEPOINT).await
+}
+
+/// The savepoint a write to a table with global indexes sets inside the client's
+/// transaction before its index writes and its own (which may set [`STMT_SAVEPOINT`]).
+pub const INDEX_SAVEPOINT: &str = "shardproxy_index";
+
+/// [`savepoint_on`], by another name.
+pub async fn savepoint_named<D: Door>(
+    door: &mut D,
+    nodes: &[usize],
+    name: &str,
+) -> Result<bool, NodeError> {
     let st = door.state();
     if nodes.is_empty() || st.ddl || (st.tx.is_none() && st.autocommit) {
         return Ok(false);
@@ -291,7 +304,7 @@ pub async fn savepoint_on<D: Door>(door: &mut D, nodes: &[usize]) -> Result<bool
     door.enter(nodes, Access::Write).await?;
     let stmts: Vec<(usize, String)> = nodes
         .iter()
-        .map(|n| (*n, format!("SAVEPOINT {STMT_SAVEPOINT}")))
+        .map(|n| (*n, format!("SAVEPOINT {name}")))
         .collect();
     if let Some(e) = door
         .run_each(&stmts)
@@ -309,9 +322,14 @@ pub async fn savepoint_on<D: Door>(door: &mut D, nodes: &[usize]) -> Result<bool
 /// branch is gone, a deadlock ended it): then the transaction is rolled back on every node
 /// once the statement is answered.
 pub async fn undo_statement<D: Door>(door: &mut D, nodes: &[usize]) -> bool {
+    undo_named(door, nodes, STMT_SAVEPOINT).await
+}
+
+/// [`undo_statement`] to the savepoint `name`.
+pub async fn undo_named<D: Door>(door: &mut D, nodes: &[usize], name: &str) -> bool {
     let stmts: Vec<(usize, String)> = nodes
         .iter()
-        .map(|n| (*n, format!("ROLLBACK TO SAVEPOINT {STMT_SAVEPOINT}")))
+        .map(|n| (*n, format!("ROLLBACK TO SAVEPOINT {name}")))
         .collect();
     let undone = door.run_each(&stmts).await.iter().all(Result::is_ok);
     if !undone {

@@ -428,6 +428,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if let Plan::KeyUpdate(k) = plan {
             return self.key_update(k, binary).await;
         }
+        if let Plan::Indexed(w) = plan {
+            return self.indexed(w, binary).await;
+        }
         if let Plan::InsertSelect(is) = plan {
             return self.insert_select(is, binary).await;
         }
@@ -611,14 +614,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let mut reservations = 0;
         let mut topo = topo.clone();
         let frozen_until = Instant::now() + FROZEN_WAIT;
+        // Global index entries read for this statement (never cached: writes change them).
+        let mut answers = crate::shared::IndexAnswers::new();
+        let mut index_read = 0;
         loop {
             let db = self.nodes.db().map(str::to_string);
             let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
-            let (plan, slots) = self
-                .shared
-                .with_plan_ctx(&topo, db.as_deref(), &charset, |ctx| {
-                    plan::plan_traced(sql, parsed, params, &topo, ctx)
-                });
+            let (plan, slots) =
+                self.shared
+                    .with_index_answers(&topo, db.as_deref(), &charset, &answers, |ctx| {
+                        plan::plan_traced(sql, parsed, params, &topo, ctx)
+                    });
             let topo = &mut topo;
             let write = !is_read(parsed.ok(), sql);
             let sharded = write
@@ -651,6 +657,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                             self.shared.lookup_store(&table, entries);
                         }
                     })
+                }
+                // The entries of a global index the read pins (new ones at most twice: an
+                // index read may pin another index's).
+                Plan::NeedIndex(probes) if index_read < 3 => {
+                    index_read += 1;
+                    Box::pin(self.read_index(&probes, topo))
+                        .await
+                        .map(|found| answers.extend(found))
                 }
                 // Another session may use up a fresh block before this one plans again.
                 Plan::NeedIds { table, count } if reservations < 3 => {
@@ -701,7 +715,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     .as_ref()
                     .is_some_and(|t| t.branches.iter().any(|b| b.shadow)) =>
                 {
-                    if let Plan::DualWrite(d) = then.as_ref() {
+                    if let Plan::DualWrite(d) = then.unindexed() {
                         // Counted already if it holds images toward this target.
                         if !self.dual_write.iter().any(|r| r.target() == d.target) {
                             self.dual_write
@@ -714,7 +728,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // for it (it is counted toward their targets until it ends).
                 Plan::Frozen {
                     unless: Some(then), ..
-                } if matches!(then.as_ref(), Plan::Captured { targets, .. }
+                } if matches!(then.unindexed(), Plan::Captured { targets, .. }
                     if self.captured && self.counted_toward(targets)) =>
                 {
                     self.captured = true;
@@ -728,7 +742,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     Ok(())
                 }
                 ref moving if !moving.moving_targets().is_empty() => {
-                    let captured = matches!(moving, Plan::Captured { .. });
+                    let captured = matches!(moving.unindexed(), Plan::Captured { .. });
                     if !self.count_toward(moving.moving_targets(), captured, topo.version) {
                         self.topo = self.shared.topology();
                         *topo = self.topo.clone();
@@ -776,7 +790,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Plan::Tier(_) => "tiers",
                 _ => "scatter",
             },
-            Plan::NeedLookup(_) => "lookup",
+            Plan::NeedLookup(_) | Plan::NeedIndex(_) => "lookup",
+            Plan::Indexed(w) => return self.account(&w.base, kind, bytes, slots),
             Plan::NeedColumns { .. }
             | Plan::NeedRows { .. }
             | Plan::NeedIds { .. }

@@ -1,0 +1,673 @@
+//! `CREATE [UNIQUE] GLOBAL INDEX name ON t [(column)] [UNIQUE] [RATE r]`, `DROP GLOBAL INDEX
+//! name ON t`, `SHOW GLOBAL INDEXES`: global secondary indexes built online
+//! (`crate::config::indexes`).
+//!
+//! CREATE, in order: the column's type read from a node (an integer, or a string in a
+//! binary collation: the proxy hashes equal values alike only for those); the index table
+//! created on the nodes of the base table; the index written into the rules file as
+//! `write_only` with its table's own slots (the base table's, or an even spread), so every
+//! write keeps it from then on; a wait until no command begun under the older rules runs;
+//! the backfill, node by node in chunks of the primary key read with shared locks (a
+//! concurrent write to those rows waits for the chunk's entries, then keeps them itself;
+//! a row written after the chunk is kept by its write), each chunk's entries checked once
+//! written (a unique index that finds a second row with a value stops there, naming both);
+//! the entries counted against the rows; then `public`: reads use it, UNIQUE is enforced.
+//! Run again after a failure, it resumes from the start (entries already there stay).
+//! Through one proxy only: with a `[metadata]` schema shared by several, refused for now.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row, Value};
+
+use super::words::{headers, unsupported, Answer};
+use crate::backend::MyError;
+use crate::config::indexes::{GlobalIndex, IndexKind, HASH_COLUMN};
+use crate::config::{TableRule, Topology};
+use crate::shared::Shared;
+use crate::sql::write::{quoted, string, value};
+
+const USAGE: &str =
+    "usage: CREATE [UNIQUE] GLOBAL INDEX name ON t [(column)] [RATE rows_per_sec] | DROP GLOBAL INDEX name ON t";
+
+/// A column as `information_schema.COLUMNS` has it: name, data type, column type,
+/// character set, collation.
+type ColumnDef = (String, String, String, Option<String>, Option<String>);
+
+/// Rows a backfill chunk reads.
+const CHUNK: usize = 1000;
+
+/// How long CREATE waits for the commands begun under the older rules.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// What each running build has done, for SHOW GLOBAL INDEXES: `(table, index)` -> text.
+static PROGRESS: Mutex<BTreeMap<(String, String), String>> = Mutex::new(BTreeMap::new());
+
+fn progress(table: &str, name: &str, text: String) {
+    if let Ok(mut p) = PROGRESS.lock() {
+        p.insert((table.to_string(), name.to_string()), text);
+    }
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> MyError {
+    MyError::new(1105, format!("{what}: {e}"))
+}
+
+pub async fn show(t: &Topology) -> Result<Answer, MyError> {
+    let shown = PROGRESS.lock().map(|p| p.clone()).unwrap_or_default();
+    let mut rows = Vec::new();
+    let mut tables: Vec<&String> = t.indexes.keys().collect();
+    tables.sort();
+    for table in tables {
+        for ix in &t.indexes[table] {
+            rows.push(vec![
+                ix.table.clone(),
+                ix.name.clone(),
+                ix.column.clone(),
+                if ix.unique { "yes" } else { "no" }.into(),
+                match ix.kind {
+                    IndexKind::Integer => "integer",
+                    IndexKind::Bytes => "string",
+                }
+                .into(),
+                if ix.public { "public" } else { "write_only" }.into(),
+                ix.index_table.clone(),
+                shown
+                    .get(&(ix.table.clone(), ix.name.clone()))
+                    .cloned()
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    Ok(Answer::Rows {
+        columns: headers(&[
+            "table",
+            "index",
+            "column",
+            "unique",
+            "kind",
+            "state",
+            "index_table",
+            "build",
+        ]),
+        rows,
+    })
+}
+
+/// The words of a CREATE or DROP: `(name, table, column, unique, rate)`.
+fn parse(text: &str) -> Result<(String, String, Option<String>, bool, u64), MyError> {
+    let usage = || unsupported(USAGE);
+    let (head, column) = match (text.find('('), text.rfind(')')) {
+        (Some(a), Some(b)) if a < b => (
+            format!("{} {}", &text[..a], &text[b + 1..]),
+            Some(text[a + 1..b].trim().trim_matches('`').to_ascii_lowercase()),
+        ),
+        _ => (text.to_string(), None),
+    };
+    let words = crate::sql::leading_words(&head, 16);
+    let up: Vec<String> = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+    let at = |k: &str| up.iter().position(|w| w == k);
+    let index = at("INDEX").ok_or_else(usage)?;
+    let on = at("ON").ok_or_else(usage)?;
+    let name = words
+        .get(index + 1)
+        .filter(|_| on == index + 2)
+        .ok_or_else(usage)?;
+    let table = words.get(on + 1).ok_or_else(usage)?;
+    let rate = match at("RATE") {
+        Some(i) => words
+            .get(i + 1)
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(usage)?,
+        None => 0,
+    };
+    let plain = |w: &str| w.trim_matches('`').to_ascii_lowercase();
+    Ok((
+        plain(name),
+        plain(table),
+        column,
+        at("UNIQUE").is_some(),
+        rate,
+    ))
+}
+
+/// The rules file's own key for table `name` (its case as written).
+fn table_key(doc: &toml_edit::DocumentMut, name: &str) -> String {
+    doc.get("tables")
+        .and_then(|t| t.as_table_like())
+        .and_then(|t| {
+            t.iter()
+                .map(|(k, _)| k.to_string())
+                .find(|k| k.eq_ignore_ascii_case(name))
+        })
+        .unwrap_or_else(|| name.to_string())
+}
+
+pub async fn create(
+    shared: &Shared,
+    t: &Topology,
+    text: &str,
+    rules: Option<&Path>,
+) -> Result<Answer, MyError> {
+    let (name, table, column, unique, rate) = parse(text)?;
+    let column = column.unwrap_or_else(|| name.clone());
+    let path = rules.ok_or_else(|| unsupported("this proxy was not started from a rules file"))?;
+    if t.metadata.is_some() {
+        return Err(unsupported(
+            "CREATE GLOBAL INDEX through proxies that share a [metadata] schema: not yet (each proxy must keep the index before its backfill starts, which one proxy cannot see of the others)",
+        ));
+    }
+    let rule = t
+        .table(&table)
+        .ok_or_else(|| unsupported(format!("`{table}` has no rule in this proxy's rules")))?;
+    let shard = rule
+        .column()
+        .ok_or_else(|| unsupported(format!("`{table}` is not sharded by a column")))?
+        .to_ascii_lowercase();
+    let runs = match rule {
+        TableRule::HashSlot { map, .. } if map.is_moving() => {
+            return Err(unsupported(format!(
+                "slots of `{table}` are being moved (SHOW MIGRATIONS): create the index once that move is done"
+            )))
+        }
+        TableRule::HashSlot { map, .. } => map
+            .runs()
+            .into_iter()
+            .map(|(a, b, n)| (usize::from(a), usize::from(b), n))
+            .collect(),
+        TableRule::Range { map, .. } => crate::routing::runs(
+            crate::routing::salt::Buckets::spread(&map.nodes(), crate::routing::slot::SLOTS as u16).0,
+        ),
+        other => {
+            return Err(unsupported(format!(
+                "global indexes are kept for hash_slot and range tables only, not \"{}\"",
+                other.kind()
+            )))
+        }
+    };
+    let existing = t
+        .indexes_of(&table)
+        .and_then(|l| l.iter().find(|i| i.name == name))
+        .cloned();
+    if let Some(ix) = &existing {
+        if ix.public {
+            return Err(unsupported(format!(
+                "the global index `{name}` of `{table}` exists and is in use"
+            )));
+        }
+        if ix.column != column || ix.unique != unique {
+            return Err(unsupported(format!(
+                "the global index `{name}` of `{table}` is being built on `{}`{}: DROP GLOBAL INDEX it first",
+                ix.column,
+                if ix.unique { " (unique)" } else { "" }
+            )));
+        }
+    }
+    let base_nodes = rule.all_nodes(t);
+    let Some(&first) = base_nodes.first() else {
+        return Err(unsupported(format!("`{table}` is on no node")));
+    };
+    let mut c = Conn::new(t.nodes[first].opts.clone())
+        .await
+        .map_err(|e| failed(t.node_name(first), e))?;
+    let cols: Vec<ColumnDef> = c
+        .exec(
+            "SELECT LOWER(COLUMN_NAME), LOWER(DATA_TYPE), COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
+             AND LOWER(COLUMN_NAME) IN (?, ?)",
+            (&table, &column, &shard),
+        )
+        .await
+        .map_err(|e| failed(t.node_name(first), e))?;
+    std::mem::drop(c);
+    let def = |c: &str| cols.iter().find(|x| x.0 == c);
+    let (Some(col), Some(key)) = (def(&column), def(&shard)) else {
+        return Err(unsupported(format!(
+            "`{table}` on {} has no column `{column}` (or no shard key `{shard}`)",
+            t.node_name(first)
+        )));
+    };
+    let kind = kind_of(&column, &col.1, col.4.as_deref())?;
+    let typed = |c: &ColumnDef| match (&c.3, &c.4) {
+        (Some(cs), Some(co)) => format!("{} CHARACTER SET {cs} COLLATE {co}", c.2),
+        _ => c.2.clone(),
+    };
+    let ix = GlobalIndex {
+        name: name.clone(),
+        table: table.clone(),
+        column: column.clone(),
+        shard_column: shard.clone(),
+        unique,
+        kind,
+        public: false,
+        index_table: format!("{table}_{name}_gsi"),
+    };
+    // The index table first: writes keep it from the moment the rules name it.
+    for &n in &base_nodes {
+        let mut c = Conn::new(t.nodes[n].opts.clone())
+            .await
+            .map_err(|e| failed(t.node_name(n), e))?;
+        c.query_drop(ix.create_sql(&typed(col), &typed(key)))
+            .await
+            .map_err(|e| failed(t.node_name(n), e))?;
+    }
+    if existing.is_none() {
+        let slots: Vec<(usize, usize, usize)> = runs;
+        super::rules_file::edit(shared, path, |doc| {
+            let key = table_key(doc, &table);
+            let entry = &mut doc["tables"][key.as_str()]["indexes"][name.as_str()];
+            entry["column"] = toml_edit::value(column.as_str());
+            entry["unique"] = toml_edit::value(unique);
+            entry["kind"] = toml_edit::value(match kind {
+                IndexKind::Integer => "integer",
+                IndexKind::Bytes => "string",
+            });
+            entry["state"] = toml_edit::value("write_only");
+            let mut list = toml_edit::Array::new();
+            for (a, b, n) in &slots {
+                let mut e = toml_edit::InlineTable::new();
+                e.insert("slots", format!("{a}-{b}").into());
+                e.insert("node", t.node_name(*n).into());
+                list.push(e);
+            }
+            let it = &mut doc["tables"][ix.index_table.as_str()];
+            it["rule"] = toml_edit::value("hash_slot");
+            it["column"] = toml_edit::value(HASH_COLUMN);
+            it["slots"] = toml_edit::value(list);
+        })?;
+    }
+    let now = shared.topology();
+    let Some(ix) = now
+        .indexes_of(&table)
+        .and_then(|l| l.iter().find(|i| i.name == name))
+        .cloned()
+    else {
+        return Err(MyError::internal(format!(
+            "the rules in force do not name the index `{name}` of `{table}`"
+        )));
+    };
+    progress(
+        &table,
+        &name,
+        "waiting for statements begun under the older rules".into(),
+    );
+    if let Err(n) = shared.epochs.barrier(SETTLE).await {
+        progress(
+            &table,
+            &name,
+            format!(
+                "stopped: {n} statement(s) begun under the older rules still ran after {}s",
+                SETTLE.as_secs()
+            ),
+        );
+        return Err(unsupported(format!(
+            "{n} statement(s) begun before the index was declared still run after {}s; the index stays write_only: run CREATE GLOBAL INDEX again to go on",
+            SETTLE.as_secs()
+        )));
+    }
+    let built = backfill(&now, &ix, rate).await;
+    let rows = match built {
+        Ok(rows) => rows,
+        Err(e) => {
+            progress(&table, &name, format!("stopped: {}", e.message));
+            return Err(e);
+        }
+    };
+    count_check(&now, &ix).await.inspect_err(|e| {
+        progress(&table, &name, format!("stopped: {}", e.message));
+    })?;
+    super::rules_file::edit(shared, path, |doc| {
+        let key = table_key(doc, &table);
+        doc["tables"][key.as_str()]["indexes"][name.as_str()]["state"] = toml_edit::value("public");
+    })?;
+    progress(&table, &name, format!("built: {rows} row(s) indexed"));
+    Ok(Answer::Done(format!(
+        "global index `{name}` of `{table}` built over {rows} row(s) and in use"
+    )))
+}
+
+/// How the column's values compare, if the proxy can hash them alike.
+fn kind_of(column: &str, data_type: &str, collation: Option<&str>) -> Result<IndexKind, MyError> {
+    match data_type {
+        "tinyint" | "smallint" | "mediumint" | "int" | "bigint" => Ok(IndexKind::Integer),
+        "char" | "varchar" | "binary" | "varbinary" => match collation {
+            None => Ok(IndexKind::Bytes),
+            Some(c) if c.ends_with("_bin") => Ok(IndexKind::Bytes),
+            Some(c) => Err(unsupported(format!(
+                "`{column}` compares in {c}, where strings that differ in bytes are equal (case, accents): the proxy cannot place such values by one hash yet; a column in a binary collation (`{}_bin`) can be indexed",
+                c.split('_').next().unwrap_or("utf8mb4")
+            ))),
+        },
+        other => Err(unsupported(format!(
+            "`{column}` is {other}: global indexes are kept on integer and string columns"
+        ))),
+    }
+}
+
+/// The base table's primary key on a node (its columns, quoted).
+async fn primary_key(c: &mut Conn, table: &str) -> Result<Vec<String>, mysql_async::Error> {
+    let cols: Vec<String> = c
+        .exec(
+            "SELECT COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY' \
+             ORDER BY ORDINAL_POSITION",
+            (table,),
+        )
+        .await?;
+    Ok(cols.iter().map(|c| quoted(c)).collect())
+}
+
+fn literal(v: &Value) -> String {
+    let mut s = String::new();
+    value(&mut s, v, "utf8mb4");
+    s
+}
+
+fn hash_literal(h: &[u8]) -> String {
+    let mut s = String::new();
+    string(&mut s, h, "binary");
+    s
+}
+
+/// Writes every row's entry, node by node; the rows indexed.
+async fn backfill(t: &Topology, ix: &GlobalIndex, rate: u64) -> Result<u64, MyError> {
+    let Some(TableRule::HashSlot { map, .. }) = t.table(&ix.index_table) else {
+        return Err(MyError::internal(format!(
+            "`{}` has no hash_slot rule",
+            ix.index_table
+        )));
+    };
+    let base = t
+        .table(&ix.table)
+        .map(|r| r.all_nodes(t))
+        .unwrap_or_default();
+    let mut index_conns: BTreeMap<usize, Conn> = BTreeMap::new();
+    let mut done = 0u64;
+    let started = Instant::now();
+    for &n in &base {
+        let node = t.node_name(n).to_string();
+        let mut c = Conn::new(t.nodes[n].opts.clone())
+            .await
+            .map_err(|e| failed(&node, e))?;
+        let pk = primary_key(&mut c, &ix.table)
+            .await
+            .map_err(|e| failed(&node, e))?;
+        if pk.is_empty() {
+            return Err(unsupported(format!(
+                "`{}` on {node} has no primary key: its rows cannot be read in chunks to build the index",
+                ix.table
+            )));
+        }
+        let mut cursor: Option<Vec<Value>> = None;
+        loop {
+            c.query_drop("START TRANSACTION")
+                .await
+                .map_err(|e| failed(&node, e))?;
+            let after = match &cursor {
+                None => String::new(),
+                Some(v) => format!(
+                    " WHERE ({}) > ({})",
+                    pk.join(", "),
+                    v.iter().map(literal).collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let sql = format!(
+                "SELECT {}, {}, {} FROM {}{after} ORDER BY {} LIMIT {CHUNK} LOCK IN SHARE MODE",
+                pk.join(", "),
+                quoted(&ix.shard_column),
+                quoted(&ix.column),
+                quoted(&ix.table),
+                pk.join(", ")
+            );
+            let rows: Vec<Row> = c.query(sql).await.map_err(|e| failed(&node, e))?;
+            let Some(last) = rows.last() else {
+                c.query_drop("COMMIT").await.map_err(|e| failed(&node, e))?;
+                break;
+            };
+            cursor = Some(
+                (0..pk.len())
+                    .map(|i| last.as_ref(i).cloned().unwrap_or(Value::NULL))
+                    .collect(),
+            );
+            // Entries by the index node their hash names: (hash, value, key).
+            let mut by_node: BTreeMap<usize, Vec<(Vec<u8>, Value, Value)>> = BTreeMap::new();
+            for r in &rows {
+                let key = r.as_ref(pk.len()).cloned().unwrap_or(Value::NULL);
+                let v = r.as_ref(pk.len() + 1).cloned().unwrap_or(Value::NULL);
+                if v == Value::NULL {
+                    continue;
+                }
+                let h = ix
+                    .hash_of(&v, "utf8mb4", false)
+                    .map_err(|e| unsupported(format!("a row of `{}` on {node}: {e}", ix.table)))?;
+                let place = map
+                    .place(&Value::Bytes(h.clone()))
+                    .and_then(|p| p.row_node(None));
+                let Some(at) = place else {
+                    return Err(MyError::internal(
+                        "an index hash without a node".to_string(),
+                    ));
+                };
+                by_node.entry(at).or_default().push((h, v, key));
+            }
+            for (at, entries) in &by_node {
+                if !index_conns.contains_key(at) {
+                    let conn = Conn::new(t.nodes[*at].opts.clone())
+                        .await
+                        .map_err(|e| failed(t.node_name(*at), e))?;
+                    index_conns.insert(*at, conn);
+                }
+                let Some(ic) = index_conns.get_mut(at) else {
+                    continue;
+                };
+                write_entries(ic, ix, entries).await.map_err(|e| match e {
+                    Check::Failed(e) => failed(t.node_name(*at), e),
+                    Check::Duplicate(m) => MyError::new(1062, m),
+                })?;
+            }
+            c.query_drop("COMMIT").await.map_err(|e| failed(&node, e))?;
+            done += rows.len() as u64;
+            progress(
+                &ix.table,
+                &ix.name,
+                format!("backfilling: {done} row(s) read, now on {node}"),
+            );
+            if rate > 0 {
+                let due = Duration::from_secs_f64(done as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(started.elapsed()) {
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+enum Check {
+    Failed(mysql_async::Error),
+    Duplicate(String),
+}
+
+/// Writes entries on one index node (an entry there already stays), then checks that each
+/// is there pointing at its row: a unique index's value held by another row is a duplicate.
+async fn write_entries(
+    ic: &mut Conn,
+    ix: &GlobalIndex,
+    entries: &[(Vec<u8>, Value, Value)],
+) -> Result<(), Check> {
+    let tuples: Vec<String> = entries
+        .iter()
+        .map(|(h, v, k)| format!("({}, {}, {})", hash_literal(h), literal(v), literal(k)))
+        .collect();
+    let hashes: Vec<String> = entries.iter().map(|(h, _, _)| hash_literal(h)).collect();
+    for _ in 0..3 {
+        ic.query_drop(format!(
+            "INSERT IGNORE INTO {} ({}, {}, {}) VALUES {}",
+            quoted(&ix.index_table),
+            quoted(HASH_COLUMN),
+            quoted(&ix.column),
+            quoted(&ix.shard_column),
+            tuples.join(", ")
+        ))
+        .await
+        .map_err(Check::Failed)?;
+        let found: Vec<(Vec<u8>, Vec<u8>)> = ic
+            .query(format!(
+                "SELECT {}, CAST({} AS BINARY) FROM {} WHERE {} IN ({})",
+                quoted(HASH_COLUMN),
+                quoted(&ix.shard_column),
+                quoted(&ix.index_table),
+                quoted(HASH_COLUMN),
+                hashes.join(", ")
+            ))
+            .await
+            .map_err(Check::Failed)?;
+        let text = |v: &Value| crate::value::text_form(v).unwrap_or_default();
+        let mut missing = false;
+        for (h, v, k) in entries {
+            let keys: Vec<&Vec<u8>> = found
+                .iter()
+                .filter(|(fh, _)| fh == h)
+                .map(|(_, k)| k)
+                .collect();
+            if keys.contains(&&text(k)) {
+                continue;
+            }
+            if ix.unique && !keys.is_empty() {
+                return Err(Check::Duplicate(format!(
+                    "the unique global index `{}` cannot be built: `{}` = '{}' is held by rows with `{}` = {} and {}; the index stays write_only",
+                    ix.name,
+                    ix.column,
+                    String::from_utf8_lossy(&text(v)),
+                    ix.shard_column,
+                    String::from_utf8_lossy(keys[0]),
+                    String::from_utf8_lossy(&text(k)),
+                )));
+            }
+            // Its write came and went between the two statements: written again.
+            missing = true;
+        }
+        if !missing {
+            return Ok(());
+        }
+    }
+    Err(Check::Duplicate(format!(
+        "entries of the global index `{}` kept disappearing while written; run CREATE GLOBAL INDEX again",
+        ix.name
+    )))
+}
+
+/// The entries against the rows with a value, a few times while writes move them apart.
+async fn count_check(t: &Topology, ix: &GlobalIndex) -> Result<(), MyError> {
+    let base = t
+        .table(&ix.table)
+        .map(|r| r.all_nodes(t))
+        .unwrap_or_default();
+    let index = t
+        .table(&ix.index_table)
+        .map(|r| r.all_nodes(t))
+        .unwrap_or_default();
+    let mut last = (0, 0);
+    for _ in 0..10 {
+        let rows = count(
+            t,
+            &base,
+            &format!(
+                "SELECT COUNT(*) FROM {} WHERE {} IS NOT NULL",
+                quoted(&ix.table),
+                quoted(&ix.column)
+            ),
+        )
+        .await?;
+        let entries = count(
+            t,
+            &index,
+            &format!("SELECT COUNT(*) FROM {}", quoted(&ix.index_table)),
+        )
+        .await?;
+        if rows == entries {
+            return Ok(());
+        }
+        last = (rows, entries);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(MyError::new(
+        1105,
+        format!(
+            "the global index `{}` holds {} entries for {} rows with a `{}`; the index stays write_only: run CREATE GLOBAL INDEX again",
+            ix.name, last.1, last.0, ix.column
+        ),
+    ))
+}
+
+async fn count(t: &Topology, nodes: &[usize], sql: &str) -> Result<u64, MyError> {
+    let mut sum = 0;
+    for &n in nodes {
+        let mut c = Conn::new(t.nodes[n].opts.clone())
+            .await
+            .map_err(|e| failed(t.node_name(n), e))?;
+        let v: Option<u64> = c
+            .query_first(sql)
+            .await
+            .map_err(|e| failed(t.node_name(n), e))?;
+        sum += v.unwrap_or(0);
+    }
+    Ok(sum)
+}
+
+pub async fn drop(
+    shared: &Shared,
+    t: &Topology,
+    text: &str,
+    rules: Option<&Path>,
+) -> Result<Answer, MyError> {
+    let (name, table, _, _, _) = parse(text)?;
+    let path = rules.ok_or_else(|| unsupported("this proxy was not started from a rules file"))?;
+    let Some(ix) = t
+        .indexes_of(&table)
+        .and_then(|l| l.iter().find(|i| i.name == name))
+        .cloned()
+    else {
+        return Err(unsupported(format!(
+            "`{table}` has no global index `{name}`"
+        )));
+    };
+    let nodes = t
+        .table(&ix.index_table)
+        .map(|r| r.all_nodes(t))
+        .unwrap_or_default();
+    super::rules_file::edit(shared, path, |doc| {
+        let key = table_key(doc, &table);
+        if let Some(list) = doc["tables"][key.as_str()]["indexes"].as_table_like_mut() {
+            list.remove(&name);
+            if list.is_empty() {
+                if let Some(tt) = doc["tables"][key.as_str()].as_table_like_mut() {
+                    tt.remove("indexes");
+                }
+            }
+        }
+        let it = table_key(doc, &ix.index_table);
+        if let Some(tables) = doc["tables"].as_table_like_mut() {
+            tables.remove(&it);
+        }
+    })?;
+    // Statements that still keep the index finish before its table goes.
+    let _ = shared.epochs.barrier(SETTLE).await;
+    for n in nodes {
+        if let Ok(mut c) = Conn::new(t.nodes[n].opts.clone()).await {
+            let _ = c
+                .query_drop(format!("DROP TABLE IF EXISTS {}", quoted(&ix.index_table)))
+                .await;
+        }
+    }
+    if let Ok(mut p) = PROGRESS.lock() {
+        p.remove(&(table.clone(), name.clone()));
+    }
+    Ok(Answer::Done(format!(
+        "global index `{name}` of `{table}` dropped, and its table `{}`",
+        ix.index_table
+    )))
+}

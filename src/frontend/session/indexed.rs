@@ -1,0 +1,398 @@
+//! A write to a table with global secondary indexes ([`IndexedWrite`]), in one transaction:
+//! the client's, or the proxy's own around an autocommit statement (two-phase commit when it
+//! touched several nodes). In order: the rows an UPDATE or DELETE changes read with their
+//! locks; their old entries removed; the new entries added (a unique index's duplicate is
+//! MariaDB's 1062 for the index, before the row is written); the client's write. Inside the
+//! client's transaction a failure goes back to a savepoint set before the first index
+//! write, as MySQL undoes a failed statement; in autocommit the proxy's transaction is
+//! rolled back. The client gets the write's OK once everything is done.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::{Outcome, Session};
+use crate::config::indexes::{GlobalIndex, HASH_COLUMN};
+use crate::config::Topology;
+use crate::error::MyError;
+use crate::exec::collect::{Collect, OkCapture};
+use crate::exec::door::{Access, Door, OkInfo, Sink};
+use crate::exec::txn::{self, Transactions, INDEX_SAVEPOINT};
+use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite};
+use crate::plan::Plan;
+use crate::shared::IndexAnswers;
+use crate::sql::write::{quoted, string, typed};
+
+/// Entries per generated index statement.
+const BATCH: usize = 500;
+
+/// MySQL's ER_DUP_ENTRY.
+const ER_DUP_ENTRY: u16 = 1062;
+
+/// What a write does to its table's indexes.
+#[derive(Default)]
+struct Changes {
+    /// Entries to remove, by index name: (hash, shard key literal).
+    removes: BTreeMap<String, Vec<(Vec<u8>, String)>>,
+    adds: Vec<Entry>,
+    /// Rows read: matched by the write.
+    matched: u64,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    pub(super) async fn indexed(&mut self, w: &IndexedWrite, binary: bool) -> Outcome {
+        let st = self.nodes.state();
+        let implicit = st.tx.is_none() && st.autocommit && !st.ddl;
+        if implicit {
+            self.nodes.state_mut().begin("BEGIN");
+        }
+        let r = self.indexed_in_tx(w, !implicit).await;
+        let r = match r {
+            Ok(ok) if implicit => self.nodes.end(true).await.map(|_| ok),
+            Ok(ok) => Ok(ok),
+            Err(e) => {
+                if implicit {
+                    let _ = self.nodes.end(false).await;
+                }
+                Err(e)
+            }
+        };
+        self.nodes.settle_tx().await;
+        self.release_moves();
+        let ok = r?;
+        self.rows_written += ok.affected;
+        let status = self.status();
+        let (_, mut sink) = self.sink(binary);
+        sink.ok(&ok, status, false);
+        Ok(())
+    }
+
+    async fn indexed_in_tx(
+        &mut self,
+        w: &IndexedWrite,
+        in_client_tx: bool,
+    ) -> Result<OkInfo, MyError> {
+        let topo = self.topo.clone();
+        let indexes = topo.indexes_of(&w.table).unwrap_or_default().to_vec();
+        let charset = self.nodes.state().charset.clone();
+        let mut changes = Changes {
+            adds: w.adds.clone(),
+            ..Default::default()
+        };
+        if let Some(read) = &w.read {
+            let plan = self.plan_own(&read.sql, &topo).await;
+            if let Plan::Refuse { code, message } = &plan {
+                return Err(MyError::new(*code, message.clone()));
+            }
+            let cap = topo.max_rows_per_statement;
+            let mut rows = Collect::new(cap);
+            crate::exec::run(&plan, &topo, Access::Write, &mut self.nodes, &mut rows).await?;
+            if rows.over || rows.bad {
+                return Err(MyError::unsupported(format!(
+                    "shardproxy: this write changes more than {cap} rows of `{}` (max_rows_per_statement), whose global index entries it must read first; change them in parts",
+                    w.table
+                )));
+            }
+            let cols = rows.cols.clone().unwrap_or_default();
+            let named: Vec<&GlobalIndex> = read
+                .indexes
+                .iter()
+                .filter_map(|n| indexes.iter().find(|i| i.name == *n))
+                .collect();
+            changes.matched = rows.rows.len() as u64;
+            for row in &rows.rows {
+                row_changes(row, &cols, &named, read.assigns, &charset, &mut changes)?;
+            }
+        }
+        // Every node the write and its index writes touch goes back to one savepoint.
+        let mut nodes = w.base.nodes();
+        for ix in &indexes {
+            nodes.extend(index_nodes(&topo, ix, &changes));
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        let guarded = in_client_tx
+            && txn::savepoint_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT)
+                .await
+                .map_err(MyError::from)?;
+        let r = self.index_writes_then(w, &indexes, &changes).await;
+        if r.is_err() && guarded {
+            txn::undo_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT).await;
+        }
+        r
+    }
+
+    /// The index writes, then the client's write; its OK.
+    async fn index_writes_then(
+        &mut self,
+        w: &IndexedWrite,
+        indexes: &[GlobalIndex],
+        changes: &Changes,
+    ) -> Result<OkInfo, MyError> {
+        let topo = self.topo.clone();
+        for (name, removes) in &changes.removes {
+            let Some(ix) = indexes.iter().find(|i| i.name == *name) else {
+                continue;
+            };
+            for part in removes.chunks(BATCH) {
+                let sql = remove_sql(ix, part);
+                self.index_statement(&sql, &topo).await?;
+            }
+        }
+        for ix in indexes {
+            let adds: Vec<&Entry> = changes.adds.iter().filter(|e| e.index == ix.name).collect();
+            for part in adds.chunks(BATCH) {
+                let sql = add_sql(ix, part);
+                if let Err(e) = self.index_statement(&sql, &topo).await {
+                    return Err(duplicate(e, ix));
+                }
+            }
+        }
+        let mut ok = OkCapture::default();
+        crate::exec::run(&w.base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
+        match ok.ok {
+            Some(info) if !ok.rows => Ok(info),
+            _ => Err(MyError::internal(format!(
+                "shardproxy: a write to `{}`, which has global indexes, answered with rows",
+                w.table
+            ))),
+        }
+    }
+
+    /// One statement of the proxy's on an index table, planned as a client's would be (its
+    /// slots may be moving).
+    async fn index_statement(&mut self, sql: &str, topo: &Arc<Topology>) -> Result<(), MyError> {
+        let plan = self.plan_own(sql, topo).await;
+        let mut ok = OkCapture::default();
+        crate::exec::run(&plan, topo, Access::Write, &mut self.nodes, &mut ok).await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// The shard keys of the values `probes` name, from their index tables (on the nodes
+    /// their hashes name, inside the session's transaction if it has one): an entry for
+    /// every hash, empty for a value no row holds.
+    pub(super) async fn read_index(
+        &mut self,
+        probes: &[IndexProbe],
+        topo: &Arc<Topology>,
+    ) -> Result<IndexAnswers, MyError> {
+        let mut out = IndexAnswers::new();
+        let cap = topo.max_rows_per_statement;
+        for p in probes {
+            for part in p.hashes.chunks(BATCH) {
+                let mut list = String::new();
+                for (i, h) in part.iter().enumerate() {
+                    if i > 0 {
+                        list.push_str(", ");
+                    }
+                    hash_literal(&mut list, h);
+                }
+                let sql = format!(
+                    "SELECT {}, {} FROM {} WHERE {} IN ({list})",
+                    quoted(HASH_COLUMN),
+                    quoted(&p.shard_column),
+                    quoted(&p.index_table),
+                    quoted(HASH_COLUMN)
+                );
+                let plan = self.plan_own(&sql, topo).await;
+                if let Plan::Refuse { code, message } = &plan {
+                    return Err(MyError::new(*code, message.clone()));
+                }
+                let mut rows = Collect::new(cap);
+                crate::exec::run(&plan, topo, Access::Read, &mut self.nodes, &mut rows).await?;
+                if rows.over || rows.bad {
+                    return Err(MyError::unsupported(format!(
+                        "shardproxy: the global index table `{}` holds more than {cap} entries for these values (max_rows_per_statement)",
+                        p.index_table
+                    )));
+                }
+                for h in part {
+                    out.entry((p.index_table.clone(), h.clone())).or_default();
+                }
+                for row in rows.rows {
+                    if let (Some(Some(Value::Bytes(h))), Some(Some(k))) = (row.first(), row.get(1))
+                    {
+                        out.entry((p.index_table.clone(), h.clone()))
+                            .or_default()
+                            .push(k.clone());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The nodes that hold the entries a write removes or adds in `ix`.
+fn index_nodes(topo: &Topology, ix: &GlobalIndex, c: &Changes) -> Vec<usize> {
+    let Some(crate::config::TableRule::HashSlot { map, .. }) = topo.table(&ix.index_table) else {
+        return Vec::new();
+    };
+    let removes = c
+        .removes
+        .get(&ix.name)
+        .into_iter()
+        .flatten()
+        .map(|(h, _)| h);
+    let adds = c
+        .adds
+        .iter()
+        .filter(|e| e.index == ix.name)
+        .map(|e| &e.hash);
+    let mut out = Vec::new();
+    for h in removes.chain(adds) {
+        if let Some(p) = map.place(&Value::Bytes(h.clone())) {
+            out.extend(p.nodes(None));
+        }
+    }
+    // A move of the index table's slots writes its target too.
+    out.extend(map.moves().iter().map(|m| m.to));
+    out
+}
+
+/// What one read row (`key, old values..., [new values...]`) does to the indexes.
+fn row_changes(
+    row: &[Option<Value>],
+    cols: &[Column],
+    indexes: &[&GlobalIndex],
+    assigns: bool,
+    charset: &str,
+    out: &mut Changes,
+) -> Result<(), MyError> {
+    let n = indexes.len();
+    let (Some(key), Some(key_col)) = (row.first(), cols.first()) else {
+        return Err(MyError::internal(
+            "shardproxy: an index read without the shard key",
+        ));
+    };
+    let mut key_lit = String::new();
+    typed(&mut key_lit, key.as_ref(), key_col);
+    let hash = |ix: &GlobalIndex, v: Option<&Value>| -> Result<Option<Vec<u8>>, MyError> {
+        match v {
+            None | Some(Value::NULL) => Ok(None),
+            Some(v) => ix.hash_of(v, charset, false).map(Some).map_err(|e| {
+                MyError::unsupported(format!(
+                    "shardproxy: the global index `{}` of `{}` cannot hold a value: {e}",
+                    ix.name, ix.table
+                ))
+            }),
+        }
+    };
+    for (i, ix) in indexes.iter().enumerate() {
+        let old = row.get(1 + i).cloned().flatten();
+        let old_hash = hash(ix, old.as_ref())?;
+        if !assigns {
+            if let Some(h) = old_hash {
+                out.removes
+                    .entry(ix.name.clone())
+                    .or_default()
+                    .push((h, key_lit.clone()));
+            }
+            continue;
+        }
+        let new = row.get(1 + n + i).cloned().flatten();
+        if new == old {
+            continue;
+        }
+        if let Some(h) = old_hash {
+            out.removes
+                .entry(ix.name.clone())
+                .or_default()
+                .push((h, key_lit.clone()));
+        }
+        if let (Some(h), Some(col)) = (hash(ix, new.as_ref())?, cols.get(1 + n + i)) {
+            let mut value = String::new();
+            typed(&mut value, new.as_ref(), col);
+            out.adds.push(Entry {
+                index: ix.name.clone(),
+                hash: h,
+                value,
+                key: key_lit.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn hash_literal(out: &mut String, h: &[u8]) {
+    string(out, h, "binary");
+}
+
+/// `DELETE FROM <index table> WHERE v_hash IN (...) AND (v_hash, key) IN (...)`.
+fn remove_sql(ix: &GlobalIndex, part: &[(Vec<u8>, String)]) -> String {
+    let mut hashes = String::new();
+    let mut pairs = String::new();
+    for (i, (h, k)) in part.iter().enumerate() {
+        if i > 0 {
+            hashes.push_str(", ");
+            pairs.push_str(", ");
+        }
+        hash_literal(&mut hashes, h);
+        pairs.push('(');
+        hash_literal(&mut pairs, h);
+        pairs.push_str(", ");
+        pairs.push_str(k);
+        pairs.push(')');
+    }
+    format!(
+        "DELETE FROM {} WHERE {} IN ({hashes}) AND ({}, {}) IN ({pairs})",
+        quoted(&ix.index_table),
+        quoted(HASH_COLUMN),
+        quoted(HASH_COLUMN),
+        quoted(&ix.shard_column)
+    )
+}
+
+/// `INSERT [IGNORE] INTO <index table> (v_hash, column, key) VALUES ...`: a unique index in
+/// use refuses a duplicate; one not built yet, or a plain one, keeps the first entry.
+fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
+    let mut sql = format!(
+        "INSERT {}INTO {} ({}, {}, {}) VALUES ",
+        if ix.unique && ix.public {
+            ""
+        } else {
+            "IGNORE "
+        },
+        quoted(&ix.index_table),
+        quoted(HASH_COLUMN),
+        quoted(&ix.column),
+        quoted(&ix.shard_column)
+    );
+    for (i, e) in part.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        hash_literal(&mut sql, &e.hash);
+        sql.push_str(", ");
+        sql.push_str(&e.value);
+        sql.push_str(", ");
+        sql.push_str(&e.key);
+        sql.push(')');
+    }
+    sql
+}
+
+/// A unique index's duplicate as MariaDB names it for the table's own key: the value and
+/// the index's name (the index table's message names its hash and PRIMARY).
+fn duplicate(e: MyError, ix: &GlobalIndex) -> MyError {
+    if e.code != ER_DUP_ENTRY {
+        return e;
+    }
+    // The hash of a value is its text (an integer's in decimal, a string's without its
+    // trailing spaces).
+    let value = e
+        .message
+        .split_once("Duplicate entry '")
+        .and_then(|(_, rest)| rest.rsplit_once("' for key"))
+        .map(|(v, _)| v.to_string())
+        .unwrap_or_default();
+    MyError::new(
+        ER_DUP_ENTRY,
+        format!("Duplicate entry '{value}' for key '{}'", ix.name),
+    )
+}

@@ -1,0 +1,445 @@
+//! Global secondary indexes in planning (`crate::config::indexes`).
+//!
+//! Reads: a plain SELECT whose WHERE pins an indexed column (`email = ?`, `email IN (...)`)
+//! and not the shard key first reads the index ([`Plan::NeedIndex`]), then is planned again
+//! with the shard keys found as if its WHERE pinned them: it goes to their nodes only (the
+//! statement itself is unchanged, so its own WHERE still filters every row it reads).
+//!
+//! Writes: an INSERT, UPDATE of an indexed column or DELETE of a table with indexes becomes
+//! [`Plan::Indexed`]: the client's write as planned, with the index entries it adds (an
+//! INSERT's, from its values) or the locking read of the rows it changes (an UPDATE's or
+//! DELETE's), which the session turns into index writes in the same transaction
+//! (`crate::frontend::session` `indexed`).
+
+use mysql_common::value::Value;
+use sqlparser::ast::{
+    AssignmentTarget, Delete, Expr, FromTable, Insert, SetExpr, Statement, TableObject, Update,
+};
+
+use super::key_update::{expr_text, mentions};
+use super::tree::refuse;
+use super::{uses, Plan, Planner};
+use crate::config::indexes::GlobalIndex;
+use crate::sql::keys::where_keys;
+use crate::sql::text::Text;
+use crate::sql::write::quoted;
+use crate::sql::{self, literal, Offsets};
+
+/// Index entries a read waits for: the shard keys of `hashes` in `index_table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexProbe {
+    pub index_table: String,
+    /// The base table's shard key column (the index table's column of that name).
+    pub shard_column: String,
+    pub hashes: Vec<Vec<u8>>,
+}
+
+/// An index entry a write adds: literals as the index table's INSERT writes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The index's name.
+    pub index: String,
+    pub hash: Vec<u8>,
+    /// The indexed value, as a literal.
+    pub value: String,
+    /// The row's shard key, as a literal.
+    pub key: String,
+}
+
+/// The locking read of the rows an UPDATE or DELETE of a table with indexes changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowsRead {
+    /// `SELECT <shard key>, <each index's column>..., [(<its new value>)...] FROM ... WHERE
+    /// ... FOR UPDATE`, bound values written in.
+    pub sql: String,
+    /// The indexes it reads, in its columns' order.
+    pub indexes: Vec<String>,
+    /// An UPDATE's: each index's new value follows the old ones.
+    pub assigns: bool,
+}
+
+/// A write to a table with global indexes (see the module).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedWrite {
+    pub table: String,
+    /// The client's write, as planned without indexes.
+    pub base: Plan,
+    pub adds: Vec<Entry>,
+    pub read: Option<RowsRead>,
+}
+
+/// Functions an UPDATE's new value must not call: the read of the new value and the write
+/// would each get their own.
+const UNSTABLE: [&str; 12] = [
+    "rand",
+    "uuid",
+    "uuid_short",
+    "sys_guid",
+    "now",
+    "sysdate",
+    "current_timestamp",
+    "localtime",
+    "localtimestamp",
+    "unix_timestamp",
+    "utc_timestamp",
+    "nextval",
+];
+
+impl Planner<'_> {
+    /// The shard keys of the rows a read's WHERE pins by a public index of `table`, when it
+    /// pins no shard key: `None` when no index applies, or when the index must be read
+    /// first (noted in `missing_index`).
+    pub(super) fn index_keys(
+        &self,
+        table: &str,
+        alias: Option<&str>,
+        selection: Option<&Expr>,
+    ) -> Option<Vec<Value>> {
+        let plain_read = matches!(self.stmt, Statement::Query(q) if q.locks.is_empty());
+        if !plain_read {
+            return None;
+        }
+        for ix in self.topo.indexes_of(table)?.iter().filter(|i| i.public) {
+            let column = self.qualified(table, alias, &ix.column);
+            let Some(values) = where_keys(selection, &column, self.parsed, self.params) else {
+                continue;
+            };
+            // Values that are equal only in the column's collation (`'a'` and `'a '`) can
+            // leave an AND of two of them empty by their texts: no index for that.
+            if values.is_empty() {
+                continue;
+            }
+            let hashes: Result<Vec<Vec<u8>>, String> = values
+                .iter()
+                .filter(|v| !matches!(v, Value::NULL))
+                .map(|v| ix.hash_of(v, self.ctx.charset, true))
+                .collect();
+            let Ok(mut hashes) = hashes else { continue };
+            hashes.sort();
+            hashes.dedup();
+            let mut keys = Vec::new();
+            let mut missing = Vec::new();
+            for h in hashes {
+                match (self.ctx.index)(&ix.index_table, &h) {
+                    Some(found) => keys.extend(found),
+                    None => missing.push(h),
+                }
+            }
+            if !missing.is_empty() {
+                self.missing_index.borrow_mut().push(IndexProbe {
+                    index_table: ix.index_table.clone(),
+                    shard_column: ix.shard_column.clone(),
+                    hashes: missing,
+                });
+                return None;
+            }
+            return Some(keys);
+        }
+        None
+    }
+}
+
+/// The table an INSERT, UPDATE or DELETE writes (lower-cased), and its alias.
+fn written(stmt: &Statement) -> Option<(String, Option<String>)> {
+    match stmt {
+        Statement::Insert(ins) => match &ins.table {
+            TableObject::TableName(n) => Some((sql::table_name(n), None)),
+            _ => None,
+        },
+        Statement::Update(u) => uses::factor_name(&u.table.relation),
+        Statement::Delete(d) => {
+            let from = match &d.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            from.first().and_then(|f| uses::factor_name(&f.relation))
+        }
+        _ => None,
+    }
+}
+
+/// `plan` of a write to a table with global indexes, as [`Plan::Indexed`] (or refused where
+/// the index cannot be kept); any other plan as it is.
+pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
+    let Some((table, alias)) = written(p.stmt) else {
+        return plan;
+    };
+    let Some(indexes) = p.topo.indexes_of(&table) else {
+        return plan;
+    };
+    let base = match plan {
+        Plan::Frozen {
+            table,
+            unless: Some(then),
+        } => {
+            return Plan::Frozen {
+                table,
+                unless: Some(Box::new(wrap(p, *then))),
+            }
+        }
+        Plan::KeyUpdate(_) => {
+            return refuse(format!(
+                "UPDATE of the shard key of `{table}`, which has global indexes (not yet: delete the row and insert it again)"
+            ))
+        }
+        Plan::Route(_)
+        | Plan::Scatter { .. }
+        | Plan::ValuesOrder { .. }
+        | Plan::DualWrite(_)
+        | Plan::Captured { .. } => plan,
+        other => return other,
+    };
+    let no = |why: String| refuse(format!("{why}: `{table}` has global indexes (not yet)"));
+    let (adds, read) = match p.stmt {
+        Statement::Insert(ins) => match insert_entries(p, ins, indexes) {
+            Ok(adds) => (adds, None),
+            Err(why) => return no(why),
+        },
+        Statement::Update(u) => match update_read(p, u, &table, alias.as_deref(), indexes) {
+            Ok(Some(read)) => (Vec::new(), Some(read)),
+            Ok(None) => return base,
+            Err(why) => return no(why),
+        },
+        Statement::Delete(d) => match delete_read(p, d, &table, alias.as_deref(), indexes) {
+            Ok(read) => (Vec::new(), Some(read)),
+            Err(why) => return no(why),
+        },
+        _ => return base,
+    };
+    Plan::Indexed(Box::new(IndexedWrite {
+        table,
+        base,
+        adds,
+        read,
+    }))
+}
+
+fn insert_entries(
+    p: &Planner<'_>,
+    ins: &Insert,
+    indexes: &[GlobalIndex],
+) -> Result<Vec<Entry>, String> {
+    if ins.replace_into || ins.ignore || ins.on.is_some() || ins.returning.is_some() {
+        return Err("REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE and RETURNING".into());
+    }
+    let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|s| s.body.as_ref()) else {
+        return Err(
+            "INSERT ... SET and INSERT ... SELECT (write INSERT ... (columns) VALUES)".into(),
+        );
+    };
+    let position = |c: &str| ins.columns.iter().position(|n| sql::table_name(n) == c);
+    let shard = &indexes[0].shard_column;
+    let Some(key_at) = position(shard) else {
+        return Err(format!(
+            "an INSERT that does not name the shard key `{shard}` (its generated keys)"
+        ));
+    };
+    let charset = p.ctx.charset;
+    let mut out = Vec::new();
+    for ix in indexes {
+        let Some(at) = position(&ix.column) else {
+            return Err(format!(
+                "an INSERT that leaves out `{}`, the column of the global index `{}` (name it)",
+                ix.column, ix.name
+            ));
+        };
+        for (i, row) in values.rows.iter().enumerate() {
+            let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
+            let (Some(key), Some(v)) = (
+                constant(row.content.get(key_at)),
+                constant(row.content.get(at)),
+            ) else {
+                return Err(format!(
+                    "row {}: `{}` and `{shard}` must be constants, not expressions",
+                    i + 1,
+                    ix.column
+                ));
+            };
+            if matches!(v, Value::NULL) {
+                continue;
+            }
+            let hash = ix
+                .hash_of(&v, charset, false)
+                .map_err(|e| format!("row {}: {e}", i + 1))?;
+            out.push(Entry {
+                index: ix.name.clone(),
+                hash,
+                value: crate::sql::write::literal(&v, charset),
+                key: crate::sql::write::literal(&key, charset),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// What an UPDATE or DELETE's read is made of: the text of its WHERE (and FROM).
+struct Source {
+    from: String,
+    qualifier: String,
+    filter: String,
+}
+
+fn source(
+    p: &Planner<'_>,
+    name: &sqlparser::ast::TableFactor,
+    table: &str,
+    alias: Option<&str>,
+    selection: Option<&Expr>,
+) -> Result<Source, String> {
+    let sqlparser::ast::TableFactor::Table { name, .. } = name else {
+        return Err("a write to something other than a table".into());
+    };
+    let text = Text::new(p.sql, p.parsed.mode).map_err(|e| format!("a text not read ({e})"))?;
+    let offsets = Offsets::new(p.sql);
+    let filter = match selection {
+        None => String::new(),
+        Some(w) => match expr_text(p, &text, &offsets, w) {
+            Some(w) => format!(" WHERE {w}"),
+            None => return Err("a WHERE that cannot be located in the text".into()),
+        },
+    };
+    let target = match sql::schema_name(name) {
+        Some(s) => format!("{}.{}", quoted(&s), quoted(table)),
+        None => quoted(table),
+    };
+    Ok(Source {
+        from: match alias {
+            Some(a) => format!("{target} AS {}", quoted(a)),
+            None => target,
+        },
+        qualifier: quoted(alias.unwrap_or(table)),
+        filter,
+    })
+}
+
+fn update_read(
+    p: &Planner<'_>,
+    u: &Update,
+    table: &str,
+    alias: Option<&str>,
+    indexes: &[GlobalIndex],
+) -> Result<Option<RowsRead>, String> {
+    let target = |a: &sqlparser::ast::Assignment| match &a.target {
+        AssignmentTarget::ColumnName(n) => Some(sql::table_name(n)),
+        AssignmentTarget::Tuple(_) => None,
+    };
+    let mut touched: Vec<(&GlobalIndex, &Expr)> = Vec::new();
+    for (i, a) in u.assignments.iter().enumerate() {
+        let Some(name) = target(a) else {
+            return Err("an UPDATE with a tuple assignment".into());
+        };
+        let Some(ix) = indexes.iter().find(|ix| ix.column == name) else {
+            continue;
+        };
+        if touched.iter().any(|(t, _)| t.column == name) {
+            return Err(format!("an UPDATE that sets `{name}` twice"));
+        }
+        // MariaDB assigns left to right: the value may read a column set before it.
+        if let Some(before) = u.assignments[..i]
+            .iter()
+            .filter_map(target)
+            .find(|c| mentions(&a.value, c))
+        {
+            return Err(format!(
+                "an UPDATE that sets `{name}` from `{before}`, which it sets before"
+            ));
+        }
+        if calls_unstable(&a.value) {
+            return Err(format!(
+                "an UPDATE that sets `{name}` by a function whose value changes between calls"
+            ));
+        }
+        touched.push((ix, &a.value));
+    }
+    if touched.is_empty() {
+        return Ok(None);
+    }
+    if !u.table.joins.is_empty() || u.from.is_some() {
+        return Err("a multi-table UPDATE of an indexed column".into());
+    }
+    if u.limit.is_some() || !u.order_by.is_empty() {
+        return Err("an UPDATE of an indexed column with ORDER BY or LIMIT".into());
+    }
+    let s = source(p, &u.table.relation, table, alias, u.selection.as_ref())?;
+    let text = Text::new(p.sql, p.parsed.mode).map_err(|e| format!("a text not read ({e})"))?;
+    let offsets = Offsets::new(p.sql);
+    let mut list = vec![format!(
+        "{}.{}",
+        s.qualifier,
+        quoted(&touched[0].0.shard_column)
+    )];
+    list.extend(
+        touched
+            .iter()
+            .map(|(ix, _)| format!("{}.{}", s.qualifier, quoted(&ix.column))),
+    );
+    for (_, e) in &touched {
+        let v = expr_text(p, &text, &offsets, e)
+            .ok_or_else(|| "an assignment that cannot be located in the text".to_string())?;
+        list.push(format!("({v})"));
+    }
+    Ok(Some(RowsRead {
+        sql: format!(
+            "SELECT {} FROM {}{} FOR UPDATE",
+            list.join(", "),
+            s.from,
+            s.filter
+        ),
+        indexes: touched.iter().map(|(ix, _)| ix.name.clone()).collect(),
+        assigns: true,
+    }))
+}
+
+fn delete_read(
+    p: &Planner<'_>,
+    d: &Delete,
+    table: &str,
+    alias: Option<&str>,
+    indexes: &[GlobalIndex],
+) -> Result<RowsRead, String> {
+    let from = match &d.from {
+        FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+    };
+    if !d.tables.is_empty() || d.using.is_some() || from.len() != 1 || !from[0].joins.is_empty() {
+        return Err("a multi-table DELETE".into());
+    }
+    if d.limit.is_some() || !d.order_by.is_empty() {
+        return Err("a DELETE with ORDER BY or LIMIT".into());
+    }
+    let s = source(p, &from[0].relation, table, alias, d.selection.as_ref())?;
+    let mut list = vec![format!(
+        "{}.{}",
+        s.qualifier,
+        quoted(&indexes[0].shard_column)
+    )];
+    list.extend(
+        indexes
+            .iter()
+            .map(|ix| format!("{}.{}", s.qualifier, quoted(&ix.column))),
+    );
+    Ok(RowsRead {
+        sql: format!(
+            "SELECT {} FROM {}{} FOR UPDATE",
+            list.join(", "),
+            s.from,
+            s.filter
+        ),
+        indexes: indexes.iter().map(|ix| ix.name.clone()).collect(),
+        assigns: false,
+    })
+}
+
+/// Does `e` call a function whose value differs from one call to the next?
+fn calls_unstable(e: &Expr) -> bool {
+    let mut found = false;
+    let _ = sqlparser::ast::visit_expressions(e, |x| {
+        if let Expr::Function(f) = x {
+            let name = f.name.to_string().to_ascii_lowercase();
+            if UNSTABLE.contains(&name.as_str()) {
+                found = true;
+                return std::ops::ControlFlow::Break(());
+            }
+        }
+        std::ops::ControlFlow::Continue(())
+    });
+    found
+}

@@ -1,0 +1,402 @@
+//! Global secondary indexes on real MariaDB nodes: built online by `CREATE GLOBAL INDEX`
+//! while writes run, kept exact by every write (autocommit and transactions), a unique one
+//! refusing a duplicate across nodes with MariaDB's own 1062, and reads by the column going
+//! to the rows' node, answered as one MariaDB holding every row answers. Its own binary (its
+//! own cluster); the tests run one at a time.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use common::moves::{named_rows, ops};
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
+
+const L3: [(u16, u16); 3] = [(0, 340), (341, 681), (682, 1023)];
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The reference: one MariaDB (node 0) holding every row in a database of its own.
+const REFERENCE: &str = "gsi_reference";
+
+fn rules(c: &Cluster, table: &str) -> String {
+    let mut s = String::from(
+        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
+         users = [{ name = \"app\", password = \"app\" }]\n\n\
+         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]\n",
+    );
+    for i in 0..3 {
+        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
+    }
+    s.push('\n');
+    s.push_str(&hash_slot_table(table, "user_id", &L3));
+    s
+}
+
+/// A proxy serving its rules from a file the admin interface edits.
+fn proxy(dir: &tempfile::TempDir, c: &Cluster, table: &str) -> Proxy {
+    let path = dir.path().join("rules.toml");
+    std::fs::write(&path, rules(c, table)).expect("write the rules");
+    start_proxy_watching(&path)
+}
+
+async fn reference(c: &Cluster) -> Conn {
+    let pool = c.direct(0);
+    let mut conn = pool.get_conn().await.expect("node 0");
+    conn.query_drop(format!("CREATE DATABASE IF NOT EXISTS {REFERENCE}"))
+        .await
+        .expect("reference database");
+    conn.query_drop(format!("USE {REFERENCE}"))
+        .await
+        .expect("use");
+    conn
+}
+
+/// Runs `sql` through the proxy and on the reference: both succeed alike or fail alike.
+async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)> {
+    let a = p.query_drop(sql).await;
+    let b = r.query_drop(sql).await;
+    match (a, b) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(mysql_async::Error::Server(x)), Err(mysql_async::Error::Server(y))) => {
+            assert_eq!(
+                (x.code, &x.message),
+                (y.code, &y.message),
+                "{sql}: the proxy's error differs from one MariaDB's"
+            );
+            Err((x.code, x.message))
+        }
+        (a, b) => panic!("{sql}: the proxy answered {a:?}, one MariaDB {b:?}"),
+    }
+}
+
+/// The rows of `sql`, as text, through the proxy and on the reference: equal.
+async fn same_rows(p: &mut Conn, r: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
+    let text = |rows: Vec<Row>| -> Vec<Vec<Option<String>>> {
+        rows.into_iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| row.as_ref(i).and_then(text_of))
+                    .collect()
+            })
+            .collect()
+    };
+    let a = text(
+        p.query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("proxy: {sql}: {e}")),
+    );
+    let b = text(
+        r.query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("reference: {sql}: {e}")),
+    );
+    assert_eq!(a, b, "{sql}");
+    a
+}
+
+fn text_of(v: &mysql_async::Value) -> Option<String> {
+    match v {
+        mysql_async::Value::NULL => None,
+        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => Some(format!("{other:?}")),
+    }
+}
+
+/// Every row with an email has exactly one entry, on the node its hash names, pointing at
+/// the row's key; no other entry exists.
+async fn exact(c: &Cluster, table: &str, index_table: &str) {
+    let mut rows: BTreeMap<i64, String> = BTreeMap::new();
+    let mut entries: Vec<(String, i64, usize)> = Vec::new();
+    for i in 0..3 {
+        let pool = c.direct(i);
+        let mut conn = pool.get_conn().await.expect("node");
+        let r: Vec<(i64, Option<String>)> = conn
+            .query(format!("SELECT user_id, email FROM {table}"))
+            .await
+            .expect("rows");
+        for (k, e) in r {
+            assert_eq!(node_of_key(&L3, k), i, "row {k} on the wrong node");
+            if let Some(e) = e {
+                rows.insert(k, e);
+            }
+        }
+        let e: Vec<(String, i64)> = conn
+            .query(format!("SELECT email, user_id FROM {index_table}"))
+            .await
+            .expect("entries");
+        entries.extend(e.into_iter().map(|(e, k)| (e, k, i)));
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    for (email, key, node) in &entries {
+        let h = mysql_async::Value::Bytes(email.trim_end_matches(' ').as_bytes().to_vec());
+        assert_eq!(node_of(&L3, &h), *node, "entry {email} on the wrong node");
+        assert_eq!(
+            rows.get(key),
+            Some(email),
+            "entry {email} -> {key}: no such row"
+        );
+    }
+    let mut keys: Vec<i64> = entries.iter().map(|(_, k, _)| *k).collect();
+    keys.sort_unstable();
+    let before = keys.len();
+    keys.dedup();
+    assert_eq!(before, keys.len(), "a row with two entries");
+    assert_eq!(keys.len(), rows.len(), "rows without an entry");
+}
+
+async fn fresh(p: &mut Conn, r: &mut Conn, table: &str) {
+    for conn in [&mut *p, &mut *r] {
+        conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
+            .await
+            .expect("drop");
+        conn.query_drop(format!(
+            "CREATE TABLE {table} (user_id INT PRIMARY KEY, email VARCHAR(64) COLLATE utf8mb4_bin, \
+             name VARCHAR(32), UNIQUE KEY email (email))"
+        ))
+        .await
+        .expect("create");
+    }
+}
+
+fn selects(table: &str, keys: &[i64]) -> Vec<String> {
+    let mut out = vec![
+        format!("SELECT * FROM {table} WHERE email = 'u{}@x' ", keys[0]),
+        format!(
+            "SELECT user_id, name FROM {table} WHERE email IN ('u{}@x', 'u{}@x', 'nobody@x') ORDER BY user_id",
+            keys[1], keys[2]
+        ),
+        format!("SELECT COUNT(*) FROM {table} WHERE email = 'nobody@x'"),
+        format!("SELECT * FROM {table} WHERE email = 'u{}@x   '", keys[3]),
+        format!("SELECT * FROM {table} WHERE email = 'U{}@X'", keys[4]),
+        format!("SELECT * FROM {table} WHERE email = NULL"),
+        format!("SELECT * FROM {table} WHERE email IS NULL ORDER BY user_id"),
+    ];
+    out.push(format!(
+        "SELECT * FROM {table} WHERE email = 'u{}@x' AND name = 'n{}'",
+        keys[5], keys[5]
+    ));
+    out
+}
+
+#[tokio::test]
+async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_user";
+    let p = proxy(&dir, c, table);
+    let mut app = p.conn().await;
+    let mut r = reference(c).await;
+    fresh(&mut app, &mut r, table).await;
+    for k in 1..=300i64 {
+        let email = if k % 10 == 0 {
+            "NULL".to_string()
+        } else {
+            format!("'u{k}@x'")
+        };
+        both(
+            &mut app,
+            &mut r,
+            &format!("INSERT INTO {table} VALUES ({k}, {email}, 'n{k}')"),
+        )
+        .await
+        .expect("insert");
+    }
+    // Before the index: the same email on another node is taken (per-node UNIQUE only).
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    let built: Vec<Row> = ops
+        .query(format!("CREATE UNIQUE GLOBAL INDEX email ON {table}"))
+        .await
+        .expect("CREATE GLOBAL INDEX");
+    drop(built);
+    let shown = named_rows(&mut ops, "SHOW GLOBAL INDEXES").await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0]["state"], "public", "{shown:?}");
+    assert_eq!(shown[0]["build"], "built: 300 row(s) indexed", "{shown:?}");
+    exact(c, table, "t_user_email_gsi").await;
+
+    // Reads by email: one MariaDB's answers, routed to the row's node.
+    let keys: Vec<i64> = (1..=9).collect();
+    let before = p
+        .shared
+        .metrics
+        .statements
+        .with_label_values(&["select", "single"])
+        .get();
+    for sql in selects(table, &keys) {
+        same_rows(&mut app, &mut r, &sql).await;
+    }
+    let single = p
+        .shared
+        .metrics
+        .statements
+        .with_label_values(&["select", "single"])
+        .get()
+        - before;
+    assert!(single >= 5, "reads by email routed to one node: {single}");
+    // Prepared, too.
+    for k in [11i64, 12, 13] {
+        let a: Option<(i64, String)> = app
+            .exec_first(
+                format!("SELECT user_id, name FROM {table} WHERE email = ?"),
+                (format!("u{k}@x"),),
+            )
+            .await
+            .expect("prepared read");
+        assert_eq!(a, Some((k, format!("n{k}"))));
+    }
+
+    // A duplicate across nodes: 1062, as one MariaDB answers.
+    let k2 = (301..)
+        .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1))
+        .expect("a key");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES ({k2}, 'u1@x', 'dup')"),
+    )
+    .await
+    .expect_err("a duplicate email");
+    assert_eq!(e.0, 1062, "{e:?}");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!(
+            "INSERT INTO {table} (user_id, email) VALUES ({}, 'fresh@x'), ({k2}, 'fresh@x')",
+            k2 + 1
+        ),
+    )
+    .await
+    .expect_err("a duplicate inside one INSERT");
+    assert_eq!(e.0, 1062, "{e:?}");
+    // Changes of the email, the key's row moving nowhere; to one held elsewhere: 1062.
+    both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = 'changed1@x' WHERE user_id = 1"),
+    )
+    .await
+    .expect("change");
+    both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = CONCAT('c', email) WHERE user_id IN (2, 3, 10)"),
+    )
+    .await
+    .expect("change by expression");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = 'u4@x' WHERE user_id = 5"),
+    )
+    .await
+    .expect_err("a change to a taken email");
+    assert_eq!(e.0, 1062, "{e:?}");
+    both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = NULL WHERE user_id = 6"),
+    )
+    .await
+    .expect("to NULL");
+    both(
+        &mut app,
+        &mut r,
+        &format!("DELETE FROM {table} WHERE user_id IN (7, 8) OR email = 'u9@x'"),
+    )
+    .await
+    .expect("delete");
+    both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES ({k2}, 'u1@x', 'reuses a freed email')"),
+    )
+    .await
+    .expect("the old email is free again");
+    // Inside a transaction: a duplicate fails the statement only; a rollback leaves no entry.
+    both(&mut app, &mut r, "START TRANSACTION")
+        .await
+        .expect("begin");
+    both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES (1001, 'tx1@x', 'a'), (1002, 'tx2@x', 'b')"),
+    )
+    .await
+    .expect("insert in a transaction");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES (1003, 'tx1@x', 'c')"),
+    )
+    .await
+    .expect_err("a duplicate in the transaction");
+    assert_eq!(e.0, 1062);
+    both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = 'tx3@x' WHERE user_id = 1002"),
+    )
+    .await
+    .expect("update in a transaction");
+    same_rows(
+        &mut app,
+        &mut r,
+        &format!("SELECT * FROM {table} WHERE email = 'tx3@x'"),
+    )
+    .await;
+    both(&mut app, &mut r, "COMMIT").await.expect("commit");
+    both(&mut app, &mut r, "START TRANSACTION")
+        .await
+        .expect("begin");
+    both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES (1004, 'gone@x', 'd')"),
+    )
+    .await
+    .expect("insert");
+    both(
+        &mut app,
+        &mut r,
+        &format!("DELETE FROM {table} WHERE user_id = 1001"),
+    )
+    .await
+    .expect("delete");
+    both(&mut app, &mut r, "ROLLBACK").await.expect("rollback");
+    for sql in selects(table, &keys).into_iter().chain([
+        format!("SELECT * FROM {table} WHERE email IN ('changed1@x', 'cu2@x', 'tx1@x', 'tx2@x', 'tx3@x', 'gone@x') ORDER BY user_id"),
+        format!("SELECT * FROM {table} ORDER BY user_id"),
+    ]) {
+        same_rows(&mut app, &mut r, &sql).await;
+    }
+    exact(c, table, "t_user_email_gsi").await;
+
+    // What it cannot keep yet is refused, never half done.
+    for sql in [
+        format!("REPLACE INTO {table} VALUES (1, 'r@x', 'r')"),
+        format!("UPDATE {table} SET user_id = 5000 WHERE user_id = 1"),
+        format!("UPDATE {table} SET email = UUID() WHERE user_id = 1"),
+    ] {
+        let (code, m) = server_error(app.query_drop(&sql).await);
+        assert_eq!(code, 1235, "{sql}: {m}");
+    }
+    exact(c, table, "t_user_email_gsi").await;
+
+    let dropped: Vec<Row> = ops
+        .query(format!("DROP GLOBAL INDEX email ON {table}"))
+        .await
+        .expect("DROP GLOBAL INDEX");
+    drop(dropped);
+    let shown: Vec<Row> = ops.query("SHOW GLOBAL INDEXES").await.expect("SHOW");
+    assert!(shown.is_empty());
+    for sql in selects(table, &keys) {
+        same_rows(&mut app, &mut r, &sql).await;
+    }
+    drop(app);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
