@@ -222,6 +222,10 @@ impl KeyRoute {
         if rule.kind() != self.kind || rule.column() != Some(self.column.as_str()) {
             return None;
         }
+        // A global index declared since: its writes keep it, planned in full.
+        if !self.read && topo.indexes_of(&self.table).is_some() {
+            return None;
+        }
         match rule {
             // A string an integer column reads as another integer (`'012'`) may be on two
             // nodes: planned in full.
@@ -410,6 +414,41 @@ rule = "broadcast"
             &t
         )
         .is_none());
+    }
+
+    #[test]
+    fn writes_to_a_table_with_a_global_index_are_planned_in_full_even_prepared_before_it() {
+        let before = topo();
+        let write = a("UPDATE t SET v = ? WHERE id = ?").expect("a key route");
+        let read = a("SELECT v FROM t WHERE id = ?").expect("a key route");
+        let after = test_topology(
+            2,
+            2,
+            r#"
+[tables.t]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t.indexes.email]
+[tables.t_email_gsi]
+rule = "hash_slot"
+column = "v_hash"
+slots = [{ slots = "0-1023", node = "ds1" }]
+"#,
+        );
+        let params = [Value::Int(1), Value::Int(2)];
+        assert!(write.resolve(&before, &params).is_some());
+        assert_eq!(
+            write.resolve(&after, &params),
+            None,
+            "the index must be kept"
+        );
+        assert!(
+            read.resolve(&after, &params[1..]).is_some(),
+            "a read by the key"
+        );
+        let sql = "INSERT INTO t (id, email) VALUES (?, ?)";
+        assert!(analyze(&crate::sql::parse(sql).unwrap(), &after).is_none());
     }
 
     #[test]
