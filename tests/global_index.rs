@@ -400,3 +400,129 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     drop(app);
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// One writer's load on its own keys: inserts, email changes, deletes, in autocommit and in
+/// two-statement transactions, until `stop`; the errors it met.
+async fn writer(
+    p: mysql_async::Pool,
+    table: String,
+    id: i64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<String> {
+    use std::sync::atomic::Ordering;
+    let mut conn = p.get_conn().await.expect("writer connection");
+    let mut live: Vec<i64> = Vec::new();
+    let mut errors = Vec::new();
+    let base = 100_000 * id;
+    let mut n = 0i64;
+    while !stop.load(Ordering::SeqCst) && errors.is_empty() {
+        n += 1;
+        let r = match n % 6 {
+            0 | 1 => {
+                let k = base + n;
+                live.push(k);
+                conn.query_drop(format!("INSERT INTO {table} VALUES ({k}, 'w{k}@x', 'w')"))
+                    .await
+            }
+            2 if !live.is_empty() => {
+                let k = live[(n as usize * 7) % live.len()];
+                conn.query_drop(format!(
+                    "UPDATE {table} SET email = 'w{k}-{n}@x' WHERE user_id = {k}"
+                ))
+                .await
+            }
+            3 if live.len() > 2 => {
+                let k = live.remove((n as usize * 3) % live.len());
+                conn.query_drop(format!("DELETE FROM {table} WHERE user_id = {k}"))
+                    .await
+            }
+            4 if live.len() > 2 => {
+                let (a, b) = (live[0], live[live.len() - 1]);
+                let tx = async {
+                    conn.query_drop("START TRANSACTION").await?;
+                    conn.query_drop(format!(
+                        "UPDATE {table} SET email = 'x{a}-{n}@x' WHERE user_id = {a}"
+                    ))
+                    .await?;
+                    conn.query_drop(format!(
+                        "UPDATE {table} SET email = NULL WHERE user_id = {b}"
+                    ))
+                    .await?;
+                    conn.query_drop("COMMIT").await
+                };
+                tx.await
+            }
+            _ => {
+                conn.query_drop(format!(
+                    "SELECT * FROM {table} WHERE email = 'w{}@x'",
+                    base + 1
+                ))
+                .await
+            }
+        };
+        if let Err(e) = r {
+            errors.push(format!("writer {id}, op {n}: {e}"));
+        }
+    }
+    errors
+}
+
+#[tokio::test]
+async fn an_index_built_under_writes_is_exact_and_a_race_for_one_value_has_one_winner() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_load";
+    let p = proxy(&dir, c, table);
+    let mut app = p.conn().await;
+    let mut r = reference(c).await;
+    fresh(&mut app, &mut r, table).await;
+    let mut values = Vec::new();
+    for k in 1..=3000i64 {
+        values.push(format!("({k}, 'u{k}@x', 'n{k}')"));
+    }
+    app.query_drop(format!("INSERT INTO {table} VALUES {}", values.join(", ")))
+        .await
+        .expect("load");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (1..=3)
+        .map(|i| tokio::spawn(writer(p.pool(), table.to_string(), i, stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    let built: Result<Vec<Row>, _> = ops
+        .query(format!(
+            "CREATE UNIQUE GLOBAL INDEX email ON {table} RATE 3000"
+        ))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut errors = Vec::new();
+    for w in writers {
+        errors.extend(w.await.expect("writer"));
+    }
+    built.expect("CREATE GLOBAL INDEX under writes");
+    assert!(errors.is_empty(), "{errors:?}");
+    exact(c, table, "t_load_email_gsi").await;
+
+    // A second proxy with the same rules: one value claimed from both at once, 20 times.
+    let second = start_proxy_with_rules(
+        std::fs::read_to_string(dir.path().join("rules.toml")).expect("rules"),
+    );
+    let mut a = p.conn().await;
+    let mut b = second.conn().await;
+    for round in 0..20i64 {
+        let (ka, kb) = (500_000 + 2 * round, 500_001 + 2 * round);
+        let email = format!("race{round}@x");
+        let (ra, rb) = tokio::join!(
+            a.query_drop(format!("INSERT INTO {table} VALUES ({ka}, '{email}', 'a')")),
+            b.query_drop(format!("INSERT INTO {table} VALUES ({kb}, '{email}', 'b')")),
+        );
+        let dup = |r: &Result<(), mysql_async::Error>| matches!(r, Err(mysql_async::Error::Server(e)) if e.code == 1062);
+        assert!(
+            (ra.is_ok() && dup(&rb)) || (rb.is_ok() && dup(&ra)),
+            "round {round}: {ra:?} / {rb:?}"
+        );
+    }
+    exact(c, table, "t_load_email_gsi").await;
+}
