@@ -32,6 +32,7 @@ fn rules(c: &Cluster, table: &str) -> String {
     }
     s.push('\n');
     s.push_str(&hash_slot_table(table, "user_id", &L3));
+    s.push_str(&hash_slot_table("t_cz", "user_id", &L3));
     s
 }
 
@@ -108,8 +109,13 @@ fn text_of(v: &mysql_async::Value) -> Option<String> {
 /// Every row with an email has exactly one entry, on the node its hash names, pointing at
 /// the row's key; no other entry exists.
 async fn exact(c: &Cluster, table: &str, index_table: &str) {
+    exact_in(c, table, index_table, true).await
+}
+
+/// [`exact`]; for a binary collation (`binary`) the hash is the value's text too.
+async fn exact_in(c: &Cluster, table: &str, index_table: &str, binary: bool) {
     let mut rows: BTreeMap<i64, String> = BTreeMap::new();
-    let mut entries: Vec<(String, i64, usize)> = Vec::new();
+    let mut entries: Vec<(Vec<u8>, String, i64, usize)> = Vec::new();
     for i in 0..3 {
         let pool = c.direct(i);
         let mut conn = pool.get_conn().await.expect("node");
@@ -123,16 +129,23 @@ async fn exact(c: &Cluster, table: &str, index_table: &str) {
                 rows.insert(k, e);
             }
         }
-        let e: Vec<(String, i64)> = conn
-            .query(format!("SELECT email, user_id FROM {index_table}"))
+        let e: Vec<(Vec<u8>, String, i64)> = conn
+            .query(format!("SELECT v_hash, email, user_id FROM {index_table}"))
             .await
             .expect("entries");
-        entries.extend(e.into_iter().map(|(e, k)| (e, k, i)));
+        entries.extend(e.into_iter().map(|(h, e, k)| (h, e, k, i)));
         drop(conn);
         pool.disconnect().await.ok();
     }
-    for (email, key, node) in &entries {
-        let h = mysql_async::Value::Bytes(email.trim_end_matches(' ').as_bytes().to_vec());
+    for (hash, email, key, node) in &entries {
+        if binary {
+            assert_eq!(
+                hash,
+                email.trim_end_matches(' ').as_bytes(),
+                "{email}'s hash"
+            );
+        }
+        let h = mysql_async::Value::Bytes(hash.clone());
         assert_eq!(node_of(&L3, &h), *node, "entry {email} on the wrong node");
         assert_eq!(
             rows.get(key),
@@ -140,7 +153,7 @@ async fn exact(c: &Cluster, table: &str, index_table: &str) {
             "entry {email} -> {key}: no such row"
         );
     }
-    let mut keys: Vec<i64> = entries.iter().map(|(_, k, _)| *k).collect();
+    let mut keys: Vec<i64> = entries.iter().map(|(_, _, k, _)| *k).collect();
     keys.sort_unstable();
     let before = keys.len();
     keys.dedup();
@@ -149,12 +162,18 @@ async fn exact(c: &Cluster, table: &str, index_table: &str) {
 }
 
 async fn fresh(p: &mut Conn, r: &mut Conn, table: &str) {
+    fresh_in(p, r, table, "utf8mb4_bin").await
+}
+
+/// `table` through the proxy and on the reference, its email compared in `collation`.
+async fn fresh_in(p: &mut Conn, r: &mut Conn, table: &str, collation: &str) {
     for conn in [&mut *p, &mut *r] {
         conn.query_drop(format!("DROP TABLE IF EXISTS {table}"))
             .await
             .expect("drop");
         conn.query_drop(format!(
-            "CREATE TABLE {table} (user_id INT PRIMARY KEY, email VARCHAR(64) COLLATE utf8mb4_bin, \
+            "CREATE TABLE {table} (user_id INT PRIMARY KEY, \
+             email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE {collation}, \
              name VARCHAR(32), UNIQUE KEY email (email))"
         ))
         .await
@@ -525,4 +544,120 @@ async fn an_index_built_under_writes_is_exact_and_a_race_for_one_value_has_one_w
         );
     }
     exact(c, table, "t_load_email_gsi").await;
+}
+
+#[tokio::test]
+async fn a_case_insensitive_column_is_indexed_by_its_collations_weights() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_ci";
+    let p = proxy(&dir, c, table);
+    let mut app = p.conn().await;
+    let mut r = reference(c).await;
+    fresh_in(&mut app, &mut r, table, "utf8mb4_general_ci").await;
+    let emails = [
+        "Bob@X.org",
+        "alice@x.org",
+        "Zoë@x.org",
+        "carl@x.org  ",
+        "dave@x.org",
+        "Émile@x.org",
+        "\u{1F600}@x.org",
+        "erin@x.org",
+    ];
+    for (i, e) in emails.iter().enumerate() {
+        let k = i as i64 + 1;
+        both(
+            &mut app,
+            &mut r,
+            &format!("INSERT INTO {table} VALUES ({k}, '{e}', 'n{k}')"),
+        )
+        .await
+        .expect("insert");
+    }
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    let _: Vec<Row> = ops
+        .query(format!("CREATE UNIQUE GLOBAL INDEX email ON {table}"))
+        .await
+        .expect("CREATE GLOBAL INDEX on a utf8mb4_general_ci column");
+    let shown = named_rows(&mut ops, "SHOW GLOBAL INDEXES").await;
+    assert_eq!(shown[0]["kind"], "string, utf8mb4_general_ci", "{shown:?}");
+    exact_in(c, table, "t_ci_email_gsi", false).await;
+    let before = p
+        .shared
+        .metrics
+        .statements
+        .with_label_values(&["select", "single"])
+        .get();
+    for probe in [
+        "bob@x.org",
+        "BOB@X.ORG",
+        "bob@x.org   ",
+        "ALICE@x.org",
+        "zoe@X.ORG",
+        "ZOË@x.org",
+        "CARL@x.org",
+        "emile@x.org",
+        "\u{1F601}@x.org",
+        "nobody@x.org",
+        " bob@x.org",
+    ] {
+        same_rows(
+            &mut app,
+            &mut r,
+            &format!("SELECT * FROM {table} WHERE email = '{probe}'"),
+        )
+        .await;
+    }
+    let single = p
+        .shared
+        .metrics
+        .statements
+        .with_label_values(&["select", "single"])
+        .get()
+        - before;
+    assert_eq!(single, 11, "every read by email on one node");
+    // Equal in the collation: a duplicate across nodes, as one MariaDB says.
+    let k = (100..)
+        .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1))
+        .expect("a key");
+    for dup in ["BOB@x.org", "bob@x.org ", "ZOE@X.ORG", "\u{1F62C}@x.org"] {
+        let e = both(
+            &mut app,
+            &mut r,
+            &format!("INSERT INTO {table} VALUES ({k}, '{dup}', 'd')"),
+        )
+        .await
+        .expect_err("a duplicate in the collation");
+        assert_eq!(e.0, 1062, "{dup}: {e:?}");
+    }
+    both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {table} SET email = 'BOB@x.org' WHERE user_id = 1"),
+    )
+    .await
+    .expect("a change of case only");
+    both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} VALUES ({k}, 'Bobby@x.org', 'b')"),
+    )
+    .await
+    .expect("another value");
+    same_rows(
+        &mut app,
+        &mut r,
+        &format!("SELECT * FROM {table} ORDER BY user_id"),
+    )
+    .await;
+    exact_in(c, table, "t_ci_email_gsi", false).await;
+    // A collation whose strings weigh otherwise than their characters: refused.
+    fresh_in(&mut app, &mut r, "t_cz", "utf8mb4_czech_ci").await;
+    let e = ops
+        .query_drop("CREATE GLOBAL INDEX email ON t_cz")
+        .await
+        .expect_err("no index by a collation with contractions");
+    assert!(e.to_string().contains("contraction"), "{e}");
 }

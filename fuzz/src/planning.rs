@@ -75,6 +75,7 @@ fn with_ctx<R>(f: impl FnOnce(&PlanCtx<'_>) -> R) -> R {
         rows: &|t: &str| Some(if t == "t_seq" { 100 } else { 1_000_000 }),
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
+        weights: &|_: &str| None,
     })
 }
 

@@ -11,13 +11,14 @@
 //! concurrent write to those rows waits for the chunk's entries, then keeps them itself;
 //! a row written after the chunk is kept by its write), each chunk's entries checked once
 //! written (a unique index that finds a second row with a value stops there, naming both);
-//! the entries counted against the rows; then `public`: reads use it, UNIQUE is enforced.
+//! every row read again the same way and its entry checked (a write that did not keep the
+//! index shows); then `public`: reads use it, UNIQUE is enforced.
 //! Run again after a failure, it resumes from the start (entries already there stay).
 //! Through one proxy only: with a `[metadata]` schema shared by several, refused for now.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mysql_async::prelude::Queryable;
@@ -27,6 +28,7 @@ use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::indexes::{GlobalIndex, IndexKind, HASH_COLUMN};
 use crate::config::{TableRule, Topology};
+use crate::routing::weights::{charset_of, check_sql, from_answers, probe_sql, Weights};
 use crate::shared::Shared;
 use crate::sql::write::{quoted, string, value};
 
@@ -68,11 +70,11 @@ pub async fn show(t: &Topology) -> Result<Answer, MyError> {
                 ix.name.clone(),
                 ix.column.clone(),
                 if ix.unique { "yes" } else { "no" }.into(),
-                match ix.kind {
-                    IndexKind::Integer => "integer",
-                    IndexKind::Bytes => "string",
-                }
-                .into(),
+                match &ix.kind {
+                    IndexKind::Integer => "integer".into(),
+                    IndexKind::Bytes => "string".into(),
+                    IndexKind::Collated(c) => format!("string, {c}"),
+                },
                 if ix.public { "public" } else { "write_only" }.into(),
                 ix.index_table.clone(),
                 shown
@@ -231,6 +233,11 @@ pub async fn create(
         )));
     };
     let kind = kind_of(&column, &col.1, col.4.as_deref())?;
+    // A collation other than a binary one: its weights, if the proxy can use them.
+    let weights = match &kind {
+        IndexKind::Collated(c) => Some(read_weights(t, first, c).await?),
+        _ => None,
+    };
     let typed = |c: &ColumnDef| match (&c.3, &c.4) {
         (Some(cs), Some(co)) => format!("{} CHARACTER SET {cs} COLLATE {co}", c.2),
         _ => c.2.clone(),
@@ -241,7 +248,7 @@ pub async fn create(
         column: column.clone(),
         shard_column: shard.clone(),
         unique,
-        kind,
+        kind: kind.clone(),
         public: false,
         index_table: format!("{table}_{name}_gsi"),
     };
@@ -263,8 +270,11 @@ pub async fn create(
             entry["unique"] = toml_edit::value(unique);
             entry["kind"] = toml_edit::value(match kind {
                 IndexKind::Integer => "integer",
-                IndexKind::Bytes => "string",
+                IndexKind::Bytes | IndexKind::Collated(_) => "string",
             });
+            if let IndexKind::Collated(c) = &kind {
+                entry["collation"] = toml_edit::value(c.as_str());
+            }
             entry["state"] = toml_edit::value("write_only");
             let mut list = toml_edit::Array::new();
             for (a, b, n) in &slots {
@@ -308,7 +318,7 @@ pub async fn create(
             SETTLE.as_secs()
         )));
     }
-    let built = backfill(&now, &ix, rate).await;
+    let built = pass(&now, &ix, rate, weights.as_deref(), Pass::Fill).await;
     let rows = match built {
         Ok(rows) => rows,
         Err(e) => {
@@ -316,9 +326,12 @@ pub async fn create(
             return Err(e);
         }
     };
-    count_check(&now, &ix).await.inspect_err(|e| {
-        progress(&table, &name, format!("stopped: {}", e.message));
-    })?;
+    // Every row read again, its entry checked: a write that did not keep the index shows.
+    pass(&now, &ix, rate, weights.as_deref(), Pass::Verify)
+        .await
+        .inspect_err(|e| {
+            progress(&table, &name, format!("stopped: {}", e.message));
+        })?;
     super::rules_file::edit(shared, path, |doc| {
         let key = table_key(doc, &table);
         doc["tables"][key.as_str()]["indexes"][name.as_str()]["state"] = toml_edit::value("public");
@@ -329,22 +342,51 @@ pub async fn create(
     )))
 }
 
-/// How the column's values compare, if the proxy can hash them alike.
+/// How the column's values compare.
 fn kind_of(column: &str, data_type: &str, collation: Option<&str>) -> Result<IndexKind, MyError> {
     match data_type {
         "tinyint" | "smallint" | "mediumint" | "int" | "bigint" => Ok(IndexKind::Integer),
         "char" | "varchar" | "binary" | "varbinary" => match collation {
             None => Ok(IndexKind::Bytes),
             Some(c) if c.ends_with("_bin") => Ok(IndexKind::Bytes),
-            Some(c) => Err(unsupported(format!(
-                "`{column}` compares in {c}, where strings that differ in bytes are equal (case, accents): the proxy cannot place such values by one hash yet; a column in a binary collation (`{}_bin`) can be indexed",
-                c.split('_').next().unwrap_or("utf8mb4")
-            ))),
+            Some(c) => Ok(IndexKind::Collated(c.to_ascii_lowercase())),
         },
         other => Err(unsupported(format!(
             "`{column}` is {other}: global indexes are kept on integer and string columns"
         ))),
     }
+}
+
+/// A collation's weights read on node `n`, checked (`crate::routing::weights`).
+async fn read_weights(t: &Topology, n: usize, collation: &str) -> Result<Arc<Weights>, MyError> {
+    let cs = charset_of(collation);
+    let mut c = Conn::new(t.nodes[n].opts.clone())
+        .await
+        .map_err(|e| failed(t.node_name(n), e))?;
+    let probe: Vec<(u32, Vec<u8>)> = c
+        .query(probe_sql(cs, collation))
+        .await
+        .map_err(|e| failed(t.node_name(n), e))?;
+    let row: Option<Row> = c
+        .query_first(check_sql(cs, collation))
+        .await
+        .map_err(|e| failed(t.node_name(n), e))?;
+    let check: Vec<Vec<u8>> = row
+        .map(|r| {
+            (0..r.len())
+                .map(|i| match r.as_ref(i) {
+                    Some(Value::Bytes(b)) => b.clone(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let w = from_answers(collation, probe, check).map_err(|e| {
+        unsupported(format!(
+            "{e}; a column in a binary collation (`{cs}_bin`) can be indexed"
+        ))
+    })?;
+    Ok(Arc::new(w))
 }
 
 /// The base table's primary key on a node (its columns, quoted).
@@ -373,7 +415,24 @@ fn hash_literal(h: &[u8]) -> String {
 }
 
 /// Writes every row's entry, node by node; the rows indexed.
-async fn backfill(t: &Topology, ix: &GlobalIndex, rate: u64) -> Result<u64, MyError> {
+/// What a pass over the base table's rows does with their entries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Writes them (an entry there already stays), then checks them.
+    Fill,
+    /// Checks them only.
+    Verify,
+}
+
+/// Every row of the base table, node by node, in chunks of its primary key read with
+/// shared locks; each chunk's entries written and checked ([`Pass`]); the rows read.
+async fn pass(
+    t: &Topology,
+    ix: &GlobalIndex,
+    rate: u64,
+    weights: Option<&Weights>,
+    mode: Pass,
+) -> Result<u64, MyError> {
     let Some(TableRule::HashSlot { map, .. }) = t.table(&ix.index_table) else {
         return Err(MyError::internal(format!(
             "`{}` has no hash_slot rule",
@@ -441,7 +500,7 @@ async fn backfill(t: &Topology, ix: &GlobalIndex, rate: u64) -> Result<u64, MyEr
                     continue;
                 }
                 let h = ix
-                    .hash_of(&v, "utf8mb4", false)
+                    .hash_of(&v, "utf8mb4", false, weights)
                     .map_err(|e| unsupported(format!("a row of `{}` on {node}: {e}", ix.table)))?;
                 let place = map
                     .place(&Value::Bytes(h.clone()))
@@ -463,17 +522,24 @@ async fn backfill(t: &Topology, ix: &GlobalIndex, rate: u64) -> Result<u64, MyEr
                 let Some(ic) = index_conns.get_mut(at) else {
                     continue;
                 };
-                write_entries(ic, ix, entries).await.map_err(|e| match e {
-                    Check::Failed(e) => failed(t.node_name(*at), e),
-                    Check::Duplicate(m) => MyError::new(1062, m),
-                })?;
+                check_entries(ic, ix, entries, mode)
+                    .await
+                    .map_err(|e| match e {
+                        Check::Failed(e) => failed(t.node_name(*at), e),
+                        Check::Duplicate(m) => MyError::new(1062, m),
+                        Check::Missing(m) => MyError::new(1105, m),
+                    })?;
             }
             c.query_drop("COMMIT").await.map_err(|e| failed(&node, e))?;
             done += rows.len() as u64;
+            let doing = match mode {
+                Pass::Fill => "backfilling",
+                Pass::Verify => "verifying",
+            };
             progress(
                 &ix.table,
                 &ix.name,
-                format!("backfilling: {done} row(s) read, now on {node}"),
+                format!("{doing}: {done} row(s) read, now on {node}"),
             );
             if rate > 0 {
                 let due = Duration::from_secs_f64(done as f64 / rate as f64);
@@ -489,31 +555,41 @@ async fn backfill(t: &Topology, ix: &GlobalIndex, rate: u64) -> Result<u64, MyEr
 enum Check {
     Failed(mysql_async::Error),
     Duplicate(String),
+    Missing(String),
 }
 
-/// Writes entries on one index node (an entry there already stays), then checks that each
-/// is there pointing at its row: a unique index's value held by another row is a duplicate.
-async fn write_entries(
+/// Writes entries on one index node (an entry there already stays) unless verifying, then
+/// checks that each is there pointing at its row: a unique index's value held by another
+/// row is a duplicate. One missing is written again (its row's write came and went between
+/// the two statements); when verifying, looked for again a little later (a write's commit
+/// on the index node may trail its commit on the row's), then it is an error.
+async fn check_entries(
     ic: &mut Conn,
     ix: &GlobalIndex,
     entries: &[(Vec<u8>, Value, Value)],
+    mode: Pass,
 ) -> Result<(), Check> {
     let tuples: Vec<String> = entries
         .iter()
         .map(|(h, v, k)| format!("({}, {}, {})", hash_literal(h), literal(v), literal(k)))
         .collect();
     let hashes: Vec<String> = entries.iter().map(|(h, _, _)| hash_literal(h)).collect();
-    for _ in 0..3 {
-        ic.query_drop(format!(
-            "INSERT IGNORE INTO {} ({}, {}, {}) VALUES {}",
-            quoted(&ix.index_table),
-            quoted(HASH_COLUMN),
-            quoted(&ix.column),
-            quoted(&ix.shard_column),
-            tuples.join(", ")
-        ))
-        .await
-        .map_err(Check::Failed)?;
+    let mut missing = Vec::new();
+    for attempt in 0..5 {
+        if mode == Pass::Fill {
+            ic.query_drop(format!(
+                "INSERT IGNORE INTO {} ({}, {}, {}) VALUES {}",
+                quoted(&ix.index_table),
+                quoted(HASH_COLUMN),
+                quoted(&ix.column),
+                quoted(&ix.shard_column),
+                tuples.join(", ")
+            ))
+            .await
+            .map_err(Check::Failed)?;
+        } else if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let found: Vec<(Vec<u8>, Vec<u8>)> = ic
             .query(format!(
                 "SELECT {}, CAST({} AS BINARY) FROM {} WHERE {} IN ({})",
@@ -526,7 +602,7 @@ async fn write_entries(
             .await
             .map_err(Check::Failed)?;
         let text = |v: &Value| crate::value::text_form(v).unwrap_or_default();
-        let mut missing = false;
+        missing.clear();
         for (h, v, k) in entries {
             let keys: Vec<&Vec<u8>> = found
                 .iter()
@@ -547,75 +623,19 @@ async fn write_entries(
                     String::from_utf8_lossy(&text(k)),
                 )));
             }
-            // Its write came and went between the two statements: written again.
-            missing = true;
+            missing.push(String::from_utf8_lossy(&text(k)).into_owned());
         }
-        if !missing {
+        if missing.is_empty() {
             return Ok(());
         }
     }
-    Err(Check::Duplicate(format!(
-        "entries of the global index `{}` kept disappearing while written; run CREATE GLOBAL INDEX again",
+    Err(Check::Missing(format!(
+        "rows of `{}` with `{}` = {} have no entry in the global index `{}` once built (a write that did not keep it: a proxy without the index in its rules?); the index stays write_only: run CREATE GLOBAL INDEX again",
+        ix.table,
+        ix.shard_column,
+        missing.join(", "),
         ix.name
     )))
-}
-
-/// The entries against the rows with a value, a few times while writes move them apart.
-async fn count_check(t: &Topology, ix: &GlobalIndex) -> Result<(), MyError> {
-    let base = t
-        .table(&ix.table)
-        .map(|r| r.all_nodes(t))
-        .unwrap_or_default();
-    let index = t
-        .table(&ix.index_table)
-        .map(|r| r.all_nodes(t))
-        .unwrap_or_default();
-    let mut last = (0, 0);
-    for _ in 0..10 {
-        let rows = count(
-            t,
-            &base,
-            &format!(
-                "SELECT COUNT(*) FROM {} WHERE {} IS NOT NULL",
-                quoted(&ix.table),
-                quoted(&ix.column)
-            ),
-        )
-        .await?;
-        let entries = count(
-            t,
-            &index,
-            &format!("SELECT COUNT(*) FROM {}", quoted(&ix.index_table)),
-        )
-        .await?;
-        if rows == entries {
-            return Ok(());
-        }
-        last = (rows, entries);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Err(MyError::new(
-        1105,
-        format!(
-            "the global index `{}` holds {} entries for {} rows with a `{}`; the index stays write_only: run CREATE GLOBAL INDEX again",
-            ix.name, last.1, last.0, ix.column
-        ),
-    ))
-}
-
-async fn count(t: &Topology, nodes: &[usize], sql: &str) -> Result<u64, MyError> {
-    let mut sum = 0;
-    for &n in nodes {
-        let mut c = Conn::new(t.nodes[n].opts.clone())
-            .await
-            .map_err(|e| failed(t.node_name(n), e))?;
-        let v: Option<u64> = c
-            .query_first(sql)
-            .await
-            .map_err(|e| failed(t.node_name(n), e))?;
-        sum += v.unwrap_or(0);
-    }
-    Ok(sum)
 }
 
 pub async fn drop(

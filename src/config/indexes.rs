@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use mysql_common::value::Value;
 use serde::Deserialize;
 
+use crate::routing::weights::Weights;
 use crate::routing::TableRule;
 
 /// `[tables.t.indexes.<name>]` as written.
@@ -29,13 +30,16 @@ pub(super) struct IndexSection {
     pub(super) table: Option<String>,
     /// "integer" or "string" (default): how values compare.
     pub(super) kind: Option<String>,
+    /// A string column's collation when it is not a binary one (`utf8mb4_general_ci`):
+    /// values are compared by its weights, read from a node (`crate::routing::weights`).
+    pub(super) collation: Option<String>,
     /// "write_only" (default: every write keeps it, no read uses it, uniqueness is not
     /// enforced yet) or "public" (built: reads use it, UNIQUE is enforced).
     pub(super) state: Option<String>,
 }
 
 /// How an indexed column's values compare, so that values equal to MariaDB have one hash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexKind {
     /// An integer column: `'012'`, `12` and `12.0` are the integer 12.
     Integer,
@@ -44,6 +48,9 @@ pub enum IndexKind {
     /// them; a NO PAD column's values that differ only there share a hash and are told
     /// apart by the index table's own comparison).
     Bytes,
+    /// A string column in another collation: equal strings are those of equal weights in
+    /// it (case, accents, trailing spaces), as read from a node.
+    Collated(String),
 }
 
 /// A global secondary index of a table.
@@ -74,8 +81,14 @@ impl GlobalIndex {
     /// a string value arrives. `read`: a value a WHERE compares the column with (a number
     /// compared with a string column matches many texts: no single hash), rather than one
     /// written into it.
-    pub fn hash_of(&self, v: &Value, charset: &str, read: bool) -> Result<Vec<u8>, String> {
-        match self.kind {
+    pub fn hash_of(
+        &self,
+        v: &Value,
+        charset: &str,
+        read: bool,
+        weights: Option<&Weights>,
+    ) -> Result<Vec<u8>, String> {
+        match &self.kind {
             IndexKind::Integer => match v {
                 Value::NULL => Err("NULL is not indexed".into()),
                 Value::Int(_) | Value::UInt(_) => {
@@ -97,7 +110,7 @@ impl GlobalIndex {
                 }
                 _ => Err(format!("not an integer value of `{}`", self.column)),
             },
-            IndexKind::Bytes => {
+            IndexKind::Bytes | IndexKind::Collated(_) => {
                 let b = match v {
                     Value::NULL => return Err("NULL is not indexed".into()),
                     Value::Bytes(b) => b.clone(),
@@ -113,15 +126,31 @@ impl GlobalIndex {
                     charset.to_ascii_lowercase().as_str(),
                     "utf8" | "utf8mb3" | "utf8mb4"
                 );
-                if (utf8 && std::str::from_utf8(&b).is_err()) || (!utf8 && !b.is_ascii()) {
-                    return Err(format!(
-                        "a value of `{}` not in UTF-8 (the connection's character set is {charset})",
-                        self.column
-                    ));
+                let text = match std::str::from_utf8(&b) {
+                    Ok(t) if utf8 || b.is_ascii() => t,
+                    _ => {
+                        return Err(format!(
+                            "a value of `{}` not in UTF-8 (the connection's character set is {charset})",
+                            self.column
+                        ))
+                    }
+                };
+                match (&self.kind, weights) {
+                    (IndexKind::Collated(_), Some(w)) => Ok(w.key(text)),
+                    (IndexKind::Collated(c), None) => {
+                        Err(format!("the weights of {c} are not read"))
+                    }
+                    _ => Ok(text.trim_end_matches(' ').as_bytes().to_vec()),
                 }
-                let end = b.iter().rposition(|c| *c != b' ').map_or(0, |i| i + 1);
-                Ok(b[..end].to_vec())
             }
+        }
+    }
+
+    /// The collation whose weights [`GlobalIndex::hash_of`] needs, if any.
+    pub fn collation(&self) -> Option<&str> {
+        match &self.kind {
+            IndexKind::Collated(c) => Some(c),
+            _ => None,
         }
     }
 
@@ -179,8 +208,16 @@ pub(super) fn table_indexes(
             )));
         }
         let kind = match s.kind.as_deref().unwrap_or("string") {
+            "integer" if s.collation.is_some() => {
+                return Err(err("an integer index has no collation".into()))
+            }
             "integer" => IndexKind::Integer,
-            "string" => IndexKind::Bytes,
+            "string" => match s.collation.as_deref() {
+                Some(c) if !c.to_ascii_lowercase().ends_with("_bin") => {
+                    IndexKind::Collated(c.to_ascii_lowercase())
+                }
+                _ => IndexKind::Bytes,
+            },
             other => {
                 return Err(err(format!(
                     "kind \"{other}\" (expected \"integer\" or \"string\")"
@@ -274,6 +311,12 @@ unique = true
 state = "public"
 [tables.t_user.indexes.phone]
 kind = "integer"
+[tables.t_user.indexes.name]
+collation = "utf8mb4_general_ci"
+[tables.t_user_name_gsi]
+rule = "hash_slot"
+column = "v_hash"
+slots = [{ slots = "0-1023", node = "ds0" }]
 [tables.t_user_email_gsi]
 rule = "hash_slot"
 column = "v_hash"
@@ -288,9 +331,11 @@ slots = [{ slots = "0-1023", node = "ds0" }]
     fn indexes_are_read_with_their_tables_and_states() {
         let topo = test_topology(1, 2, RULES);
         let ix = topo.indexes_of("T_USER").expect("indexes");
-        assert_eq!(ix.len(), 2);
+        assert_eq!(ix.len(), 3);
         let email = ix.iter().find(|i| i.name == "email").expect("email");
         assert!(email.unique && email.public && email.kind == IndexKind::Bytes);
+        let name = ix.iter().find(|i| i.name == "name").expect("name");
+        assert_eq!(name.kind, IndexKind::Collated("utf8mb4_general_ci".into()));
         assert_eq!(email.index_table, "t_user_email_gsi");
         assert_eq!(email.shard_column, "user_id");
         let phone = ix.iter().find(|i| i.name == "phone").expect("phone");
@@ -348,7 +393,7 @@ slots = [{ slots = "0-1023", node = "ds0" }]
     #[test]
     fn equal_values_hash_alike() {
         let i = index(IndexKind::Integer);
-        let h = |v: Value| i.hash_of(&v, "utf8mb4", true);
+        let h = |v: Value| i.hash_of(&v, "utf8mb4", true, None);
         assert_eq!(h(Value::Int(12)), Ok(b"12".to_vec()));
         assert_eq!(h(Value::Bytes(b"012".to_vec())), Ok(b"12".to_vec()));
         assert_eq!(h(Value::Bytes(b"12.0".to_vec())), Ok(b"12".to_vec()));
@@ -357,17 +402,21 @@ slots = [{ slots = "0-1023", node = "ds0" }]
         assert!(h(Value::NULL).is_err());
 
         let s = index(IndexKind::Bytes);
-        let h = |v: &[u8], cs: &str| s.hash_of(&Value::Bytes(v.to_vec()), cs, true);
+        let h = |v: &[u8], cs: &str| s.hash_of(&Value::Bytes(v.to_vec()), cs, true, None);
         assert_eq!(h(b"a@x  ", "utf8mb4"), Ok(b"a@x".to_vec()));
         assert_eq!(h(b"a@x", "latin1"), Ok(b"a@x".to_vec()));
         assert_eq!(h("é".as_bytes(), "utf8mb4"), Ok("é".as_bytes().to_vec()));
         assert!(h(&[0xe9], "latin1").is_err());
         assert!(h(&[0xe9], "utf8mb4").is_err());
-        assert!(s.hash_of(&Value::Int(5), "utf8mb4", true).is_err());
+        assert!(s.hash_of(&Value::Int(5), "utf8mb4", true, None).is_err());
         assert_eq!(
-            s.hash_of(&Value::Int(5), "utf8mb4", false),
+            s.hash_of(&Value::Int(5), "utf8mb4", false, None),
             Ok(b"5".to_vec())
         );
+        let c = index(IndexKind::Collated("utf8mb4_general_ci".into()));
+        assert!(c
+            .hash_of(&Value::Bytes(b"a".to_vec()), "utf8mb4", true, None)
+            .is_err());
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub mod tier_page;
 pub mod tier_read;
 pub mod tier_write;
 pub mod txn;
+pub mod weights;
 
 use door::{Access, Door, NodeError, Sink, Stmt};
 
@@ -164,6 +165,11 @@ pub async fn run<D: Door, K: Sink>(
         Plan::NeedKey { table, .. } => {
             return Err(MyError::internal(format!(
                 "shardproxy: the primary key of `{table}` could not be read from its nodes"
+            )))
+        }
+        Plan::NeedWeights(c) => {
+            return Err(MyError::internal(format!(
+                "shardproxy: the weights of {c} could not be read"
             )))
         }
         Plan::NeedIndex(probes) => {

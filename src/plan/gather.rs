@@ -338,6 +338,7 @@ impl Planner<'_> {
             topo: self.topo,
             copies: copies.clone(),
             missing_index: Default::default(),
+            missing_weights: Default::default(),
         };
         let plan = sub.select(q);
         if !sub.missing.borrow().is_empty() || !sub.missing_index.borrow().is_empty() {

@@ -40,6 +40,8 @@ pub struct Entry {
     /// The index's name.
     pub index: String,
     pub hash: Vec<u8>,
+    /// The indexed value's text, as a duplicate's 1062 shows it.
+    pub shown: String,
     /// The indexed value, as a literal.
     pub value: String,
     /// The row's shard key, as a literal.
@@ -109,10 +111,20 @@ impl Planner<'_> {
             if values.is_empty() {
                 continue;
             }
+            let weights = match ix.collation() {
+                None => None,
+                Some(c) => match (self.ctx.weights)(c) {
+                    Some(w) => Some(w),
+                    None => {
+                        self.missing_weights.borrow_mut().push(c.to_string());
+                        return None;
+                    }
+                },
+            };
             let hashes: Result<Vec<Vec<u8>>, String> = values
                 .iter()
                 .filter(|v| !matches!(v, Value::NULL))
-                .map(|v| ix.hash_of(v, self.ctx.charset, true))
+                .map(|v| ix.hash_of(v, self.ctx.charset, true, weights.as_deref()))
                 .collect();
             let Ok(mut hashes) = hashes else { continue };
             hashes.sort();
@@ -189,6 +201,16 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
         other => return other,
     };
     let no = |why: String| refuse(format!("{why}: `{table}` has global indexes (not yet)"));
+    // An INSERT's entries are hashed here: the weights of their collations first.
+    if matches!(p.stmt, Statement::Insert(_)) {
+        if let Some(c) = indexes
+            .iter()
+            .filter_map(GlobalIndex::collation)
+            .find(|c| (p.ctx.weights)(c).is_none())
+        {
+            return Plan::NeedWeights(c.to_string());
+        }
+    }
     let (adds, read) = match p.stmt {
         Statement::Insert(ins) => match insert_entries(p, ins, indexes) {
             Ok(adds) => (adds, None),
@@ -257,11 +279,14 @@ fn insert_entries(
             if matches!(v, Value::NULL) {
                 continue;
             }
+            let weights = ix.collation().and_then(|c| (p.ctx.weights)(c));
             let hash = ix
-                .hash_of(&v, charset, false)
+                .hash_of(&v, charset, false, weights.as_deref())
                 .map_err(|e| format!("row {}: {e}", i + 1))?;
             out.push(Entry {
                 index: ix.name.clone(),
+                shown: String::from_utf8_lossy(&crate::value::text_form(&v).unwrap_or_default())
+                    .into_owned(),
                 hash,
                 value: crate::sql::write::literal(&v, charset),
                 key: crate::sql::write::literal(&key, charset),

@@ -94,6 +94,7 @@ pub fn plan_traced(
         ctx,
         copies: Vec::new(),
         missing_index: Default::default(),
+        missing_weights: Default::default(),
     };
     let plan = indexed::wrap(&planner, planner.plan());
     let mut missing = planner.missing.take();
@@ -101,6 +102,9 @@ pub fn plan_traced(
     missing.dedup();
     if !missing.is_empty() && !matches!(plan, Plan::Refuse { .. }) {
         return (Plan::NeedLookup(missing), Vec::new());
+    }
+    if let Some(c) = planner.missing_weights.take().into_iter().next() {
+        return (Plan::NeedWeights(c), Vec::new());
     }
     let probes = planner.missing_index.take();
     if !probes.is_empty() && !matches!(plan, Plan::Refuse { .. }) {
@@ -170,6 +174,8 @@ struct Planner<'a> {
     copies: Vec<String>,
     /// Global index entries to read before the statement can be planned.
     missing_index: std::cell::RefCell<Vec<indexed::IndexProbe>>,
+    /// Collations whose weights a global index needs, not read yet.
+    missing_weights: std::cell::RefCell<Vec<String>>,
 }
 
 impl<'a> Planner<'a> {
@@ -224,6 +230,7 @@ impl<'a> Planner<'a> {
                     ctx: self.ctx,
                     copies: Vec::new(),
                     missing_index: Default::default(),
+                    missing_weights: Default::default(),
                 }
                 .plan();
                 match inner {

@@ -115,6 +115,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         },
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
+        weights: &|_: &str| None,
     };
     plan(
         sql,

@@ -212,6 +212,9 @@ pub enum Plan {
     /// A read whose WHERE pins a globally indexed column: read these index entries, then
     /// plan again (`crate::plan::indexed`).
     NeedIndex(Vec<super::indexed::IndexProbe>),
+    /// A global index compares values by a collation whose weights are not read yet: read
+    /// them from a node (then kept), then plan again.
+    NeedWeights(String),
     /// A write to a table with global indexes: the client's write and the index writes it
     /// needs, run by the session in one transaction.
     Indexed(Box<super::indexed::IndexedWrite>),
@@ -250,7 +253,13 @@ pub struct PlanCtx<'a> {
     pub statistics: bool,
     /// Global index entries this statement has read.
     pub index: &'a IndexFn<'a>,
+    /// A collation's weights, if read (`crate::routing::weights`).
+    pub weights: &'a WeightsFn<'a>,
 }
+
+/// A weights probe: collation -> its weights, if read.
+pub type WeightsFn<'a> =
+    dyn Fn(&str) -> Option<std::sync::Arc<crate::routing::weights::Weights>> + 'a;
 
 /// Why no id was generated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -297,6 +306,7 @@ pub fn with_offline_ctx<R>(
         rows: &|_: &str| None,
         statistics: false,
         index: &|_: &str, _: &[u8]| None,
+        weights: &|_: &str| None,
     })
 }
 
@@ -720,6 +730,10 @@ impl PlanDescription<'_> {
                 )?;
                 writeln!(f, "  {}", i.select)
             }
+            Plan::NeedWeights(c) => writeln!(
+                f,
+                "Weights: the global index compares strings in {c}: its weights are read from a node once, then the statement planned again"
+            ),
             Plan::NeedIndex(probes) => {
                 for p in probes {
                     writeln!(

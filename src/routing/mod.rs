@@ -7,6 +7,7 @@ pub mod rebalance;
 pub mod salt;
 pub mod slot;
 pub mod time_tier;
+pub mod weights;
 
 use directory::DirectoryRule;
 use range::{KeyKind, RangeMap};

@@ -29,6 +29,8 @@ pub struct Shared {
     topology: ArcSwap<Topology>,
     /// Client commands running, by when they began (`epochs`).
     pub epochs: epochs::Epochs,
+    /// Collations' weights read from nodes, for global indexes.
+    weights: std::sync::Mutex<HashMap<String, Arc<crate::routing::weights::Weights>>>,
     pub backends: Backends,
     pub server_version: String,
     /// Largest client packet accepted.
@@ -290,6 +292,7 @@ impl Shared {
         f: impl FnOnce(&crate::plan::PlanCtx<'_>) -> R,
     ) -> R {
         let index = |t: &str, h: &[u8]| answers.get(&(t.to_string(), h.to_vec())).cloned();
+        let weights = |c: &str| self.weights_of(c);
         let lookup = |t: &str, k: &[u8]| self.lookup_cached(t, k);
         let next_id = |t: &str, slot: u16| self.next_id(topo, t, slot);
         let columns =
@@ -307,8 +310,26 @@ impl Shared {
             rows: &rows,
             statistics: true,
             index: &index,
+            weights: &weights,
         };
         f(&ctx)
+    }
+
+    /// A collation's weights, if read.
+    pub fn weights_of(&self, collation: &str) -> Option<Arc<crate::routing::weights::Weights>> {
+        self.weights.lock().ok()?.get(collation).cloned()
+    }
+
+    /// Keeps a collation's weights (they do not change while its nodes run).
+    pub fn weights_store(
+        &self,
+        w: crate::routing::weights::Weights,
+    ) -> Arc<crate::routing::weights::Weights> {
+        let w = Arc::new(w);
+        if let Ok(mut m) = self.weights.lock() {
+            m.insert(w.collation.clone(), w.clone());
+        }
+        w
     }
 
     /// Remembers a table's estimated rows (read from its nodes' statistics), for a session
@@ -337,6 +358,7 @@ impl Shared {
             lookups,
             topology: ArcSwap::from_pointee(topo),
             epochs: Default::default(),
+            weights: Default::default(),
             backends,
             server_version: format!("5.7.99-shardproxy-{}", env!("CARGO_PKG_VERSION")),
             max_packet,

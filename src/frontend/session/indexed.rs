@@ -23,6 +23,7 @@ use crate::exec::door::{Access, Door, OkInfo, Sink};
 use crate::exec::txn::{self, Transactions, INDEX_SAVEPOINT};
 use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite};
 use crate::plan::Plan;
+use crate::routing::weights::Weights;
 use crate::shared::IndexAnswers;
 use crate::sql::write::{quoted, string, typed};
 
@@ -97,11 +98,17 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 )));
             }
             let cols = rows.cols.clone().unwrap_or_default();
-            let named: Vec<&GlobalIndex> = read
-                .indexes
-                .iter()
-                .filter_map(|n| indexes.iter().find(|i| i.name == *n))
-                .collect();
+            let mut named: Vec<(&GlobalIndex, Option<Arc<Weights>>)> = Vec::new();
+            for n in &read.indexes {
+                let Some(ix) = indexes.iter().find(|i| i.name == *n) else {
+                    continue;
+                };
+                let w = match ix.collation() {
+                    Some(c) => Some(self.weights_for(c).await?),
+                    None => None,
+                };
+                named.push((ix, w));
+            }
             changes.matched = rows.rows.len() as u64;
             for row in &rows.rows {
                 row_changes(row, &cols, &named, read.assigns, &charset, &mut changes)?;
@@ -147,7 +154,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             for part in adds.chunks(BATCH) {
                 let sql = add_sql(ix, part);
                 if let Err(e) = self.index_statement(&sql, &topo).await {
-                    return Err(duplicate(e, ix));
+                    if e.code != ER_DUP_ENTRY {
+                        return Err(e);
+                    }
+                    // As MariaDB's message shows it: in utf8mb3, a character past U+FFFF as `?`.
+                    let shown: String = self
+                        .duplicate_in(ix, part, &topo)
+                        .await
+                        .chars()
+                        .map(|c| if u32::from(c) > 0xFFFF { '?' } else { c })
+                        .collect();
+                    return Err(MyError::new(
+                        ER_DUP_ENTRY,
+                        format!("Duplicate entry '{shown}' for key '{}'", ix.name),
+                    ));
                 }
             }
         }
@@ -172,6 +192,47 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    /// A collation's weights: kept by the proxy, or read from the default node now.
+    pub(super) async fn weights_for(&mut self, collation: &str) -> Result<Arc<Weights>, MyError> {
+        if let Some(w) = self.shared.weights_of(collation) {
+            return Ok(w);
+        }
+        let topo = self.topo.clone();
+        let w = crate::exec::weights::read(&mut self.nodes, &topo, topo.default_node, collation)
+            .await?;
+        Ok(self.shared.weights_store(w))
+    }
+
+    /// Which value of `part` a unique index's 1062 was about, as MariaDB names a duplicate
+    /// for the table's own key: one given twice in the write, or one another row holds.
+    async fn duplicate_in(
+        &mut self,
+        ix: &GlobalIndex,
+        part: &[&Entry],
+        topo: &Arc<Topology>,
+    ) -> String {
+        for (i, e) in part.iter().enumerate() {
+            if part[..i].iter().any(|o| o.hash == e.hash && o.key != e.key) {
+                return e.shown.clone();
+            }
+        }
+        let probe = IndexProbe {
+            index_table: ix.index_table.clone(),
+            shard_column: ix.shard_column.clone(),
+            hashes: part.iter().map(|e| e.hash.clone()).collect(),
+        };
+        if let Ok(found) = Box::pin(self.read_index(std::slice::from_ref(&probe), topo)).await {
+            if let Some(e) = part.iter().find(|e| {
+                found
+                    .get(&(ix.index_table.clone(), e.hash.clone()))
+                    .is_some_and(|keys| !keys.is_empty())
+            }) {
+                return e.shown.clone();
+            }
+        }
+        part.first().map(|e| e.shown.clone()).unwrap_or_default()
+    }
+
     /// The shard keys of the values `probes` name, from their index tables (on the nodes
     /// their hashes name, inside the session's transaction if it has one): an entry for
     /// every hash, empty for a value no row holds.
@@ -258,7 +319,7 @@ fn index_nodes(topo: &Topology, ix: &GlobalIndex, c: &Changes) -> Vec<usize> {
 fn row_changes(
     row: &[Option<Value>],
     cols: &[Column],
-    indexes: &[&GlobalIndex],
+    indexes: &[(&GlobalIndex, Option<Arc<Weights>>)],
     assigns: bool,
     charset: &str,
     out: &mut Changes,
@@ -271,20 +332,26 @@ fn row_changes(
     };
     let mut key_lit = String::new();
     typed(&mut key_lit, key.as_ref(), key_col);
-    let hash = |ix: &GlobalIndex, v: Option<&Value>| -> Result<Option<Vec<u8>>, MyError> {
+    let hash = |(ix, w): &(&GlobalIndex, Option<Arc<Weights>>),
+                v: Option<&Value>|
+     -> Result<Option<Vec<u8>>, MyError> {
         match v {
             None | Some(Value::NULL) => Ok(None),
-            Some(v) => ix.hash_of(v, charset, false).map(Some).map_err(|e| {
-                MyError::unsupported(format!(
-                    "shardproxy: the global index `{}` of `{}` cannot hold a value: {e}",
-                    ix.name, ix.table
-                ))
-            }),
+            Some(v) => ix
+                .hash_of(v, charset, false, w.as_deref())
+                .map(Some)
+                .map_err(|e| {
+                    MyError::unsupported(format!(
+                        "shardproxy: the global index `{}` of `{}` cannot hold a value: {e}",
+                        ix.name, ix.table
+                    ))
+                }),
         }
     };
-    for (i, ix) in indexes.iter().enumerate() {
+    for (i, named) in indexes.iter().enumerate() {
+        let ix = named.0;
         let old = row.get(1 + i).cloned().flatten();
-        let old_hash = hash(ix, old.as_ref())?;
+        let old_hash = hash(named, old.as_ref())?;
         if !assigns {
             if let Some(h) = old_hash {
                 out.removes
@@ -304,11 +371,16 @@ fn row_changes(
                 .or_default()
                 .push((h, key_lit.clone()));
         }
-        if let (Some(h), Some(col)) = (hash(ix, new.as_ref())?, cols.get(1 + n + i)) {
+        if let (Some(h), Some(col)) = (hash(named, new.as_ref())?, cols.get(1 + n + i)) {
             let mut value = String::new();
             typed(&mut value, new.as_ref(), col);
+            let text = new
+                .as_ref()
+                .and_then(crate::value::text_form)
+                .unwrap_or_default();
             out.adds.push(Entry {
                 index: ix.name.clone(),
+                shown: String::from_utf8_lossy(&text).into_owned(),
                 hash: h,
                 value,
                 key: key_lit.clone(),
@@ -375,24 +447,4 @@ fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
         sql.push(')');
     }
     sql
-}
-
-/// A unique index's duplicate as MariaDB names it for the table's own key: the value and
-/// the index's name (the index table's message names its hash and PRIMARY).
-fn duplicate(e: MyError, ix: &GlobalIndex) -> MyError {
-    if e.code != ER_DUP_ENTRY {
-        return e;
-    }
-    // The hash of a value is its text (an integer's in decimal, a string's without its
-    // trailing spaces).
-    let value = e
-        .message
-        .split_once("Duplicate entry '")
-        .and_then(|(_, rest)| rest.rsplit_once("' for key"))
-        .map(|(v, _)| v.to_string())
-        .unwrap_or_default();
-    MyError::new(
-        ER_DUP_ENTRY,
-        format!("Duplicate entry '{value}' for key '{}'", ix.name),
-    )
 }

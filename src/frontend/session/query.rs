@@ -666,6 +666,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .await
                         .map(|found| answers.extend(found))
                 }
+                Plan::NeedWeights(collation) if index_read < 3 => {
+                    index_read += 1;
+                    self.weights_for(&collation).await.map(|_| ())
+                }
                 // Another session may use up a fresh block before this one plans again.
                 Plan::NeedIds { table, count } if reservations < 3 => {
                     reservations += 1;
@@ -790,7 +794,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Plan::Tier(_) => "tiers",
                 _ => "scatter",
             },
-            Plan::NeedLookup(_) | Plan::NeedIndex(_) => "lookup",
+            Plan::NeedLookup(_) | Plan::NeedIndex(_) | Plan::NeedWeights(_) => "lookup",
             Plan::Indexed(w) => return self.account(&w.base, kind, bytes, slots),
             Plan::NeedColumns { .. }
             | Plan::NeedRows { .. }
