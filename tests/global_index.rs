@@ -336,6 +336,24 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     )
     .await
     .expect("the old email is free again");
+    both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {table} SET user_id = 2000, email = 'set@x', name = 's'"),
+    )
+    .await
+    .expect("INSERT ... SET");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!(
+            "INSERT INTO {table} SET name = 't', email = 'set@x', user_id = {}",
+            k2 + 7
+        ),
+    )
+    .await
+    .expect_err("a duplicate by INSERT ... SET");
+    assert_eq!(e.0, 1062, "{e:?}");
     // Inside a transaction: a duplicate fails the statement only; a rollback leaves no entry.
     both(&mut app, &mut r, "START TRANSACTION")
         .await
@@ -388,7 +406,7 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     .expect("delete");
     both(&mut app, &mut r, "ROLLBACK").await.expect("rollback");
     for sql in selects(table, &keys).into_iter().chain([
-        format!("SELECT * FROM {table} WHERE email IN ('changed1@x', 'cu2@x', 'tx1@x', 'tx2@x', 'tx3@x', 'gone@x') ORDER BY user_id"),
+        format!("SELECT * FROM {table} WHERE email IN ('changed1@x', 'cu2@x', 'tx1@x', 'tx2@x', 'tx3@x', 'gone@x', 'set@x') ORDER BY user_id"),
         format!("SELECT * FROM {table} ORDER BY user_id"),
     ]) {
         same_rows(&mut app, &mut r, &sql).await;

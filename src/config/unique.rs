@@ -2,10 +2,10 @@
 //! with `UNIQUE KEY (email)` keeps one email once per node, not once in the table: a second
 //! row with the same email on another node is accepted where one MariaDB answers `1062
 //! Duplicate entry`. A unique key that contains the shard key is enforced whole (rows with
-//! the same key values have the same shard key, so they are on the same node). shardproxy
-//! has no global unique index yet; until it has, such keys are named where ops look:
-//! `shardproxy check --nodes` lists them, and a CREATE or ALTER TABLE through the proxy
-//! that makes one answers with a warning.
+//! the same key values have the same shard key, so they are on the same node), and so is a
+//! one-column key with a unique global index in use (`super::indexes`). Others are named
+//! where ops look: `shardproxy check --nodes` lists them, and a CREATE or ALTER TABLE
+//! through the proxy that makes one answers with a warning saying what to declare.
 
 use super::shape::Topology;
 use crate::sql::write::quoted;
@@ -43,6 +43,14 @@ pub fn per_node_only(
     if primary && generated {
         return None;
     }
+    // A unique global index on the key's one column holds it over every node.
+    let global = topo.indexes_of(table).and_then(|l| {
+        l.iter()
+            .find(|i| i.unique && matches!(columns, [c] if c.eq_ignore_ascii_case(&i.column)))
+    });
+    if global.is_some_and(|i| i.public) {
+        return None;
+    }
     let cols: Vec<String> = columns.iter().map(|c| quoted(c)).collect();
     let key = if primary {
         format!("PRIMARY KEY ({})", cols.join(", "))
@@ -50,11 +58,26 @@ pub fn per_node_only(
         format!("UNIQUE KEY {} ({})", quoted(name), cols.join(", "))
     };
     Some(format!(
-        "{key} of {} is unique on each node only: it does not contain the shard key {} of the {} rule, so another node accepts a row with the same value (shardproxy has no global unique index yet: make the key contain {}, or keep the values unique in the application)",
+        "{key} of {} is unique on each node only: it does not contain the shard key {} of the {} rule, so another node accepts a row with the same value ({})",
         quoted(table),
         quoted(shard),
         rule.kind(),
-        quoted(shard),
+        match (global, columns) {
+            (Some(i), _) => format!(
+                "its unique global index {} is being built: until it is in use, values are checked on each node",
+                quoted(&i.name)
+            ),
+            (None, [c]) => format!(
+                "declare a unique global index for it: CREATE UNIQUE GLOBAL INDEX {} ON {} on the admin interface, or make the key contain {}",
+                quoted(c),
+                quoted(table),
+                quoted(shard)
+            ),
+            (None, _) => format!(
+                "a global index holds one column: make the key contain {}, or keep the values unique in the application",
+                quoted(shard)
+            ),
+        }
     ))
 }
 
@@ -112,6 +135,33 @@ mod tests {
         assert!(
             said[1].starts_with("UNIQUE KEY `email` (`email`) of `t_u`"),
             "{said:?}"
+        );
+    }
+
+    #[test]
+    fn a_key_with_a_unique_global_index_in_use_is_whole() {
+        let rules = |state: &str| {
+            format!(
+                "[tables.t_u]\nrule = \"hash_slot\"\ncolumn = \"user_id\"\n\
+                 slots = [{{ slots = \"0-1023\", node = \"ds0\" }}]\n\
+                 [tables.t_u.indexes.email]\nunique = true\nstate = \"{state}\"\n\
+                 [tables.t_u_email_gsi]\nrule = \"hash_slot\"\ncolumn = \"v_hash\"\n\
+                 slots = [{{ slots = \"0-1023\", node = \"ds0\" }}]\n"
+            )
+        };
+        let email = ["email".to_string()];
+        let topo = test_topology(1, 1, &rules("public"));
+        assert_eq!(per_node_only(&topo, "t_u", "email", &email), None);
+        let two = ["email".to_string(), "name".to_string()];
+        assert!(per_node_only(&topo, "t_u", "en", &two).is_some());
+        let topo = test_topology(1, 1, &rules("write_only"));
+        let said = per_node_only(&topo, "t_u", "email", &email).unwrap_or_default();
+        assert!(said.contains("being built"), "{said}");
+        let topo = test_topology(1, 1, &rules("public").replace("unique = true", ""));
+        let said = per_node_only(&topo, "t_u", "email", &email).unwrap_or_default();
+        assert!(
+            said.contains("CREATE UNIQUE GLOBAL INDEX `email` ON `t_u`"),
+            "{said}"
         );
     }
 

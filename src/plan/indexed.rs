@@ -243,12 +243,30 @@ fn insert_entries(
     if ins.replace_into || ins.ignore || ins.on.is_some() || ins.returning.is_some() {
         return Err("REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE and RETURNING".into());
     }
-    let Some(SetExpr::Values(values)) = ins.source.as_ref().map(|s| s.body.as_ref()) else {
-        return Err(
-            "INSERT ... SET and INSERT ... SELECT (write INSERT ... (columns) VALUES)".into(),
-        );
-    };
-    let position = |c: &str| ins.columns.iter().position(|n| sql::table_name(n) == c);
+    // INSERT ... SET: one row, its columns named by the assignments.
+    let set_row: Vec<Expr>;
+    let (columns, rows): (Vec<String>, Vec<&[Expr]>) =
+        match ins.source.as_ref().map(|s| s.body.as_ref()) {
+            Some(SetExpr::Values(values)) => (
+                ins.columns.iter().map(sql::table_name).collect(),
+                values.rows.iter().map(|r| r.content.as_slice()).collect(),
+            ),
+            None => {
+                let mut names = Vec::new();
+                let mut exprs = Vec::new();
+                for a in &ins.assignments {
+                    let AssignmentTarget::ColumnName(n) = &a.target else {
+                        return Err("INSERT ... SET with a tuple".into());
+                    };
+                    names.push(sql::table_name(n));
+                    exprs.push(a.value.clone());
+                }
+                set_row = exprs;
+                (names, vec![set_row.as_slice()])
+            }
+            Some(_) => return Err("INSERT ... SELECT (write INSERT ... (columns) VALUES)".into()),
+        };
+    let position = |c: &str| columns.iter().position(|n| n == c);
     let shard = &indexes[0].shard_column;
     let Some(key_at) = position(shard) else {
         return Err(format!(
@@ -264,12 +282,9 @@ fn insert_entries(
                 ix.column, ix.name
             ));
         };
-        for (i, row) in values.rows.iter().enumerate() {
+        for (i, row) in rows.iter().enumerate() {
             let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
-            let (Some(key), Some(v)) = (
-                constant(row.content.get(key_at)),
-                constant(row.content.get(at)),
-            ) else {
+            let (Some(key), Some(v)) = (constant(row.get(key_at)), constant(row.get(at))) else {
                 return Err(format!(
                     "row {}: `{}` and `{shard}` must be constants, not expressions",
                     i + 1,
