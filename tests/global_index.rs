@@ -232,10 +232,15 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
         .await
         .expect("CREATE GLOBAL INDEX");
     drop(built);
+    // A plain one too, on a column in the table's default collation.
+    ops.query_drop(format!("CREATE GLOBAL INDEX name ON {table}"))
+        .await
+        .expect("CREATE GLOBAL INDEX (not unique)");
     let shown = named_rows(&mut ops, "SHOW GLOBAL INDEXES").await;
-    assert_eq!(shown.len(), 1, "{shown:?}");
-    assert_eq!(shown[0]["state"], "public", "{shown:?}");
-    assert_eq!(shown[0]["build"], "built: 300 row(s) indexed", "{shown:?}");
+    assert_eq!(shown.len(), 2, "{shown:?}");
+    let email = shown.iter().find(|r| r["index"] == "email").expect("email");
+    assert_eq!(email["state"], "public", "{shown:?}");
+    assert_eq!(email["build"], "built: 300 row(s) indexed", "{shown:?}");
     exact(c, table, "t_user_email_gsi").await;
 
     // Reads by email: one MariaDB's answers, routed to the row's node.
@@ -412,6 +417,24 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
         same_rows(&mut app, &mut r, &sql).await;
     }
     exact(c, table, "t_user_email_gsi").await;
+    for sql in [
+        format!("SELECT user_id, email FROM {table} WHERE name = 'n11'"),
+        format!("SELECT user_id FROM {table} WHERE name IN ('n12', 'N13', 'dup', 'nobody') ORDER BY user_id"),
+        format!("SELECT COUNT(*) FROM {table} WHERE name = 'reuses a freed email'"),
+    ] {
+        same_rows(&mut app, &mut r, &sql).await;
+    }
+    let entries: Vec<i64> = app
+        .query("SELECT COUNT(*) FROM t_user_name_gsi")
+        .await
+        .expect("the plain index's entries");
+    let named: Vec<i64> = r
+        .query(format!(
+            "SELECT COUNT(*) FROM {table} WHERE name IS NOT NULL"
+        ))
+        .await
+        .expect("rows with a name");
+    assert_eq!(entries, named, "an entry for every row with a name");
 
     // What it cannot keep yet is refused, never half done.
     for sql in [
@@ -424,11 +447,11 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     }
     exact(c, table, "t_user_email_gsi").await;
 
-    let dropped: Vec<Row> = ops
-        .query(format!("DROP GLOBAL INDEX email ON {table}"))
-        .await
-        .expect("DROP GLOBAL INDEX");
-    drop(dropped);
+    for ix in ["email", "name"] {
+        ops.query_drop(format!("DROP GLOBAL INDEX {ix} ON {table}"))
+            .await
+            .expect("DROP GLOBAL INDEX");
+    }
     let shown: Vec<Row> = ops.query("SHOW GLOBAL INDEXES").await.expect("SHOW");
     assert!(shown.is_empty());
     for sql in selects(table, &keys) {

@@ -36,8 +36,8 @@ const USAGE: &str =
     "usage: CREATE [UNIQUE] GLOBAL INDEX name ON t [(column)] [RATE rows_per_sec] | DROP GLOBAL INDEX name ON t";
 
 /// A column as `information_schema.COLUMNS` has it: name, data type, column type,
-/// character set, collation.
-type ColumnDef = (String, String, String, Option<String>, Option<String>);
+/// character set, collation, whether a row that leaves it out holds NULL.
+type ColumnDef = (String, String, String, Option<String>, Option<String>, bool);
 
 /// Rows a backfill chunk reads.
 const CHUNK: usize = 1000;
@@ -54,8 +54,16 @@ fn progress(table: &str, name: &str, text: String) {
     }
 }
 
-fn failed(what: &str, e: impl std::fmt::Display) -> MyError {
-    MyError::new(1105, format!("{what}: {e}"))
+/// A node's error as the admin statement's, its code kept (a lock wait's 1205 is retried).
+fn failed(what: &str, e: impl std::fmt::Display + std::any::Any) -> MyError {
+    let code = (&e as &dyn std::any::Any)
+        .downcast_ref::<mysql_async::Error>()
+        .and_then(|e| match e {
+            mysql_async::Error::Server(s) => Some(s.code),
+            _ => None,
+        })
+        .unwrap_or(1105);
+    MyError::new(code, format!("{what}: {e}"))
 }
 
 pub async fn show(t: &Topology) -> Result<Answer, MyError> {
@@ -216,11 +224,15 @@ pub async fn create(
         .await
         .map_err(|e| failed(t.node_name(first), e))?;
     let cols: Vec<ColumnDef> = c
-        .exec(
-            "SELECT LOWER(COLUMN_NAME), LOWER(DATA_TYPE), COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME \
+        .exec_map(
+            "SELECT LOWER(COLUMN_NAME), LOWER(DATA_TYPE), COLUMN_TYPE, CHARACTER_SET_NAME, COLLATION_NAME, \
+             IS_NULLABLE = 'YES' AND (COLUMN_DEFAULT IS NULL OR COLUMN_DEFAULT = 'NULL') \
              FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? \
              AND LOWER(COLUMN_NAME) IN (?, ?)",
             (&table, &column, &shard),
+            |(name, data, ty, cs, co, null): (String, String, String, Option<String>, Option<String>, i64)| {
+                (name, data, ty, cs, co, null != 0)
+            },
         )
         .await
         .map_err(|e| failed(t.node_name(first), e))?;
@@ -251,6 +263,7 @@ pub async fn create(
         kind: kind.clone(),
         public: false,
         index_table: format!("{table}_{name}_gsi"),
+        default_null: col.5,
     };
     // The index table first: writes keep it from the moment the rules name it.
     for &n in &base_nodes {
@@ -276,6 +289,9 @@ pub async fn create(
                 entry["collation"] = toml_edit::value(c.as_str());
             }
             entry["state"] = toml_edit::value("write_only");
+            if col.5 {
+                entry["default_null"] = toml_edit::value(true);
+            }
             let mut list = toml_edit::Array::new();
             for (a, b, n) in &slots {
                 let mut e = toml_edit::InlineTable::new();
@@ -433,12 +449,6 @@ async fn pass(
     weights: Option<&Weights>,
     mode: Pass,
 ) -> Result<u64, MyError> {
-    let Some(TableRule::HashSlot { map, .. }) = t.table(&ix.index_table) else {
-        return Err(MyError::internal(format!(
-            "`{}` has no hash_slot rule",
-            ix.index_table
-        )));
-    };
     let base = t
         .table(&ix.table)
         .map(|r| r.all_nodes(t))
@@ -462,28 +472,36 @@ async fn pass(
         }
         let mut cursor: Option<Vec<Value>> = None;
         loop {
-            c.query_drop("START TRANSACTION")
-                .await
-                .map_err(|e| failed(&node, e))?;
-            let after = match &cursor {
-                None => String::new(),
-                Some(v) => format!(
-                    " WHERE ({}) > ({})",
-                    pk.join(", "),
-                    v.iter().map(literal).collect::<Vec<_>>().join(", ")
-                ),
+            // A chunk whose rows a write holds, or whose entries wait on a write's locks,
+            // gives way: rolled back and read again a moment later, so the build never
+            // holds a write up for long nor deadlocks with one across two nodes.
+            let mut tries = 0u32;
+            let rows = loop {
+                let r = chunk(
+                    &mut c,
+                    &mut index_conns,
+                    t,
+                    ix,
+                    &pk,
+                    cursor.as_deref(),
+                    weights,
+                    mode,
+                )
+                .await;
+                match r {
+                    Ok(rows) => break rows,
+                    Err(e) => {
+                        let _ = c.query_drop("ROLLBACK").await;
+                        if !matches!(e.code, 1205 | 1213) || tries >= GIVE_WAY {
+                            return Err(e);
+                        }
+                        tries += 1;
+                        tokio::time::sleep(Duration::from_millis(10 * u64::from(tries.min(20))))
+                            .await;
+                    }
+                }
             };
-            let sql = format!(
-                "SELECT {}, {}, {} FROM {}{after} ORDER BY {} LIMIT {CHUNK} LOCK IN SHARE MODE",
-                pk.join(", "),
-                quoted(&ix.shard_column),
-                quoted(&ix.column),
-                quoted(&ix.table),
-                pk.join(", ")
-            );
-            let rows: Vec<Row> = c.query(sql).await.map_err(|e| failed(&node, e))?;
             let Some(last) = rows.last() else {
-                c.query_drop("COMMIT").await.map_err(|e| failed(&node, e))?;
                 break;
             };
             cursor = Some(
@@ -491,46 +509,6 @@ async fn pass(
                     .map(|i| last.as_ref(i).cloned().unwrap_or(Value::NULL))
                     .collect(),
             );
-            // Entries by the index node their hash names: (hash, value, key).
-            let mut by_node: BTreeMap<usize, Vec<(Vec<u8>, Value, Value)>> = BTreeMap::new();
-            for r in &rows {
-                let key = r.as_ref(pk.len()).cloned().unwrap_or(Value::NULL);
-                let v = r.as_ref(pk.len() + 1).cloned().unwrap_or(Value::NULL);
-                if v == Value::NULL {
-                    continue;
-                }
-                let h = ix
-                    .hash_of(&v, "utf8mb4", false, weights)
-                    .map_err(|e| unsupported(format!("a row of `{}` on {node}: {e}", ix.table)))?;
-                let place = map
-                    .place(&Value::Bytes(h.clone()))
-                    .and_then(|p| p.row_node(None));
-                let Some(at) = place else {
-                    return Err(MyError::internal(
-                        "an index hash without a node".to_string(),
-                    ));
-                };
-                by_node.entry(at).or_default().push((h, v, key));
-            }
-            for (at, entries) in &by_node {
-                if !index_conns.contains_key(at) {
-                    let conn = Conn::new(t.nodes[*at].opts.clone())
-                        .await
-                        .map_err(|e| failed(t.node_name(*at), e))?;
-                    index_conns.insert(*at, conn);
-                }
-                let Some(ic) = index_conns.get_mut(at) else {
-                    continue;
-                };
-                check_entries(ic, ix, entries, mode)
-                    .await
-                    .map_err(|e| match e {
-                        Check::Failed(e) => failed(t.node_name(*at), e),
-                        Check::Duplicate(m) => MyError::new(1062, m),
-                        Check::Missing(m) => MyError::new(1105, m),
-                    })?;
-            }
-            c.query_drop("COMMIT").await.map_err(|e| failed(&node, e))?;
             done += rows.len() as u64;
             let doing = match mode {
                 Pass::Fill => "backfilling",
@@ -550,6 +528,96 @@ async fn pass(
         }
     }
     Ok(done)
+}
+
+/// How many times a chunk gives way to writes before the build stops.
+const GIVE_WAY: u32 = 500;
+
+/// One chunk of a [`pass`] in its own transaction on the base node `c`: its rows read (with
+/// shared locks, not waiting for a write's), their entries written and checked; the rows.
+#[allow(clippy::too_many_arguments)]
+async fn chunk(
+    c: &mut Conn,
+    index_conns: &mut BTreeMap<usize, Conn>,
+    t: &Topology,
+    ix: &GlobalIndex,
+    pk: &[String],
+    cursor: Option<&[Value]>,
+    weights: Option<&Weights>,
+    mode: Pass,
+) -> Result<Vec<Row>, MyError> {
+    let Some(TableRule::HashSlot { map, .. }) = t.table(&ix.index_table) else {
+        return Err(MyError::internal(format!(
+            "`{}` has no hash_slot rule",
+            ix.index_table
+        )));
+    };
+    let node = "the base table's node";
+    c.query_drop("START TRANSACTION")
+        .await
+        .map_err(|e| failed(node, e))?;
+    let after = match cursor {
+        None => String::new(),
+        Some(v) => format!(
+            " WHERE ({}) > ({})",
+            pk.join(", "),
+            v.iter().map(literal).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let sql = format!(
+        "SELECT {}, {}, {} FROM {}{after} ORDER BY {} LIMIT {CHUNK} LOCK IN SHARE MODE NOWAIT",
+        pk.join(", "),
+        quoted(&ix.shard_column),
+        quoted(&ix.column),
+        quoted(&ix.table),
+        pk.join(", ")
+    );
+    let rows: Vec<Row> = c.query(sql).await.map_err(|e| failed(node, e))?;
+    // Entries by the index node their hash names: (hash, value, key).
+    let mut by_node: BTreeMap<usize, Vec<(Vec<u8>, Value, Value)>> = BTreeMap::new();
+    for r in &rows {
+        let key = r.as_ref(pk.len()).cloned().unwrap_or(Value::NULL);
+        let v = r.as_ref(pk.len() + 1).cloned().unwrap_or(Value::NULL);
+        if v == Value::NULL {
+            continue;
+        }
+        let h = ix
+            .hash_of(&v, "utf8mb4", false, weights)
+            .map_err(|e| unsupported(format!("a row of `{}`: {e}", ix.table)))?;
+        let Some(at) = map
+            .place(&Value::Bytes(h.clone()))
+            .and_then(|p| p.row_node(None))
+        else {
+            return Err(MyError::internal(
+                "an index hash without a node".to_string(),
+            ));
+        };
+        by_node.entry(at).or_default().push((h, v, key));
+    }
+    for (at, entries) in &by_node {
+        if !index_conns.contains_key(at) {
+            let mut conn = Conn::new(t.nodes[*at].opts.clone())
+                .await
+                .map_err(|e| failed(t.node_name(*at), e))?;
+            // A write holding an entry's lock makes the chunk give way, not wait.
+            conn.query_drop("SET SESSION innodb_lock_wait_timeout = 1")
+                .await
+                .map_err(|e| failed(t.node_name(*at), e))?;
+            index_conns.insert(*at, conn);
+        }
+        let Some(ic) = index_conns.get_mut(at) else {
+            continue;
+        };
+        check_entries(ic, ix, entries, mode)
+            .await
+            .map_err(|e| match e {
+                Check::Failed(e) => failed(t.node_name(*at), e),
+                Check::Duplicate(m) => MyError::new(1062, m),
+                Check::Missing(m) => MyError::new(1105, m),
+            })?;
+    }
+    c.query_drop("COMMIT").await.map_err(|e| failed(node, e))?;
+    Ok(rows)
 }
 
 enum Check {

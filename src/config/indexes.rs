@@ -36,6 +36,10 @@ pub(super) struct IndexSection {
     /// "write_only" (default: every write keeps it, no read uses it, uniqueness is not
     /// enforced yet) or "public" (built: reads use it, UNIQUE is enforced).
     pub(super) state: Option<String>,
+    /// An INSERT that leaves the column out stores NULL there (no entry): what CREATE
+    /// read of the column's default.
+    #[serde(default)]
+    pub(super) default_null: bool,
 }
 
 /// How an indexed column's values compare, so that values equal to MariaDB have one hash.
@@ -70,10 +74,27 @@ pub struct GlobalIndex {
     pub public: bool,
     /// The index table (lower-cased).
     pub index_table: String,
+    /// A row that leaves the column out holds NULL (its default), so it has no entry.
+    pub default_null: bool,
 }
 
 /// The hash column of every index table.
 pub const HASH_COLUMN: &str = "v_hash";
+
+/// The longest key kept as it is in `v_hash`; a longer one is its SHA-256, padded to one
+/// byte more (so no short key is ever equal to a long one's): the primary key of `v_hash`
+/// and a shard key stays within InnoDB's 3,072 bytes.
+const KEPT: usize = 255;
+
+fn bounded(key: Vec<u8>) -> Vec<u8> {
+    use sha2::Digest;
+    if key.len() <= KEPT {
+        return key;
+    }
+    let mut d = sha2::Sha256::digest(&key).to_vec();
+    d.resize(KEPT + 1, 0);
+    d
+}
 
 impl GlobalIndex {
     /// The value as the index compares it (the index table's `v_hash`, the key its rows are
@@ -82,6 +103,16 @@ impl GlobalIndex {
     /// compared with a string column matches many texts: no single hash), rather than one
     /// written into it.
     pub fn hash_of(
+        &self,
+        v: &Value,
+        charset: &str,
+        read: bool,
+        weights: Option<&Weights>,
+    ) -> Result<Vec<u8>, String> {
+        self.key_of(v, charset, read, weights).map(bounded)
+    }
+
+    fn key_of(
         &self,
         v: &Value,
         charset: &str,
@@ -169,7 +200,7 @@ impl GlobalIndex {
             )
         };
         format!(
-            "CREATE TABLE IF NOT EXISTS {} ({} VARBINARY(3072) NOT NULL, {} {column_type} NOT NULL, {} {key_type} NOT NULL, {key})",
+            "CREATE TABLE IF NOT EXISTS {} ({} VARBINARY(256) NOT NULL, {} {column_type} NOT NULL, {} {key_type} NOT NULL, {key})",
             q(&self.index_table),
             q(HASH_COLUMN),
             q(&self.column),
@@ -249,6 +280,7 @@ pub(super) fn table_indexes(
                 .clone()
                 .unwrap_or_else(|| format!("{table}_{name}_gsi"))
                 .to_ascii_lowercase(),
+            default_null: s.default_null,
         });
     }
     Ok(out)
@@ -387,6 +419,7 @@ slots = [{ slots = "0-1023", node = "ds0" }]
             kind,
             public: true,
             index_table: "t_e_gsi".into(),
+            default_null: false,
         }
     }
 
@@ -417,6 +450,17 @@ slots = [{ slots = "0-1023", node = "ds0" }]
         assert!(c
             .hash_of(&Value::Bytes(b"a".to_vec()), "utf8mb4", true, None)
             .is_err());
+        // A long value: its digest, one byte longer than any key kept as it is.
+        let long = |c: u8| Value::Bytes(vec![c; 300]);
+        let a = s.hash_of(&long(b'a'), "utf8mb4", false, None).unwrap();
+        assert_eq!(a.len(), 256);
+        assert_ne!(a, s.hash_of(&long(b'b'), "utf8mb4", false, None).unwrap());
+        assert_eq!(
+            s.hash_of(&Value::Bytes(vec![b'a'; 255]), "utf8mb4", false, None)
+                .unwrap()
+                .len(),
+            255
+        );
     }
 
     #[test]
