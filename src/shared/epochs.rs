@@ -2,55 +2,71 @@
 //! wait for every command planned under the rules before it to end (a global index begins
 //! its backfill only once no write that does not keep it can still run).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Commands running, counted by the parity of the epoch they began in.
+/// Commands running, counted by the epoch they began in.
 #[derive(Default)]
 pub struct Epochs {
-    epoch: AtomicU64,
-    running: [AtomicUsize; 2],
-    /// One barrier at a time: a second would count new commands with the first's parity.
-    barrier: tokio::sync::Mutex<()>,
+    /// The current epoch and, by epoch, the commands still running that began in it.
+    state: Mutex<(u64, BTreeMap<u64, usize>)>,
 }
 
 /// A command being counted; it ends when dropped.
 pub struct Running<'a> {
     epochs: &'a Epochs,
-    slot: usize,
+    epoch: u64,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.epochs.running[self.slot].fetch_sub(1, SeqCst);
+        if let Ok(mut s) = self.epochs.state.lock() {
+            if let Some(n) = s.1.get_mut(&self.epoch) {
+                *n -= 1;
+                if *n == 0 {
+                    s.1.remove(&self.epoch);
+                }
+            }
+        }
     }
 }
 
 impl Epochs {
     /// Counts a command from now until the guard drops. Whatever the command reads after
-    /// this (the rules in force) is at least as new as any barrier that does not wait for
-    /// it.
+    /// this (the rules in force) is at least as new as what any barrier that does not wait
+    /// for it saw.
     pub fn enter(&self) -> Running<'_> {
-        loop {
-            let e = self.epoch.load(SeqCst);
-            let slot = (e & 1) as usize;
-            self.running[slot].fetch_add(1, SeqCst);
-            if self.epoch.load(SeqCst) == e {
-                return Running { epochs: self, slot };
+        let epoch = match self.state.lock() {
+            Ok(mut s) => {
+                let e = s.0;
+                *s.1.entry(e).or_default() += 1;
+                e
             }
-            self.running[slot].fetch_sub(1, SeqCst);
+            Err(_) => u64::MAX,
+        };
+        Running {
+            epochs: self,
+            epoch,
         }
     }
 
     /// Waits until every command that began before this call has ended, at most `bound`;
     /// `Err` with how many are still running past it.
     pub async fn barrier(&self, bound: Duration) -> Result<(), usize> {
-        let _one = self.barrier.lock().await;
-        let e = self.epoch.fetch_add(1, SeqCst);
-        let slot = (e & 1) as usize;
+        let before = match self.state.lock() {
+            Ok(mut s) => {
+                s.0 += 1;
+                s.0
+            }
+            Err(_) => return Err(usize::MAX),
+        };
         let until = Instant::now() + bound;
         loop {
-            let n = self.running[slot].load(SeqCst);
+            let n: usize = match self.state.lock() {
+                Ok(s) => s.1.range(..before).map(|(_, n)| n).sum(),
+                Err(_) => return Err(usize::MAX),
+            };
             if n == 0 {
                 return Ok(());
             }
@@ -72,14 +88,11 @@ mod tests {
         let old = e.enter();
         let waited = Duration::from_millis(50);
         assert_eq!(e.barrier(waited).await, Err(1), "a command begun before");
-        // Begun after that barrier: the next one waits for it.
+        // Begun after that barrier: the next one waits for it, and still for `old`.
         let new = e.enter();
+        assert_eq!(e.barrier(waited).await, Err(2));
         drop(old);
-        assert_eq!(
-            e.barrier(waited).await,
-            Err(1),
-            "the newer command still runs"
-        );
+        assert_eq!(e.barrier(waited).await, Err(1), "the newer command still runs");
         drop(new);
         assert_eq!(e.barrier(waited).await, Ok(()));
     }
@@ -96,5 +109,18 @@ mod tests {
         let _new = e.enter();
         drop(old);
         assert_eq!(b.await.expect("the barrier"), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_barrier_that_gave_up_leaves_no_straggler_behind_the_next() {
+        let e = Epochs::default();
+        let straggler = e.enter();
+        let waited = Duration::from_millis(20);
+        assert_eq!(e.barrier(waited).await, Err(1));
+        let _ = e.enter();
+        assert_eq!(e.barrier(waited).await, Err(1), "the straggler of two epochs ago");
+        assert_eq!(e.barrier(waited).await, Err(1));
+        drop(straggler);
+        assert_eq!(e.barrier(waited).await, Ok(()));
     }
 }
