@@ -477,7 +477,7 @@ async fn writer(
     let mut n = 0i64;
     while !stop.load(Ordering::SeqCst) && errors.is_empty() {
         n += 1;
-        let r = match n % 6 {
+        let r = match n % 7 {
             0 | 1 => {
                 let k = base + n;
                 live.push(k);
@@ -511,6 +511,15 @@ async fn writer(
                     conn.query_drop("COMMIT").await
                 };
                 tx.await
+            }
+            // A loaded row of this writer's own (its key's remainder by 3), early in the
+            // build's order.
+            5 => {
+                let k = (n % 600) * 3 + id;
+                conn.query_drop(format!(
+                    "UPDATE {table} SET email = 'l{k}-{n}@x' WHERE user_id = {k}"
+                ))
+                .await
             }
             _ => {
                 conn.query_drop(format!(
@@ -701,4 +710,91 @@ async fn a_case_insensitive_column_is_indexed_by_its_collations_weights() {
         .await
         .expect_err("no index by a collation with contractions");
     assert!(e.to_string().contains("contraction"), "{e}");
+}
+
+#[tokio::test]
+async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_is_built() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_meta";
+    let meta = "gsi_meta";
+    common::moves::fresh_schema_on(c, 0, meta).await;
+    let rules = common::moves::rules_on(
+        c,
+        0,
+        meta,
+        &[("ds0", 0), ("ds1", 1), ("ds2", 2)],
+        &hash_slot_table(table, "user_id", &L3),
+    )
+    // The other proxy sees the index a second late at most: its writes in that second
+    // must not be missed by the build.
+    .replace("poll_ms = 100", "poll_ms = 1000");
+    let a = common::moves::watching(&dir, "a", rules.clone());
+    let b = common::moves::watching(&dir, "b", rules);
+    let mut app = a.conn().await;
+    let mut r = reference(c).await;
+    fresh(&mut app, &mut r, table).await;
+    let values: Vec<String> = (1..=2000i64)
+        .map(|k| format!("({k}, 'u{k}@x', 'n{k}')"))
+        .collect();
+    app.query_drop(format!("INSERT INTO {table} VALUES {}", values.join(", ")))
+        .await
+        .expect("load");
+    // Both proxies heartbeat before the build looks for them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = [(1, a.pool()), (2, b.pool()), (3, b.pool())]
+        .into_iter()
+        .map(|(i, pool)| tokio::spawn(writer(pool, table.to_string(), i, stop.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut ops = ops(a.admin_port.expect("admin")).await;
+    let built = ops
+        .query_drop(format!(
+            "CREATE UNIQUE GLOBAL INDEX email ON {table} RATE 4000"
+        ))
+        .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut errors = Vec::new();
+    for w in writers {
+        errors.extend(w.await.expect("writer"));
+    }
+    built.expect("CREATE GLOBAL INDEX through the metadata, under writes from two proxies");
+    assert!(errors.is_empty(), "{errors:?}");
+    exact(c, table, "t_meta_email_gsi").await;
+    // The other proxy has it in use too: a duplicate through it is refused.
+    let mut ops_b = common::moves::ops(b.admin_port.expect("admin")).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = named_rows(&mut ops_b, "SHOW GLOBAL INDEXES").await;
+        if shown.first().is_some_and(|r| r["state"] == "public") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let k = (3000..)
+        .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1999))
+        .expect("a key");
+    let mut via_b = b.conn().await;
+    let e = via_b
+        .query_drop(format!(
+            "INSERT INTO {table} VALUES ({k}, 'u1999@x', 'dup')"
+        ))
+        .await
+        .expect_err("a duplicate through the other proxy");
+    assert!(e.to_string().contains("1062"), "{e}");
+    let found: Option<(i64, String)> = via_b
+        .exec_first(
+            format!("SELECT user_id, name FROM {table} WHERE email = ?"),
+            ("u1998@x",),
+        )
+        .await
+        .expect("a read by email through the other proxy");
+    assert_eq!(found, Some((1998, "n1998".to_string())));
+    ops.query_drop(format!("DROP GLOBAL INDEX email ON {table}"))
+        .await
+        .expect("DROP GLOBAL INDEX through the metadata");
 }

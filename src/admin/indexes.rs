@@ -2,19 +2,21 @@
 //! name ON t`, `SHOW GLOBAL INDEXES`: global secondary indexes built online
 //! (`crate::config::indexes`).
 //!
-//! CREATE, in order: the column's type read from a node (an integer, or a string in a
-//! binary collation: the proxy hashes equal values alike only for those); the index table
-//! created on the nodes of the base table; the index written into the rules file as
-//! `write_only` with its table's own slots (the base table's, or an even spread), so every
-//! write keeps it from then on; a wait until no command begun under the older rules runs;
-//! the backfill, node by node in chunks of the primary key read with shared locks (a
-//! concurrent write to those rows waits for the chunk's entries, then keeps them itself;
-//! a row written after the chunk is kept by its write), each chunk's entries checked once
+//! CREATE, in order: the column's type read from a node (an integer, or a string, whose
+//! collation's weights are read when it is not a binary one); the index table created on
+//! the nodes of the base table; the index declared (rules file or metadata) as `write_only`
+//! with its table's own slots (the base table's, or an even spread), so every write keeps
+//! it from then on; a wait until no command begun under the older rules runs; the
+//! backfill, node by node in chunks of the primary key read with shared locks, never
+//! waiting for a write's (a concurrent write to those rows waits for the chunk's entries,
+//! then keeps them itself; a row written after the chunk is kept by its write; a chunk
+//! that meets a write's lock gives way and is read again), each chunk's entries checked once
 //! written (a unique index that finds a second row with a value stops there, naming both);
 //! every row read again the same way and its entry checked (a write that did not keep the
 //! index shows); then `public`: reads use it, UNIQUE is enforced.
 //! Run again after a failure, it resumes from the start (entries already there stay).
-//! Through one proxy only: with a `[metadata]` schema shared by several, refused for now.
+//! With a `[metadata]` schema the index is declared there for every proxy sharing it, and
+//! the build waits until each of them has settled on it (`super::index_rules`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +26,7 @@ use std::time::{Duration, Instant};
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Row, Value};
 
+use super::index_rules::{apply, settle, Change};
 use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
 use crate::config::indexes::{GlobalIndex, IndexKind, HASH_COLUMN};
@@ -144,18 +147,6 @@ fn parse(text: &str) -> Result<(String, String, Option<String>, bool, u64), MyEr
     ))
 }
 
-/// The rules file's own key for table `name` (its case as written).
-fn table_key(doc: &toml_edit::DocumentMut, name: &str) -> String {
-    doc.get("tables")
-        .and_then(|t| t.as_table_like())
-        .and_then(|t| {
-            t.iter()
-                .map(|(k, _)| k.to_string())
-                .find(|k| k.eq_ignore_ascii_case(name))
-        })
-        .unwrap_or_else(|| name.to_string())
-}
-
 pub async fn create(
     shared: &Shared,
     t: &Topology,
@@ -165,11 +156,6 @@ pub async fn create(
     let (name, table, column, unique, rate) = parse(text)?;
     let column = column.unwrap_or_else(|| name.clone());
     let path = rules.ok_or_else(|| unsupported("this proxy was not started from a rules file"))?;
-    if t.metadata.is_some() {
-        return Err(unsupported(
-            "CREATE GLOBAL INDEX through proxies that share a [metadata] schema: not yet (each proxy must keep the index before its backfill starts, which one proxy cannot see of the others)",
-        ));
-    }
     let rule = t
         .table(&table)
         .ok_or_else(|| unsupported(format!("`{table}` has no rule in this proxy's rules")))?;
@@ -274,37 +260,41 @@ pub async fn create(
             .await
             .map_err(|e| failed(t.node_name(n), e))?;
     }
-    if existing.is_none() {
-        let slots: Vec<(usize, usize, usize)> = runs;
-        super::rules_file::edit(shared, path, |doc| {
-            let key = table_key(doc, &table);
-            let entry = &mut doc["tables"][key.as_str()]["indexes"][name.as_str()];
-            entry["column"] = toml_edit::value(column.as_str());
-            entry["unique"] = toml_edit::value(unique);
-            entry["kind"] = toml_edit::value(match kind {
-                IndexKind::Integer => "integer",
-                IndexKind::Bytes | IndexKind::Collated(_) => "string",
-            });
-            if let IndexKind::Collated(c) = &kind {
-                entry["collation"] = toml_edit::value(c.as_str());
-            }
-            entry["state"] = toml_edit::value("write_only");
-            if col.5 {
-                entry["default_null"] = toml_edit::value(true);
-            }
-            let mut list = toml_edit::Array::new();
-            for (a, b, n) in &slots {
-                let mut e = toml_edit::InlineTable::new();
-                e.insert("slots", format!("{a}-{b}").into());
-                e.insert("node", t.node_name(*n).into());
-                list.push(e);
-            }
-            let it = &mut doc["tables"][ix.index_table.as_str()];
-            it["rule"] = toml_edit::value("hash_slot");
-            it["column"] = toml_edit::value(HASH_COLUMN);
-            it["slots"] = toml_edit::value(list);
-        })?;
+    // Its section: write_only until built, then public.
+    let mut def = toml_edit::InlineTable::new();
+    def.insert("column", column.as_str().into());
+    def.insert("unique", unique.into());
+    def.insert(
+        "kind",
+        match kind {
+            IndexKind::Integer => "integer",
+            IndexKind::Bytes | IndexKind::Collated(_) => "string",
+        }
+        .into(),
+    );
+    if let IndexKind::Collated(c) = &kind {
+        def.insert("collation", c.as_str().into());
     }
+    if col.5 {
+        def.insert("default_null", true.into());
+    }
+    def.insert("state", "write_only".into());
+    let change = |definition, owners| Change {
+        table: &table,
+        name: &name,
+        index_table: &ix.index_table,
+        definition,
+        owners,
+    };
+    let version = if existing.is_none() {
+        let owners: Vec<String> = runs
+            .iter()
+            .flat_map(|(a, b, n)| (*a..=*b).map(move |_| t.node_name(*n).to_string()))
+            .collect();
+        apply(shared, t, path, &change(Some(def.clone()), Some(owners))).await?
+    } else {
+        shared.topology().version
+    };
     let now = shared.topology();
     let Some(ix) = now
         .indexes_of(&table)
@@ -320,17 +310,10 @@ pub async fn create(
         &name,
         "waiting for statements begun under the older rules".into(),
     );
-    if let Err(n) = shared.epochs.barrier(SETTLE).await {
-        progress(
-            &table,
-            &name,
-            format!(
-                "stopped: {n} statement(s) begun under the older rules still ran after {}s",
-                SETTLE.as_secs()
-            ),
-        );
+    if let Err(why) = settle(shared, &now, version, SETTLE).await {
+        progress(&table, &name, format!("stopped: {why}"));
         return Err(unsupported(format!(
-            "{n} statement(s) begun before the index was declared still run after {}s; the index stays write_only: run CREATE GLOBAL INDEX again to go on",
+            "{why} after {}s; the index stays write_only: run CREATE GLOBAL INDEX again to go on",
             SETTLE.as_secs()
         )));
     }
@@ -348,10 +331,8 @@ pub async fn create(
         .inspect_err(|e| {
             progress(&table, &name, format!("stopped: {}", e.message));
         })?;
-    super::rules_file::edit(shared, path, |doc| {
-        let key = table_key(doc, &table);
-        doc["tables"][key.as_str()]["indexes"][name.as_str()]["state"] = toml_edit::value("public");
-    })?;
+    def.insert("state", "public".into());
+    apply(shared, &now, path, &change(Some(def), None)).await?;
     progress(&table, &name, format!("built: {rows} row(s) indexed"));
     Ok(Answer::Done(format!(
         "global index `{name}` of `{table}` built over {rows} row(s) and in use"
@@ -727,23 +708,26 @@ pub async fn drop(
         .table(&ix.index_table)
         .map(|r| r.all_nodes(t))
         .unwrap_or_default();
-    super::rules_file::edit(shared, path, |doc| {
-        let key = table_key(doc, &table);
-        if let Some(list) = doc["tables"][key.as_str()]["indexes"].as_table_like_mut() {
-            list.remove(&name);
-            if list.is_empty() {
-                if let Some(tt) = doc["tables"][key.as_str()].as_table_like_mut() {
-                    tt.remove("indexes");
-                }
-            }
-        }
-        let it = table_key(doc, &ix.index_table);
-        if let Some(tables) = doc["tables"].as_table_like_mut() {
-            tables.remove(&it);
-        }
-    })?;
+    let version = apply(
+        shared,
+        t,
+        path,
+        &Change {
+            table: &table,
+            name: &name,
+            index_table: &ix.index_table,
+            definition: None,
+            owners: None,
+        },
+    )
+    .await?;
     // Statements that still keep the index finish before its table goes.
-    let _ = shared.epochs.barrier(SETTLE).await;
+    if let Err(why) = settle(shared, t, version, SETTLE).await {
+        return Err(unsupported(format!(
+            "the index is dropped from the rules, but {why}: its table `{}` is kept; drop it by hand once they are done",
+            ix.index_table
+        )));
+    }
     for n in nodes {
         if let Ok(mut c) = Conn::new(t.nodes[n].opts.clone()).await {
             let _ = c

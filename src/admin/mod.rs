@@ -2,6 +2,7 @@
 //! the `mariadb` CLI. It reads the rules in force and changes them by writing a new version of
 //! the rules file, which is then loaded like any other reload.
 
+mod index_rules;
 mod indexes;
 mod load;
 mod meta;

@@ -98,6 +98,8 @@ struct Watch {
     poll_ms: u64,
     proxy: String,
     ready: std::sync::atomic::AtomicBool,
+    /// The rules version no command begun under an older one still runs on.
+    settled: std::sync::atomic::AtomicU64,
 }
 
 impl Watch {
@@ -125,6 +127,7 @@ impl Watch {
             poll_ms: meta.poll_ms,
             proxy: shared.instance().to_string(),
             ready: Default::default(),
+            settled: Default::default(),
         })
     }
 
@@ -158,12 +161,20 @@ impl Watch {
             .map(|n| topo.node_name(n).to_string())
             .collect();
         let failures = m.shadow_failures.load(Ordering::Relaxed);
+        // Settled on `version` once no command begun before this moment still runs (they
+        // all read it or a newer one): what a global index's build waits for.
+        let bound = std::time::Duration::from_millis(self.poll_ms.clamp(10, 500));
+        if shared.epochs.barrier(bound).await.is_ok() {
+            self.settled.fetch_max(version, Ordering::Relaxed);
+        }
+        let settled = self.settled.load(Ordering::Relaxed);
         match crate::metadata::migrations::heartbeat(
             &self.pool,
             &self.proxy,
             version,
             &busy,
             failures,
+            settled,
         )
         .await
         {

@@ -524,21 +524,38 @@ pub async fn set_count(c: &mut Conn, id: u64, which: Count, n: u64) -> mysql_asy
 }
 
 /// This proxy's heartbeat: the rules version it runs, the nodes its running dual writes
-/// write images to (none: it is quiet), and the row images it failed to write.
+/// write images to (none: it is quiet), the row images it failed to write, and the version
+/// it is settled on (no command begun under an older one still runs).
 pub async fn heartbeat(
     pool: &Pool,
     proxy: &str,
     version: u64,
     busy: &[String],
     failures: u64,
+    settled: u64,
 ) -> mysql_async::Result<()> {
     let mut c = pool.get_conn().await?;
     c.exec_drop(
-        "INSERT INTO shard_proxies (proxy_id, version, quiet, busy, shadow_failures, heartbeat) \
-         VALUES (?, ?, ?, ?, ?, NOW(3)) ON DUPLICATE KEY UPDATE version = VALUES(version), \
+        "INSERT INTO shard_proxies (proxy_id, version, quiet, busy, shadow_failures, settled, heartbeat) \
+         VALUES (?, ?, ?, ?, ?, ?, NOW(3)) ON DUPLICATE KEY UPDATE version = VALUES(version), \
          quiet = VALUES(quiet), busy = VALUES(busy), shadow_failures = VALUES(shadow_failures), \
-         heartbeat = NOW(3)",
-        (proxy, version, busy.is_empty(), busy.join(","), failures),
+         settled = VALUES(settled), heartbeat = NOW(3)",
+        (proxy, version, busy.is_empty(), busy.join(","), failures, settled),
+    )
+    .await
+}
+
+/// The live proxies (heartbeat within `window_ms`) not settled on `version` yet: their
+/// names.
+pub async fn unsettled(
+    c: &mut Conn,
+    version: u64,
+    window_ms: u64,
+) -> mysql_async::Result<Vec<String>> {
+    c.exec(
+        "SELECT proxy_id FROM shard_proxies WHERE heartbeat > NOW(3) - INTERVAL ? MICROSECOND \
+         AND settled < ? ORDER BY proxy_id",
+        (window_ms * 1000, version),
     )
     .await
 }

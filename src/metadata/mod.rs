@@ -5,6 +5,7 @@
 //! converge within one poll. The schema's other tables, the migrations and the proxies'
 //! heartbeats: [`migrations`].
 
+pub mod indexes;
 pub mod lease;
 pub mod link;
 pub mod load;
@@ -41,6 +42,8 @@ pub struct Rows {
     pub salted: Vec<salted::SaltRow>,
     /// `range_map` rows: range tables' ranges.
     pub ranges: Vec<ranges::RangeRow>,
+    /// `shard_indexes` rows: global secondary indexes.
+    pub indexes: Vec<indexes::IndexRow>,
 }
 
 /// A `shard_nodes` row: a node over the rules files' own of that name, or its removal.
@@ -103,6 +106,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
         .await?;
     let (salted, salted_version) = salted::read(&mut tx).await?;
     let (ranges, ranges_version) = ranges::read(&mut tx).await?;
+    let (index_rows, indexes_version) = indexes::read(&mut tx).await?;
     tx.commit().await?;
     let version = rules
         .iter()
@@ -110,7 +114,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
         .chain(slots.iter().map(|s| s.5))
         .chain(keys.iter().map(|k| k.5))
         .chain(nodes.iter().map(|n| n.4))
-        .chain([salted_version, ranges_version])
+        .chain([salted_version, ranges_version, indexes_version])
         .max()
         .unwrap_or(0);
     Ok(Rows {
@@ -147,6 +151,7 @@ pub async fn read(pool: &Pool) -> mysql_async::Result<Rows> {
             .collect(),
         salted,
         ranges,
+        indexes: index_rows,
     })
 }
 
@@ -287,6 +292,7 @@ pub fn merge_into(file_text: &str, rows: &Rows) -> Result<String, String> {
     }
     salted::merge(&mut doc, &rows.salted)?;
     ranges::merge(&mut doc, &rows.ranges)?;
+    indexes::merge(&mut doc, &rows.indexes)?;
     Ok(doc.to_string())
 }
 
@@ -432,6 +438,48 @@ pub async fn write_node(url: &str, node: &NodeRow, floor: u64) -> mysql_async::R
     r
 }
 
+/// Writes an index's row (`definition` `None`: dropped) as one new version above the
+/// metadata's and `floor`, with its index table's rule and slots (`owners`, a node name per
+/// slot) when given, or without them when dropped; the version.
+pub async fn write_index(
+    url: &str,
+    row: &indexes::IndexRow,
+    index_table: &str,
+    owners: Option<&[String]>,
+    floor: u64,
+) -> mysql_async::Result<u64> {
+    let pool = mysql_async::Pool::new(mysql_async::Opts::from_url(url)?);
+    let mut c = pool.get_conn().await?;
+    ensure_schema(&mut c).await?;
+    lock_versions(&mut c).await?;
+    let r = async {
+        let now: Option<Option<u64>> = c.query_first(VERSION_SQL).await?;
+        let version = now.flatten().unwrap_or(0).max(floor) + 1;
+        if let Some(owners) = owners {
+            slots_in_one_version(&mut c, index_table, crate::config::indexes::HASH_COLUMN, owners, version)
+                .await?;
+        }
+        c.exec_drop(
+            "INSERT INTO shard_indexes (table_name, index_name, definition, version) VALUES (?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE definition = VALUES(definition), version = VALUES(version)",
+            (&row.table, &row.name, &row.definition, version),
+        )
+        .await?;
+        if row.definition.is_none() {
+            c.exec_drop("DELETE FROM shard_slot_map WHERE table_name = ?", (index_table,))
+                .await?;
+            c.exec_drop("DELETE FROM route_config WHERE table_name = ?", (index_table,))
+                .await?;
+        }
+        Ok(version)
+    }
+    .await;
+    unlock_versions(&mut c).await;
+    drop(c);
+    pool.disconnect().await?;
+    r
+}
+
 /// Slot owners of a hash_slot table by node name, with `a..=b` moved to `target`.
 pub fn owners_with(
     t: &Topology,
@@ -479,6 +527,7 @@ mod tests {
             nodes: vec![],
             salted: vec![],
             ranges: vec![],
+            indexes: vec![],
         };
         let out = merge_into(file, &rows).unwrap();
         assert!(out.contains("version = 9"), "{out}");

@@ -5,7 +5,7 @@ use mysql_async::prelude::Queryable;
 
 /// The rules' tables: `route_config`, `shard_slot_map`, `directory_map`, `shard_nodes`,
 /// `salted_map`, `range_map`.
-pub const RULES: [&str; 6] = [
+pub const RULES: [&str; 7] = [
     "CREATE TABLE IF NOT EXISTS route_config (
         table_name VARCHAR(64) NOT NULL PRIMARY KEY,
         rule VARCHAR(16) NOT NULL,
@@ -59,6 +59,14 @@ pub const RULES: [&str; 6] = [
         version BIGINT NOT NULL,
         changed DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3) ON UPDATE CURRENT_TIMESTAMP(3),
         PRIMARY KEY (table_name, seq))",
+    // Global secondary indexes (`crate::metadata::indexes`): each one's rules section as a
+    // TOML inline table, NULL once dropped (so the version only grows).
+    "CREATE TABLE IF NOT EXISTS shard_indexes (
+        table_name VARCHAR(64) NOT NULL,
+        index_name VARCHAR(64) NOT NULL,
+        definition TEXT NULL,
+        version BIGINT NOT NULL,
+        PRIMARY KEY (table_name, index_name))",
 ];
 
 /// The metadata's version: the highest row version of its tables.
@@ -68,7 +76,8 @@ pub const VERSION_SQL: &str =
      COALESCE((SELECT MAX(version) FROM directory_map), 0), \
      COALESCE((SELECT MAX(version) FROM shard_nodes), 0), \
      COALESCE((SELECT MAX(version) FROM salted_map), 0), \
-     COALESCE((SELECT MAX(version) FROM range_map), 0))";
+     COALESCE((SELECT MAX(version) FROM range_map), 0), \
+     COALESCE((SELECT MAX(version) FROM shard_indexes), 0))";
 
 /// The named lock every writer of a new version holds from reading the highest version to
 /// its commit: two writers never take the same number.
@@ -119,6 +128,7 @@ pub const MIGRATIONS: [&str; 4] = [
         quiet TINYINT NOT NULL DEFAULT 1,
         busy VARCHAR(1024) NOT NULL DEFAULT '',
         shadow_failures BIGINT NOT NULL DEFAULT 0,
+        settled BIGINT NOT NULL DEFAULT 0,
         heartbeat DATETIME(3) NOT NULL)",
     // A rebalance plan: its moves are `shard_migrations` rows with its id, `queued` until
     // the driver starts them.
@@ -163,8 +173,9 @@ pub const VIEWS: &str = "CREATE TABLE IF NOT EXISTS shard_views (
 
 /// Columns added since a table was first released: (table, column, its definition), added
 /// to a schema that lacks them.
-pub const ADDED_COLUMNS: [(&str, &str, &str); 7] = [
+pub const ADDED_COLUMNS: [(&str, &str, &str); 8] = [
     ("shard_proxies", "busy", "VARCHAR(1024) NOT NULL DEFAULT ''"),
+    ("shard_proxies", "settled", "BIGINT NOT NULL DEFAULT 0"),
     ("shard_migrations", "plan_id", "BIGINT NULL"),
     ("shard_migrations", "seq", "INT NULL"),
     ("shard_migrations", "capture", "VARCHAR(16) NULL"),

@@ -92,7 +92,11 @@ mod tests {
         let new = e.enter();
         assert_eq!(e.barrier(waited).await, Err(2));
         drop(old);
-        assert_eq!(e.barrier(waited).await, Err(1), "the newer command still runs");
+        assert_eq!(
+            e.barrier(waited).await,
+            Err(1),
+            "the newer command still runs"
+        );
         drop(new);
         assert_eq!(e.barrier(waited).await, Ok(()));
     }
@@ -118,7 +122,11 @@ mod tests {
         let waited = Duration::from_millis(20);
         assert_eq!(e.barrier(waited).await, Err(1));
         let _ = e.enter();
-        assert_eq!(e.barrier(waited).await, Err(1), "the straggler of two epochs ago");
+        assert_eq!(
+            e.barrier(waited).await,
+            Err(1),
+            "the straggler of two epochs ago"
+        );
         assert_eq!(e.barrier(waited).await, Err(1));
         drop(straggler);
         assert_eq!(e.barrier(waited).await, Ok(()));
