@@ -359,6 +359,27 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     .await
     .expect_err("a duplicate by INSERT ... SET");
     assert_eq!(e.0, 1062, "{e:?}");
+    both(
+        &mut app,
+        &mut r,
+        &format!(
+            "INSERT INTO {table} (user_id, email, name) SELECT user_id + 5000, CONCAT('copy-', email), name \
+             FROM {table} WHERE user_id BETWEEN 20 AND 40"
+        ),
+    )
+    .await
+    .expect("INSERT ... SELECT");
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!(
+            "INSERT INTO {table} (user_id, email, name) SELECT user_id + 6000, email, name \
+             FROM {table} WHERE user_id = 25"
+        ),
+    )
+    .await
+    .expect_err("INSERT ... SELECT of a taken email");
+    assert_eq!(e.0, 1062, "{e:?}");
     // Inside a transaction: a duplicate fails the statement only; a rollback leaves no entry.
     both(&mut app, &mut r, "START TRANSACTION")
         .await
@@ -411,7 +432,7 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     .expect("delete");
     both(&mut app, &mut r, "ROLLBACK").await.expect("rollback");
     for sql in selects(table, &keys).into_iter().chain([
-        format!("SELECT * FROM {table} WHERE email IN ('changed1@x', 'cu2@x', 'tx1@x', 'tx2@x', 'tx3@x', 'gone@x', 'set@x') ORDER BY user_id"),
+        format!("SELECT * FROM {table} WHERE email IN ('changed1@x', 'cu2@x', 'tx1@x', 'tx2@x', 'tx3@x', 'gone@x', 'set@x', 'copy-u21@x') ORDER BY user_id"),
         format!("SELECT * FROM {table} ORDER BY user_id"),
     ]) {
         same_rows(&mut app, &mut r, &sql).await;
@@ -438,6 +459,8 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
 
     // What it cannot keep yet is refused, never half done.
     for sql in [
+        format!("TRUNCATE TABLE {table}"),
+        format!("ALTER TABLE {table} MODIFY email VARCHAR(80)"),
         format!("REPLACE INTO {table} VALUES (1, 'r@x', 'r')"),
         format!("UPDATE {table} SET user_id = 5000 WHERE user_id = 1"),
         format!("UPDATE {table} SET email = UUID() WHERE user_id = 1"),

@@ -172,6 +172,9 @@ fn written(stmt: &Statement) -> Option<(String, Option<String>)> {
 /// `plan` of a write to a table with global indexes, as [`Plan::Indexed`] (or refused where
 /// the index cannot be kept); any other plan as it is.
 pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
+    if let Some(refused) = ddl_guard(p) {
+        return refused;
+    }
     let Some((table, alias)) = written(p.stmt) else {
         return plan;
     };
@@ -264,7 +267,8 @@ fn insert_entries(
                 set_row = exprs;
                 (names, vec![set_row.as_slice()])
             }
-            Some(_) => return Err("INSERT ... SELECT (write INSERT ... (columns) VALUES)".into()),
+            // (An INSERT ... SELECT whose rows move is planned as one of VALUES.)
+            Some(_) => return Err("INSERT ... SELECT into the table's own nodes".into()),
         };
     let position = |c: &str| columns.iter().position(|n| n == c);
     let shard = &indexes[0].shard_column;
@@ -472,6 +476,70 @@ fn delete_read(
     })
 }
 
+/// DDL that would leave a global index wrong, refused: TRUNCATE or DROP of an indexed table
+/// (its entries would stay, a unique value taken by rows no longer there), RENAME of one,
+/// an ALTER that names an indexed column (its type or collation is what the hashes follow).
+fn ddl_guard(p: &Planner<'_>) -> Option<Plan> {
+    use sqlparser::ast::ObjectType;
+    let indexed = |name: &sqlparser::ast::ObjectName| {
+        let t = sql::table_name(name);
+        p.topo.indexes_of(&t).map(|l| (t, l))
+    };
+    let drop_first = |t: &str, what: &str| {
+        refuse(format!(
+            "{what} of `{t}`, which has global indexes: DROP GLOBAL INDEX each on the admin interface first (SHOW GLOBAL INDEXES)"
+        ))
+    };
+    match p.stmt {
+        Statement::Truncate(tr) => tr
+            .table_names
+            .iter()
+            .find_map(|n| indexed(&n.name))
+            .map(|(t, _)| drop_first(&t, "TRUNCATE")),
+        Statement::Drop {
+            object_type: ObjectType::Table,
+            names,
+            ..
+        } => names
+            .iter()
+            .find_map(indexed)
+            .map(|(t, _)| drop_first(&t, "DROP TABLE")),
+        Statement::RenameTable(renames) => renames
+            .iter()
+            .find_map(|r| indexed(&r.old_name))
+            .map(|(t, _)| drop_first(&t, "RENAME TABLE")),
+        Statement::AlterTable(a) => {
+            let (t, list) = indexed(&a.name)?;
+            if a.operations
+                .iter()
+                .any(|op| matches!(op, sqlparser::ast::AlterTableOperation::RenameTable { .. }))
+            {
+                return Some(drop_first(&t, "ALTER TABLE ... RENAME"));
+            }
+            let words: Vec<String> = a
+                .operations
+                .iter()
+                .flat_map(|op| {
+                    op.to_string()
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .map(str::to_ascii_lowercase)
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            let shard = &list[0].shard_column;
+            let named = list
+                .iter()
+                .map(|i| &i.column)
+                .chain(std::iter::once(shard))
+                .find(|c| words.iter().any(|w| w == *c))?;
+            Some(refuse(format!(
+                "ALTER TABLE of `{t}` naming `{named}`, which a global index of it holds (its type and collation are what the index compares by): DROP GLOBAL INDEX first, then CREATE it again"
+            )))
+        }
+        _ => None,
+    }
+}
+
 /// Does `e` call a function whose value differs from one call to the next?
 fn calls_unstable(e: &Expr) -> bool {
     let mut found = false;
@@ -486,4 +554,114 @@ fn calls_unstable(e: &Expr) -> bool {
         std::ops::ControlFlow::Continue(())
     });
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{plan_in, refused};
+    use super::*;
+    use crate::config::test_topology;
+
+    fn topo() -> crate::config::Topology {
+        test_topology(
+            1,
+            2,
+            r#"
+[tables.t]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t.indexes.email]
+unique = true
+state = "public"
+[tables.t_email_gsi]
+rule = "hash_slot"
+column = "v_hash"
+slots = [{ slots = "0-1023", node = "ds1" }]
+"#,
+        )
+    }
+
+    #[test]
+    fn ddl_that_would_leave_the_index_wrong_is_refused() {
+        let t = topo();
+        for sql in [
+            "TRUNCATE TABLE t",
+            "DROP TABLE t",
+            "DROP TABLE IF EXISTS other, t",
+            "RENAME TABLE t TO t2",
+            "ALTER TABLE t RENAME TO t2",
+            "ALTER TABLE t MODIFY email VARCHAR(200) COLLATE utf8mb4_bin",
+            "ALTER TABLE t CHANGE COLUMN `Email` mail VARCHAR(64)",
+            "ALTER TABLE t DROP COLUMN email",
+            "ALTER TABLE t MODIFY id BIGINT",
+        ] {
+            let p = plan_in(&t, sql, &[]);
+            assert!(refused(&p).contains("global ind"), "{sql}: {p:?}");
+        }
+        for sql in [
+            "ALTER TABLE t ADD COLUMN phone BIGINT",
+            "ALTER TABLE t ADD INDEX (name)",
+            "TRUNCATE TABLE other",
+        ] {
+            let p = plan_in(&t, sql, &[]);
+            assert!(!matches!(p, Plan::Refuse { .. }), "{sql}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn writes_carry_their_entries_and_reads_wait_for_the_index() {
+        let t = topo();
+        let Plan::Indexed(w) = plan_in(
+            &t,
+            "INSERT INTO t (id, email) VALUES (1, 'A@x  '), (2, NULL)",
+            &[],
+        ) else {
+            panic!("not indexed")
+        };
+        assert_eq!(w.adds.len(), 1, "{:?}", w.adds);
+        assert_eq!(w.adds[0].hash, b"A@x".to_vec());
+        let Plan::Indexed(w) = plan_in(&t, "UPDATE t SET email = LOWER(email) WHERE id > 5", &[])
+        else {
+            panic!("not indexed")
+        };
+        let read = w.read.expect("a read of the rows");
+        assert!(
+            read.sql.ends_with("FROM `t` WHERE id > 5 FOR UPDATE"),
+            "{}",
+            read.sql
+        );
+        assert!(read.assigns);
+        // An UPDATE of other columns is the client's alone.
+        assert!(!matches!(
+            plan_in(&t, "UPDATE t SET name = 'x' WHERE id > 5", &[]),
+            Plan::Indexed(_)
+        ));
+        match plan_in(&t, "SELECT * FROM t WHERE email = 'a@x'", &[]) {
+            Plan::NeedIndex(p) => assert_eq!(p[0].hashes, vec![b"a@x".to_vec()]),
+            other => panic!("{other:?}"),
+        }
+        // A read by the shard key needs no index; a locking read does not use it.
+        assert!(matches!(
+            plan_in(&t, "SELECT * FROM t WHERE id = 1 AND email = 'a@x'", &[]),
+            Plan::Route(_)
+        ));
+        assert!(!matches!(
+            plan_in(&t, "SELECT * FROM t WHERE email = 'a@x' FOR UPDATE", &[]),
+            Plan::NeedIndex(_)
+        ));
+        for sql in [
+            "REPLACE INTO t (id, email) VALUES (1, 'a')",
+            "INSERT INTO t (id, email) VALUES (1, 'a') ON DUPLICATE KEY UPDATE email = 'b'",
+            "UPDATE t SET email = UUID() WHERE id = 1",
+            "UPDATE t SET email = 'a' WHERE id = 1 LIMIT 1",
+        ] {
+            let p = plan_in(&t, sql, &[]);
+            assert!(refused(&p).contains("global indexes"), "{sql}: {p:?}");
+        }
+        // INSERT ... SELECT: its rows are read, then inserted as an INSERT ... VALUES,
+        // which keeps the index.
+        let sql = "INSERT INTO t (id, email) SELECT id + 100, email FROM t";
+        assert!(matches!(plan_in(&t, sql, &[]), Plan::InsertSelect(_)));
+    }
 }
