@@ -73,6 +73,12 @@ async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)
     }
 }
 
+/// [`both`] for a statement both must refuse with 1062 (`what` it is).
+async fn duplicate(p: &mut Conn, r: &mut Conn, sql: &str, what: &str) {
+    let e = both(p, r, sql).await.expect_err(what);
+    assert_eq!(e.0, 1062, "{what}: {e:?}");
+}
+
 /// The rows of `sql`, as text, through the proxy and on the reference: equal.
 async fn same_rows(p: &mut Conn, r: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
     let text = |rows: Vec<Row>| -> Vec<Vec<Option<String>>> {
@@ -278,25 +284,23 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     let k2 = (301..)
         .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1))
         .expect("a key");
-    let e = both(
+    duplicate(
         &mut app,
         &mut r,
         &format!("INSERT INTO {table} VALUES ({k2}, 'u1@x', 'dup')"),
+        "a duplicate email",
     )
-    .await
-    .expect_err("a duplicate email");
-    assert_eq!(e.0, 1062, "{e:?}");
-    let e = both(
+    .await;
+    duplicate(
         &mut app,
         &mut r,
         &format!(
             "INSERT INTO {table} (user_id, email) VALUES ({}, 'fresh@x'), ({k2}, 'fresh@x')",
             k2 + 1
         ),
+        "a duplicate inside one INSERT",
     )
-    .await
-    .expect_err("a duplicate inside one INSERT");
-    assert_eq!(e.0, 1062, "{e:?}");
+    .await;
     // Changes of the email, the key's row moving nowhere; to one held elsewhere: 1062.
     both(
         &mut app,
@@ -312,14 +316,13 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     )
     .await
     .expect("change by expression");
-    let e = both(
+    duplicate(
         &mut app,
         &mut r,
         &format!("UPDATE {table} SET email = 'u4@x' WHERE user_id = 5"),
+        "a change to a taken email",
     )
-    .await
-    .expect_err("a change to a taken email");
-    assert_eq!(e.0, 1062, "{e:?}");
+    .await;
     both(
         &mut app,
         &mut r,
@@ -348,17 +351,16 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     )
     .await
     .expect("INSERT ... SET");
-    let e = both(
+    duplicate(
         &mut app,
         &mut r,
         &format!(
             "INSERT INTO {table} SET name = 't', email = 'set@x', user_id = {}",
             k2 + 7
         ),
+        "a duplicate by INSERT ... SET",
     )
-    .await
-    .expect_err("a duplicate by INSERT ... SET");
-    assert_eq!(e.0, 1062, "{e:?}");
+    .await;
     both(
         &mut app,
         &mut r,
@@ -369,17 +371,16 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     )
     .await
     .expect("INSERT ... SELECT");
-    let e = both(
+    duplicate(
         &mut app,
         &mut r,
         &format!(
             "INSERT INTO {table} (user_id, email, name) SELECT user_id + 6000, email, name \
              FROM {table} WHERE user_id = 25"
         ),
+        "INSERT ... SELECT of a taken email",
     )
-    .await
-    .expect_err("INSERT ... SELECT of a taken email");
-    assert_eq!(e.0, 1062, "{e:?}");
+    .await;
     // Inside a transaction: a duplicate fails the statement only; a rollback leaves no entry.
     both(&mut app, &mut r, "START TRANSACTION")
         .await
@@ -391,14 +392,13 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     )
     .await
     .expect("insert in a transaction");
-    let e = both(
+    duplicate(
         &mut app,
         &mut r,
         &format!("INSERT INTO {table} VALUES (1003, 'tx1@x', 'c')"),
+        "a duplicate in the transaction",
     )
-    .await
-    .expect_err("a duplicate in the transaction");
-    assert_eq!(e.0, 1062);
+    .await;
     both(
         &mut app,
         &mut r,
@@ -696,14 +696,13 @@ async fn a_case_insensitive_column_is_indexed_by_its_collations_weights() {
         .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1))
         .expect("a key");
     for dup in ["BOB@x.org", "bob@x.org ", "ZOE@X.ORG", "\u{1F62C}@x.org"] {
-        let e = both(
+        duplicate(
             &mut app,
             &mut r,
             &format!("INSERT INTO {table} VALUES ({k}, '{dup}', 'd')"),
+            "a duplicate in the collation",
         )
-        .await
-        .expect_err("a duplicate in the collation");
-        assert_eq!(e.0, 1062, "{dup}: {e:?}");
+        .await;
     }
     both(
         &mut app,

@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::words::unsupported;
 use crate::backend::MyError;
 use crate::config::indexes::HASH_COLUMN;
 use crate::config::Topology;
@@ -152,16 +151,7 @@ async fn through_metadata(
             rows.rules.retain(|r| r.0 != c.index_table);
             rows.slots.retain(|s| s.table != c.index_table);
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| MyError::new(1105, format!("{}: {e}", path.display())))?;
-        let merged = crate::metadata::merge_into(&text, &rows).map_err(unsupported)?;
-        crate::config::parse(&merged, "the rules with this change").map_err(|e| {
-            MyError::new(
-                1105,
-                format!("change refused, the rules stay as they are: {e}"),
-            )
-        })?;
-        Ok::<(), MyError>(())
+        super::rules_file::check_merged(path, &rows)
     }
     .await;
     if let Err(e) = checked {

@@ -108,16 +108,7 @@ async fn through_metadata(
         let mut rows = crate::metadata::read(&pool).await.map_err(failed)?;
         rows.nodes.retain(|n| n.name != row.name);
         rows.nodes.push(row.clone());
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| MyError::new(1105, format!("{}: {e}", path.display())))?;
-        let merged = crate::metadata::merge_into(&text, &rows).map_err(unsupported)?;
-        crate::config::parse(&merged, "the rules with this change").map_err(|e| {
-            MyError::new(
-                1105,
-                format!("change refused, the rules stay as they are: {e}"),
-            )
-        })?;
-        Ok::<(), MyError>(())
+        super::rules_file::check_merged(path, &rows)
     }
     .await;
     if let Err(e) = checked {

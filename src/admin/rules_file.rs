@@ -48,3 +48,18 @@ pub(super) fn edit(
         Reload::Refused(reason) => Err(MyError::new(1105, reason)),
     }
 }
+
+/// Whether the rules file at `path` with the metadata's `rows` over it is valid rules: a
+/// change checked before it is written to the metadata.
+pub(super) fn check_merged(path: &Path, rows: &crate::metadata::Rows) -> Result<(), MyError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| MyError::new(1105, format!("{}: {e}", path.display())))?;
+    let merged = crate::metadata::merge_into(&text, rows).map_err(|e| MyError::new(1235, e))?;
+    crate::config::parse(&merged, "the rules with this change").map_err(|e| {
+        MyError::new(
+            1105,
+            format!("change refused, the rules stay as they are: {e}"),
+        )
+    })?;
+    Ok(())
+}
