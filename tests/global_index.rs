@@ -204,6 +204,11 @@ fn selects(table: &str, keys: &[i64]) -> Vec<String> {
         "SELECT * FROM {table} WHERE email = 'u{}@x' AND name = 'n{}'",
         keys[5], keys[5]
     ));
+    out.push(format!(
+        "SELECT a.user_id, b.name FROM {table} a JOIN {table} b ON b.user_id = a.user_id \
+         WHERE a.email IN ('u{}@x', 'u{}@x') ORDER BY a.user_id",
+        keys[6], keys[7]
+    ));
     out
 }
 

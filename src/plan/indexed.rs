@@ -578,6 +578,10 @@ state = "public"
 rule = "hash_slot"
 column = "v_hash"
 slots = [{ slots = "0-1023", node = "ds1" }]
+[tables.o]
+rule = "hash_slot"
+column = "id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
 "#,
         )
     }
@@ -639,6 +643,12 @@ slots = [{ slots = "0-1023", node = "ds1" }]
         ));
         match plan_in(&t, "SELECT * FROM t WHERE email = 'a@x'", &[]) {
             Plan::NeedIndex(p) => assert_eq!(p[0].hashes, vec![b"a@x".to_vec()]),
+            other => panic!("{other:?}"),
+        }
+        // Inside a join, too.
+        let join = "SELECT t.id, o.v FROM t JOIN o ON o.id = t.id WHERE t.email IN ('a@x', 'b@x')";
+        match plan_in(&t, join, &[]) {
+            Plan::NeedIndex(p) => assert_eq!(p[0].hashes.len(), 2),
             other => panic!("{other:?}"),
         }
         // A read by the shard key needs no index; a locking read does not use it.
