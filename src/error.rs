@@ -92,6 +92,8 @@ pub fn sqlstate_of(code: u16) -> &'static str {
         1136 => "21S01",
         1146 | 1051 | 4092 => "42S02",
         1050 => "42S01",
+        // ER_DUP_ENTRY (a unique global index's duplicate), ER_DUP_KEY.
+        1062 | 1022 => "23000",
         1060 => "42S21",
         ER_UNKNOWN_COM | ER_HANDSHAKE => "08S01",
         ER_LOCK_DEADLOCK => "40001",
@@ -110,6 +112,7 @@ mod tests {
         assert_eq!(MyError::unsupported("x").state, "42000");
         assert_eq!(MyError::new(ER_ACCESS_DENIED, "x").state, "28000");
         assert_eq!(MyError::internal("x").state, "HY000");
+        assert_eq!(MyError::new(1062, "x").state, "23000");
         let server = crate::node::WireError::Server {
             code: 1146,
             message: "Table 'shop.t' doesn't exist".into(),

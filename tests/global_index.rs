@@ -63,8 +63,8 @@ async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)
         (Ok(()), Ok(())) => Ok(()),
         (Err(mysql_async::Error::Server(x)), Err(mysql_async::Error::Server(y))) => {
             assert_eq!(
-                (x.code, &x.message),
-                (y.code, &y.message),
+                (x.code, &x.message, &x.state),
+                (y.code, &y.message, &y.state),
                 "{sql}: the proxy's error differs from one MariaDB's"
             );
             Err((x.code, x.message))
