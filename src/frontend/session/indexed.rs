@@ -39,8 +39,6 @@ struct Changes {
     /// Entries to remove, by index name: (hash, shard key literal).
     removes: BTreeMap<String, Vec<(Vec<u8>, String)>>,
     adds: Vec<Entry>,
-    /// Rows read: matched by the write.
-    matched: u64,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -109,7 +107,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 };
                 named.push((ix, w));
             }
-            changes.matched = rows.rows.len() as u64;
             for row in &rows.rows {
                 row_changes(row, &cols, &named, read.assigns, &charset, &mut changes)?;
             }
