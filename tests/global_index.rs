@@ -118,8 +118,48 @@ async fn exact(c: &Cluster, table: &str, index_table: &str) {
     exact_in(c, table, index_table, true).await
 }
 
+/// [`exact`] with the index table placed as `topo` says (its slots moved).
+async fn exact_placed(
+    c: &Cluster,
+    table: &str,
+    index_table: &str,
+    topo: &shardproxy::config::Topology,
+) {
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = topo.table(index_table) else {
+        panic!("`{index_table}` is not a hash_slot table");
+    };
+    let place = |h: &[u8]| {
+        map.place(&mysql_async::Value::Bytes(h.to_vec()))
+            .and_then(|p| p.row_node(None))
+            .expect("a node for the hash")
+    };
+    let Some(shardproxy::config::TableRule::HashSlot { map: rows, .. }) = topo.table(table) else {
+        panic!("`{table}` is not a hash_slot table");
+    };
+    let row = |k: i64| {
+        rows.place(&mysql_async::Value::Int(k))
+            .and_then(|p| p.row_node(None))
+            .expect("a node for the key")
+    };
+    exact_with(c, table, index_table, true, &place, &row).await
+}
+
 /// [`exact`]; for a binary collation (`binary`) the hash is the value's text too.
 async fn exact_in(c: &Cluster, table: &str, index_table: &str, binary: bool) {
+    let place = |h: &[u8]| node_of(&L3, &mysql_async::Value::Bytes(h.to_vec()));
+    let row = |k: i64| node_of_key(&L3, k);
+    exact_with(c, table, index_table, binary, &place, &row).await
+}
+
+/// [`exact_in`], an entry's node being `place` of its hash.
+async fn exact_with(
+    c: &Cluster,
+    table: &str,
+    index_table: &str,
+    binary: bool,
+    place: &dyn Fn(&[u8]) -> usize,
+    row_node: &dyn Fn(i64) -> usize,
+) {
     let mut rows: BTreeMap<i64, String> = BTreeMap::new();
     let mut entries: Vec<(Vec<u8>, String, i64, usize)> = Vec::new();
     for i in 0..3 {
@@ -130,7 +170,7 @@ async fn exact_in(c: &Cluster, table: &str, index_table: &str, binary: bool) {
             .await
             .expect("rows");
         for (k, e) in r {
-            assert_eq!(node_of_key(&L3, k), i, "row {k} on the wrong node");
+            assert_eq!(row_node(k), i, "row {k} on the wrong node");
             if let Some(e) = e {
                 rows.insert(k, e);
             }
@@ -151,8 +191,7 @@ async fn exact_in(c: &Cluster, table: &str, index_table: &str, binary: bool) {
                 "{email}'s hash"
             );
         }
-        let h = mysql_async::Value::Bytes(hash.clone());
-        assert_eq!(node_of(&L3, &h), *node, "entry {email} on the wrong node");
+        assert_eq!(place(hash), *node, "entry {email} on the wrong node");
         assert_eq!(
             rows.get(key),
             Some(email),
@@ -285,6 +324,44 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
         assert_eq!(a, Some((k, format!("n{k}"))));
     }
 
+    // Prepared writes, their values bound.
+    for conn in [&mut app, &mut r] {
+        conn.exec_drop(
+            format!("INSERT INTO {table} (user_id, email, name) VALUES (?, ?, ?)"),
+            (7001, "prep@x", "p"),
+        )
+        .await
+        .expect("a prepared INSERT");
+        conn.exec_drop(
+            format!("UPDATE {table} SET email = ? WHERE user_id = ?"),
+            ("prep2@x", 7001),
+        )
+        .await
+        .expect("a prepared UPDATE");
+        let e = conn
+            .exec_drop(
+                format!("INSERT INTO {table} (user_id, email, name) VALUES (?, ?, ?)"),
+                (7003, "prep2@x", "q"),
+            )
+            .await
+            .expect_err("a prepared duplicate");
+        assert!(e.to_string().contains("1062"), "{e}");
+        conn.exec_drop(
+            format!("INSERT INTO {table} (user_id, email, name) VALUES (?, ?, ?)"),
+            (7002, "gone2@x", "g"),
+        )
+        .await
+        .expect("a prepared INSERT");
+        conn.exec_drop(format!("DELETE FROM {table} WHERE user_id = ?"), (7002,))
+            .await
+            .expect("a prepared DELETE");
+    }
+    same_rows(
+        &mut app,
+        &mut r,
+        &format!("SELECT * FROM {table} WHERE email IN ('prep@x', 'prep2@x', 'gone2@x')"),
+    )
+    .await;
     // A duplicate across nodes: 1062, as one MariaDB answers.
     let k2 = (301..)
         .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1))
@@ -821,6 +898,34 @@ async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_
         .await
         .expect("a read by email through the other proxy");
     assert_eq!(found, Some((1998, "n1998".to_string())));
+
+    // The index table's slots moved live while both proxies write: still exact.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = [(4, a.pool()), (5, b.pool())]
+        .into_iter()
+        .map(|(i, pool)| tokio::spawn(writer(pool, table.to_string(), i, stop.clone())))
+        .collect();
+    ops.query_drop(format!(
+        "MIGRATE SLOTS 0-340 OF {table}_email_gsi TO ds1 RATE 4000 AUTO"
+    ))
+    .await
+    .expect("MIGRATE SLOTS of the index table");
+    common::moves::until_step(&mut ops, "1", "done", Duration::from_secs(120)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut errors = Vec::new();
+    for w in writers {
+        errors.extend(w.await.expect("writer"));
+    }
+    assert!(errors.is_empty(), "{errors:?}");
+    exact_placed(c, table, "t_meta_email_gsi", &a.shared.topology()).await;
+    let found: Option<(i64, String)> = via_b
+        .exec_first(
+            format!("SELECT user_id, name FROM {table} WHERE email = ?"),
+            ("u1997@x",),
+        )
+        .await
+        .expect("a read by email after the move");
+    assert_eq!(found, Some((1997, "n1997".to_string())));
     ops.query_drop(format!("DROP GLOBAL INDEX email ON {table}"))
         .await
         .expect("DROP GLOBAL INDEX through the metadata");

@@ -106,11 +106,13 @@ impl Sink for Collect {
 pub struct OkCapture {
     pub ok: Option<OkInfo>,
     pub rows: bool,
+    /// The write runs prepared, its parameters bound (a client's prepared statement).
+    pub binary: bool,
 }
 
 impl Sink for OkCapture {
     fn binary(&self) -> bool {
-        false
+        self.binary
     }
 
     fn multi_results(&self) -> bool {

@@ -96,7 +96,7 @@ pub fn plan_traced(
         missing_index: Default::default(),
         missing_weights: Default::default(),
     };
-    let plan = indexed::wrap(&planner, planner.plan());
+    let plan = planner.plan();
     let mut missing = planner.missing.take();
     missing.sort();
     missing.dedup();
@@ -114,6 +114,9 @@ pub fn plan_traced(
     slots.sort_by(|a, b| (&a.table, a.slot).cmp(&(&b.table, b.slot)));
     slots.dedup_by(|a, b| a.table == b.table && a.slot == b.slot);
     let plan = moving::adjust(&planner, plan);
+    // After the moves' adjustment: the client's write under the index writes is the one a
+    // move sees (its row images, its capture), or it would land on the source alone.
+    let plan = indexed::wrap(&planner, plan);
     (one_node_only(sql, planner.parsed.mode, plan, topo), slots)
 }
 

@@ -48,7 +48,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if implicit {
             self.nodes.state_mut().begin("BEGIN");
         }
-        let r = self.indexed_in_tx(w, !implicit).await;
+        let r = self.indexed_in_tx(w, !implicit, binary).await;
         let r = match r {
             Ok(ok) if implicit => self.nodes.end(true).await.map(|_| ok),
             Ok(ok) => Ok(ok),
@@ -73,6 +73,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         &mut self,
         w: &IndexedWrite,
         in_client_tx: bool,
+        binary: bool,
     ) -> Result<OkInfo, MyError> {
         let topo = self.topo.clone();
         let indexes = topo.indexes_of(&w.table).unwrap_or_default().to_vec();
@@ -122,7 +123,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             && txn::savepoint_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT)
                 .await
                 .map_err(MyError::from)?;
-        let r = self.index_writes_then(w, &indexes, &changes).await;
+        let r = self.index_writes_then(w, &indexes, &changes, binary).await;
         if r.is_err() && guarded {
             txn::undo_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT).await;
         }
@@ -135,6 +136,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         w: &IndexedWrite,
         indexes: &[GlobalIndex],
         changes: &Changes,
+        binary: bool,
     ) -> Result<OkInfo, MyError> {
         let topo = self.topo.clone();
         for (name, removes) in &changes.removes {
@@ -168,7 +170,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
             }
         }
-        let mut ok = OkCapture::default();
+        // A client's prepared write runs prepared, its values bound.
+        let mut ok = OkCapture {
+            binary,
+            ..Default::default()
+        };
         crate::exec::run(&w.base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
         match ok.ok {
             Some(info) if !ok.rows => Ok(info),
