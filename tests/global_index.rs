@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::indexes::exact_with;
 use common::moves::{named_rows, ops};
 use common::*;
 use mysql_async::prelude::Queryable;
@@ -141,69 +141,14 @@ async fn exact_placed(
             .and_then(|p| p.row_node(None))
             .expect("a node for the key")
     };
-    exact_with(c, table, index_table, true, &place, &row).await
+    exact_with(c, 3, table, index_table, true, &place, &row).await
 }
 
 /// [`exact`]; for a binary collation (`binary`) the hash is the value's text too.
 async fn exact_in(c: &Cluster, table: &str, index_table: &str, binary: bool) {
     let place = |h: &[u8]| node_of(&L3, &mysql_async::Value::Bytes(h.to_vec()));
     let row = |k: i64| node_of_key(&L3, k);
-    exact_with(c, table, index_table, binary, &place, &row).await
-}
-
-/// [`exact_in`], an entry's node being `place` of its hash.
-async fn exact_with(
-    c: &Cluster,
-    table: &str,
-    index_table: &str,
-    binary: bool,
-    place: &dyn Fn(&[u8]) -> usize,
-    row_node: &dyn Fn(i64) -> usize,
-) {
-    let mut rows: BTreeMap<i64, String> = BTreeMap::new();
-    let mut entries: Vec<(Vec<u8>, String, i64, usize)> = Vec::new();
-    for i in 0..3 {
-        let pool = c.direct(i);
-        let mut conn = pool.get_conn().await.expect("node");
-        let r: Vec<(i64, Option<String>)> = conn
-            .query(format!("SELECT user_id, email FROM {table}"))
-            .await
-            .expect("rows");
-        for (k, e) in r {
-            assert_eq!(row_node(k), i, "row {k} on the wrong node");
-            if let Some(e) = e {
-                rows.insert(k, e);
-            }
-        }
-        let e: Vec<(Vec<u8>, String, i64)> = conn
-            .query(format!("SELECT v_hash, email, user_id FROM {index_table}"))
-            .await
-            .expect("entries");
-        entries.extend(e.into_iter().map(|(h, e, k)| (h, e, k, i)));
-        drop(conn);
-        pool.disconnect().await.ok();
-    }
-    for (hash, email, key, node) in &entries {
-        if binary {
-            assert_eq!(
-                hash,
-                email.trim_end_matches(' ').as_bytes(),
-                "{email}'s hash"
-            );
-        }
-        assert_eq!(place(hash), *node, "entry {email} on the wrong node");
-        assert_eq!(
-            rows.get(key),
-            Some(email),
-            "entry {email} -> {key}: no such row"
-        );
-    }
-    let mut keys: Vec<i64> = entries.iter().map(|(_, _, k, _)| *k).collect();
-    keys.sort_unstable();
-    let before = keys.len();
-    keys.dedup();
-    assert_eq!(before, keys.len(), "a row with two entries");
-    assert_eq!(keys.len(), rows.len(), "rows without an entry");
+    exact_with(c, 3, table, index_table, binary, &place, &row).await
 }
 
 async fn fresh(p: &mut Conn, r: &mut Conn, table: &str) {

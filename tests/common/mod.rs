@@ -9,6 +9,7 @@
 //! - Slot helpers find keys that land on a given node.
 #![allow(dead_code)]
 
+pub mod indexes;
 pub mod moves;
 pub mod replication;
 pub mod workload;
