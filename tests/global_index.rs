@@ -527,7 +527,7 @@ async fn writer(
     let mut n = 0i64;
     while !stop.load(Ordering::SeqCst) && errors.is_empty() {
         n += 1;
-        let r = match n % 7 {
+        let r = match n % 6 {
             0 | 1 => {
                 let k = base + n;
                 live.push(k);
@@ -561,15 +561,6 @@ async fn writer(
                     conn.query_drop("COMMIT").await
                 };
                 tx.await
-            }
-            // A loaded row of this writer's own (its key's remainder by 3), early in the
-            // build's order.
-            5 => {
-                let k = (n % 600) * 3 + id;
-                conn.query_drop(format!(
-                    "UPDATE {table} SET email = 'l{k}-{n}@x' WHERE user_id = {k}"
-                ))
-                .await
             }
             _ => {
                 conn.query_drop(format!(

@@ -163,9 +163,12 @@ impl Watch {
         let failures = m.shadow_failures.load(Ordering::Relaxed);
         // Settled on `version` once no command begun before this moment still runs (they
         // all read it or a newer one): what a global index's build waits for.
-        let bound = std::time::Duration::from_millis(self.poll_ms.clamp(10, 500));
-        if shared.epochs.barrier(bound).await.is_ok() {
-            self.settled.fetch_max(version, Ordering::Relaxed);
+        // Only while this version is not settled yet: a settled proxy's polls wait for nothing.
+        if self.settled.load(Ordering::Relaxed) < version {
+            let bound = std::time::Duration::from_millis(self.poll_ms.clamp(10, 500));
+            if shared.epochs.barrier(bound).await.is_ok() {
+                self.settled.fetch_max(version, Ordering::Relaxed);
+            }
         }
         let settled = self.settled.load(Ordering::Relaxed);
         match crate::metadata::migrations::heartbeat(
