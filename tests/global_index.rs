@@ -22,18 +22,8 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 const REFERENCE: &str = "gsi_reference";
 
 fn rules(c: &Cluster, table: &str) -> String {
-    let mut s = String::from(
-        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
-         users = [{ name = \"app\", password = \"app\" }]\n\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]\n",
-    );
-    for i in 0..3 {
-        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
-    }
-    s.push('\n');
-    s.push_str(&hash_slot_table(table, "user_id", &L3));
-    s.push_str(&hash_slot_table("t_cz", "user_id", &L3));
-    s
+    let tables = hash_slot_table(table, "user_id", &L3) + &hash_slot_table("t_cz", "user_id", &L3);
+    common::indexes::rules_with_admin(c, &tables)
 }
 
 /// A proxy serving its rules from a file the admin interface edits.

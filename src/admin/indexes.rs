@@ -29,11 +29,11 @@ use mysql_async::{Conn, Row, Value};
 use super::index_rules::{apply, settle, Change};
 use super::words::{headers, unsupported, Answer};
 use crate::backend::MyError;
-use crate::config::indexes::{GlobalIndex, IndexKind, HASH_COLUMN};
+use crate::config::indexes::{hash_literal, GlobalIndex, IndexKind, HASH_COLUMN};
 use crate::config::{TableRule, Topology};
 use crate::routing::weights::{charset_of, check_sql, from_answers, probe_sql, Weights};
 use crate::shared::Shared;
-use crate::sql::write::{quoted, string, value};
+use crate::sql::write::quoted;
 
 const USAGE: &str =
     "usage: CREATE [UNIQUE] GLOBAL INDEX name ON t [(column)] [RATE rows_per_sec] | DROP GLOBAL INDEX name ON t";
@@ -58,14 +58,11 @@ fn progress(table: &str, name: &str, text: String) {
 }
 
 /// A node's error as the admin statement's, its code kept (a lock wait's 1205 is retried).
-fn failed(what: &str, e: impl std::fmt::Display + std::any::Any) -> MyError {
-    let code = (&e as &dyn std::any::Any)
-        .downcast_ref::<mysql_async::Error>()
-        .and_then(|e| match e {
-            mysql_async::Error::Server(s) => Some(s.code),
-            _ => None,
-        })
-        .unwrap_or(1105);
+fn failed(what: &str, e: mysql_async::Error) -> MyError {
+    let code = match &e {
+        mysql_async::Error::Server(s) => s.code,
+        _ => 1105,
+    };
     MyError::new(code, format!("{what}: {e}"))
 }
 
@@ -400,15 +397,7 @@ async fn primary_key(c: &mut Conn, table: &str) -> Result<Vec<String>, mysql_asy
 }
 
 fn literal(v: &Value) -> String {
-    let mut s = String::new();
-    value(&mut s, v, "utf8mb4");
-    s
-}
-
-fn hash_literal(h: &[u8]) -> String {
-    let mut s = String::new();
-    string(&mut s, h, "binary");
-    s
+    crate::sql::write::literal(v, "utf8mb4")
 }
 
 /// Writes every row's entry, node by node; the rows indexed.

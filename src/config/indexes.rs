@@ -86,6 +86,14 @@ pub const HASH_COLUMN: &str = "v_hash";
 /// and a shard key stays within InnoDB's 3,072 bytes.
 const KEPT: usize = 255;
 
+/// A hash as a literal the index table's `v_hash` takes (`_binary X'..'`), through the
+/// proxy's one literal writer.
+pub fn hash_literal(h: &[u8]) -> String {
+    let mut s = String::new();
+    crate::sql::write::string(&mut s, h, "binary");
+    s
+}
+
 fn bounded(key: Vec<u8>) -> Vec<u8> {
     use sha2::Digest;
     if key.len() <= KEPT {

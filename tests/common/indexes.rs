@@ -4,7 +4,17 @@ use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
 
-use super::Cluster;
+use super::{rules_toml, Cluster};
+
+/// The rules of a proxy over `cluster` with these `[tables.*]` sections and an admin
+/// listener (users `ops` / `ops`), no metadata schema.
+pub fn rules_with_admin(cluster: &Cluster, tables_toml: &str) -> String {
+    rules_toml(cluster, tables_toml).replacen(
+        "\n\n[nodes]\n",
+        "\n\n[admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]\n",
+        1,
+    )
+}
 
 /// Every row with an email (on `nodes` nodes, `table`'s `user_id` and `email`) has exactly
 /// one entry in `index_table`, on the node `place` names for its hash, pointing at the row's

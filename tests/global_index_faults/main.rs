@@ -56,19 +56,11 @@ fn email_node(email: &str) -> usize {
 }
 
 fn rules(c: &Cluster) -> String {
-    let mut s = String::from(
-        "version = 1\ndefault_node = \"ds0\"\n\n[server]\nlisten = \"127.0.0.1:0\"\n\
-         users = [{ name = \"app\", password = \"app\" }]\n\n\
-         [admin]\nlisten = \"127.0.0.1:0\"\nusers = [{ name = \"ops\", password = \"ops\" }]\n\n[nodes]\n",
-    );
-    for i in 0..3 {
-        s.push_str(&format!("ds{i} = \"{}\"\n", c.url(i)));
-    }
-    s.push('\n');
-    for t in ["t_pk", "t_hold", "t_nk"] {
-        s.push_str(&hash_slot_table(t, "user_id", &L3));
-    }
-    s
+    let tables: String = ["t_pk", "t_hold", "t_nk"]
+        .iter()
+        .map(|t| hash_slot_table(t, "user_id", &L3))
+        .collect();
+    common::indexes::rules_with_admin(c, &tables)
 }
 
 async fn direct(c: &Cluster, i: usize) -> Conn {

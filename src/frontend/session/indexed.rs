@@ -15,7 +15,7 @@ use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::{Outcome, Session};
-use crate::config::indexes::{GlobalIndex, HASH_COLUMN};
+use crate::config::indexes::{hash_literal, GlobalIndex, HASH_COLUMN};
 use crate::config::Topology;
 use crate::error::MyError;
 use crate::exec::collect::{Collect, OkCapture};
@@ -25,7 +25,7 @@ use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite};
 use crate::plan::Plan;
 use crate::routing::weights::Weights;
 use crate::shared::IndexAnswers;
-use crate::sql::write::{quoted, string, typed};
+use crate::sql::write::{quoted, typed};
 
 /// Entries per generated index statement.
 const BATCH: usize = 500;
@@ -253,7 +253,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     if i > 0 {
                         list.push_str(", ");
                     }
-                    hash_literal(&mut list, h);
+                    list.push_str(&hash_literal(h));
                 }
                 let sql = format!(
                     "SELECT {}, {} FROM {} WHERE {} IN ({list})",
@@ -393,10 +393,6 @@ fn row_changes(
     Ok(())
 }
 
-fn hash_literal(out: &mut String, h: &[u8]) {
-    string(out, h, "binary");
-}
-
 /// `DELETE FROM <index table> WHERE v_hash IN (...) AND (v_hash, key) IN (...)`.
 fn remove_sql(ix: &GlobalIndex, part: &[(Vec<u8>, String)]) -> String {
     let mut hashes = String::new();
@@ -406,9 +402,9 @@ fn remove_sql(ix: &GlobalIndex, part: &[(Vec<u8>, String)]) -> String {
             hashes.push_str(", ");
             pairs.push_str(", ");
         }
-        hash_literal(&mut hashes, h);
+        hashes.push_str(&hash_literal(h));
         pairs.push('(');
-        hash_literal(&mut pairs, h);
+        pairs.push_str(&hash_literal(h));
         pairs.push_str(", ");
         pairs.push_str(k);
         pairs.push(')');
@@ -442,7 +438,7 @@ fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
             sql.push_str(", ");
         }
         sql.push('(');
-        hash_literal(&mut sql, &e.hash);
+        sql.push_str(&hash_literal(&e.hash));
         sql.push_str(", ");
         sql.push_str(&e.value);
         sql.push_str(", ");
