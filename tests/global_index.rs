@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::indexes::exact_with;
+use common::indexes::{both, duplicate, exact_with, same_rows};
 use common::moves::{named_rows, ops};
 use common::*;
 use mysql_async::prelude::Queryable;
@@ -34,72 +34,7 @@ fn proxy(dir: &tempfile::TempDir, c: &Cluster, table: &str) -> Proxy {
 }
 
 async fn reference(c: &Cluster) -> Conn {
-    let pool = c.direct(0);
-    let mut conn = pool.get_conn().await.expect("node 0");
-    conn.query_drop(format!("CREATE DATABASE IF NOT EXISTS {REFERENCE}"))
-        .await
-        .expect("reference database");
-    conn.query_drop(format!("USE {REFERENCE}"))
-        .await
-        .expect("use");
-    conn
-}
-
-/// Runs `sql` through the proxy and on the reference: both succeed alike or fail alike.
-async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)> {
-    let a = p.query_drop(sql).await;
-    let b = r.query_drop(sql).await;
-    match (a, b) {
-        (Ok(()), Ok(())) => Ok(()),
-        (Err(mysql_async::Error::Server(x)), Err(mysql_async::Error::Server(y))) => {
-            assert_eq!(
-                (x.code, &x.message, &x.state),
-                (y.code, &y.message, &y.state),
-                "{sql}: the proxy's error differs from one MariaDB's"
-            );
-            Err((x.code, x.message))
-        }
-        (a, b) => panic!("{sql}: the proxy answered {a:?}, one MariaDB {b:?}"),
-    }
-}
-
-/// [`both`] for a statement both must refuse with 1062 (`what` it is).
-async fn duplicate(p: &mut Conn, r: &mut Conn, sql: &str, what: &str) {
-    let e = both(p, r, sql).await.expect_err(what);
-    assert_eq!(e.0, 1062, "{what}: {e:?}");
-}
-
-/// The rows of `sql`, as text, through the proxy and on the reference: equal.
-async fn same_rows(p: &mut Conn, r: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
-    let text = |rows: Vec<Row>| -> Vec<Vec<Option<String>>> {
-        rows.into_iter()
-            .map(|row| {
-                (0..row.len())
-                    .map(|i| row.as_ref(i).and_then(text_of))
-                    .collect()
-            })
-            .collect()
-    };
-    let a = text(
-        p.query(sql)
-            .await
-            .unwrap_or_else(|e| panic!("proxy: {sql}: {e}")),
-    );
-    let b = text(
-        r.query(sql)
-            .await
-            .unwrap_or_else(|e| panic!("reference: {sql}: {e}")),
-    );
-    assert_eq!(a, b, "{sql}");
-    a
-}
-
-fn text_of(v: &mysql_async::Value) -> Option<String> {
-    match v {
-        mysql_async::Value::NULL => None,
-        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
-        other => Some(format!("{other:?}")),
-    }
+    common::indexes::reference(c, REFERENCE).await
 }
 
 /// Every row with an email has exactly one entry, on the node its hash names, pointing at
@@ -478,9 +413,8 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     for sql in [
         format!("TRUNCATE TABLE {table}"),
         format!("ALTER TABLE {table} MODIFY email VARCHAR(80)"),
-        format!("REPLACE INTO {table} VALUES (1, 'r@x', 'r')"),
-        format!("UPDATE {table} SET user_id = 5000 WHERE user_id = 1"),
         format!("UPDATE {table} SET email = UUID() WHERE user_id = 1"),
+        format!("UPDATE {table} SET email = 'x' WHERE user_id = 1 LIMIT 1"),
     ] {
         let (code, m) = server_error(app.query_drop(&sql).await);
         assert_eq!(code, 1235, "{sql}: {m}");

@@ -119,6 +119,42 @@ pub async fn read_key<D: Door>(
         .collect())
 }
 
+/// The unique keys of `table` other than its primary key, read from `node`: each its
+/// columns, lower-cased, in key order, joined by commas.
+pub async fn read_unique_keys<D: Door>(
+    door: &mut D,
+    node: usize,
+    schema: Option<&str>,
+    table: &str,
+) -> Result<Arc<[String]>, MyError> {
+    let schema = schema.map_or_else(|| "DATABASE()".to_string(), quote);
+    let sql = format!(
+        "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = {schema} \
+         AND LOWER(TABLE_NAME) = LOWER({}) AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' \
+         ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+        quote(table)
+    );
+    let text = |v: Value| {
+        String::from_utf8_lossy(&crate::value::text_form(&v).unwrap_or_default()).to_lowercase()
+    };
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for row in door.fetch(node, &sql).await? {
+        let mut row = row.into_iter();
+        let (Some(index), Some(column)) = (row.next(), row.next()) else {
+            continue;
+        };
+        let (index, column) = (text(index), text(column));
+        match keys.last_mut() {
+            Some((name, cols)) if *name == index => {
+                cols.push(',');
+                cols.push_str(&column);
+            }
+            _ => keys.push((index, column)),
+        }
+    }
+    Ok(keys.into_iter().map(|(_, cols)| cols).collect())
+}
+
 /// `table`'s rows over every node of its rule, as the nodes' statistics estimate them
 /// (`information_schema.TABLES.TABLE_ROWS`: InnoDB's estimate, no scan). A node without the
 /// table counts none.

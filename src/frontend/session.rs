@@ -25,6 +25,7 @@ mod catalog;
 mod diagnostics;
 mod handshake;
 mod indexed;
+mod indexed_upsert;
 mod key_update;
 mod maintenance;
 mod moves;

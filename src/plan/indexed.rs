@@ -51,23 +51,58 @@ pub struct Entry {
 /// The locking read of the rows an UPDATE or DELETE of a table with indexes changes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowsRead {
-    /// `SELECT <shard key>, <each index's column>..., [(<its new value>)...] FROM ... WHERE
-    /// ... FOR UPDATE`, bound values written in.
+    /// `SELECT <shard key>, <each index's column>..., [(<its new value>)..., [(<the new
+    /// shard key>)]] FROM ... WHERE ... FOR UPDATE`, bound values written in.
     pub sql: String,
     /// The indexes it reads, in its columns' order.
     pub indexes: Vec<String>,
     /// An UPDATE's: each index's new value follows the old ones.
     pub assigns: bool,
+    /// An UPDATE of the shard key's: the row's new key comes last, and every index is read
+    /// (each entry points at the key).
+    pub new_key: bool,
+}
+
+/// What an INSERT that may change rows already there does: `REPLACE` deletes them,
+/// `IGNORE` keeps them, `ON DUPLICATE KEY UPDATE` updates them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpsertKind {
+    Replace,
+    Ignore,
+    Update,
+}
+
+/// REPLACE, INSERT IGNORE or INSERT ... ON DUPLICATE KEY UPDATE of a table with indexes:
+/// which rows it changes is known only once it ran, so the rows of its shard keys (and of
+/// the keys that hold the unique values it claims) are read before and after it, locked, and
+/// their entries changed by the difference (`crate::frontend::session` `upsert`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upsert {
+    pub kind: UpsertKind,
+    /// Its rows' shard keys, literals.
+    pub keys: Vec<String>,
+    /// The entries its rows would add were they all new: the unique values it claims.
+    pub claims: Vec<Entry>,
 }
 
 /// A write to a table with global indexes (see the module).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexedWrite {
     pub table: String,
+    /// The table as the proxy's own statements name it (schema-qualified when the client's
+    /// write was), quoted.
+    pub target: String,
+    /// The schema the client's write named, if any.
+    pub schema: Option<String>,
+    /// Rows may share a shard key (it is not the table's whole primary key): an entry of a
+    /// plain index stands for every row of its key holding its value, so one a write
+    /// removes is written again when such a row is left.
+    pub shared_keys: bool,
     /// The client's write, as planned without indexes.
     pub base: Plan,
     pub adds: Vec<Entry>,
     pub read: Option<RowsRead>,
+    pub upsert: Option<Upsert>,
 }
 
 /// Functions an UPDATE's new value must not call: the read of the new value and the write
@@ -151,19 +186,28 @@ impl Planner<'_> {
     }
 }
 
-/// The table an INSERT, UPDATE or DELETE writes (lower-cased), and its alias.
-fn written(stmt: &Statement) -> Option<(String, Option<String>)> {
+/// The table an INSERT, UPDATE or DELETE writes (lower-cased), its alias, and the schema
+/// the statement names it in.
+fn written(stmt: &Statement) -> Option<(String, Option<String>, Option<String>)> {
+    let of = |f: &sqlparser::ast::TableFactor| {
+        let (t, a) = uses::factor_name(f)?;
+        let schema = match f {
+            sqlparser::ast::TableFactor::Table { name, .. } => sql::schema_name(name),
+            _ => None,
+        };
+        Some((t, a, schema))
+    };
     match stmt {
         Statement::Insert(ins) => match &ins.table {
-            TableObject::TableName(n) => Some((sql::table_name(n), None)),
+            TableObject::TableName(n) => Some((sql::table_name(n), None, sql::schema_name(n))),
             _ => None,
         },
-        Statement::Update(u) => uses::factor_name(&u.table.relation),
+        Statement::Update(u) => of(&u.table.relation),
         Statement::Delete(d) => {
             let from = match &d.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            from.first().and_then(|f| uses::factor_name(&f.relation))
+            from.first().and_then(|f| of(&f.relation))
         }
         _ => None,
     }
@@ -175,12 +219,14 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
     if let Some(refused) = ddl_guard(p) {
         return refused;
     }
-    let Some((table, alias)) = written(p.stmt) else {
+    let Some((table, alias, schema)) = written(p.stmt) else {
         return plan;
     };
     let Some(indexes) = p.topo.indexes_of(&table) else {
         return plan;
     };
+    // The row's new shard key, when the write is an UPDATE of it.
+    let mut moves_key = false;
     let base = match plan {
         Plan::Frozen {
             table,
@@ -191,10 +237,9 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
                 unless: Some(Box::new(wrap(p, *then))),
             }
         }
-        Plan::KeyUpdate(_) => {
-            return refuse(format!(
-                "UPDATE of the shard key of `{table}`, which has global indexes (not yet: delete the row and insert it again)"
-            ))
+        Plan::KeyUpdate(k) => {
+            moves_key = k.assigned.contains(&k.shard);
+            Plan::KeyUpdate(k)
         }
         Plan::Route(_)
         | Plan::Scatter { .. }
@@ -214,38 +259,90 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
             return Plan::NeedWeights(c.to_string());
         }
     }
-    let (adds, read) = match p.stmt {
+    let shard = &indexes[0].shard_column;
+    // Whether rows may share a shard key matters to the entries a write removes.
+    let mut shared_keys = false;
+    if !matches!(p.stmt, Statement::Insert(_)) && indexes.iter().any(|ix| !ix.unique) {
+        match (p.ctx.primary_key)(schema.as_deref(), &table) {
+            Some(pk) => shared_keys = pk.len() != 1 || pk[0] != quoted(shard),
+            None => {
+                let node = p
+                    .topo
+                    .table(&table)
+                    .and_then(|r| r.all_nodes(p.topo).first().copied())
+                    .unwrap_or(p.topo.default_node);
+                return Plan::NeedKey {
+                    schema,
+                    table,
+                    node,
+                };
+            }
+        }
+    }
+    let (mut adds, mut read, mut upsert) = (Vec::new(), None, None);
+    match p.stmt {
         Statement::Insert(ins) => match insert_entries(p, ins, indexes) {
-            Ok(adds) => (adds, None),
+            Ok((entries, None)) => adds = entries,
+            Ok((mut claims, Some((kind, keys)))) => {
+                // Only a unique index in use makes a row another key's row holds a conflict.
+                claims.retain(|e| {
+                    indexes
+                        .iter()
+                        .any(|i| i.name == e.index && i.unique && i.public)
+                });
+                upsert = Some(Upsert { kind, keys, claims })
+            }
             Err(why) => return no(why),
         },
-        Statement::Update(u) => match update_read(p, u, &table, alias.as_deref(), indexes) {
-            Ok(Some(read)) => (Vec::new(), Some(read)),
-            Ok(None) => return base,
-            Err(why) => return no(why),
-        },
+        Statement::Update(u) => {
+            match update_read(p, u, &table, alias.as_deref(), indexes, moves_key) {
+                Ok(Some(r)) => read = Some(r),
+                Ok(None) => return base,
+                Err(why) => return no(why),
+            }
+        }
         Statement::Delete(d) => match delete_read(p, d, &table, alias.as_deref(), indexes) {
-            Ok(read) => (Vec::new(), Some(read)),
+            Ok(r) => read = Some(r),
             Err(why) => return no(why),
         },
         _ => return base,
+    }
+    let target = match &schema {
+        Some(s) => format!("{}.{}", quoted(s), quoted(&table)),
+        None => quoted(&table),
     };
     Plan::Indexed(Box::new(IndexedWrite {
         table,
+        target,
+        schema,
+        shared_keys,
         base,
         adds,
         read,
+        upsert,
     }))
 }
 
+/// The entries an INSERT's rows add; for an upsert, those they claim, with what it does
+/// and its rows' shard keys.
+#[allow(clippy::type_complexity)]
 fn insert_entries(
     p: &Planner<'_>,
     ins: &Insert,
     indexes: &[GlobalIndex],
-) -> Result<Vec<Entry>, String> {
-    if ins.replace_into || ins.ignore || ins.on.is_some() || ins.returning.is_some() {
-        return Err("REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE and RETURNING".into());
+) -> Result<(Vec<Entry>, Option<(UpsertKind, Vec<String>)>), String> {
+    if ins.returning.is_some() {
+        return Err("INSERT ... RETURNING".into());
     }
+    let kind = if ins.replace_into {
+        Some(UpsertKind::Replace)
+    } else if ins.on.is_some() {
+        Some(UpsertKind::Update)
+    } else if ins.ignore {
+        Some(UpsertKind::Ignore)
+    } else {
+        None
+    };
     // INSERT ... SET: one row, its columns named by the assignments.
     let set_row: Vec<Expr>;
     let (columns, rows): (Vec<String>, Vec<&[Expr]>) =
@@ -278,6 +375,19 @@ fn insert_entries(
         ));
     };
     let charset = p.ctx.charset;
+    let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
+    let mut keys = Vec::new();
+    if kind.is_some() {
+        for (i, row) in rows.iter().enumerate() {
+            let Some(key) = constant(row.get(key_at)) else {
+                return Err(format!(
+                    "row {}: `{shard}` must be a constant, not an expression",
+                    i + 1
+                ));
+            };
+            keys.push(crate::sql::write::literal(&key, charset));
+        }
+    }
     let mut out = Vec::new();
     for ix in indexes {
         let Some(at) = position(&ix.column) else {
@@ -291,7 +401,6 @@ fn insert_entries(
             ));
         };
         for (i, row) in rows.iter().enumerate() {
-            let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
             let (Some(key), Some(v)) = (constant(row.get(key_at)), constant(row.get(at))) else {
                 return Err(format!(
                     "row {}: `{}` and `{shard}` must be constants, not expressions",
@@ -316,7 +425,7 @@ fn insert_entries(
             });
         }
     }
-    Ok(out)
+    Ok((out, kind.map(|k| (k, keys))))
 }
 
 /// What an UPDATE or DELETE's read is made of: the text of its WHERE (and FROM).
@@ -365,16 +474,23 @@ fn update_read(
     table: &str,
     alias: Option<&str>,
     indexes: &[GlobalIndex],
+    moves_key: bool,
 ) -> Result<Option<RowsRead>, String> {
     let target = |a: &sqlparser::ast::Assignment| match &a.target {
         AssignmentTarget::ColumnName(n) => Some(sql::table_name(n)),
         AssignmentTarget::Tuple(_) => None,
     };
-    let mut touched: Vec<(&GlobalIndex, &Expr)> = Vec::new();
+    let shard = &indexes[0].shard_column;
+    // Each index read, with its new value (None: the column's own, unchanged).
+    let mut touched: Vec<(&GlobalIndex, Option<&Expr>)> = Vec::new();
+    let mut new_key: Option<&Expr> = None;
     for (i, a) in u.assignments.iter().enumerate() {
         let Some(name) = target(a) else {
             return Err("an UPDATE with a tuple assignment".into());
         };
+        if moves_key && name == *shard {
+            new_key = Some(&a.value);
+        }
         let Some(ix) = indexes.iter().find(|ix| ix.column == name) else {
             continue;
         };
@@ -391,15 +507,29 @@ fn update_read(
                 "an UPDATE that sets `{name}` from `{before}`, which it sets before"
             ));
         }
-        if calls_unstable(&a.value) {
+        touched.push((ix, Some(&a.value)));
+    }
+    if let Some(e) = new_key {
+        // Every entry points at the key: each index is read, changed or not.
+        for ix in indexes {
+            if !touched.iter().any(|(t, _)| t.name == ix.name) {
+                touched.push((ix, None));
+            }
+        }
+        if calls_unstable(e) {
             return Err(format!(
-                "an UPDATE that sets `{name}` by a function whose value changes between calls"
+                "an UPDATE that sets `{shard}` by a function whose value changes between calls"
             ));
         }
-        touched.push((ix, &a.value));
     }
     if touched.is_empty() {
         return Ok(None);
+    }
+    if let Some((ix, _)) = touched.iter().find(|(_, e)| e.is_some_and(calls_unstable)) {
+        return Err(format!(
+            "an UPDATE that sets `{}` by a function whose value changes between calls",
+            ix.column
+        ));
     }
     if !u.table.joins.is_empty() || u.from.is_some() {
         return Err("a multi-table UPDATE of an indexed column".into());
@@ -410,20 +540,22 @@ fn update_read(
     let s = source(p, &u.table.relation, table, alias, u.selection.as_ref())?;
     let text = Text::new(p.sql, p.parsed.mode).map_err(|e| format!("a text not read ({e})"))?;
     let offsets = Offsets::new(p.sql);
-    let mut list = vec![format!(
-        "{}.{}",
-        s.qualifier,
-        quoted(&touched[0].0.shard_column)
-    )];
-    list.extend(
-        touched
-            .iter()
-            .map(|(ix, _)| format!("{}.{}", s.qualifier, quoted(&ix.column))),
-    );
-    for (_, e) in &touched {
-        let v = expr_text(p, &text, &offsets, e)
-            .ok_or_else(|| "an assignment that cannot be located in the text".to_string())?;
-        list.push(format!("({v})"));
+    let column = |c: &str| format!("{}.{}", s.qualifier, quoted(c));
+    let mut list = vec![column(shard)];
+    list.extend(touched.iter().map(|(ix, _)| column(&ix.column)));
+    let own = |e: &Expr| {
+        expr_text(p, &text, &offsets, e)
+            .map(|v| format!("({v})"))
+            .ok_or_else(|| "an assignment that cannot be located in the text".to_string())
+    };
+    for (ix, e) in &touched {
+        list.push(match e {
+            Some(e) => own(e)?,
+            None => column(&ix.column),
+        });
+    }
+    if let Some(e) = new_key {
+        list.push(own(e)?);
     }
     Ok(Some(RowsRead {
         sql: format!(
@@ -434,6 +566,7 @@ fn update_read(
         ),
         indexes: touched.iter().map(|(ix, _)| ix.name.clone()).collect(),
         assigns: true,
+        new_key: new_key.is_some(),
     }))
 }
 
@@ -473,6 +606,7 @@ fn delete_read(
         ),
         indexes: indexes.iter().map(|ix| ix.name.clone()).collect(),
         assigns: false,
+        new_key: false,
     })
 }
 
@@ -660,9 +794,27 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
             plan_in(&t, "SELECT * FROM t WHERE email = 'a@x' FOR UPDATE", &[]),
             Plan::NeedIndex(_)
         ));
+        // Upserts: their rows' keys and the values they claim, for the reads around them.
+        for (sql, kind) in [
+            ("REPLACE INTO t (id, email) VALUES (1, 'a'), (2, NULL)", UpsertKind::Replace),
+            (
+                "INSERT INTO t (id, email) VALUES (1, 'a'), (2, NULL) ON DUPLICATE KEY UPDATE email = 'b'",
+                UpsertKind::Update,
+            ),
+            ("INSERT IGNORE INTO t SET id = 1, email = 'a'", UpsertKind::Ignore),
+        ] {
+            let Plan::Indexed(w) = plan_in(&t, sql, &[]) else {
+                panic!("{sql}: not indexed")
+            };
+            let u = w.upsert.expect("an upsert");
+            assert_eq!(u.kind, kind, "{sql}");
+            assert!(w.adds.is_empty(), "{sql}: adds only what it claims");
+            assert_eq!(u.claims.len(), 1, "{sql}");
+            assert!(u.keys.len() == 1 || u.keys == ["1", "2"], "{sql}: {:?}", u.keys);
+        }
         for sql in [
-            "REPLACE INTO t (id, email) VALUES (1, 'a')",
-            "INSERT INTO t (id, email) VALUES (1, 'a') ON DUPLICATE KEY UPDATE email = 'b'",
+            "INSERT INTO t (id, email) VALUES (1, 'a') RETURNING id",
+            "REPLACE INTO t (id, email) VALUES (1, CONCAT('a', 'b'))",
             "UPDATE t SET email = UUID() WHERE id = 1",
             "UPDATE t SET email = 'a' WHERE id = 1 LIMIT 1",
         ] {

@@ -762,11 +762,39 @@ impl PlanDescription<'_> {
                         f,
                         "  their entries in {} removed{}",
                         r.indexes.join(", "),
-                        if r.assigns { ", their new values' added" } else { "" }
+                        match (r.assigns, r.new_key) {
+                            (_, true) => ", their new values' added, pointing at the new shard key",
+                            (true, false) => ", their new values' added",
+                            _ => "",
+                        }
                     )?;
                 }
                 if !w.adds.is_empty() {
                     writeln!(f, "  {} index entr(ies) added first", w.adds.len())?;
+                }
+                if let Some(u) = &w.upsert {
+                    writeln!(
+                        f,
+                        "  the rows of its {} key(s){}, read locked before and after it; their entries changed by the difference{}",
+                        u.keys.len(),
+                        if u.claims.is_empty() {
+                            String::new()
+                        } else {
+                            format!(", and of the keys whose rows hold the {} unique value(s) it claims (read from their indexes)", u.claims.len())
+                        },
+                        match u.kind {
+                            _ if u.claims.is_empty() => "",
+                            super::indexed::UpsertKind::Replace => "; a row of another key left holding a unique value it wrote is deleted, as REPLACE deletes it",
+                            super::indexed::UpsertKind::Ignore => "; a row it inserted holding a unique value another key's row holds is deleted, as IGNORE skips it",
+                            super::indexed::UpsertKind::Update => "; a row it inserted holding a unique value another key's row holds is refused (1235)",
+                        }
+                    )?;
+                }
+                if w.shared_keys {
+                    writeln!(
+                        f,
+                        "  rows share shard keys: a plain index's entry it removes is written again where a row of its key still holds the value"
+                    )?;
                 }
                 writeln!(f, "  then the write:")?;
                 self.node(f, &w.base, 1, false)

@@ -56,6 +56,9 @@ pub struct Shared {
     pub columns: ColumnCache,
     /// Tables' primary-key columns, quoted (for writes to slots being moved).
     pub primary_keys: ColumnCache,
+    /// Tables' unique keys other than the primary key, each its columns lower-cased and
+    /// joined by commas (for upserts of tables with global indexes).
+    pub unique_keys: ColumnCache,
     /// Tables' rows over their nodes, as the nodes' statistics estimate them (to weigh
     /// copying a table to every node of another against gathering both on one).
     pub table_rows: moka::sync::Cache<(String, String), u64>,
@@ -371,6 +374,7 @@ impl Shared {
             plans: Default::default(),
             columns: column_cache(),
             primary_keys: column_cache(),
+            unique_keys: column_cache(),
             table_rows: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(ROWS_TTL)
@@ -477,6 +481,7 @@ impl Shared {
         self.lookups.store(Arc::new(caches));
         self.columns.invalidate_all();
         self.primary_keys.invalidate_all();
+        self.unique_keys.invalidate_all();
         self.table_rows.invalidate_all();
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         self.metrics.reloads.with_label_values(&["applied"]).inc();

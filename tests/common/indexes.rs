@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Row};
 
 use super::{rules_toml, Cluster};
 
@@ -78,4 +79,82 @@ pub async fn exact_with(
         .filter(|(k, _)| keys.binary_search(k).is_err())
         .collect();
     assert!(missing.is_empty(), "rows without an entry: {missing:?}");
+}
+
+/// A connection to the reference: one MariaDB (node 0) holding every row in `database`.
+pub async fn reference(c: &Cluster, database: &str) -> Conn {
+    let pool = c.direct(0);
+    let mut conn = pool.get_conn().await.expect("node 0");
+    conn.query_drop(format!("CREATE DATABASE IF NOT EXISTS {database}"))
+        .await
+        .expect("reference database");
+    conn.query_drop(format!("USE {database}"))
+        .await
+        .expect("use");
+    conn
+}
+
+/// Runs `sql` through the proxy and on the reference: both succeed alike (the same affected
+/// rows and warnings) or fail alike.
+pub async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)> {
+    let a = p.query_drop(sql).await;
+    let b = r.query_drop(sql).await;
+    match (a, b) {
+        (Ok(()), Ok(())) => {
+            assert_eq!(
+                (p.affected_rows(), p.get_warnings()),
+                (r.affected_rows(), r.get_warnings()),
+                "{sql}: the proxy's affected rows and warnings differ from one MariaDB's"
+            );
+            Ok(())
+        }
+        (Err(mysql_async::Error::Server(x)), Err(mysql_async::Error::Server(y))) => {
+            assert_eq!(
+                (x.code, &x.message, &x.state),
+                (y.code, &y.message, &y.state),
+                "{sql}: the proxy's error differs from one MariaDB's"
+            );
+            Err((x.code, x.message))
+        }
+        (a, b) => panic!("{sql}: the proxy answered {a:?}, one MariaDB {b:?}"),
+    }
+}
+
+/// [`both`] for a statement both must refuse with 1062 (`what` it is).
+pub async fn duplicate(p: &mut Conn, r: &mut Conn, sql: &str, what: &str) {
+    let e = both(p, r, sql).await.expect_err(what);
+    assert_eq!(e.0, 1062, "{what}: {e:?}");
+}
+
+/// The rows of `sql`, as text, through the proxy and on the reference: equal.
+pub async fn same_rows(p: &mut Conn, r: &mut Conn, sql: &str) -> Vec<Vec<Option<String>>> {
+    let text = |rows: Vec<Row>| -> Vec<Vec<Option<String>>> {
+        rows.into_iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| row.as_ref(i).and_then(text_of))
+                    .collect()
+            })
+            .collect()
+    };
+    let a = text(
+        p.query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("proxy: {sql}: {e}")),
+    );
+    let b = text(
+        r.query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("reference: {sql}: {e}")),
+    );
+    assert_eq!(a, b, "{sql}");
+    a
+}
+
+pub fn text_of(v: &mysql_async::Value) -> Option<String> {
+    match v {
+        mysql_async::Value::NULL => None,
+        mysql_async::Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        other => Some(format!("{other:?}")),
+    }
 }

@@ -21,24 +21,27 @@ use crate::error::MyError;
 use crate::exec::collect::{Collect, OkCapture};
 use crate::exec::door::{Access, Door, OkInfo, Sink};
 use crate::exec::txn::{self, Transactions, INDEX_SAVEPOINT};
-use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite};
+use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite, RowsRead};
 use crate::plan::Plan;
 use crate::routing::weights::Weights;
 use crate::shared::IndexAnswers;
 use crate::sql::write::{quoted, typed};
 
 /// Entries per generated index statement.
-const BATCH: usize = 500;
+pub(super) const BATCH: usize = 500;
 
 /// MySQL's ER_DUP_ENTRY.
 const ER_DUP_ENTRY: u16 = 1062;
 
+/// An entry a write removes: its hash, its shard key's literal, and the value's.
+pub(super) type Removed = (Vec<u8>, String, String);
+
 /// What a write does to its table's indexes.
 #[derive(Default)]
-struct Changes {
-    /// Entries to remove, by index name: (hash, shard key literal).
-    removes: BTreeMap<String, Vec<(Vec<u8>, String)>>,
-    adds: Vec<Entry>,
+pub(super) struct Changes {
+    /// Entries to remove, by index name.
+    pub(super) removes: BTreeMap<String, Vec<Removed>>,
+    pub(super) adds: Vec<Entry>,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
@@ -48,7 +51,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if implicit {
             self.nodes.state_mut().begin("BEGIN");
         }
-        let r = self.indexed_in_tx(w, !implicit, binary).await;
+        let r = match &w.upsert {
+            Some(u) => self.upsert_in_tx(w, u, !implicit, binary).await,
+            None => self.indexed_in_tx(w, !implicit, binary).await,
+        };
         let r = match r {
             Ok(ok) if implicit => self.nodes.end(true).await.map(|_| ok),
             Ok(ok) => Ok(ok),
@@ -83,19 +89,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             ..Default::default()
         };
         if let Some(read) = &w.read {
-            let plan = self.plan_own(&read.sql, &topo).await;
-            if let Plan::Refuse { code, message } = &plan {
-                return Err(MyError::new(*code, message.clone()));
-            }
-            let cap = topo.max_rows_per_statement;
-            let mut rows = Collect::new(cap);
-            crate::exec::run(&plan, &topo, Access::Write, &mut self.nodes, &mut rows).await?;
-            if rows.over || rows.bad {
-                return Err(MyError::unsupported(format!(
-                    "shardproxy: this write changes more than {cap} rows of `{}` (max_rows_per_statement), whose global index entries it must read first; change them in parts",
-                    w.table
-                )));
-            }
+            let rows = self.own_rows(&read.sql, &topo, &w.table).await?;
             let cols = rows.cols.clone().unwrap_or_default();
             let mut named: Vec<(&GlobalIndex, Option<Arc<Weights>>)> = Vec::new();
             for n in &read.indexes {
@@ -109,7 +103,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 named.push((ix, w));
             }
             for row in &rows.rows {
-                row_changes(row, &cols, &named, read.assigns, &charset, &mut changes)?;
+                row_changes(row, &cols, &named, read, &charset, &mut changes)?;
             }
         }
         // Every node the write and its index writes touch goes back to one savepoint.
@@ -150,32 +144,58 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         for ix in indexes {
             let adds: Vec<&Entry> = changes.adds.iter().filter(|e| e.index == ix.name).collect();
-            for part in adds.chunks(BATCH) {
-                let sql = add_sql(ix, part);
-                if let Err(e) = self.index_statement(&sql, &topo).await {
-                    if e.code != ER_DUP_ENTRY {
-                        return Err(e);
-                    }
-                    // As MariaDB's message shows it: in utf8mb3, a character past U+FFFF as `?`.
-                    let shown: String = self
-                        .duplicate_in(ix, part, &topo)
-                        .await
-                        .chars()
-                        .map(|c| if u32::from(c) > 0xFFFF { '?' } else { c })
-                        .collect();
-                    return Err(MyError::new(
-                        ER_DUP_ENTRY,
-                        format!("Duplicate entry '{shown}' for key '{}'", ix.name),
-                    ));
+            self.add_entries(ix, &adds, &topo).await?;
+        }
+        let ok = self.base_write(w, binary).await?;
+        if w.shared_keys {
+            self.keep_shared(w, indexes, changes).await?;
+        }
+        Ok(ok)
+    }
+
+    /// `adds`, entries of `ix`: a unique index in use answers a value another row holds
+    /// with MariaDB's 1062 for the index.
+    pub(super) async fn add_entries(
+        &mut self,
+        ix: &GlobalIndex,
+        adds: &[&Entry],
+        topo: &Arc<Topology>,
+    ) -> Result<(), MyError> {
+        for part in adds.chunks(BATCH) {
+            let sql = add_sql(ix, part);
+            if let Err(e) = self.index_statement(&sql, topo).await {
+                if e.code != ER_DUP_ENTRY {
+                    return Err(e);
                 }
+                let shown = self.duplicate_in(ix, part, topo).await;
+                return Err(duplicate(ix, &shown));
             }
         }
+        Ok(())
+    }
+
+    /// The client's write; its OK.
+    pub(super) async fn base_write(
+        &mut self,
+        w: &IndexedWrite,
+        binary: bool,
+    ) -> Result<OkInfo, MyError> {
+        let topo = self.topo.clone();
         // A client's prepared write runs prepared, its values bound.
         let mut ok = OkCapture {
             binary,
             ..Default::default()
         };
-        crate::exec::run(&w.base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
+        if let Plan::KeyUpdate(k) = &w.base {
+            // Inside the transaction begun here: run as in the client's.
+            let read = self.plan_own(&k.select, &topo).await;
+            if let Plan::Refuse { code, message } = &read {
+                return Err(MyError::new(*code, message.clone()));
+            }
+            crate::exec::key_update::run(&mut self.nodes, &mut ok, &topo, k, &read).await?;
+        } else {
+            crate::exec::run(&w.base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
+        }
         match ok.ok {
             Some(info) if !ok.rows => Ok(info),
             _ => Err(MyError::internal(format!(
@@ -185,9 +205,108 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
     }
 
+    /// Where rows share a shard key, the entries of plain indexes the write removed that
+    /// rows left behind still hold (their key and value), written again.
+    async fn keep_shared(
+        &mut self,
+        w: &IndexedWrite,
+        indexes: &[GlobalIndex],
+        changes: &Changes,
+    ) -> Result<(), MyError> {
+        let topo = self.topo.clone();
+        let charset = self.nodes.state().charset.clone();
+        for (name, removes) in &changes.removes {
+            let Some(ix) = indexes.iter().find(|i| i.name == *name && !i.unique) else {
+                continue;
+            };
+            let weights = match ix.collation() {
+                Some(c) => Some(self.weights_for(c).await?),
+                None => None,
+            };
+            for part in removes.chunks(BATCH) {
+                let list = |pick: &dyn Fn(&Removed) -> &String| {
+                    let mut l: Vec<&str> = part.iter().map(|r| pick(r).as_str()).collect();
+                    l.sort_unstable();
+                    l.dedup();
+                    l.join(", ")
+                };
+                let sql = format!(
+                    "SELECT {}, {} FROM {} WHERE {} IN ({}) AND {} IN ({}) FOR UPDATE",
+                    quoted(&ix.shard_column),
+                    quoted(&ix.column),
+                    w.target,
+                    quoted(&ix.shard_column),
+                    list(&|r| &r.1),
+                    quoted(&ix.column),
+                    list(&|r| &r.2),
+                );
+                let rows = self.own_rows(&sql, &topo, &w.table).await?;
+                let named = [(ix, weights.clone())];
+                let mut held = Changes::default();
+                for row in &rows.rows {
+                    let cols = rows.cols.as_deref().unwrap_or_default();
+                    // Read as a DELETE's row: its entry is one it would remove.
+                    let as_delete = crate::plan::indexed::RowsRead {
+                        sql: String::new(),
+                        indexes: vec![ix.name.clone()],
+                        assigns: false,
+                        new_key: false,
+                    };
+                    row_changes(row, cols, &named, &as_delete, &charset, &mut held)?;
+                }
+                let removed: Vec<&Removed> = part.iter().collect();
+                let again: Vec<Entry> = held
+                    .removes
+                    .remove(&ix.name)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|(h, k, _)| removed.iter().any(|r| r.0 == *h && r.1 == *k))
+                    .map(|(hash, key, value)| Entry {
+                        index: ix.name.clone(),
+                        shown: String::new(),
+                        hash,
+                        value,
+                        key,
+                    })
+                    .collect();
+                if !again.is_empty() {
+                    let refs: Vec<&Entry> = again.iter().collect();
+                    self.index_statement(&add_sql(ix, &refs), &topo).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows of one of the proxy's own reads of `table`, whole.
+    pub(super) async fn own_rows(
+        &mut self,
+        sql: &str,
+        topo: &Arc<Topology>,
+        table: &str,
+    ) -> Result<Collect, MyError> {
+        let plan = self.plan_own(sql, topo).await;
+        if let Plan::Refuse { code, message } = &plan {
+            return Err(MyError::new(*code, message.clone()));
+        }
+        let cap = topo.max_rows_per_statement;
+        let mut rows = Collect::new(cap);
+        crate::exec::run(&plan, topo, Access::Write, &mut self.nodes, &mut rows).await?;
+        if rows.over || rows.bad {
+            return Err(MyError::unsupported(format!(
+                "shardproxy: this write changes more than {cap} rows of `{table}` (max_rows_per_statement), whose global index entries it must read first; change them in parts"
+            )));
+        }
+        Ok(rows)
+    }
+
     /// One statement of the proxy's on an index table, planned as a client's would be (its
     /// slots may be moving).
-    async fn index_statement(&mut self, sql: &str, topo: &Arc<Topology>) -> Result<(), MyError> {
+    pub(super) async fn index_statement(
+        &mut self,
+        sql: &str,
+        topo: &Arc<Topology>,
+    ) -> Result<(), MyError> {
         let plan = self.plan_own(sql, topo).await;
         let mut ok = OkCapture::default();
         crate::exec::run(&plan, topo, Access::Write, &mut self.nodes, &mut ok).await
@@ -224,7 +343,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             shard_column: ix.shard_column.clone(),
             hashes: part.iter().map(|e| e.hash.clone()).collect(),
         };
-        if let Ok(found) = Box::pin(self.read_index(std::slice::from_ref(&probe), topo)).await {
+        if let Ok(found) =
+            Box::pin(self.read_index(std::slice::from_ref(&probe), topo, false)).await
+        {
             if let Some(e) = part.iter().find(|e| {
                 found
                     .get(&(ix.index_table.clone(), e.hash.clone()))
@@ -237,12 +358,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 
     /// The shard keys of the values `probes` name, from their index tables (on the nodes
-    /// their hashes name, inside the session's transaction if it has one): an entry for
-    /// every hash, empty for a value no row holds.
+    /// their hashes name, inside the session's transaction if it has one; `lock`ed for a
+    /// write): an entry for every hash, empty for a value no row holds.
     pub(super) async fn read_index(
         &mut self,
         probes: &[IndexProbe],
         topo: &Arc<Topology>,
+        lock: bool,
     ) -> Result<IndexAnswers, MyError> {
         let mut out = IndexAnswers::new();
         let cap = topo.max_rows_per_statement;
@@ -256,11 +378,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     list.push_str(&hash_literal(h));
                 }
                 let sql = format!(
-                    "SELECT {}, {} FROM {} WHERE {} IN ({list})",
+                    "SELECT {}, {} FROM {} WHERE {} IN ({list}){}",
                     quoted(HASH_COLUMN),
                     quoted(&p.shard_column),
                     quoted(&p.index_table),
-                    quoted(HASH_COLUMN)
+                    quoted(HASH_COLUMN),
+                    if lock { " FOR UPDATE" } else { "" }
                 );
                 let plan = self.plan_own(&sql, topo).await;
                 if let Plan::Refuse { code, message } = &plan {
@@ -291,6 +414,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     }
 }
 
+/// MariaDB's 1062 for a unique index's value `shown`, as its message shows it: in utf8mb3,
+/// a character past U+FFFF as `?`.
+pub(super) fn duplicate(ix: &GlobalIndex, shown: &str) -> MyError {
+    let shown: String = shown
+        .chars()
+        .map(|c| if u32::from(c) > 0xFFFF { '?' } else { c })
+        .collect();
+    MyError::new(
+        ER_DUP_ENTRY,
+        format!("Duplicate entry '{shown}' for key '{}'", ix.name),
+    )
+}
+
 /// The nodes that hold the entries a write removes or adds in `ix`.
 fn index_nodes(topo: &Topology, ix: &GlobalIndex, c: &Changes) -> Vec<usize> {
     let Some(crate::config::TableRule::HashSlot { map, .. }) = topo.table(&ix.index_table) else {
@@ -301,7 +437,7 @@ fn index_nodes(topo: &Topology, ix: &GlobalIndex, c: &Changes) -> Vec<usize> {
         .get(&ix.name)
         .into_iter()
         .flatten()
-        .map(|(h, _)| h);
+        .map(|(h, _, _)| h);
     let adds = c
         .adds
         .iter()
@@ -318,12 +454,13 @@ fn index_nodes(topo: &Topology, ix: &GlobalIndex, c: &Changes) -> Vec<usize> {
     out
 }
 
-/// What one read row (`key, old values..., [new values...]`) does to the indexes.
-fn row_changes(
+/// What one read row (`key, old values..., [new values..., [new key]]`) does to the
+/// indexes.
+pub(super) fn row_changes(
     row: &[Option<Value>],
     cols: &[Column],
     indexes: &[(&GlobalIndex, Option<Arc<Weights>>)],
-    assigns: bool,
+    read: &RowsRead,
     charset: &str,
     out: &mut Changes,
 ) -> Result<(), MyError> {
@@ -335,6 +472,18 @@ fn row_changes(
     };
     let mut key_lit = String::new();
     typed(&mut key_lit, key.as_ref(), key_col);
+    // The key the row has after the write.
+    let mut new_key = key_lit.clone();
+    if read.new_key {
+        let (Some(v), Some(col)) = (row.get(1 + 2 * n), cols.get(1 + 2 * n)) else {
+            return Err(MyError::internal(
+                "shardproxy: an index read without the new shard key",
+            ));
+        };
+        new_key.clear();
+        typed(&mut new_key, v.as_ref(), col);
+    }
+    let moved = new_key != key_lit;
     let hash = |(ix, w): &(&GlobalIndex, Option<Arc<Weights>>),
                 v: Option<&Value>|
      -> Result<Option<Vec<u8>>, MyError> {
@@ -351,32 +500,38 @@ fn row_changes(
                 }),
         }
     };
+    let literal = |v: Option<&Value>, col: Option<&Column>| {
+        let mut s = String::new();
+        if let Some(col) = col {
+            typed(&mut s, v, col);
+        }
+        s
+    };
     for (i, named) in indexes.iter().enumerate() {
         let ix = named.0;
         let old = row.get(1 + i).cloned().flatten();
         let old_hash = hash(named, old.as_ref())?;
-        if !assigns {
+        let mut remove = |h: Vec<u8>| {
+            out.removes.entry(ix.name.clone()).or_default().push((
+                h,
+                key_lit.clone(),
+                literal(old.as_ref(), cols.get(1 + i)),
+            ))
+        };
+        if !read.assigns {
             if let Some(h) = old_hash {
-                out.removes
-                    .entry(ix.name.clone())
-                    .or_default()
-                    .push((h, key_lit.clone()));
+                remove(h);
             }
             continue;
         }
         let new = row.get(1 + n + i).cloned().flatten();
-        if new == old {
+        if new == old && !moved {
             continue;
         }
         if let Some(h) = old_hash {
-            out.removes
-                .entry(ix.name.clone())
-                .or_default()
-                .push((h, key_lit.clone()));
+            remove(h);
         }
-        if let (Some(h), Some(col)) = (hash(named, new.as_ref())?, cols.get(1 + n + i)) {
-            let mut value = String::new();
-            typed(&mut value, new.as_ref(), col);
+        if let Some(h) = hash(named, new.as_ref())? {
             let text = new
                 .as_ref()
                 .and_then(crate::value::text_form)
@@ -385,8 +540,8 @@ fn row_changes(
                 index: ix.name.clone(),
                 shown: String::from_utf8_lossy(&text).into_owned(),
                 hash: h,
-                value,
-                key: key_lit.clone(),
+                value: literal(new.as_ref(), cols.get(1 + n + i)),
+                key: new_key.clone(),
             });
         }
     }
@@ -394,10 +549,10 @@ fn row_changes(
 }
 
 /// `DELETE FROM <index table> WHERE v_hash IN (...) AND (v_hash, key) IN (...)`.
-fn remove_sql(ix: &GlobalIndex, part: &[(Vec<u8>, String)]) -> String {
+pub(super) fn remove_sql(ix: &GlobalIndex, part: &[Removed]) -> String {
     let mut hashes = String::new();
     let mut pairs = String::new();
-    for (i, (h, k)) in part.iter().enumerate() {
+    for (i, (h, k, _)) in part.iter().enumerate() {
         if i > 0 {
             hashes.push_str(", ");
             pairs.push_str(", ");
@@ -420,7 +575,7 @@ fn remove_sql(ix: &GlobalIndex, part: &[(Vec<u8>, String)]) -> String {
 
 /// `INSERT [IGNORE] INTO <index table> (v_hash, column, key) VALUES ...`: a unique index in
 /// use refuses a duplicate; one not built yet, or a plain one, keeps the first entry.
-fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
+pub(super) fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
     let mut sql = format!(
         "INSERT {}INTO {} ({}, {}, {}) VALUES ",
         if ix.unique && ix.public {

@@ -464,6 +464,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // Whatever it did, on whichever nodes: tables' columns are read again.
             self.shared.columns.invalidate_all();
             self.shared.primary_keys.invalidate_all();
+            self.shared.unique_keys.invalidate_all();
             crate::exec::txn::Transactions::ddl(&mut self.nodes, false).await?;
         }
         r
@@ -662,7 +663,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // index read may pin another index's).
                 Plan::NeedIndex(probes) if index_read < 3 => {
                     index_read += 1;
-                    Box::pin(self.read_index(&probes, topo))
+                    Box::pin(self.read_index(&probes, topo, false))
                         .await
                         .map(|found| answers.extend(found))
                 }

@@ -1,0 +1,414 @@
+//! REPLACE, INSERT IGNORE and INSERT ... ON DUPLICATE KEY UPDATE of a table with global
+//! indexes ([`Upsert`]). Which rows such a write inserts, replaces, updates or leaves is known
+//! only once a node ran it, so the proxy reads the rows it may touch before and after it, in
+//! the same transaction and locked, and changes the entries by their difference:
+//!
+//! 1. The unique values its rows claim are read from their indexes, locked: a row of another
+//!    shard key that holds one is a row the write may replace or update too.
+//! 2. The rows of those keys and of the write's own are read, locked (`before`).
+//! 3. The client's write runs.
+//! 4. The rows are read again (`after`). Two rows holding one value of a unique index are
+//!    what one MariaDB would not have left: REPLACE deletes the row that held it, INSERT
+//!    IGNORE the row it inserted (with MariaDB's 1062 warning); ON DUPLICATE KEY UPDATE,
+//!    which would have updated that other row, is refused (1235) and undone.
+//! 5. Entries in `before` and not in `after` are removed, those in `after` and not in `before`
+//!    added.
+//!
+//! REPLACE and ON DUPLICATE KEY UPDATE meet rows by every unique key of the table. A unique
+//! key that holds the shard key meets only rows of the write's keys; one on exactly the
+//! column of a unique global index meets rows that index names. Any other (a primary key
+//! without the shard key) could make a node replace or update a row the proxy does not read:
+//! those writes are refused (1235).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::indexed::{duplicate, remove_sql, Removed, BATCH};
+use super::Session;
+use crate::config::indexes::GlobalIndex;
+use crate::config::Topology;
+use crate::error::MyError;
+use crate::exec::collect::OkCapture;
+use crate::exec::door::{Access, Door, OkInfo};
+use crate::exec::txn::{self, INDEX_SAVEPOINT};
+use crate::plan::indexed::{Entry, IndexProbe, IndexedWrite, Upsert, UpsertKind};
+use crate::routing::weights::Weights;
+use crate::sql::write::{literal, quoted, typed};
+
+/// An index with the weights its hashes need.
+type Named<'a> = (&'a GlobalIndex, Option<Arc<Weights>>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
+    pub(super) async fn upsert_in_tx(
+        &mut self,
+        w: &IndexedWrite,
+        u: &Upsert,
+        in_client_tx: bool,
+        binary: bool,
+    ) -> Result<OkInfo, MyError> {
+        let topo = self.topo.clone();
+        let indexes = topo.indexes_of(&w.table).unwrap_or_default().to_vec();
+        if u.kind != UpsertKind::Ignore {
+            self.meets_only_read_rows(w, u, &indexes, &topo).await?;
+        }
+        let mut named: Vec<Named> = Vec::new();
+        for ix in &indexes {
+            let weights = match ix.collation() {
+                Some(c) => Some(self.weights_for(c).await?),
+                None => None,
+            };
+            named.push((ix, weights));
+        }
+        // Every node of the table and its index tables goes back to one savepoint.
+        let mut nodes = topo.holders(&w.table);
+        for ix in &indexes {
+            nodes.extend(topo.holders(&ix.index_table));
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        let guarded = in_client_tx
+            && txn::savepoint_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT)
+                .await
+                .map_err(MyError::from)?;
+        let r = self.upsert_steps(w, u, &named, &topo, binary).await;
+        if r.is_err() && guarded {
+            txn::undo_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT).await;
+        }
+        r
+    }
+
+    async fn upsert_steps(
+        &mut self,
+        w: &IndexedWrite,
+        u: &Upsert,
+        named: &[Named<'_>],
+        topo: &Arc<Topology>,
+        binary: bool,
+    ) -> Result<OkInfo, MyError> {
+        let charset = self.nodes.state().charset.clone();
+        let mut keys = u.keys.clone();
+        let probes: Vec<IndexProbe> = named
+            .iter()
+            .filter(|(ix, _)| ix.unique && ix.public)
+            .filter_map(|(ix, _)| {
+                let hashes: Vec<Vec<u8>> = u
+                    .claims
+                    .iter()
+                    .filter(|e| e.index == ix.name)
+                    .map(|e| e.hash.clone())
+                    .collect();
+                (!hashes.is_empty()).then(|| IndexProbe {
+                    index_table: ix.index_table.clone(),
+                    shard_column: ix.shard_column.clone(),
+                    hashes,
+                })
+            })
+            .collect();
+        if !probes.is_empty() {
+            let held = Box::pin(self.read_index(&probes, topo, true)).await?;
+            keys.extend(held.values().flatten().map(|k| literal(k, &charset)));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let before = self.images(w, named, &keys, &charset).await?;
+        let mut ok = self.base_write(w, binary).await?;
+        let mut after = self.images(w, named, &keys, &charset).await?;
+        // Rows the write left holding one unique value with another.
+        let mut gone = Vec::new();
+        // (A unique index being built refuses nothing yet: one MariaDB's rows per node.)
+        for (ix, _) in named.iter().filter(|(ix, _)| ix.unique && ix.public) {
+            let mut holders: BTreeMap<&[u8], Vec<&Entry>> = BTreeMap::new();
+            for e in after.iter().filter(|e| e.index == ix.name) {
+                holders.entry(&e.hash).or_default().push(e);
+            }
+            for (hash, list) in holders.into_iter().filter(|(_, l)| l.len() > 1) {
+                let held_before = |e: &&Entry| {
+                    before
+                        .iter()
+                        .any(|b| b.index == ix.name && b.hash == hash && b.key == e.key)
+                };
+                let (old, new): (Vec<&Entry>, Vec<&Entry>) =
+                    list.into_iter().partition(held_before);
+                let (&[old], &[new]) = (old.as_slice(), new.as_slice()) else {
+                    return Err(MyError::unsupported(format!(
+                        "shardproxy: rows of this write to `{}` would hold one value of the unique global index `{}` ({:?}), which it cannot tell apart as one MariaDB would (write them one at a time)",
+                        w.table, ix.name, after_shown(&after, ix, hash)
+                    )));
+                };
+                match u.kind {
+                    UpsertKind::Replace => {
+                        gone.push((*ix, old.clone()));
+                        ok.affected += 1;
+                    }
+                    UpsertKind::Ignore => {
+                        gone.push((*ix, new.clone()));
+                        ok.affected = ok.affected.saturating_sub(1);
+                        self.last.warn_next = Some(duplicate(ix, &new.shown));
+                    }
+                    UpsertKind::Update => {
+                        return Err(MyError::unsupported(format!(
+                            "shardproxy: ON DUPLICATE KEY UPDATE of `{}` whose row of another shard key holds {:?} by the unique global index `{}`: one MariaDB would update that row, which shardproxy does not (update it by its key)",
+                            w.table, new.shown, ix.name
+                        )))
+                    }
+                }
+            }
+        }
+        if !gone.is_empty() {
+            for (ix, e) in &gone {
+                let sql = format!(
+                    "DELETE FROM {} WHERE {} = {} AND {} = {}",
+                    w.target,
+                    quoted(&ix.shard_column),
+                    e.key,
+                    quoted(&ix.column),
+                    e.value
+                );
+                // Its entries are changed below, with the others.
+                let plan = self.plan_own(&sql, topo).await;
+                let mut ok = OkCapture::default();
+                crate::exec::run(
+                    plan.unindexed(),
+                    topo,
+                    Access::Write,
+                    &mut self.nodes,
+                    &mut ok,
+                )
+                .await?;
+            }
+            after = self.images(w, named, &keys, &charset).await?;
+        }
+        self.apply_difference(named, &before, &after, topo).await?;
+        Ok(ok)
+    }
+
+    /// Entries in `before` and not `after` removed, those in `after` and not `before` added.
+    /// A unique index's entries compare with their value's text (one row holds each); a
+    /// plain index's by hash and key, which several rows of a key may share.
+    async fn apply_difference(
+        &mut self,
+        named: &[Named<'_>],
+        before: &[Entry],
+        after: &[Entry],
+        topo: &Arc<Topology>,
+    ) -> Result<(), MyError> {
+        let same = |ix: &GlobalIndex, a: &Entry, b: &Entry| {
+            a.index == b.index
+                && a.hash == b.hash
+                && a.key == b.key
+                && (!ix.unique || a.value == b.value)
+        };
+        for (ix, _) in named {
+            let of = |l: &'_ [Entry]| -> Vec<Entry> {
+                l.iter().filter(|e| e.index == ix.name).cloned().collect()
+            };
+            let (b, a) = (of(before), of(after));
+            let mut removes: Vec<Removed> = Vec::new();
+            for e in b.iter().filter(|e| !a.iter().any(|x| same(ix, x, e))) {
+                if !removes.iter().any(|r| r.0 == e.hash && r.1 == e.key) {
+                    removes.push((e.hash.clone(), e.key.clone(), e.value.clone()));
+                }
+            }
+            for part in removes.chunks(BATCH) {
+                self.index_statement(&remove_sql(ix, part), topo).await?;
+            }
+            let mut adds: Vec<&Entry> = Vec::new();
+            for e in a.iter().filter(|e| !b.iter().any(|x| same(ix, x, e))) {
+                if !adds.iter().any(|x| x.hash == e.hash && x.key == e.key) {
+                    adds.push(e);
+                }
+            }
+            // A plain index's entry removed above that another row of its key still holds.
+            if !ix.unique {
+                for e in a
+                    .iter()
+                    .filter(|e| removes.iter().any(|r| r.0 == e.hash && r.1 == e.key))
+                {
+                    if !adds.iter().any(|x| x.hash == e.hash && x.key == e.key) {
+                        adds.push(e);
+                    }
+                }
+            }
+            self.add_entries(ix, &adds, topo).await?;
+        }
+        Ok(())
+    }
+
+    /// The entries the rows of `keys` hold, read locked.
+    async fn images(
+        &mut self,
+        w: &IndexedWrite,
+        named: &[Named<'_>],
+        keys: &[String],
+        charset: &str,
+    ) -> Result<Vec<Entry>, MyError> {
+        let Some((first, _)) = named.first() else {
+            return Ok(Vec::new());
+        };
+        let topo = self.topo.clone();
+        let mut out = Vec::new();
+        for part in keys.chunks(BATCH) {
+            let mut list = vec![quoted(&first.shard_column)];
+            list.extend(named.iter().map(|(ix, _)| quoted(&ix.column)));
+            let sql = format!(
+                "SELECT {} FROM {} WHERE {} IN ({}) FOR UPDATE",
+                list.join(", "),
+                w.target,
+                quoted(&first.shard_column),
+                part.join(", ")
+            );
+            let rows = self.own_rows(&sql, &topo, &w.table).await?;
+            let cols = rows.cols.as_deref().unwrap_or_default();
+            for row in &rows.rows {
+                entries_of(row, cols, named, charset, &mut out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// REPLACE and ON DUPLICATE KEY UPDATE are refused where a unique key of the table could
+    /// make a node change a row the proxy does not read (see the module).
+    async fn meets_only_read_rows(
+        &mut self,
+        w: &IndexedWrite,
+        u: &Upsert,
+        indexes: &[GlobalIndex],
+        topo: &Topology,
+    ) -> Result<(), MyError> {
+        let Some(first) = indexes.first() else {
+            return Ok(());
+        };
+        let cache_key =
+            crate::shared::column_key(w.schema.as_deref().or(self.nodes.db()), &w.table);
+        let unique = match self.shared.unique_keys.get(&cache_key) {
+            Some(k) => k,
+            None => {
+                let node = topo
+                    .holders(&w.table)
+                    .first()
+                    .copied()
+                    .unwrap_or(topo.default_node);
+                let k = crate::exec::columns::read_unique_keys(
+                    &mut self.nodes,
+                    node,
+                    w.schema.as_deref(),
+                    &w.table,
+                )
+                .await?;
+                self.shared.unique_keys.insert(cache_key, k.clone());
+                k
+            }
+        };
+        let mut keys: Vec<String> = unique.to_vec();
+        if self.primary_key_without_shard(w, first).await? {
+            keys.push("(the primary key)".into());
+        }
+        let shard = first.shard_column.to_lowercase();
+        let covered = |k: &String| {
+            k.split(',').any(|c| c == shard)
+                || indexes
+                    .iter()
+                    .any(|ix| ix.unique && ix.public && ix.column.to_lowercase() == *k)
+        };
+        if let Some(k) = keys.iter().find(|k| !covered(k)) {
+            let what = if u.kind == UpsertKind::Replace {
+                "REPLACE"
+            } else {
+                "INSERT ... ON DUPLICATE KEY UPDATE"
+            };
+            return Err(MyError::unsupported(format!(
+                "shardproxy: {what} into `{}`, which has global indexes and a unique key ({k}) without its shard key `{}`: a node could replace or update a row of another key by it, whose entries the proxy would not change (use INSERT, UPDATE and DELETE)",
+                w.table, first.shard_column
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the table's primary key leaves out its shard key.
+    async fn primary_key_without_shard(
+        &mut self,
+        w: &IndexedWrite,
+        first: &GlobalIndex,
+    ) -> Result<bool, MyError> {
+        let db = w.schema.clone().or(self.nodes.db().map(str::to_string));
+        let cache_key = crate::shared::column_key(db.as_deref(), &w.table);
+        let pk = match self.shared.primary_keys.get(&cache_key) {
+            Some(pk) => pk,
+            None => {
+                let topo = self.topo.clone();
+                let node = topo
+                    .holders(&w.table)
+                    .first()
+                    .copied()
+                    .unwrap_or(topo.default_node);
+                let pk = crate::exec::columns::read_key(
+                    &mut self.nodes,
+                    node,
+                    w.schema.as_deref(),
+                    &w.table,
+                )
+                .await?;
+                self.shared.primary_keys.insert(cache_key, pk.clone());
+                pk
+            }
+        };
+        Ok(!pk.contains(&quoted(&first.shard_column)))
+    }
+}
+
+/// The entries one read row (`key, each index's value...`) holds.
+fn entries_of(
+    row: &[Option<Value>],
+    cols: &[Column],
+    named: &[Named<'_>],
+    charset: &str,
+    out: &mut Vec<Entry>,
+) -> Result<(), MyError> {
+    let (Some(key), Some(key_col)) = (row.first(), cols.first()) else {
+        return Err(MyError::internal(
+            "shardproxy: an index read without the shard key",
+        ));
+    };
+    let mut key_lit = String::new();
+    typed(&mut key_lit, key.as_ref(), key_col);
+    for (i, (ix, weights)) in named.iter().enumerate() {
+        let (Some(v), Some(col)) = (row.get(1 + i).cloned().flatten(), cols.get(1 + i)) else {
+            continue;
+        };
+        if matches!(v, Value::NULL) {
+            continue;
+        }
+        let hash = ix
+            .hash_of(&v, charset, false, weights.as_deref())
+            .map_err(|e| {
+                MyError::unsupported(format!(
+                    "shardproxy: the global index `{}` of `{}` cannot hold a value: {e}",
+                    ix.name, ix.table
+                ))
+            })?;
+        let mut value = String::new();
+        typed(&mut value, Some(&v), col);
+        out.push(Entry {
+            index: ix.name.clone(),
+            shown: String::from_utf8_lossy(&crate::value::text_form(&v).unwrap_or_default())
+                .into_owned(),
+            hash,
+            value,
+            key: key_lit.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// The text of the value `hash` stands for in `ix`, as `after` holds it.
+fn after_shown(after: &[Entry], ix: &GlobalIndex, hash: &[u8]) -> String {
+    after
+        .iter()
+        .find(|e| e.index == ix.name && e.hash == hash)
+        .map(|e| e.shown.clone())
+        .unwrap_or_default()
+}

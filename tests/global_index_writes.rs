@@ -1,0 +1,327 @@
+//! Writes to a table with global indexes beyond INSERT, UPDATE of a column and DELETE, on
+//! real MariaDB nodes, each against one MariaDB holding every row: UPDATE of the shard key,
+//! REPLACE, INSERT IGNORE and INSERT ... ON DUPLICATE KEY UPDATE (autocommit, in a
+//! transaction, prepared), and a plain index over rows that share a shard key. Afterwards
+//! every read by the column answers as one MariaDB does and the index holds exactly the
+//! entries of the rows. Its own binary (its own cluster); the tests run one at a time.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::indexes::{both, exact_with, reference, same_rows};
+use common::moves::ops;
+use common::*;
+use mysql_async::prelude::Queryable;
+use mysql_async::Conn;
+
+const L3: [(u16, u16); 3] = [(0, 340), (341, 681), (682, 1023)];
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const REFERENCE: &str = "gsi_writes_reference";
+
+fn proxy(dir: &tempfile::TempDir, c: &Cluster) -> Proxy {
+    let tables = hash_slot_table("t_w", "user_id", &L3) + &hash_slot_table("o_w", "user_id", &L3);
+    let path = dir.path().join("rules.toml");
+    std::fs::write(&path, common::indexes::rules_with_admin(c, &tables)).expect("write the rules");
+    start_proxy_watching(&path)
+}
+
+async fn exact(c: &Cluster, table: &str) {
+    let place = |h: &[u8]| node_of(&L3, &mysql_async::Value::Bytes(h.to_vec()));
+    let row = |k: i64| node_of_key(&L3, k);
+    exact_with(
+        c,
+        3,
+        table,
+        &format!("{table}_email_gsi"),
+        true,
+        &place,
+        &row,
+    )
+    .await
+}
+
+/// A key of this many on a node other than `other`'s.
+fn key_apart(from: i64, other: i64) -> i64 {
+    (from..)
+        .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, other))
+        .expect("a key")
+}
+
+/// Key `a` and key `b` on one node, `b` from `from`.
+fn key_beside(from: i64, a: i64) -> i64 {
+    (from..)
+        .find(|k| node_of_key(&L3, *k) == node_of_key(&L3, a))
+        .expect("a key")
+}
+
+async fn all_rows(app: &mut Conn, r: &mut Conn, table: &str) {
+    same_rows(app, r, &format!("SELECT * FROM {table} ORDER BY user_id")).await;
+}
+
+/// Reads by email of every value `table` holds, and some it does not, as one MariaDB answers.
+async fn reads_by_email(app: &mut Conn, r: &mut Conn, table: &str) {
+    let emails: Vec<Option<String>> = r
+        .query(format!("SELECT email FROM {table}"))
+        .await
+        .expect("emails");
+    let mut probes: Vec<String> = emails.into_iter().flatten().collect();
+    probes.extend((1..=20).map(|k| format!("u{k}@x")));
+    for e in probes {
+        same_rows(
+            app,
+            r,
+            &format!("SELECT * FROM {table} WHERE email = '{e}' ORDER BY user_id"),
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = proxy(&dir, c);
+    let mut app = p.conn().await;
+    let mut r = reference(c, REFERENCE).await;
+    let t = "t_w";
+    for conn in [&mut app, &mut r] {
+        conn.query_drop(format!("DROP TABLE IF EXISTS {t}"))
+            .await
+            .expect("drop");
+        conn.query_drop(format!(
+            "CREATE TABLE {t} (user_id INT PRIMARY KEY, \
+             email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
+             name VARCHAR(32), UNIQUE KEY email (email))"
+        ))
+        .await
+        .expect("create");
+    }
+    for k in 1..=20i64 {
+        both(
+            &mut app,
+            &mut r,
+            &format!("INSERT INTO {t} VALUES ({k}, 'u{k}@x', 'n{k}')"),
+        )
+        .await
+        .expect("insert");
+    }
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    ops.query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {t}"))
+        .await
+        .expect("CREATE GLOBAL INDEX");
+
+    // UPDATE of the shard key: the rows move, their entries point at the new key.
+    let moved_to = key_apart(100, 1);
+    for sql in [
+        format!("UPDATE {t} SET user_id = user_id + 100 WHERE user_id IN (1, 2, 3)"),
+        format!("UPDATE {t} SET user_id = {moved_to} + 1000, email = 'moved@x' WHERE user_id = 4"),
+        format!("UPDATE {t} SET user_id = 5, name = 'same' WHERE user_id = 5"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+    }
+    // ... and one whose new email another row holds: 1062, nothing moved.
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!("UPDATE {t} SET user_id = 500, email = 'u6@x' WHERE user_id = 5"),
+    )
+    .await
+    .expect_err("a moved row onto a taken email");
+    assert_eq!(e.0, 1062, "{e:?}");
+    exact(c, t).await;
+
+    // REPLACE: of a row's own key; of a key whose email another node's row holds (that
+    // row is deleted, as one MariaDB deletes it); of both at once.
+    let apart6 = key_apart(300, 6);
+    let beside8 = key_beside(400, 8);
+    for sql in [
+        format!("REPLACE INTO {t} VALUES (5, 'five@x', 'r')"),
+        format!("REPLACE INTO {t} VALUES ({apart6}, 'u6@x', 'r')"),
+        format!("REPLACE INTO {t} VALUES (7, 'u8@x', 'r')"),
+        format!("REPLACE INTO {t} VALUES ({beside8}, 'u9@x', 'r'), (9, 'nine@x', 'r')"),
+        format!("REPLACE INTO {t} SET user_id = 10, email = NULL, name = 'null'"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+        exact(c, t).await;
+    }
+
+    // INSERT IGNORE: a key that exists is left; a row whose email another node's row
+    // holds is not inserted (MariaDB's 1062 warning); the rest are.
+    let apart11 = key_apart(600, 11);
+    for sql in [
+        format!("INSERT IGNORE INTO {t} VALUES (12, 'x12@x', 'i')"),
+        format!("INSERT IGNORE INTO {t} VALUES ({apart11}, 'u11@x', 'i')"),
+        format!("INSERT IGNORE INTO {t} VALUES (700, 'n700@x', 'i'), (13, 'x13@x', 'i'), (701, NULL, 'i')"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+        exact(c, t).await;
+    }
+
+    // ON DUPLICATE KEY UPDATE: of the key's row, to a new value, to one another row holds
+    // (1062, as one MariaDB), and an insert.
+    let e = both(
+        &mut app,
+        &mut r,
+        &format!("INSERT INTO {t} VALUES (15, 'q@x', 'd') ON DUPLICATE KEY UPDATE email = 'u16@x'"),
+    )
+    .await
+    .expect_err("an update onto a taken email");
+    assert_eq!(e.0, 1062, "{e:?}");
+    for sql in [
+        format!("INSERT INTO {t} VALUES (14, 'x14@x', 'd') ON DUPLICATE KEY UPDATE email = VALUES(email)"),
+        format!("INSERT INTO {t} VALUES (17, 'u17@x', 'd') ON DUPLICATE KEY UPDATE name = 'same'"),
+        format!("INSERT INTO {t} VALUES (800, 'n800@x', 'd') ON DUPLICATE KEY UPDATE name = 'new'"),
+        format!("INSERT INTO {t} VALUES (18, 'x18@x', 'd'), (801, 'n801@x', 'd') ON DUPLICATE KEY UPDATE email = CONCAT('y', email)"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+        exact(c, t).await;
+    }
+    // One whose new row's email another key's row holds: one MariaDB would update that
+    // row; the proxy says it cannot, and changes nothing.
+    let apart19 = key_apart(900, 19);
+    let e = app
+        .query_drop(format!(
+            "INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE name = 'other'"
+        ))
+        .await
+        .expect_err("an upsert onto another key's row");
+    assert!(e.to_string().contains("1235"), "{e}");
+
+    // In a transaction, prepared: a rollback leaves the index as it was.
+    for conn in [&mut app, &mut r] {
+        conn.query_drop("BEGIN").await.expect("begin");
+        conn.exec_drop(
+            format!("REPLACE INTO {t} (user_id, email, name) VALUES (?, ?, ?)"),
+            (20, "tx@x", "p"),
+        )
+        .await
+        .expect("a prepared REPLACE");
+        conn.exec_drop(
+            format!("UPDATE {t} SET user_id = ? WHERE user_id = ?"),
+            (moved_to + 2000, 20),
+        )
+        .await
+        .expect("a prepared UPDATE of the key");
+        conn.query_drop("ROLLBACK").await.expect("rollback");
+        conn.query_drop("BEGIN").await.expect("begin");
+        conn.exec_drop(
+            format!(
+                "INSERT INTO {t} (user_id, email, name) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE email = ?"
+            ),
+            (20, "u20@x", "p", "tx20@x"),
+        )
+        .await
+        .expect("a prepared upsert");
+        conn.exec_drop(
+            format!("INSERT IGNORE INTO {t} (user_id, email, name) VALUES (?, ?, ?)"),
+            (950, "tx20@x", "p"),
+        )
+        .await
+        .expect("a prepared INSERT IGNORE");
+        conn.query_drop("COMMIT").await.expect("commit");
+    }
+    all_rows(&mut app, &mut r, t).await;
+    reads_by_email(&mut app, &mut r, t).await;
+    exact(c, t).await;
+}
+
+/// The entries of `o_w`'s plain index on `code`: exactly one for each (code, user_id) some
+/// row holds, on the node its hash names.
+async fn exact_shared(c: &Cluster) {
+    let mut held: BTreeSet<(String, i64)> = BTreeSet::new();
+    let mut entries: Vec<(String, i64)> = Vec::new();
+    for i in 0..3 {
+        let pool = c.direct(i);
+        let mut conn = pool.get_conn().await.expect("node");
+        let rows: Vec<(i64, Option<String>)> = conn
+            .query("SELECT user_id, code FROM o_w")
+            .await
+            .expect("rows");
+        held.extend(rows.into_iter().filter_map(|(k, v)| v.map(|v| (v, k))));
+        let e: Vec<(Vec<u8>, String, i64)> = conn
+            .query("SELECT v_hash, code, user_id FROM o_w_code_gsi")
+            .await
+            .expect("entries");
+        for (h, v, k) in e {
+            assert_eq!(
+                node_of(&L3, &mysql_async::Value::Bytes(h)),
+                i,
+                "entry {v} on the wrong node"
+            );
+            entries.push((v, k));
+        }
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    entries.sort();
+    let unique: Vec<(String, i64)> = held.into_iter().collect();
+    assert_eq!(
+        entries, unique,
+        "entries (left) and the rows' (code, key) (right)"
+    );
+}
+
+#[tokio::test]
+async fn a_plain_index_keeps_an_entry_while_any_row_of_its_key_holds_the_value() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = proxy(&dir, c);
+    let mut app = p.conn().await;
+    let mut r = reference(c, REFERENCE).await;
+    // Orders by user: many rows share a shard key.
+    for conn in [&mut app, &mut r] {
+        conn.query_drop("DROP TABLE IF EXISTS o_w")
+            .await
+            .expect("drop");
+        conn.query_drop(
+            "CREATE TABLE o_w (order_id INT PRIMARY KEY, user_id INT NOT NULL, \
+             code VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, KEY (user_id))",
+        )
+        .await
+        .expect("create");
+    }
+    both(
+        &mut app,
+        &mut r,
+        "INSERT INTO o_w VALUES (1, 5, 'new'), (2, 5, 'new'), (3, 6, 'new'), (4, 5, 'old')",
+    )
+    .await
+    .expect("insert");
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    ops.query_drop("CREATE GLOBAL INDEX code ON o_w")
+        .await
+        .expect("CREATE GLOBAL INDEX");
+    exact_shared(c).await;
+    let reads = [
+        "SELECT * FROM o_w WHERE code = 'new' ORDER BY order_id",
+        "SELECT * FROM o_w WHERE code = 'old' ORDER BY order_id",
+        "SELECT * FROM o_w WHERE code IN ('new', 'old', 'none') ORDER BY order_id",
+    ];
+    for sql in [
+        "DELETE FROM o_w WHERE order_id = 1",
+        "UPDATE o_w SET code = 'old' WHERE order_id = 2",
+        "INSERT INTO o_w VALUES (5, 5, 'new'), (6, 5, 'new')",
+        "UPDATE o_w SET code = 'gone' WHERE order_id = 5",
+        "UPDATE o_w SET user_id = 7 WHERE order_id = 4",
+        "INSERT IGNORE INTO o_w VALUES (6, 5, 'ignored'), (7, 6, 'old')",
+        "DELETE FROM o_w WHERE user_id = 5 AND code = 'old'",
+    ] {
+        both(&mut app, &mut r, sql).await.expect(sql);
+        for read in reads {
+            same_rows(&mut app, &mut r, read).await;
+        }
+        exact_shared(c).await;
+    }
+    // Its primary key leaves out the shard key: a REPLACE could replace a row the proxy
+    // does not read. Refused, with the reason.
+    let e = app
+        .query_drop("REPLACE INTO o_w VALUES (3, 6, 'x')")
+        .await
+        .expect_err("a REPLACE by a key without the shard key");
+    assert!(e.to_string().contains("unique key"), "{e}");
+}
