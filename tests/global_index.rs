@@ -435,8 +435,9 @@ async fn a_unique_index_is_built_online_then_keeps_every_write_and_routes_reads(
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
-/// One writer's load on its own keys: inserts, email changes, deletes, in autocommit and in
-/// two-statement transactions, until `stop`; the errors it met.
+/// One writer's load on its own keys: inserts, email changes, shard-key changes, deletes,
+/// REPLACE, ON DUPLICATE KEY UPDATE and INSERT IGNORE, in autocommit and in two-statement
+/// transactions, until `stop`; the errors it met.
 async fn writer(
     p: mysql_async::Pool,
     table: String,
@@ -451,7 +452,7 @@ async fn writer(
     let mut n = 0i64;
     while !stop.load(Ordering::SeqCst) && errors.is_empty() {
         n += 1;
-        let r = match n % 6 {
+        let r = match n % 9 {
             0 | 1 => {
                 let k = base + n;
                 live.push(k);
@@ -485,6 +486,58 @@ async fn writer(
                     conn.query_drop("COMMIT").await
                 };
                 tx.await
+            }
+            // The shard key changed: the row (and its entry's key) moves.
+            5 if !live.is_empty() => {
+                let at = (n as usize * 5) % live.len();
+                let (k, to) = (live[at], base + 50_000 + n);
+                let r = conn
+                    .query_drop(format!(
+                        "UPDATE {table} SET user_id = {to} WHERE user_id = {k}"
+                    ))
+                    .await;
+                match r {
+                    Ok(()) => live[at] = to,
+                    // Not while the table's own slots move (a shard key UPDATE's limit).
+                    Err(mysql_async::Error::Server(ref e))
+                        if e.code == 1235 && e.message.contains("slots of the table move") =>
+                    {
+                        continue
+                    }
+                    Err(_) => {}
+                }
+                r
+            }
+            // Upserts: of a row there, and of one new.
+            6 if !live.is_empty() => {
+                let k = live[(n as usize * 11) % live.len()];
+                conn.query_drop(format!(
+                    "REPLACE INTO {table} VALUES ({k}, 'r{k}-{n}@x', 'r')"
+                ))
+                .await
+            }
+            7 if !live.is_empty() => {
+                let k = live[(n as usize * 13) % live.len()];
+                conn.query_drop(format!(
+                    "INSERT INTO {table} VALUES ({k}, 'd{k}@x', 'd') ON DUPLICATE KEY UPDATE email = 'd{k}-{n}@x'"
+                ))
+                .await
+            }
+            // (One row each: a write over moving and staying rows waits for the move's end.)
+            8 if n % 2 == 0 => {
+                let k = base + n;
+                live.push(k);
+                conn.query_drop(format!(
+                    "INSERT IGNORE INTO {table} VALUES ({k}, 'i{k}@x', 'i')"
+                ))
+                .await
+            }
+            8 => {
+                conn.query_drop(format!(
+                    "INSERT IGNORE INTO {table} VALUES ({}, 'ignored{n}@x', 'i')",
+                    live[0]
+                ))
+                .await
             }
             _ => {
                 conn.query_drop(format!(

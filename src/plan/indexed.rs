@@ -83,6 +83,10 @@ pub struct Upsert {
     pub keys: Vec<String>,
     /// The entries its rows would add were they all new: the unique values it claims.
     pub claims: Vec<Entry>,
+    /// The columns it names (lower-cased), and each row's values as literals (None: not a
+    /// constant): where the table's own unique keys meet rows of other keys.
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Option<String>>>,
 }
 
 /// A write to a table with global indexes (see the module).
@@ -283,14 +287,15 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
     match p.stmt {
         Statement::Insert(ins) => match insert_entries(p, ins, indexes) {
             Ok((entries, None)) => adds = entries,
-            Ok((mut claims, Some((kind, keys)))) => {
+            Ok((mut claims, Some(mut u))) => {
                 // Only a unique index in use makes a row another key's row holds a conflict.
                 claims.retain(|e| {
                     indexes
                         .iter()
                         .any(|i| i.name == e.index && i.unique && i.public)
                 });
-                upsert = Some(Upsert { kind, keys, claims })
+                u.claims = claims;
+                upsert = Some(u)
             }
             Err(why) => return no(why),
         },
@@ -323,14 +328,13 @@ pub(super) fn wrap(p: &Planner<'_>, plan: Plan) -> Plan {
     }))
 }
 
-/// The entries an INSERT's rows add; for an upsert, those they claim, with what it does
-/// and its rows' shard keys.
-#[allow(clippy::type_complexity)]
+/// The entries an INSERT's rows add; for an upsert, those they claim, and the upsert
+/// (its claims still to fill in).
 fn insert_entries(
     p: &Planner<'_>,
     ins: &Insert,
     indexes: &[GlobalIndex],
-) -> Result<(Vec<Entry>, Option<(UpsertKind, Vec<String>)>), String> {
+) -> Result<(Vec<Entry>, Option<Upsert>), String> {
     if ins.returning.is_some() {
         return Err("INSERT ... RETURNING".into());
     }
@@ -377,6 +381,7 @@ fn insert_entries(
     let charset = p.ctx.charset;
     let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
     let mut keys = Vec::new();
+    let mut values = Vec::new();
     if kind.is_some() {
         for (i, row) in rows.iter().enumerate() {
             let Some(key) = constant(row.get(key_at)) else {
@@ -386,6 +391,11 @@ fn insert_entries(
                 ));
             };
             keys.push(crate::sql::write::literal(&key, charset));
+            values.push(
+                row.iter()
+                    .map(|e| constant(Some(e)).map(|v| crate::sql::write::literal(&v, charset)))
+                    .collect(),
+            );
         }
     }
     let mut out = Vec::new();
@@ -425,7 +435,16 @@ fn insert_entries(
             });
         }
     }
-    Ok((out, kind.map(|k| (k, keys))))
+    Ok((
+        out,
+        kind.map(|kind| Upsert {
+            kind,
+            keys,
+            claims: Vec::new(),
+            columns,
+            rows: values,
+        }),
+    ))
 }
 
 /// What an UPDATE or DELETE's read is made of: the text of its WHERE (and FROM).

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use super::{Outcome, Session};
 use crate::config::indexes::{hash_literal, GlobalIndex, HASH_COLUMN};
 use crate::config::Topology;
-use crate::error::MyError;
+use crate::error::{MyError, ER_LOCK_DEADLOCK};
 use crate::exec::collect::{Collect, OkCapture};
 use crate::exec::door::{Access, Door, OkInfo, Sink};
 use crate::exec::txn::{self, Transactions, INDEX_SAVEPOINT};
@@ -29,6 +29,9 @@ use crate::sql::write::{quoted, typed};
 
 /// Entries per generated index statement.
 pub(super) const BATCH: usize = 500;
+
+/// How often an autocommit write with indexes runs again after a deadlock.
+const DEADLOCK_RETRIES: u32 = 3;
 
 /// MySQL's ER_DUP_ENTRY.
 const ER_DUP_ENTRY: u16 = 1062;
@@ -48,21 +51,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     pub(super) async fn indexed(&mut self, w: &IndexedWrite, binary: bool) -> Outcome {
         let st = self.nodes.state();
         let implicit = st.tx.is_none() && st.autocommit && !st.ddl;
-        if implicit {
-            self.nodes.state_mut().begin("BEGIN");
-        }
-        let r = match &w.upsert {
-            Some(u) => self.upsert_in_tx(w, u, !implicit, binary).await,
-            None => self.indexed_in_tx(w, !implicit, binary).await,
-        };
-        let r = match r {
-            Ok(ok) if implicit => self.nodes.end(true).await.map(|_| ok),
-            Ok(ok) => Ok(ok),
-            Err(e) => {
-                if implicit {
+        let mut attempt = 0;
+        let r = loop {
+            if implicit {
+                self.nodes.state_mut().begin("BEGIN");
+            }
+            let r = match &w.upsert {
+                Some(u) => self.upsert_in_tx(w, u, !implicit, binary).await,
+                None => self.indexed_in_tx(w, !implicit, binary).await,
+            };
+            match r {
+                // The proxy's locking reads around the write can meet another such write's
+                // in a deadlock one MariaDB would not have had: the proxy's own transaction,
+                // rolled back whole, runs again (never once its commit began).
+                Err(e) if implicit && e.code == ER_LOCK_DEADLOCK && attempt < DEADLOCK_RETRIES => {
                     let _ = self.nodes.end(false).await;
+                    self.nodes.settle_tx().await;
+                    self.last.warn_next = None;
+                    attempt += 1;
+                    let pause = rand::random::<u64>() % (10 * u64::from(attempt)) + 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 }
-                Err(e)
+                Ok(ok) if implicit => break self.nodes.end(true).await.map(|_| ok),
+                Ok(ok) => break Ok(ok),
+                Err(e) => {
+                    if implicit {
+                        let _ = self.nodes.end(false).await;
+                    }
+                    break Err(e);
+                }
             }
         };
         self.nodes.settle_tx().await;

@@ -4,7 +4,8 @@
 //! the same transaction and locked, and changes the entries by their difference:
 //!
 //! 1. The unique values its rows claim are read from their indexes, locked: a row of another
-//!    shard key that holds one is a row the write may replace or update too.
+//!    shard key that holds one is a row the write may replace or update too (and so is one
+//!    its table's own unique keys meet, below).
 //! 2. The rows of those keys and of the write's own are read, locked (`before`).
 //! 3. The client's write runs.
 //! 4. The rows are read again (`after`). Two rows holding one value of a unique index are
@@ -16,9 +17,11 @@
 //!
 //! REPLACE and ON DUPLICATE KEY UPDATE meet rows by every unique key of the table. A unique
 //! key that holds the shard key meets only rows of the write's keys; one on exactly the
-//! column of a unique global index meets rows that index names. Any other (a primary key
-//! without the shard key) could make a node replace or update a row the proxy does not read:
-//! those writes are refused (1235).
+//! column of a unique global index in use meets rows that index names. Any other (a primary
+//! key without the shard key, a per-node `UNIQUE (email)` whose index is still being built)
+//! meets the rows holding the write's values for it: those are read first, on every node,
+//! locked, and their keys join the write's. Where the write gives such a key no constant
+//! value, it is refused (1235).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -52,9 +55,6 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> Result<OkInfo, MyError> {
         let topo = self.topo.clone();
         let indexes = topo.indexes_of(&w.table).unwrap_or_default().to_vec();
-        if u.kind != UpsertKind::Ignore {
-            self.meets_only_read_rows(w, u, &indexes, &topo).await?;
-        }
         let mut named: Vec<Named> = Vec::new();
         for ix in &indexes {
             let weights = match ix.collation() {
@@ -91,6 +91,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     ) -> Result<OkInfo, MyError> {
         let charset = self.nodes.state().charset.clone();
         let mut keys = u.keys.clone();
+        // (INSERT IGNORE changes no row there: the rows of its keys are all it may touch.)
+        if u.kind != UpsertKind::Ignore {
+            let indexes: Vec<GlobalIndex> = named.iter().map(|(ix, _)| (*ix).clone()).collect();
+            keys.extend(self.met_by_own_keys(w, u, &indexes, topo).await?);
+        }
         let probes: Vec<IndexProbe> = named
             .iter()
             .filter(|(ix, _)| ix.unique && ix.public)
@@ -270,28 +275,30 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(out)
     }
 
-    /// REPLACE and ON DUPLICATE KEY UPDATE are refused where a unique key of the table could
-    /// make a node change a row the proxy does not read (see the module).
-    async fn meets_only_read_rows(
+    /// The shard keys of rows a REPLACE or ON DUPLICATE KEY UPDATE may meet by a unique key
+    /// of the table's own that leaves out the shard key (a primary key `order_id` of orders
+    /// sharded by `user_id`, a per-node `UNIQUE (email)` not yet kept by its global index):
+    /// read by those keys' values, locked, on every node.
+    async fn met_by_own_keys(
         &mut self,
         w: &IndexedWrite,
         u: &Upsert,
         indexes: &[GlobalIndex],
-        topo: &Topology,
-    ) -> Result<(), MyError> {
+        topo: &Arc<Topology>,
+    ) -> Result<Vec<String>, MyError> {
         let Some(first) = indexes.first() else {
-            return Ok(());
+            return Ok(Vec::new());
         };
-        let cache_key =
-            crate::shared::column_key(w.schema.as_deref().or(self.nodes.db()), &w.table);
+        let node = topo
+            .holders(&w.table)
+            .first()
+            .copied()
+            .unwrap_or(topo.default_node);
+        let db = w.schema.clone().or(self.nodes.db().map(str::to_string));
+        let cache_key = crate::shared::column_key(db.as_deref(), &w.table);
         let unique = match self.shared.unique_keys.get(&cache_key) {
             Some(k) => k,
             None => {
-                let node = topo
-                    .holders(&w.table)
-                    .first()
-                    .copied()
-                    .unwrap_or(topo.default_node);
                 let k = crate::exec::columns::read_unique_keys(
                     &mut self.nodes,
                     node,
@@ -299,52 +306,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     &w.table,
                 )
                 .await?;
-                self.shared.unique_keys.insert(cache_key, k.clone());
+                self.shared.unique_keys.insert(cache_key.clone(), k.clone());
                 k
             }
         };
-        let mut keys: Vec<String> = unique.to_vec();
-        if self.primary_key_without_shard(w, first).await? {
-            keys.push("(the primary key)".into());
-        }
-        let shard = first.shard_column.to_lowercase();
-        let covered = |k: &String| {
-            k.split(',').any(|c| c == shard)
-                || indexes
-                    .iter()
-                    .any(|ix| ix.unique && ix.public && ix.column.to_lowercase() == *k)
-        };
-        if let Some(k) = keys.iter().find(|k| !covered(k)) {
-            let what = if u.kind == UpsertKind::Replace {
-                "REPLACE"
-            } else {
-                "INSERT ... ON DUPLICATE KEY UPDATE"
-            };
-            return Err(MyError::unsupported(format!(
-                "shardproxy: {what} into `{}`, which has global indexes and a unique key ({k}) without its shard key `{}`: a node could replace or update a row of another key by it, whose entries the proxy would not change (use INSERT, UPDATE and DELETE)",
-                w.table, first.shard_column
-            )));
-        }
-        Ok(())
-    }
-
-    /// Whether the table's primary key leaves out its shard key.
-    async fn primary_key_without_shard(
-        &mut self,
-        w: &IndexedWrite,
-        first: &GlobalIndex,
-    ) -> Result<bool, MyError> {
-        let db = w.schema.clone().or(self.nodes.db().map(str::to_string));
-        let cache_key = crate::shared::column_key(db.as_deref(), &w.table);
         let pk = match self.shared.primary_keys.get(&cache_key) {
             Some(pk) => pk,
             None => {
-                let topo = self.topo.clone();
-                let node = topo
-                    .holders(&w.table)
-                    .first()
-                    .copied()
-                    .unwrap_or(topo.default_node);
                 let pk = crate::exec::columns::read_key(
                     &mut self.nodes,
                     node,
@@ -356,7 +324,80 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 pk
             }
         };
-        Ok(!pk.contains(&quoted(&first.shard_column)))
+        let pk: Vec<String> = pk
+            .iter()
+            .map(|c| c.trim_matches('`').replace("``", "`").to_lowercase())
+            .collect();
+        let shard = first.shard_column.to_lowercase();
+        let mut found = Vec::new();
+        for key in unique
+            .iter()
+            .map(|k| k.split(',').map(str::to_string).collect::<Vec<_>>())
+            .chain(std::iter::once(pk))
+        {
+            if key.is_empty() || key.contains(&shard) {
+                continue;
+            }
+            // A unique global index in use on exactly this column names its holders.
+            if let [c] = key.as_slice() {
+                if indexes
+                    .iter()
+                    .any(|ix| ix.unique && ix.public && ix.column.to_lowercase() == *c)
+                {
+                    continue;
+                }
+            }
+            let no = |why: String| {
+                MyError::unsupported(format!(
+                    "shardproxy: {} into `{}`, which has global indexes: its unique key ({}) leaves out the shard key `{}`, and {why}, so the rows of other keys it may replace or update cannot be read first",
+                    if u.kind == UpsertKind::Replace { "REPLACE" } else { "INSERT ... ON DUPLICATE KEY UPDATE" },
+                    w.table,
+                    key.join(", "),
+                    first.shard_column
+                ))
+            };
+            let mut at = Vec::new();
+            for c in &key {
+                match u.columns.iter().position(|x| x == c) {
+                    Some(i) => at.push(i),
+                    None => return Err(no(format!("the write names no `{c}`"))),
+                }
+            }
+            let mut tuples = Vec::new();
+            for (n, row) in u.rows.iter().enumerate() {
+                let mut values = Vec::new();
+                for i in &at {
+                    match row.get(*i).and_then(Option::as_ref) {
+                        Some(v) => values.push(v.as_str()),
+                        None => return Err(no(format!("row {} gives it an expression", n + 1))),
+                    }
+                }
+                // A NULL meets no row.
+                if !values.contains(&"NULL") {
+                    tuples.push(format!("({})", values.join(", ")));
+                }
+            }
+            let columns: Vec<String> = key.iter().map(|c| quoted(c)).collect();
+            for part in tuples.chunks(BATCH) {
+                let sql = format!(
+                    "SELECT {} FROM {} WHERE ({}) IN ({}) FOR UPDATE",
+                    quoted(&first.shard_column),
+                    w.target,
+                    columns.join(", "),
+                    part.join(", ")
+                );
+                let rows = self.own_rows(&sql, topo, &w.table).await?;
+                let cols = rows.cols.as_deref().unwrap_or_default();
+                for row in &rows.rows {
+                    if let (Some(v), Some(col)) = (row.first(), cols.first()) {
+                        let mut k = String::new();
+                        typed(&mut k, v.as_ref(), col);
+                        found.push(k);
+                    }
+                }
+            }
+        }
+        Ok(found)
     }
 }
 
