@@ -9,15 +9,18 @@
 //! may not be the value; over [`MAX_VALUES`] values): `None`, and the copy reads the table as
 //! planned without them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use mysql_common::collations::{Collation, CollationId};
 use mysql_common::constants::ColumnType;
 use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Door, NodeError, NodeResult, Run, Stmt};
 use super::inline::integer_column;
-use crate::plan::bind::{Bind, MAX_VALUES, PER_READ};
+use crate::config::indexes::{hash_literal, IndexKind, HASH_COLUMN};
+use crate::plan::bind::{Bind, ByIndex, MAX_VALUES, PER_READ};
+use crate::sql::write::quoted;
 
 /// How a key column's values choose the nodes to read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +132,115 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
     Some(out)
 }
 
+/// The reads of a copy bound through a global index of the copied table ([`ByIndex`]): the
+/// outer values hashed as the indexed column compares them, their entries read from the
+/// index table's nodes, and the copy read by the values on the nodes of the keys found only.
+/// `None` (read as planned): over [`MAX_VALUES`] values, a value the index cannot hash, or
+/// an outer column whose equality with the indexed one is not the index's (an integer index
+/// joined to a string, a string joined in another collation): hashing by the index there
+/// could miss a row the join's own comparison finds equal.
+pub async fn index_reads<D: Door>(
+    door: &mut D,
+    b: &Bind,
+    ix: &ByIndex,
+    keys: Keys,
+) -> Result<Option<Vec<(usize, String)>>, NodeError> {
+    let Keys { col, values } = keys;
+    let Some(col) = col else {
+        return Ok(None);
+    };
+    if values.len() > MAX_VALUES {
+        return Ok(None);
+    }
+    // A string column's own collation: the result's metadata gives the connection's.
+    let collation = match ix.index.kind {
+        IndexKind::Integer => None,
+        _ => door
+            .collations(b.node, &b.keys)
+            .await
+            .and_then(|c| c.first().copied()),
+    };
+    if !comparable(&ix.index.kind, &col, collation) {
+        return Ok(None);
+    }
+    let charset = door.state().charset.clone();
+    // The hashes, by the index node that holds their entries.
+    let mut by_node: BTreeMap<usize, Vec<Vec<u8>>> = BTreeMap::new();
+    for v in &values {
+        let value = Value::Bytes(v.clone());
+        let Ok(h) = ix
+            .index
+            .hash_of(&value, &charset, true, ix.weights.as_deref())
+        else {
+            return Ok(None);
+        };
+        let Some(place) = ix.map.place(&Value::Bytes(h.clone())) else {
+            return Ok(None);
+        };
+        for node in place.nodes(None) {
+            by_node.entry(node).or_default().push(h.clone());
+        }
+    }
+    // The nodes of the keys the entries name.
+    let mut nodes = BTreeSet::new();
+    for (node, hashes) in by_node {
+        for chunk in hashes.chunks(PER_READ) {
+            let list: Vec<String> = chunk.iter().map(|h| hash_literal(h)).collect();
+            let sql = format!(
+                "SELECT {} FROM {} WHERE {} IN ({})",
+                quoted(&ix.index.shard_column),
+                quoted(&ix.index.index_table),
+                quoted(HASH_COLUMN),
+                list.join(", ")
+            );
+            for row in door.fetch(node, &sql).await? {
+                match row.first().and_then(|k| b.map.place(k)) {
+                    Some(p) => nodes.extend(p.nodes(None)),
+                    None => return Ok(None),
+                }
+            }
+        }
+    }
+    let literals: Vec<String> = values
+        .iter()
+        .map(|v| {
+            let mut lit = String::new();
+            crate::sql::write::typed(&mut lit, Some(&Value::Bytes(v.clone())), &col);
+            lit
+        })
+        .collect();
+    let mut out = Vec::new();
+    for node in nodes {
+        for chunk in literals.chunks(PER_READ) {
+            out.push((node, format!("{}{})", b.head, chunk.join(","))));
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Whether equal values of the outer column `col` (of the collation `collation`, for a
+/// string) and of a column indexed as `kind` are values of one hash.
+fn comparable(kind: &IndexKind, col: &Column, collation: Option<u16>) -> bool {
+    let string = matches!(
+        col.column_type(),
+        ColumnType::MYSQL_TYPE_VARCHAR
+            | ColumnType::MYSQL_TYPE_VAR_STRING
+            | ColumnType::MYSQL_TYPE_STRING
+    );
+    let name = || {
+        let c = Collation::resolve(CollationId::from(collation?));
+        (c.id() != CollationId::UNKNOWN_COLLATION_ID).then(|| c.collation().to_string())
+    };
+    match kind {
+        IndexKind::Integer => class(col) == Some(Class::Routed),
+        // Byte equality (less trailing spaces) where the join's is a binary collation's.
+        IndexKind::Bytes => {
+            string && (collation == Some(63) || name().is_some_and(|c| c.ends_with("_bin")))
+        }
+        IndexKind::Collated(c) => string && name().is_some_and(|o| o == *c),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +270,7 @@ mod tests {
             on: "p.id = o.pid".into(),
             key: "id".into(),
             at: None,
+            by_index: None,
         }
     }
 
@@ -266,5 +379,127 @@ mod tests {
             reads(&mut door, &bind(), DEF).await.unwrap(),
             Some(Vec::new())
         );
+    }
+
+    /// [`bind`] through a unique index on `p.email` (binary collation), its table all on
+    /// node 0.
+    fn by_index() -> Bind {
+        let index = crate::config::indexes::GlobalIndex {
+            name: "email".into(),
+            table: "p".into(),
+            column: "email".into(),
+            shard_column: "id".into(),
+            unique: true,
+            kind: IndexKind::Bytes,
+            public: true,
+            index_table: "p_email_gsi".into(),
+            default_null: true,
+        };
+        Bind {
+            head: "SELECT `p`.* FROM `p` AS `p` WHERE `p`.`email` IN (".into(),
+            key: "email".into(),
+            by_index: Some(ByIndex {
+                index,
+                map: SlotMap::from_assignment(Box::new([0u16; 1024])),
+                weights: None,
+            }),
+            ..bind()
+        }
+    }
+
+    /// A door whose outer values are `email`s in `collation` (their result's metadata says
+    /// the connection's, utf8mb4_general_ci, as MariaDB's does).
+    fn door_with(collation: u16, values: &[&str]) -> FakeDoor {
+        let mut door = FakeDoor::new(2);
+        door.answer(0, "SELECT DISTINCT", emails(values));
+        door.collations = Some(vec![collation].into());
+        door
+    }
+
+    fn emails(values: &[&str]) -> Canned {
+        let col = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING)
+            .with_name(b"email")
+            .with_character_set(45);
+        Canned::Rows {
+            cols: vec![col].into(),
+            rows: values
+                .iter()
+                .map(|v| vec![Some(Value::Bytes(v.as_bytes().to_vec()))])
+                .collect(),
+            fail_after: None,
+        }
+    }
+
+    /// Bound through the index: the values' entries read where their hashes are, the copy
+    /// read on the node of the keys found only.
+    #[tokio::test]
+    async fn values_bound_through_an_index_read_the_copy_on_their_rows_nodes_only() {
+        let b = by_index();
+        let mut door = door_with(46, &["a@x", "b@x "]);
+        door.answer(
+            0,
+            "FROM `p_email_gsi`",
+            Canned::typed(&[("id", ColumnType::MYSQL_TYPE_LONG)], &[&["7"]]),
+        );
+        let keys = read_keys(&mut door, &b).await.unwrap();
+        let ix = b.by_index.clone().expect("by index");
+        let got = index_reads(&mut door, &b, &ix, keys)
+            .await
+            .unwrap()
+            .expect("bound");
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, node_of("7"));
+        assert!(
+            got[0]
+                .1
+                .starts_with("SELECT `p`.* FROM `p` AS `p` WHERE `p`.`email` IN ("),
+            "{got:?}"
+        );
+        // The index read asked for both values' hashes (the trailing space dropped).
+        let asked = door
+            .log()
+            .iter()
+            .find(|(_, sql)| sql.contains("p_email_gsi"))
+            .map(|(n, sql)| (*n, sql.clone()))
+            .expect("an index read");
+        assert_eq!(asked.0, 0);
+        assert!(
+            asked
+                .1
+                .contains(&crate::config::indexes::hash_literal(b"a@x")),
+            "{}",
+            asked.1
+        );
+        assert!(
+            asked
+                .1
+                .contains(&crate::config::indexes::hash_literal(b"b@x")),
+            "{}",
+            asked.1
+        );
+
+        // No entry: an empty copy, read nowhere.
+        let mut door = door_with(46, &["nobody@x"]);
+        door.answer(
+            0,
+            "FROM `p_email_gsi`",
+            Canned::typed(&[("id", ColumnType::MYSQL_TYPE_LONG)], &[]),
+        );
+        let keys = read_keys(&mut door, &b).await.unwrap();
+        let got = index_reads(&mut door, &b, &ix, keys).await.unwrap();
+        assert_eq!(got, Some(Vec::new()));
+
+        // Values whose equality in the join is a case-insensitive collation's (45,
+        // utf8mb4_general_ci), or integers against a string index: read as planned.
+        for canned in [
+            emails(&["a@x"]),
+            Canned::typed(&[("pid", ColumnType::MYSQL_TYPE_LONG)], &[&["12"]]),
+        ] {
+            let mut door = FakeDoor::new(2);
+            door.answer(0, "SELECT DISTINCT", canned);
+            door.collations = Some(vec![45].into());
+            let keys = read_keys(&mut door, &b).await.unwrap();
+            assert_eq!(index_reads(&mut door, &b, &ix, keys).await.unwrap(), None);
+        }
     }
 }

@@ -199,7 +199,10 @@ pub async fn copy_all<D: Door>(
                 .as_ref()
                 .is_some_and(|k| k.len() <= super::inline::MAX_ROWS);
         let bound = match (&s.bind, keys) {
-            (Some(b), Some(keys)) => super::bind::reads_of(b, keys, &text),
+            (Some(b), Some(keys)) => match &b.by_index {
+                Some(ix) => super::bind::index_reads(door, b, ix, keys).await?,
+                None => super::bind::reads_of(b, keys, &text),
+            },
             _ => None,
         };
         let at = s.bind.as_ref().and_then(|b| b.at);
@@ -219,7 +222,11 @@ pub async fn copy_all<D: Door>(
                 door.run_on(t, &create).await?;
             }
         }
-        let how = if bound.is_some() { "bound" } else { "whole" };
+        let how = match (&bound, s.bind.as_ref().and_then(|b| b.by_index.as_ref())) {
+            (Some(_), Some(_)) => "indexed",
+            (Some(_), None) => "bound",
+            (None, _) => "whole",
+        };
         let before = copied;
         let reads = bound.as_deref().unwrap_or(&s.reads);
         if let [target] = targets {
@@ -794,6 +801,7 @@ mod tests {
             on: "t_user.user_id = o.u".into(),
             key: "user_id".into(),
             at: None,
+            by_index: None,
         });
         let mut sink = RecordSink::text();
         run(&mut d, &mut sink, &g, 100, Access::Read)

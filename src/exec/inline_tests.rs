@@ -33,6 +33,7 @@ fn gather() -> Gather {
                 on: "t_user.user_id = o.u".into(),
                 key: "user_id".into(),
                 at,
+                by_index: None,
             }),
         }],
         sql: SQL.into(),

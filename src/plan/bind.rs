@@ -22,9 +22,13 @@ use sqlparser::ast::{
     SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
+use std::sync::Arc;
+
 use super::gather::{and_parts, last_part, qualifier_of, quoted, select_filter, Pushdown};
 use super::Planner;
+use crate::config::indexes::GlobalIndex;
 use crate::routing::slot::SlotMap;
+use crate::routing::weights::Weights;
 use crate::routing::TableRule;
 use crate::sql::table_name;
 use crate::sql::text::Text;
@@ -55,6 +59,20 @@ pub struct Bind {
     /// reference is a bare table name (no index hint or partition): a copy of few rows can
     /// then travel inside the statement instead (`crate::exec::inline`).
     pub at: Option<(usize, usize)>,
+    /// The join binds a column of the copied table that a global index in use maps to its
+    /// shard keys: the copy is read only on the nodes of the keys the outer values' entries
+    /// name.
+    pub by_index: Option<ByIndex>,
+}
+
+/// A copy bound through a global index of the copied table (see [`Bind::by_index`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByIndex {
+    pub index: GlobalIndex,
+    /// Where the index table's entries are.
+    pub map: SlotMap,
+    /// The weights of the column's collation, for a string compared by one.
+    pub weights: Option<Arc<Weights>>,
 }
 
 /// A conjunct `a.x = b.y`, as (qualifier, column) pairs.
@@ -337,9 +355,45 @@ impl Planner<'_> {
                 }
             }
         }
-        let (outer, on) = match factors.iter().find(|(t, _, _)| t == table) {
-            Some((_, qi, _)) => joined(s, &factors, table, qi, column)?,
-            None => semi(s, &factors, table, column)?,
+        let tied = |column: &str| match factors.iter().find(|(t, _, _)| t == table) {
+            Some((_, qi, _)) => joined(s, &factors, table, qi, column),
+            None => semi(s, &factors, table, column),
+        };
+        // By the shard key, else by a column a global index in use maps to it.
+        let mut by_index = None;
+        let (outer, on, column) = match tied(column) {
+            Some((outer, on)) => (outer, on, column.clone()),
+            None => {
+                let (ix, (outer, on)) = self
+                    .topo
+                    .indexes_of(table)?
+                    .iter()
+                    .filter(|ix| ix.public)
+                    .find_map(|ix| Some((ix, tied(&ix.column)?)))?;
+                let Some(TableRule::HashSlot { map: at, .. }) = self.topo.table(&ix.index_table)
+                else {
+                    return None;
+                };
+                if at.is_moving() {
+                    return None;
+                }
+                let weights = match ix.collation() {
+                    None => None,
+                    Some(c) => match (self.ctx.weights)(c) {
+                        Some(w) => Some(w),
+                        None => {
+                            self.missing_weights.borrow_mut().push(c.to_string());
+                            return None;
+                        }
+                    },
+                };
+                by_index = Some(ByIndex {
+                    index: ix.clone(),
+                    map: at.clone(),
+                    weights,
+                });
+                (outer, on, ix.column.clone())
+            }
         };
         // The outer table: on the gathering node alone (or on every node), read once.
         let (ta, qa, _) = factors.iter().find(|(_, q, _)| same(q, &outer.0))?;
@@ -387,7 +441,7 @@ impl Planner<'_> {
             "SELECT {q}.* FROM {} AS {q} WHERE {own}{q}.{k} IN (",
             quoted(written),
             q = quoted(&outer.2),
-            k = quoted(column),
+            k = quoted(&column),
         );
         Some(Bind {
             node,
@@ -395,8 +449,9 @@ impl Planner<'_> {
             head,
             map: map.clone(),
             on,
-            key: column.clone(),
+            key: column,
             at: None,
+            by_index,
         })
     }
 }

@@ -674,12 +674,22 @@ impl PlanDescription<'_> {
                             name(b.node),
                             b.keys
                         )?;
-                        writeln!(
-                            f,
-                            "     then on the nodes their slots name: {}<values, {} a read>)",
-                            b.head,
-                            super::bind::PER_READ
-                        )?;
+                        match &b.by_index {
+                            Some(ix) => writeln!(
+                                f,
+                                "     then their entries in the global index `{}` (`{}`), and on the nodes of the keys found: {}<values, {} a read>)",
+                                ix.index.name,
+                                ix.index.index_table,
+                                b.head,
+                                super::bind::PER_READ
+                            )?,
+                            None => writeln!(
+                                f,
+                                "     then on the nodes their slots name: {}<values, {} a read>)",
+                                b.head,
+                                super::bind::PER_READ
+                            )?,
+                        }
                         writeln!(
                             f,
                             "     (over {} values, or floating-point ones: read as planned)",
