@@ -9,7 +9,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::indexes::{both, exact_with, reference, same_rows};
+use common::indexes::{both, exact_placed, exact_with, reference, same_rows, writer};
 use common::moves::ops;
 use common::*;
 use mysql_async::prelude::Queryable;
@@ -339,4 +339,87 @@ async fn a_plain_index_keeps_an_entry_while_any_row_of_its_key_holds_the_value()
         .await
         .expect_err("a REPLACE whose primary key is an expression");
     assert!(e.to_string().contains("leaves out the shard key"), "{e}");
+}
+
+/// Slots of an index table laid out otherwise than its base table's.
+const APART: [(u16, u16); 3] = [(0, 200), (201, 700), (701, 1023)];
+
+#[tokio::test]
+async fn an_index_table_placed_apart_stays_exact_while_either_table_moves_under_writes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let meta = "gsi_apart";
+    common::moves::fresh_schema_on(c, 0, meta).await;
+    // Declared in the rules, in use from the first row: the index table is sharded apart
+    // from its table, so a move of one is not a move of the other.
+    let tables = hash_slot_table("t_ap", "user_id", &L3)
+        + "[tables.t_ap.indexes.email]\nunique = true\nstate = \"public\"\n\n"
+        + &hash_slot_table("t_ap_email_gsi", "v_hash", &APART);
+    let p = common::moves::watching(
+        &dir,
+        "a",
+        common::moves::rules_on(c, 0, meta, &[("ds0", 0), ("ds1", 1), ("ds2", 2)], &tables),
+    );
+    // (An indexed table is dropped on its nodes: the proxy refuses to drop it.)
+    for i in 0..3 {
+        let pool = c.direct(i);
+        let mut conn = pool.get_conn().await.expect("node");
+        conn.query_drop("DROP TABLE IF EXISTS t_ap, t_ap_email_gsi")
+            .await
+            .expect("drop");
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    let mut app = p.conn().await;
+    for sql in [
+        "CREATE TABLE t_ap (user_id INT PRIMARY KEY, \
+         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, name VARCHAR(32))",
+        "CREATE TABLE t_ap_email_gsi (v_hash VARBINARY(256) NOT NULL, \
+         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, user_id INT, \
+         PRIMARY KEY (v_hash))",
+    ] {
+        app.query_drop(sql).await.expect(sql);
+    }
+    let values: Vec<String> = (1..=1000i64)
+        .map(|k| format!("({k}, 'u{k}@x', 'n{k}')"))
+        .collect();
+    app.query_drop(format!("INSERT INTO t_ap VALUES {}", values.join(", ")))
+        .await
+        .expect("load");
+    exact_placed(c, "t_ap", "t_ap_email_gsi", &p.shared.topology()).await;
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    for (id, what) in [
+        ("1", "MIGRATE SLOTS 0-150 OF t_ap TO ds2 RATE 4000 AUTO"),
+        (
+            "2",
+            "MIGRATE SLOTS 0-150 OF t_ap_email_gsi TO ds1 RATE 4000 AUTO",
+        ),
+    ] {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writers: Vec<_> = (1..=2)
+            .map(|i| {
+                tokio::spawn(writer(
+                    p.pool(),
+                    "t_ap".to_string(),
+                    10 * id.parse::<i64>().unwrap_or(0) + i,
+                    stop.clone(),
+                ))
+            })
+            .collect();
+        ops.query_drop(what).await.expect(what);
+        common::moves::until_step(&mut ops, id, "done", std::time::Duration::from_secs(120)).await;
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut errors = Vec::new();
+        for w in writers {
+            errors.extend(w.await.expect("writer"));
+        }
+        assert!(errors.is_empty(), "{what}: {errors:?}");
+        exact_placed(c, "t_ap", "t_ap_email_gsi", &p.shared.topology()).await;
+    }
+    let found: Option<(i64, String)> = app
+        .exec_first("SELECT user_id, name FROM t_ap WHERE email = ?", ("u3@x",))
+        .await
+        .expect("a read by email after both moves");
+    assert_eq!(found, Some((3, "n3".to_string())));
 }

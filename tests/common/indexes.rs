@@ -158,3 +158,149 @@ pub fn text_of(v: &mysql_async::Value) -> Option<String> {
         other => Some(format!("{other:?}")),
     }
 }
+
+/// [`exact_with`] on 3 nodes, with the table and its index table placed as `topo` says
+/// (their slots moved), for a binary collation.
+pub async fn exact_placed(
+    c: &Cluster,
+    table: &str,
+    index_table: &str,
+    topo: &shardproxy::config::Topology,
+) {
+    let Some(shardproxy::config::TableRule::HashSlot { map, .. }) = topo.table(index_table) else {
+        panic!("`{index_table}` is not a hash_slot table");
+    };
+    let place = |h: &[u8]| {
+        map.place(&mysql_async::Value::Bytes(h.to_vec()))
+            .and_then(|p| p.row_node(None))
+            .expect("a node for the hash")
+    };
+    let Some(shardproxy::config::TableRule::HashSlot { map: rows, .. }) = topo.table(table) else {
+        panic!("`{table}` is not a hash_slot table");
+    };
+    let row = |k: i64| {
+        rows.place(&mysql_async::Value::Int(k))
+            .and_then(|p| p.row_node(None))
+            .expect("a node for the key")
+    };
+    exact_with(c, 3, table, index_table, true, &place, &row).await
+}
+
+/// One writer's load on its own keys: inserts, email changes, shard-key changes, deletes,
+/// REPLACE, ON DUPLICATE KEY UPDATE and INSERT IGNORE, in autocommit and in two-statement
+/// transactions, until `stop`; the errors it met.
+pub async fn writer(
+    p: mysql_async::Pool,
+    table: String,
+    id: i64,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<String> {
+    use std::sync::atomic::Ordering;
+    let mut conn = p.get_conn().await.expect("writer connection");
+    let mut live: Vec<i64> = Vec::new();
+    let mut errors = Vec::new();
+    let base = 100_000 * id;
+    let mut n = 0i64;
+    while !stop.load(Ordering::SeqCst) && errors.is_empty() {
+        n += 1;
+        let r = match n % 9 {
+            0 | 1 => {
+                let k = base + n;
+                live.push(k);
+                conn.query_drop(format!("INSERT INTO {table} VALUES ({k}, 'w{k}@x', 'w')"))
+                    .await
+            }
+            2 if !live.is_empty() => {
+                let k = live[(n as usize * 7) % live.len()];
+                conn.query_drop(format!(
+                    "UPDATE {table} SET email = 'w{k}-{n}@x' WHERE user_id = {k}"
+                ))
+                .await
+            }
+            3 if live.len() > 2 => {
+                let k = live.remove((n as usize * 3) % live.len());
+                conn.query_drop(format!("DELETE FROM {table} WHERE user_id = {k}"))
+                    .await
+            }
+            4 if live.len() > 2 => {
+                let (a, b) = (live[0], live[live.len() - 1]);
+                let tx = async {
+                    conn.query_drop("START TRANSACTION").await?;
+                    conn.query_drop(format!(
+                        "UPDATE {table} SET email = 'x{a}-{n}@x' WHERE user_id = {a}"
+                    ))
+                    .await?;
+                    conn.query_drop(format!(
+                        "UPDATE {table} SET email = NULL WHERE user_id = {b}"
+                    ))
+                    .await?;
+                    conn.query_drop("COMMIT").await
+                };
+                tx.await
+            }
+            // The shard key changed: the row (and its entry's key) moves.
+            5 if !live.is_empty() => {
+                let at = (n as usize * 5) % live.len();
+                let (k, to) = (live[at], base + 50_000 + n);
+                let r = conn
+                    .query_drop(format!(
+                        "UPDATE {table} SET user_id = {to} WHERE user_id = {k}"
+                    ))
+                    .await;
+                match r {
+                    Ok(()) => live[at] = to,
+                    // Not while the table's own slots move (a shard key UPDATE's limit).
+                    Err(mysql_async::Error::Server(ref e))
+                        if e.code == 1235 && e.message.contains("slots of the table move") =>
+                    {
+                        continue
+                    }
+                    Err(_) => {}
+                }
+                r
+            }
+            // Upserts: of a row there, and of one new.
+            6 if !live.is_empty() => {
+                let k = live[(n as usize * 11) % live.len()];
+                conn.query_drop(format!(
+                    "REPLACE INTO {table} VALUES ({k}, 'r{k}-{n}@x', 'r')"
+                ))
+                .await
+            }
+            7 if !live.is_empty() => {
+                let k = live[(n as usize * 13) % live.len()];
+                conn.query_drop(format!(
+                    "INSERT INTO {table} VALUES ({k}, 'd{k}@x', 'd') ON DUPLICATE KEY UPDATE email = 'd{k}-{n}@x'"
+                ))
+                .await
+            }
+            // (One row each: a write over moving and staying rows waits for the move's end.)
+            8 if n % 2 == 0 => {
+                let k = base + n;
+                live.push(k);
+                conn.query_drop(format!(
+                    "INSERT IGNORE INTO {table} VALUES ({k}, 'i{k}@x', 'i')"
+                ))
+                .await
+            }
+            8 => {
+                conn.query_drop(format!(
+                    "INSERT IGNORE INTO {table} VALUES ({}, 'ignored{n}@x', 'i')",
+                    live[0]
+                ))
+                .await
+            }
+            _ => {
+                conn.query_drop(format!(
+                    "SELECT * FROM {table} WHERE email = 'w{}@x'",
+                    base + 1
+                ))
+                .await
+            }
+        };
+        if let Err(e) = r {
+            errors.push(format!("writer {id}, op {n}: {e}"));
+        }
+    }
+    errors
+}
