@@ -227,6 +227,61 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
     all_rows(&mut app, &mut r, t).await;
     reads_by_email(&mut app, &mut r, t).await;
     exact(c, t).await;
+
+    // Writes by the indexed column run where the rows are: each UPDATE on one node (and the
+    // reference's), not on all three.
+    let before = com_update(c).await;
+    for sql in [
+        format!("UPDATE {t} SET name = 'by email' WHERE email = 'u17@x'"),
+        format!("UPDATE {t} SET email = 'e19@x' WHERE email = 'u19@x'"),
+        format!("UPDATE {t} SET name = 'nobody' WHERE email IN ('nobody@x', 'none@x')"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+    }
+    let updates = com_update(c).await - before;
+    assert_eq!(updates, 6, "one node each, and the reference's");
+    for sql in [
+        format!("DELETE FROM {t} WHERE email IN ('e19@x', 'u16@x', 'nobody@x')"),
+        format!(
+            "UPDATE {t} SET name = CONCAT(name, '!') WHERE email = 'five@x' OR email = 'x14@x'"
+        ),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+    }
+    // In a transaction, the entries are read locked, as one MariaDB locks the range.
+    for conn in [&mut app, &mut r] {
+        conn.query_drop("BEGIN").await.expect("begin");
+        conn.exec_drop(
+            format!("UPDATE {t} SET name = ? WHERE email = ?"),
+            ("in tx", "u18@x"),
+        )
+        .await
+        .expect("a prepared UPDATE by email");
+        conn.exec_drop(format!("DELETE FROM {t} WHERE email = ?"), ("u20@x",))
+            .await
+            .expect("a prepared DELETE by email");
+        conn.query_drop("COMMIT").await.expect("commit");
+    }
+    all_rows(&mut app, &mut r, t).await;
+    reads_by_email(&mut app, &mut r, t).await;
+    exact(c, t).await;
+}
+
+/// The UPDATE statements the three nodes have run.
+async fn com_update(c: &Cluster) -> i64 {
+    let mut n = 0;
+    for i in 0..3 {
+        let pool = c.direct(i);
+        let mut conn = pool.get_conn().await.expect("node");
+        let v: Option<(String, i64)> = conn
+            .query_first("SHOW GLOBAL STATUS LIKE 'Com_update'")
+            .await
+            .expect("status");
+        n += v.map_or(0, |(_, v)| v);
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    n
 }
 
 /// The entries of `o_w`'s plain index on `code`: exactly one for each (code, user_id) some

@@ -32,6 +32,9 @@ pub struct IndexProbe {
     /// The base table's shard key column (the index table's column of that name).
     pub shard_column: String,
     pub hashes: Vec<Vec<u8>>,
+    /// For a write or a locking read: inside a transaction the entries are read locked, as
+    /// one MariaDB's UPDATE locks the range of a secondary index it reads by.
+    pub write: bool,
 }
 
 /// An index entry a write adds: literals as the index table's INSERT writes them.
@@ -129,17 +132,53 @@ const UNSTABLE: [&str; 12] = [
 impl Planner<'_> {
     /// The shard keys of the rows a read's WHERE pins by a public index of `table`, when it
     /// pins no shard key: `None` when no index applies, or when the index must be read
-    /// first (noted in `missing_index`).
+    /// first (noted in `missing_index`). A locking read's entries are read locked inside a
+    /// transaction.
     pub(super) fn index_keys(
         &self,
         table: &str,
         alias: Option<&str>,
         selection: Option<&Expr>,
     ) -> Option<Vec<Value>> {
-        let plain_read = matches!(self.stmt, Statement::Query(q) if q.locks.is_empty());
-        if !plain_read {
+        let Statement::Query(q) = self.stmt else {
+            return None;
+        };
+        self.keys_by_index(table, alias, selection, !q.locks.is_empty())
+    }
+
+    /// [`Planner::index_keys`] for an UPDATE's own rows, when it changes no indexed column
+    /// (one that does, and a DELETE, read their rows locked first and run where those are:
+    /// `crate::frontend::session` `indexed`).
+    pub(super) fn write_keys(
+        &self,
+        table: &str,
+        alias: Option<&str>,
+        selection: Option<&Expr>,
+    ) -> Option<Vec<Value>> {
+        let Statement::Update(u) = self.stmt else {
+            return None;
+        };
+        let indexes = self.topo.indexes_of(table)?;
+        let sets_indexed = u.assignments.iter().any(|a| match &a.target {
+            AssignmentTarget::ColumnName(n) => {
+                let n = sql::table_name(n);
+                indexes.iter().any(|ix| ix.column == n)
+            }
+            AssignmentTarget::Tuple(_) => true,
+        });
+        if sets_indexed || !u.table.joins.is_empty() || u.from.is_some() {
             return None;
         }
+        self.keys_by_index(table, alias, selection, true)
+    }
+
+    fn keys_by_index(
+        &self,
+        table: &str,
+        alias: Option<&str>,
+        selection: Option<&Expr>,
+        write: bool,
+    ) -> Option<Vec<Value>> {
         for ix in self.topo.indexes_of(table)?.iter().filter(|i| i.public) {
             let column = self.qualified(table, alias, &ix.column);
             let Some(values) = where_keys(selection, &column, self.parsed, self.params) else {
@@ -181,6 +220,7 @@ impl Planner<'_> {
                     index_table: ix.index_table.clone(),
                     shard_column: ix.shard_column.clone(),
                     hashes: missing,
+                    write,
                 });
                 return None;
             }
@@ -804,15 +844,29 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
             Plan::NeedIndex(p) => assert_eq!(p[0].hashes.len(), 2),
             other => panic!("{other:?}"),
         }
-        // A read by the shard key needs no index; a locking read does not use it.
+        // A read by the shard key needs no index; a locking read, and an UPDATE of other
+        // columns, read it as a write (locked inside a transaction).
         assert!(matches!(
             plan_in(&t, "SELECT * FROM t WHERE id = 1 AND email = 'a@x'", &[]),
             Plan::Route(_)
         ));
-        assert!(!matches!(
-            plan_in(&t, "SELECT * FROM t WHERE email = 'a@x' FOR UPDATE", &[]),
-            Plan::NeedIndex(_)
-        ));
+        for (sql, write) in [
+            ("SELECT * FROM t WHERE email = 'a@x'", false),
+            ("SELECT * FROM t WHERE email = 'a@x' FOR UPDATE", true),
+            ("UPDATE t SET name = 'n' WHERE email = 'a@x'", true),
+        ] {
+            match plan_in(&t, sql, &[]) {
+                Plan::NeedIndex(p) => assert_eq!(p[0].write, write, "{sql}"),
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+        // An UPDATE of the column, or a DELETE, reads its rows locked first instead.
+        for sql in [
+            "UPDATE t SET email = 'b@x' WHERE email = 'a@x'",
+            "DELETE FROM t WHERE email = 'a@x'",
+        ] {
+            assert!(matches!(plan_in(&t, sql, &[]), Plan::Indexed(_)), "{sql}");
+        }
         // Upserts: their rows' keys and the values they claim, for the reads around them.
         for (sql, kind) in [
             ("REPLACE INTO t (id, email) VALUES (1, 'a'), (2, NULL)", UpsertKind::Replace),

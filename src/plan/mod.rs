@@ -740,7 +740,9 @@ impl<'a> Planner<'a> {
                 let key = self.key_column(table, alias).map(|(k, _)| k);
                 let keys = key
                     .as_ref()
-                    .and_then(|k| where_keys(selection, k, self.parsed, self.params));
+                    .and_then(|k| where_keys(selection, k, self.parsed, self.params))
+                    // No shard key pinned: a global index may pin the rows' keys.
+                    .or_else(|| self.write_keys(table, alias, selection));
                 let ranges = match (r.key_kind(), &key) {
                     (Some(kind), Some(k)) => Some(crate::sql::ranges::where_ranges(
                         selection,

@@ -105,8 +105,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             adds: w.adds.clone(),
             ..Default::default()
         };
+        let mut base = std::borrow::Cow::Borrowed(&w.base);
         if let Some(read) = &w.read {
             let rows = self.own_rows(&read.sql, &topo, &w.table).await?;
+            // The rows it changes are read and locked (and by an index, their entries): the
+            // write runs on their nodes alone.
+            if let Some(narrow) = narrowed(&topo, w, &rows.rows) {
+                base = std::borrow::Cow::Owned(narrow);
+            }
             let cols = rows.cols.clone().unwrap_or_default();
             let mut named: Vec<(&GlobalIndex, Option<Arc<Weights>>)> = Vec::new();
             for n in &read.indexes {
@@ -124,7 +130,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         // Every node the write and its index writes touch goes back to one savepoint.
-        let mut nodes = w.base.nodes();
+        let mut nodes = base.nodes();
         for ix in &indexes {
             nodes.extend(index_nodes(&topo, ix, &changes));
         }
@@ -134,7 +140,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             && txn::savepoint_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT)
                 .await
                 .map_err(MyError::from)?;
-        let r = self.index_writes_then(w, &indexes, &changes, binary).await;
+        let r = self
+            .index_writes_then(w, &base, &indexes, &changes, binary)
+            .await;
         if r.is_err() && guarded {
             txn::undo_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT).await;
         }
@@ -145,6 +153,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
     async fn index_writes_then(
         &mut self,
         w: &IndexedWrite,
+        base: &Plan,
         indexes: &[GlobalIndex],
         changes: &Changes,
         binary: bool,
@@ -163,7 +172,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             let adds: Vec<&Entry> = changes.adds.iter().filter(|e| e.index == ix.name).collect();
             self.add_entries(ix, &adds, &topo).await?;
         }
-        let ok = self.base_write(w, binary).await?;
+        let ok = self.base_write(w, base, binary).await?;
         if w.shared_keys {
             self.keep_shared(w, indexes, changes).await?;
         }
@@ -191,10 +200,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    /// The client's write; its OK.
+    /// The client's write (`base`: as planned, or run where its rows are); its OK.
     pub(super) async fn base_write(
         &mut self,
         w: &IndexedWrite,
+        base: &Plan,
         binary: bool,
     ) -> Result<OkInfo, MyError> {
         let topo = self.topo.clone();
@@ -203,7 +213,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             binary,
             ..Default::default()
         };
-        if let Plan::KeyUpdate(k) = &w.base {
+        if let Plan::KeyUpdate(k) = base {
             // Inside the transaction begun here: run as in the client's.
             let read = self.plan_own(&k.select, &topo).await;
             if let Plan::Refuse { code, message } = &read {
@@ -211,7 +221,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
             crate::exec::key_update::run(&mut self.nodes, &mut ok, &topo, k, &read).await?;
         } else {
-            crate::exec::run(&w.base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
+            crate::exec::run(base, &topo, Access::Write, &mut self.nodes, &mut ok).await?;
         }
         match ok.ok {
             Some(info) if !ok.rows => Ok(info),
@@ -359,6 +369,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             index_table: ix.index_table.clone(),
             shard_column: ix.shard_column.clone(),
             hashes: part.iter().map(|e| e.hash.clone()).collect(),
+            write: false,
         };
         if let Ok(found) =
             Box::pin(self.read_index(std::slice::from_ref(&probe), topo, false)).await
@@ -429,6 +440,40 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         Ok(out)
     }
+}
+
+/// A write over several nodes narrowed to the nodes of `rows`' keys (each row's shard key
+/// first), which its locking read found: no other row can match it before it commits (the
+/// read locked what it scanned on every node it ran on, and the entries of the values it
+/// read by, which a row taking the value must write). `None`: run as planned.
+fn narrowed(topo: &Topology, w: &IndexedWrite, rows: &[Vec<Option<Value>>]) -> Option<Plan> {
+    let Plan::Scatter { targets, ok } = &w.base else {
+        return None;
+    };
+    let Some(crate::config::TableRule::HashSlot { map, .. }) = topo.table(&w.table) else {
+        return None;
+    };
+    if targets.len() < 2 || map.is_moving() {
+        return None;
+    }
+    let mut nodes = std::collections::BTreeSet::new();
+    for row in rows {
+        let key = row.first()?.as_ref()?;
+        nodes.extend(map.place(key)?.nodes(None));
+    }
+    let mut kept: Vec<_> = targets
+        .iter()
+        .filter(|t| nodes.contains(&t.node))
+        .cloned()
+        .collect();
+    // No row: one node answers "0 rows affected".
+    if kept.is_empty() {
+        kept.extend(targets.first().cloned());
+    }
+    Some(Plan::Scatter {
+        targets: kept,
+        ok: *ok,
+    })
 }
 
 /// MariaDB's 1062 for a unique index's value `shown`, as its message shows it: in utf8mb3,

@@ -110,6 +110,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     index_table: ix.index_table.clone(),
                     shard_column: ix.shard_column.clone(),
                     hashes,
+                    write: true,
                 })
             })
             .collect();
@@ -120,7 +121,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         keys.sort_unstable();
         keys.dedup();
         let before = self.images(w, named, &keys, &charset).await?;
-        let mut ok = self.base_write(w, binary).await?;
+        let mut ok = self.base_write(w, &w.base, binary).await?;
         let mut after = self.images(w, named, &keys, &charset).await?;
         // Rows the write left holding one unique value with another.
         let mut gone = Vec::new();

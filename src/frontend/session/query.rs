@@ -663,7 +663,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // index read may pin another index's).
                 Plan::NeedIndex(probes) if index_read < 3 => {
                     index_read += 1;
-                    Box::pin(self.read_index(&probes, topo, false))
+                    // A write's, or a locking read's, inside a transaction: locked there, so
+                    // no row takes or leaves the value before the statement is done.
+                    let st = crate::exec::door::Door::state(&self.nodes);
+                    let in_tx = st.tx.is_some() || !st.autocommit;
+                    let lock = in_tx && probes.iter().any(|p| p.write);
+                    Box::pin(self.read_index(&probes, topo, lock))
                         .await
                         .map(|found| answers.extend(found))
                 }
