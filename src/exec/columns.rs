@@ -119,7 +119,7 @@ pub async fn read_key<D: Door>(
         .collect())
 }
 
-/// The unique keys of `table` other than its primary key, read from `node`: each its
+/// The unique keys of `table`, its primary key among them, read from `node`: each its
 /// columns, lower-cased, in key order, joined by commas.
 pub async fn read_unique_keys<D: Door>(
     door: &mut D,
@@ -130,7 +130,7 @@ pub async fn read_unique_keys<D: Door>(
     let schema = schema.map_or_else(|| "DATABASE()".to_string(), quote);
     let sql = format!(
         "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = {schema} \
-         AND LOWER(TABLE_NAME) = LOWER({}) AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY' \
+         AND LOWER(TABLE_NAME) = LOWER({}) AND NON_UNIQUE = 0 \
          ORDER BY INDEX_NAME, SEQ_IN_INDEX",
         quote(table)
     );

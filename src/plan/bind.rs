@@ -377,16 +377,7 @@ impl Planner<'_> {
                 if at.is_moving() {
                     return None;
                 }
-                let weights = match ix.collation() {
-                    None => None,
-                    Some(c) => match (self.ctx.weights)(c) {
-                        Some(w) => Some(w),
-                        None => {
-                            self.missing_weights.borrow_mut().push(c.to_string());
-                            return None;
-                        }
-                    },
-                };
+                let weights = self.index_weights(ix)?;
                 by_index = Some(ByIndex {
                     index: ix.clone(),
                     map: at.clone(),

@@ -172,6 +172,24 @@ impl Planner<'_> {
         self.keys_by_index(table, alias, selection, true)
     }
 
+    /// The weights `ix`'s hashes need (`Some(None)`: none, not a collated string); `None`
+    /// when they must be read first (noted in `missing_weights`).
+    pub(super) fn index_weights(
+        &self,
+        ix: &GlobalIndex,
+    ) -> Option<Option<std::sync::Arc<crate::routing::weights::Weights>>> {
+        match ix.collation() {
+            None => Some(None),
+            Some(c) => match (self.ctx.weights)(c) {
+                Some(w) => Some(Some(w)),
+                None => {
+                    self.missing_weights.borrow_mut().push(c.to_string());
+                    None
+                }
+            },
+        }
+    }
+
     fn keys_by_index(
         &self,
         table: &str,
@@ -189,16 +207,7 @@ impl Planner<'_> {
             if values.is_empty() {
                 continue;
             }
-            let weights = match ix.collation() {
-                None => None,
-                Some(c) => match (self.ctx.weights)(c) {
-                    Some(w) => Some(w),
-                    None => {
-                        self.missing_weights.borrow_mut().push(c.to_string());
-                        return None;
-                    }
-                },
-            };
+            let weights = self.index_weights(ix)?;
             let hashes: Result<Vec<Vec<u8>>, String> = values
                 .iter()
                 .filter(|v| !matches!(v, Value::NULL))

@@ -56,7 +56,7 @@ pub struct Shared {
     pub columns: ColumnCache,
     /// Tables' primary-key columns, quoted (for writes to slots being moved).
     pub primary_keys: ColumnCache,
-    /// Tables' unique keys other than the primary key, each its columns lower-cased and
+    /// Tables' unique keys, the primary key among them, each its columns lower-cased and
     /// joined by commas (for upserts of tables with global indexes).
     pub unique_keys: ColumnCache,
     /// Tables' rows over their nodes, as the nodes' statistics estimate them (to weigh

@@ -307,34 +307,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     &w.table,
                 )
                 .await?;
-                self.shared.unique_keys.insert(cache_key.clone(), k.clone());
+                self.shared.unique_keys.insert(cache_key, k.clone());
                 k
             }
         };
-        let pk = match self.shared.primary_keys.get(&cache_key) {
-            Some(pk) => pk,
-            None => {
-                let pk = crate::exec::columns::read_key(
-                    &mut self.nodes,
-                    node,
-                    w.schema.as_deref(),
-                    &w.table,
-                )
-                .await?;
-                self.shared.primary_keys.insert(cache_key, pk.clone());
-                pk
-            }
-        };
-        let pk: Vec<String> = pk
-            .iter()
-            .map(|c| c.trim_matches('`').replace("``", "`").to_lowercase())
-            .collect();
         let shard = first.shard_column.to_lowercase();
         let mut found = Vec::new();
         for key in unique
             .iter()
             .map(|k| k.split(',').map(str::to_string).collect::<Vec<_>>())
-            .chain(std::iter::once(pk))
         {
             if key.is_empty() || key.contains(&shard) {
                 continue;
