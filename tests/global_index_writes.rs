@@ -180,15 +180,36 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
         both(&mut app, &mut r, &sql).await.expect(&sql);
         exact(c, t).await;
     }
-    // One whose new row's email another key's row holds: one MariaDB would update that
-    // row; the proxy says it cannot, and changes nothing.
+    // One whose new row's key is free and whose email another key's row (on another node)
+    // holds: one MariaDB updates that row, and so does the proxy, on that row's node.
     let apart19 = key_apart(900, 19);
+    for sql in [
+        format!("INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE name = 'other'"),
+        format!("INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE name = CONCAT(name, VALUES(name))"),
+        format!("INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE email = 'v19@x'"),
+    ] {
+        both(&mut app, &mut r, &sql).await.expect(&sql);
+        exact(c, t).await;
+    }
+    for conn in [&mut app, &mut r] {
+        conn.exec_drop(
+            format!(
+                "INSERT INTO {t} (user_id, email, name) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE email = ?"
+            ),
+            (apart19, "v19@x", "p", "u19@x"),
+        )
+        .await
+        .expect("a prepared upsert onto another key's row");
+    }
+    all_rows(&mut app, &mut r, t).await;
+    // Unless its update names the shard key (VALUES(user_id) would be the other row's):
+    // refused, nothing changed.
     let e = app
         .query_drop(format!(
-            "INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE name = 'other'"
+            "INSERT INTO {t} VALUES ({apart19}, 'u19@x', 'd') ON DUPLICATE KEY UPDATE name = VALUES(user_id)"
         ))
         .await
-        .expect_err("an upsert onto another key's row");
+        .expect_err("an upsert onto another key's row naming the key");
     assert!(e.to_string().contains("1235"), "{e}");
 
     // In a transaction, prepared: a rollback leaves the index as it was.

@@ -90,6 +90,12 @@ pub struct Upsert {
     /// constant): where the table's own unique keys meet rows of other keys.
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Option<String>>>,
+    /// A one-row ON DUPLICATE KEY UPDATE whose assignments do not name the shard key: its
+    /// text before and after its shard key's value, bound values written in. Where its new
+    /// row's key is free and its unique value another key's row holds, one MariaDB updates
+    /// that row: the same statement with that row's key in place of its own does so on
+    /// that row's node.
+    pub redirect: Option<(String, String)>,
 }
 
 /// A write to a table with global indexes (see the module).
@@ -484,6 +490,20 @@ fn insert_entries(
             });
         }
     }
+    let redirect = match (&ins.on, rows.as_slice()) {
+        (Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(assigns)), [row])
+            if !assigns.iter().any(|a| mentions(&a.value, shard)) =>
+        {
+            row.get(key_at).and_then(|e| {
+                let text = Text::new(p.sql, p.parsed.mode).ok()?;
+                let (a, b) = text.extent(e)?;
+                let before = text.render(0, a, p.bound()).ok()?;
+                let after = text.render(b, p.sql.len(), p.bound()).ok()?;
+                Some((before, after))
+            })
+        }
+        _ => None,
+    };
     Ok((
         out,
         kind.map(|kind| Upsert {
@@ -492,6 +512,7 @@ fn insert_entries(
             claims: Vec::new(),
             columns,
             rows: values,
+            redirect,
         }),
     ))
 }

@@ -114,14 +114,38 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 })
             })
             .collect();
+        let mut holders: Vec<String> = Vec::new();
         if !probes.is_empty() {
             let held = Box::pin(self.read_index(&probes, topo, true)).await?;
-            keys.extend(held.values().flatten().map(|k| literal(k, &charset)));
+            holders.extend(held.values().flatten().map(|k| literal(k, &charset)));
+            holders.sort_unstable();
+            holders.dedup();
+            keys.extend(holders.iter().cloned());
         }
         keys.sort_unstable();
         keys.dedup();
         let before = self.images(w, named, &keys, &charset).await?;
-        let mut ok = self.base_write(w, &w.base, binary).await?;
+        let redirected = match self.redirect(w, u, &holders, topo).await? {
+            Some(sql) => {
+                // The row one MariaDB would update, updated by its own key on its node.
+                let plan = self.plan_own(&sql, topo).await;
+                let mut ok = OkCapture::default();
+                crate::exec::run(
+                    plan.unindexed(),
+                    topo,
+                    Access::Write,
+                    &mut self.nodes,
+                    &mut ok,
+                )
+                .await?;
+                Some(ok.ok.unwrap_or_default())
+            }
+            None => None,
+        };
+        let mut ok = match redirected {
+            Some(ok) => ok,
+            None => self.base_write(w, &w.base, binary).await?,
+        };
         let mut after = self.images(w, named, &keys, &charset).await?;
         // Rows the write left holding one unique value with another.
         let mut gone = Vec::new();
@@ -190,6 +214,38 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         self.apply_difference(named, &before, &after, topo).await?;
         Ok(ok)
+    }
+
+    /// An ON DUPLICATE KEY UPDATE of one row whose key is free and whose unique value the row
+    /// of one other key holds (`holders`): the statement with that key in its row's place
+    /// ([`Upsert::redirect`]), which updates that row as one MariaDB would.
+    async fn redirect(
+        &mut self,
+        w: &IndexedWrite,
+        u: &Upsert,
+        holders: &[String],
+        topo: &Arc<Topology>,
+    ) -> Result<Option<String>, MyError> {
+        let (Some((before, after)), [holder], [own]) = (&u.redirect, holders, u.keys.as_slice())
+        else {
+            return Ok(None);
+        };
+        if holder == own {
+            return Ok(None);
+        }
+        let Some(shard) = topo.indexes_of(&w.table).and_then(|l| l.first()) else {
+            return Ok(None);
+        };
+        // A row of its own key takes the update first (its primary key), as in one MariaDB.
+        let sql = format!(
+            "SELECT 1 FROM {} WHERE {} = {own} LIMIT 1 FOR UPDATE",
+            w.target,
+            quoted(&shard.shard_column)
+        );
+        if !self.own_rows(&sql, topo, &w.table).await?.rows.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(format!("{before}{holder}{after}")))
     }
 
     /// Entries in `before` and not `after` removed, those in `after` and not `before` added.
