@@ -22,7 +22,15 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 const REFERENCE: &str = "gsi_writes_reference";
 
 fn proxy(dir: &tempfile::TempDir, c: &Cluster) -> Proxy {
-    let tables = hash_slot_table("t_w", "user_id", &L3) + &hash_slot_table("o_w", "user_id", &L3);
+    // t_g's keys are the proxy's own (snowflake ids).
+    let generated = hash_slot_table("t_g", "user_id", &L3).replacen(
+        "\n\n",
+        "\nkey_generator = { column = \"user_id\", kind = \"snowflake\" }\n\n",
+        1,
+    );
+    let tables = hash_slot_table("t_w", "user_id", &L3)
+        + &hash_slot_table("o_w", "user_id", &L3)
+        + &generated;
     let path = dir.path().join("rules.toml");
     std::fs::write(&path, common::indexes::rules_with_admin(c, &tables)).expect("write the rules");
     start_proxy_watching(&path)
@@ -498,4 +506,57 @@ async fn an_index_table_placed_apart_stays_exact_while_either_table_moves_under_
         .await
         .expect("a read by email after both moves");
     assert_eq!(found, Some((3, "n3".to_string())));
+}
+
+#[tokio::test]
+async fn rows_whose_shard_key_the_proxy_generates_get_entries_for_their_new_keys() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = proxy(&dir, c);
+    let mut app = p.conn().await;
+    for i in 0..3 {
+        let pool = c.direct(i);
+        let mut conn = pool.get_conn().await.expect("node");
+        conn.query_drop("DROP TABLE IF EXISTS t_g, t_g_email_gsi")
+            .await
+            .expect("drop");
+        drop(conn);
+        pool.disconnect().await.ok();
+    }
+    app.query_drop(
+        "CREATE TABLE t_g (user_id BIGINT PRIMARY KEY, \
+         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, name VARCHAR(32))",
+    )
+    .await
+    .expect("create");
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    ops.query_drop("CREATE UNIQUE GLOBAL INDEX email ON t_g")
+        .await
+        .expect("CREATE GLOBAL INDEX");
+    // The key left out: the proxy generates it, and the entries point at it.
+    app.query_drop(
+        "INSERT INTO t_g (email, name) VALUES ('g1@x', 'a'), ('g2@x', 'b'), (NULL, 'c')",
+    )
+    .await
+    .expect("an INSERT whose keys the proxy generates");
+    app.exec_drop("INSERT INTO t_g (email, name) VALUES (?, ?)", ("g3@x", "d"))
+        .await
+        .expect("a prepared one");
+    for (email, name) in [("g1@x", "a"), ("g2@x", "b"), ("g3@x", "d")] {
+        let got: Vec<(i64, String)> = app
+            .exec("SELECT user_id, name FROM t_g WHERE email = ?", (email,))
+            .await
+            .expect("a read by email");
+        assert_eq!(got.len(), 1, "{email}: {got:?}");
+        assert_eq!(got[0].1, name);
+    }
+    let e = app
+        .query_drop("INSERT INTO t_g (email, name) VALUES ('g2@x', 'dup')")
+        .await
+        .expect_err("a duplicate with a generated key");
+    assert!(e.to_string().contains("1062"), "{e}");
+    let place = |h: &[u8]| node_of(&L3, &mysql_async::Value::Bytes(h.to_vec()));
+    let row = |k: i64| node_of_key(&L3, k);
+    exact_with(c, 3, "t_g", "t_g_email_gsi", true, &place, &row).await;
 }

@@ -339,6 +339,7 @@ impl Planner<'_> {
             copies: copies.clone(),
             missing_index: Default::default(),
             missing_weights: Default::default(),
+            row_keys: Default::default(),
         };
         let plan = sub.select(q);
         if !sub.missing.borrow().is_empty() || !sub.missing_index.borrow().is_empty() {

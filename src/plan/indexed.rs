@@ -428,18 +428,25 @@ fn insert_entries(
         };
     let position = |c: &str| columns.iter().position(|n| n == c);
     let shard = &indexes[0].shard_column;
-    let Some(key_at) = position(shard) else {
+    // Each row's key as the INSERT was routed by (a generated one too), else as written.
+    let key_at = position(shard);
+    let routed = p.row_keys.borrow().clone();
+    if key_at.is_none() && routed.is_none() {
         return Err(format!(
-            "an INSERT that does not name the shard key `{shard}` (its generated keys)"
+            "an INSERT ... SET that does not name the shard key `{shard}`"
         ));
-    };
+    }
     let charset = p.ctx.charset;
     let constant = |e: Option<&Expr>| e.and_then(|e| literal(e, p.parsed, p.params));
+    let key_of = |i: usize, row: &[Expr]| match routed.as_ref().and_then(|k| k.get(i)) {
+        Some(v) => Some(v.clone()),
+        None => key_at.and_then(|at| constant(row.get(at))),
+    };
     let mut keys = Vec::new();
     let mut values = Vec::new();
     if kind.is_some() {
         for (i, row) in rows.iter().enumerate() {
-            let Some(key) = constant(row.get(key_at)) else {
+            let Some(key) = key_of(i, row) else {
                 return Err(format!(
                     "row {}: `{shard}` must be a constant, not an expression",
                     i + 1
@@ -466,7 +473,7 @@ fn insert_entries(
             ));
         };
         for (i, row) in rows.iter().enumerate() {
-            let (Some(key), Some(v)) = (constant(row.get(key_at)), constant(row.get(at))) else {
+            let (Some(key), Some(v)) = (key_of(i, row), constant(row.get(at))) else {
                 return Err(format!(
                     "row {}: `{}` and `{shard}` must be constants, not expressions",
                     i + 1,
@@ -494,7 +501,7 @@ fn insert_entries(
         (Some(sqlparser::ast::OnInsert::DuplicateKeyUpdate(assigns)), [row])
             if !assigns.iter().any(|a| mentions(&a.value, shard)) =>
         {
-            row.get(key_at).and_then(|e| {
+            key_at.and_then(|at| row.get(at)).and_then(|e| {
                 let text = Text::new(p.sql, p.parsed.mode).ok()?;
                 let (a, b) = text.extent(e)?;
                 let before = text.render(0, a, p.bound()).ok()?;
@@ -805,8 +812,44 @@ slots = [{ slots = "0-1023", node = "ds1" }]
 rule = "hash_slot"
 column = "id"
 slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t_gen]
+rule = "hash_slot"
+column = "oid"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+key_generator = { column = "oid", kind = "snowflake" }
+[tables.t_gen.indexes.email]
+unique = true
+state = "public"
+[tables.t_gen_email_gsi]
+rule = "hash_slot"
+column = "v_hash"
+slots = [{ slots = "0-1023", node = "ds1" }]
 "#,
         )
+    }
+
+    /// A shard key the proxy generates: each entry points at the key its row was given.
+    #[test]
+    fn an_insert_whose_key_is_generated_carries_entries_for_the_generated_keys() {
+        let t = topo();
+        let p = plan_in(
+            &t,
+            "INSERT INTO t_gen (email, v) VALUES ('a@x', 1), ('b@x', 2)",
+            &[],
+        );
+        let Plan::Indexed(w) = p else {
+            panic!("not indexed: {p:?}")
+        };
+        assert_eq!(w.adds.len(), 2, "{:?}", w.adds);
+        let sql = format!("{:?}", w.base);
+        for e in &w.adds {
+            assert!(
+                e.key.chars().all(|c| c.is_ascii_digit()) && sql.contains(&e.key),
+                "entry key {} is a generated id the rows carry: {sql}",
+                e.key
+            );
+        }
+        assert_ne!(w.adds[0].key, w.adds[1].key);
     }
 
     #[test]

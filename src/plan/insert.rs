@@ -111,6 +111,7 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
     let mut ids: Vec<u64> = Vec::new();
     let mut filled: Vec<(usize, u64)> = Vec::new();
     let rows = values.rows.len() as u64;
+    let mut row_keys = Vec::with_capacity(values.rows.len());
     let new_id = |slot: u16| match (p.ctx.next_id)(&table, slot) {
         Ok(id) => Ok(id),
         Err(IdError::NeedBlock) => Err(Box::new(Plan::NeedIds {
@@ -176,9 +177,11 @@ pub(super) fn plan_insert(p: &Planner<'_>, ins: &Insert) -> Plan {
             Ok(n) => n,
             Err(m) => return refuse(format!("row {}: {m}", i + 1)),
         };
+        row_keys.push(v);
         first_node.get_or_insert(node);
         by_node.entry(node).or_default().push(i);
     }
+    *p.row_keys.borrow_mut() = Some(row_keys);
     if by_node.len() <= 1 && generate.is_none() && filled.is_empty() {
         let node = by_node
             .keys()

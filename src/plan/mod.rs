@@ -95,6 +95,7 @@ pub fn plan_traced(
         copies: Vec::new(),
         missing_index: Default::default(),
         missing_weights: Default::default(),
+        row_keys: Default::default(),
     };
     let plan = planner.plan();
     let mut missing = planner.missing.take();
@@ -179,6 +180,9 @@ struct Planner<'a> {
     missing_index: std::cell::RefCell<Vec<indexed::IndexProbe>>,
     /// Collations whose weights a global index needs, not read yet.
     missing_weights: std::cell::RefCell<Vec<String>>,
+    /// An INSERT's rows' shard keys as routed, generated ones included (for the entries
+    /// of the table's global indexes).
+    row_keys: std::cell::RefCell<Option<Vec<Value>>>,
 }
 
 impl<'a> Planner<'a> {
@@ -234,6 +238,7 @@ impl<'a> Planner<'a> {
                     copies: Vec::new(),
                     missing_index: Default::default(),
                     missing_weights: Default::default(),
+                    row_keys: Default::default(),
                 }
                 .plan();
                 match inner {
