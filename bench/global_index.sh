@@ -16,8 +16,16 @@
 #   direct_email   the email read on the fifth node, no proxy
 #   insert_member  autocommit INSERT (user_id, email, phone, name), fresh ids, into t_member
 #   insert_plain   the same into t_plain (no global index)
+#   name_member    autocommit UPDATE t_member SET name = ? WHERE email = ?, a random id's email,
+#                  fresh names (by the index: index node, row node)
+#   name_phone     the same WHERE phone = ? (a scatter: same selectivity)
 #   update_member  autocommit UPDATE t_member SET email = ? WHERE user_id = ?, fresh emails
 #   update_plain   the same on t_plain
+#   replace_member autocommit REPLACE INTO t_member (user_id, email, phone, name) of a random
+#                  existing id, a fresh email (the old row out, the new in)
+#   replace_plain  the same into t_plain
+# (the name phases run before update_member and replace_member, which change emails: an
+# email u<id>@example.com must still name its row)
 # For each: QPS, latency, the node statements per query as the proxy counts them
 # (shardproxy_node_statement_seconds_count: the statements whose rows or OK it relays or
 # reads) and as the nodes count them (Questions: every statement, the proxy's BEGIN / XA /
@@ -33,7 +41,9 @@
 # last line of output:
 #   rows=N clients=N time=N build_s=F build_rows_per_s=N email_qps=N phone_qps=N
 #   email_vs_phone=R direct_email_qps=N email_vs_direct=R email_node_stmts=F ...
-#   insert_ratio=R update_ratio=R errors=N wrong=N index_exact=yes|no
+#   insert_ratio=R name_qps=N name_phone_qps=N name_vs_phone=R name_node_stmts=F ...
+#   update_ratio=R replace_member_qps=N replace_plain_qps=N replace_ratio=R errors=N wrong=N
+#   index_exact=yes|no
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,7 +60,8 @@ readonly direct_port=3765
 readonly proxy_port=3767
 readonly admin_port=3768
 readonly metrics_port=3769
-readonly phases=(email phone direct_email insert_member insert_plain update_member update_plain)
+readonly phases=(email phone direct_email insert_member insert_plain name_member name_phone
+    update_member update_plain replace_member replace_plain)
 
 die() {
     echo "global_index.sh: $*" >&2
@@ -195,6 +206,9 @@ run_phase() {
     phone) kind=phone ;;
     insert_*) kind=insert ;;
     update_*) kind=update ;;
+    name_member) kind=name_email ;;
+    name_phone) kind=name_phone ;;
+    replace_*) kind=replace ;;
     esac
     if ((warmup > 0)); then
         run_no=$((run_no + 1))
@@ -307,8 +321,14 @@ echo "rows=$rows clients=$clients time=$duration build_s=$build_s build_rows_per
     "email_questions=${res[email.questions]} phone_questions=${res[phone.questions]}" \
     "insert_member_qps=$(q insert_member) insert_plain_qps=$(q insert_plain)" \
     "insert_ratio=$(ratio "$(q insert_member)" "$(q insert_plain)")" \
+    "name_qps=$(q name_member) name_phone_qps=$(q name_phone)" \
+    "name_vs_phone=$(ratio "$(q name_member)" "$(q name_phone)")" \
+    "name_node_stmts=${res[name_member.stmts]} name_phone_node_stmts=${res[name_phone.stmts]}" \
+    "name_questions=${res[name_member.questions]} name_phone_questions=${res[name_phone.questions]}" \
     "update_member_qps=$(q update_member) update_plain_qps=$(q update_plain)" \
     "update_ratio=$(ratio "$(q update_member)" "$(q update_plain)")" \
+    "replace_member_qps=$(q replace_member) replace_plain_qps=$(q replace_plain)" \
+    "replace_ratio=$(ratio "$(q replace_member)" "$(q replace_plain)")" \
     "errors=$errors wrong=$wrong index_exact=$index_exact"
 ((errors == 0 && wrong == 0)) || die "the client met $errors errors and $wrong wrong answers"
 [[ $index_exact == yes ]] || die "the index does not match t_member's rows"

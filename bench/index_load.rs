@@ -12,15 +12,24 @@
 //! - `insert`: `INSERT INTO TABLE (user_id, email, phone, name) VALUES (?,?,?,?)` (autocommit)
 //!   with fresh ids, from `ROWS + 1 + RUN * 100000000` on, email `n<id>@example.com`;
 //! - `update`: `UPDATE TABLE SET email = ? WHERE user_id = ?` (autocommit), a random id of
-//!   1..=ROWS, a fresh email `w<RUN>_<client>_<n>@example.com`.
+//!   1..=ROWS, a fresh email `w<RUN>_<client>_<n>@example.com`;
+//! - `name_email`: `UPDATE TABLE SET name = ? WHERE email = ?` (autocommit), a random id's
+//!   email `u<id>@example.com` (so before any `update` or `replace` run: those change emails),
+//!   a fresh name `m<RUN>_<client>_<n>`;
+//! - `name_phone`: `UPDATE TABLE SET name = ? WHERE phone = ?` (autocommit), a random id's
+//!   phone, a fresh name as for `name_email`;
+//! - `replace`: `REPLACE INTO TABLE (user_id, email, phone, name) VALUES (?,?,?,?)`
+//!   (autocommit), a random id of 1..=ROWS with its phone and name `name<id>`, a fresh email
+//!   `r<id>-<RUN>-<client>-<n>@example.com`.
 //!
-//! RUN numbers the caller's runs, so that no two runs write the same id or email. Every
-//! answer is checked: a read must return exactly the one row of its id, a write must change
-//! one row. A server's error is counted by its code (the client goes on); any other error
+//! RUN numbers the caller's runs, so that no two runs write the same id, email or name. Every
+//! answer is checked: a read must return exactly the one row of its id, an INSERT or UPDATE
+//! must change one row (its new value is fresh: a row it matched is changed), a REPLACE must
+//! replace one (2 affected rows: the old row out, the new in). A server's error is counted by its code (the client goes on); any other error
 //! ends the client; the first message of each code goes to stderr. Prints one line:
 //!   kind=K table=T clients=N queries=Q qps=F p50_us=.. p99_us=.. errors=E wrong=W codes=C
 //! (`codes`: `-`, or `code:count,...`; `wrong`: answers that were not the row asked for, or a
-//! write's affected rows other than 1).
+//! write's affected rows other than 1, 2 for a REPLACE).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -45,6 +54,9 @@ enum Kind {
     Phone,
     Insert,
     Update,
+    NameEmail,
+    NamePhone,
+    Replace,
 }
 
 /// What one client saw.
@@ -82,6 +94,11 @@ async fn client(
             format!("INSERT INTO {table} (user_id, email, phone, name) VALUES (?, ?, ?, ?)")
         }
         Kind::Update => format!("UPDATE {table} SET email = ? WHERE user_id = ?"),
+        Kind::NameEmail => format!("UPDATE {table} SET name = ? WHERE email = ?"),
+        Kind::NamePhone => format!("UPDATE {table} SET name = ? WHERE phone = ?"),
+        Kind::Replace => {
+            format!("REPLACE INTO {table} (user_id, email, phone, name) VALUES (?, ?, ?, ?)")
+        }
     };
     let stmt = conn.prep(sql).await?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(run * 1000 + c);
@@ -118,6 +135,29 @@ async fn client(
                 .exec_drop(&stmt, (format!("w{run}_{c}_{n}@example.com"), id))
                 .await
                 .map(|()| conn.affected_rows() == 1),
+            Kind::NameEmail => conn
+                .exec_drop(
+                    &stmt,
+                    (format!("m{run}_{c}_{n}"), format!("u{id}@example.com")),
+                )
+                .await
+                .map(|()| conn.affected_rows() == 1),
+            Kind::NamePhone => conn
+                .exec_drop(&stmt, (format!("m{run}_{c}_{n}"), 5_550_000_000 + id))
+                .await
+                .map(|()| conn.affected_rows() == 1),
+            Kind::Replace => conn
+                .exec_drop(
+                    &stmt,
+                    (
+                        id,
+                        format!("r{id}-{run}-{c}-{n}@example.com"),
+                        5_550_000_000 + id,
+                        format!("name{id}"),
+                    ),
+                )
+                .await
+                .map(|()| conn.affected_rows() == 2),
         };
         n += 1;
         match r {
@@ -143,7 +183,8 @@ async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let [_, url, kind, table, clients, seconds, rows, run] = args.as_slice() else {
         anyhow::bail!(
-            "usage: index_load URL email|phone|insert|update TABLE CLIENTS SECONDS ROWS RUN"
+            "usage: index_load URL email|phone|insert|update|name_email|name_phone|replace \
+             TABLE CLIENTS SECONDS ROWS RUN"
         );
     };
     let kind = match kind.as_str() {
@@ -151,7 +192,13 @@ async fn main() -> anyhow::Result<()> {
         "phone" => Kind::Phone,
         "insert" => Kind::Insert,
         "update" => Kind::Update,
-        other => anyhow::bail!("KIND must be email, phone, insert or update, got {other}"),
+        "name_email" => Kind::NameEmail,
+        "name_phone" => Kind::NamePhone,
+        "replace" => Kind::Replace,
+        other => anyhow::bail!(
+            "KIND must be email, phone, insert, update, name_email, name_phone or replace, \
+             got {other}"
+        ),
     };
     let clients: u64 = clients.parse()?;
     let seconds: u64 = seconds.parse()?;
