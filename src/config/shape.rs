@@ -726,6 +726,15 @@ impl Topology {
             .map(Vec::as_slice)
     }
 
+    /// The global secondary index whose entries `table` holds, if it is an index table.
+    pub fn index_in(&self, table: &str) -> Option<&super::indexes::GlobalIndex> {
+        let t = table.to_ascii_lowercase();
+        self.indexes
+            .values()
+            .flatten()
+            .find(|ix| ix.index_table == t)
+    }
+
     /// The nodes that hold a table, in order: its rule's nodes, or the default node for a
     /// table no rule names.
     pub fn holders(&self, table: &str) -> Vec<usize> {

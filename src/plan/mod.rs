@@ -970,6 +970,8 @@ impl<'a> Planner<'a> {
 }
 
 #[cfg(test)]
+mod indexed_tests;
+#[cfg(test)]
 mod merge_tests;
 #[cfg(test)]
 mod moving_tests;
