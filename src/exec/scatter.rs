@@ -117,10 +117,12 @@ async fn append_started<D: Door, K: Sink>(
         None => {
             let mut total = OkInfo::default();
             let mut failed = None;
+            let mut parts = Vec::new();
             for (i, res) in ress.into_iter().enumerate() {
                 let o = res.ok();
                 match ok {
                     OkMerge::Sum => {
+                        parts.push(o.clone());
                         total.affected += o.affected;
                         // The first row's node comes first: its id is the statement's (a
                         // node given explicit AUTO_INCREMENT values reports its own too).
@@ -139,6 +141,14 @@ async fn append_started<D: Door, K: Sink>(
             if let Some(e) = failed {
                 return Err((e, true));
             }
+            if matches!(ok, OkMerge::Sum) {
+                let kinds: Vec<Inserting> = stmts.iter().map(|(_, s)| inserting(s.sql)).collect();
+                let kind = match kinds.first() {
+                    Some(k) if kinds.iter().all(|x| x == k) => *k,
+                    _ => Inserting::No,
+                };
+                total.info = summed_info(&parts, kind);
+            }
             sink.ok(&total, status, false);
             total.last_insert_id
         }
@@ -147,6 +157,102 @@ async fn append_started<D: Door, K: Sink>(
         door.ran_on(n, generated != 0);
     }
     Ok(generated)
+}
+
+/// The `info` of one statement's OKs from several nodes, as one MariaDB reports the whole
+/// statement: each count summed (`Rows matched: 3  Changed: 2  Warnings: 0` for an
+/// UPDATE, `Records: 5  Duplicates: 0  Warnings: 0` for an INSERT of several rows, which a
+/// node given one row of reports without). Empty where the parts do not share one shape.
+/// `kind`: what the parts insert. A node given one row of a split INSERT reports no info; its
+/// record, and whether it met a duplicate, follow from its affected rows.
+pub fn summed_info(parts: &[OkInfo], kind: Inserting) -> String {
+    fn parsed(info: &str) -> Option<Vec<(&str, u64)>> {
+        info.split("  ")
+            .filter(|s| !s.trim().is_empty())
+            .map(|item| {
+                let (label, n) = item.split_once(": ")?;
+                Some((label.trim(), n.trim().parse().ok()?))
+            })
+            .collect()
+    }
+    let shape: Option<Vec<&str>> = parts
+        .iter()
+        .find_map(|o| parsed(&o.info).filter(|p| !p.is_empty()))
+        .map(|p| p.iter().map(|(l, _)| *l).collect());
+    let records_shape = vec!["Records", "Duplicates", "Warnings"];
+    let shape = match shape {
+        Some(s) => s,
+        None if kind != Inserting::No && parts.len() > 1 => records_shape.clone(),
+        None => return String::new(),
+    };
+    let records = shape == records_shape;
+    let mut sums = vec![0u64; shape.len()];
+    for o in parts {
+        let counts: Vec<u64> = match parsed(&o.info) {
+            Some(p) if !p.is_empty() => {
+                if p.iter().map(|(l, _)| *l).ne(shape.iter().copied()) {
+                    return String::new();
+                }
+                p.into_iter().map(|(_, n)| n).collect()
+            }
+            // One row of a split INSERT: no info of its own.
+            _ if records => {
+                let duplicates = match (kind, o.affected) {
+                    (Inserting::Plain, 1) => 0,
+                    (Inserting::Ignore, 0 | 1) => 1 - o.affected,
+                    (Inserting::Update, 1 | 2) => o.affected - 1,
+                    (Inserting::Replace, n) if n >= 1 => n - 1,
+                    _ => return String::new(),
+                };
+                vec![1, duplicates, u64::from(o.warnings)]
+            }
+            _ => return String::new(),
+        };
+        for (s, n) in sums.iter_mut().zip(counts) {
+            *s += n;
+        }
+    }
+    shape
+        .iter()
+        .zip(sums)
+        .map(|(l, n)| format!("{l}: {n}"))
+        .collect::<Vec<_>>()
+        .join("  ")
+}
+
+/// What a statement of a scatter inserts, for its OK's info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserting {
+    No,
+    Plain,
+    Ignore,
+    /// INSERT ... ON DUPLICATE KEY UPDATE.
+    Update,
+    Replace,
+}
+
+/// What `sql` inserts, by its words (a name quoted is no word).
+fn inserting(sql: &str) -> Inserting {
+    let lexed = crate::sql::lex::lex(sql, crate::sql::lex::Mode::default());
+    let mut words = lexed
+        .toks
+        .iter()
+        .filter(|t| t.kind == crate::sql::lex::Kind::Word)
+        .map(|t| t.text(sql).to_ascii_uppercase());
+    match words.next().as_deref() {
+        Some("REPLACE") => Inserting::Replace,
+        Some("INSERT") => {
+            let rest: Vec<String> = words.collect();
+            if rest.iter().any(|w| w == "DUPLICATE") {
+                Inserting::Update
+            } else if rest.first().is_some_and(|w| w == "IGNORE") {
+                Inserting::Ignore
+            } else {
+                Inserting::Plain
+            }
+        }
+        _ => Inserting::No,
+    }
 }
 
 /// An error of the statement, not of a node.
@@ -201,6 +307,68 @@ pub async fn started<R: NodeResult>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_info_of_several_nodes_oks_is_summed_as_one_statement_reports_it() {
+        let ok = |affected: u64, info: &str| super::OkInfo {
+            affected,
+            info: info.into(),
+            ..Default::default()
+        };
+        let updates = [
+            ok(2, "Rows matched: 2  Changed: 2  Warnings: 0"),
+            ok(0, "Rows matched: 1  Changed: 0  Warnings: 1"),
+        ];
+        assert_eq!(
+            super::summed_info(&updates, super::Inserting::No),
+            "Rows matched: 3  Changed: 2  Warnings: 1"
+        );
+        let inserts = [ok(2, "Records: 2  Duplicates: 0  Warnings: 0"), ok(1, "")];
+        assert_eq!(
+            super::summed_info(&inserts, super::Inserting::Plain),
+            "Records: 3  Duplicates: 0  Warnings: 0"
+        );
+        // Rows of a split INSERT one to a node: a record each.
+        assert_eq!(
+            super::summed_info(&[ok(1, ""), ok(1, "")], super::Inserting::Plain),
+            "Records: 2  Duplicates: 0  Warnings: 0"
+        );
+        // A DELETE over several nodes: nothing to say. Upserts' rows: what they met.
+        assert_eq!(
+            super::summed_info(&[ok(1, ""), ok(1, "")], super::Inserting::No),
+            ""
+        );
+        assert_eq!(
+            super::summed_info(&[ok(0, ""), ok(1, "")], super::Inserting::Ignore),
+            "Records: 2  Duplicates: 1  Warnings: 0"
+        );
+        assert_eq!(
+            super::summed_info(&[ok(2, ""), ok(1, "")], super::Inserting::Update),
+            "Records: 2  Duplicates: 1  Warnings: 0"
+        );
+        // An upsert's row that met its key unchanged (0): what it met is not told apart.
+        assert_eq!(
+            super::summed_info(&[ok(0, ""), ok(1, "")], super::Inserting::Update),
+            ""
+        );
+        let mixed = [ok(1, "Rows matched: 1  Changed: 1  Warnings: 0"), ok(1, "")];
+        assert_eq!(super::summed_info(&mixed, super::Inserting::No), "");
+        use super::{inserting, Inserting};
+        assert_eq!(
+            inserting("/* c */ INSERT INTO t VALUES (1), (2)"),
+            Inserting::Plain
+        );
+        assert_eq!(
+            inserting("INSERT IGNORE INTO t VALUES (1)"),
+            Inserting::Ignore
+        );
+        assert_eq!(
+            inserting("INSERT INTO t VALUES (1) ON DUPLICATE KEY UPDATE v = 1"),
+            Inserting::Update
+        );
+        assert_eq!(inserting("REPLACE INTO t VALUES (1)"), Inserting::Replace);
+        assert_eq!(inserting("UPDATE t SET v = 1"), Inserting::No);
+    }
+
     use super::*;
     use crate::exec::fake::{Canned, Event, FakeDoor, RecordSink};
 

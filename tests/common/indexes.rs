@@ -95,16 +95,16 @@ pub async fn reference(c: &Cluster, database: &str) -> Conn {
 }
 
 /// Runs `sql` through the proxy and on the reference: both succeed alike (the same affected
-/// rows and warnings) or fail alike.
+/// rows, warnings and info: `Rows matched: 1  Changed: 1  Warnings: 0`) or fail alike.
 pub async fn both(p: &mut Conn, r: &mut Conn, sql: &str) -> Result<(), (u16, String)> {
     let a = p.query_drop(sql).await;
     let b = r.query_drop(sql).await;
     match (a, b) {
         (Ok(()), Ok(())) => {
             assert_eq!(
-                (p.affected_rows(), p.get_warnings()),
-                (r.affected_rows(), r.get_warnings()),
-                "{sql}: the proxy's affected rows and warnings differ from one MariaDB's"
+                (p.affected_rows(), p.get_warnings(), p.info()),
+                (r.affected_rows(), r.get_warnings(), r.info()),
+                "{sql}: the proxy's affected rows, warnings and info differ from one MariaDB's"
             );
             Ok(())
         }
