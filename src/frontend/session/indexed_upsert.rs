@@ -126,20 +126,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         keys.dedup();
         let before = self.images(w, named, &keys, &charset).await?;
         let redirected = match self.redirect(w, u, &holders, topo).await? {
-            Some(sql) => {
-                // The row one MariaDB would update, updated by its own key on its node.
-                let plan = self.plan_own(&sql, topo).await;
-                let mut ok = OkCapture::default();
-                crate::exec::run(
-                    plan.unindexed(),
-                    topo,
-                    Access::Write,
-                    &mut self.nodes,
-                    &mut ok,
-                )
-                .await?;
-                Some(ok.ok.unwrap_or_default())
-            }
+            // The row one MariaDB would update, updated by its own key on its node.
+            Some(sql) => Some(self.unindexed_write(&sql, topo).await?),
             None => None,
         };
         let mut ok = match redirected {
@@ -199,21 +187,32 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                     e.value
                 );
                 // Its entries are changed below, with the others.
-                let plan = self.plan_own(&sql, topo).await;
-                let mut ok = OkCapture::default();
-                crate::exec::run(
-                    plan.unindexed(),
-                    topo,
-                    Access::Write,
-                    &mut self.nodes,
-                    &mut ok,
-                )
-                .await?;
+                self.unindexed_write(&sql, topo).await?;
             }
             after = self.images(w, named, &keys, &charset).await?;
         }
         self.apply_difference(named, &before, &after, topo).await?;
         Ok(ok)
+    }
+
+    /// One of the proxy's own writes to the indexed table, without its index writes (the
+    /// upsert changes the entries by the rows' difference); its OK.
+    async fn unindexed_write(
+        &mut self,
+        sql: &str,
+        topo: &Arc<Topology>,
+    ) -> Result<OkInfo, MyError> {
+        let plan = self.plan_own(sql, topo).await;
+        let mut ok = OkCapture::default();
+        crate::exec::run(
+            plan.unindexed(),
+            topo,
+            Access::Write,
+            &mut self.nodes,
+            &mut ok,
+        )
+        .await?;
+        Ok(ok.ok.unwrap_or_default())
     }
 
     /// An ON DUPLICATE KEY UPDATE of one row whose key is free and whose unique value the row
