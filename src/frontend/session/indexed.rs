@@ -270,15 +270,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 let rows = self.own_rows(&sql, &topo, &w.table).await?;
                 let named = [(ix, weights.clone())];
                 let mut held = Changes::default();
+                let cols = rows.cols.as_deref().unwrap_or_default();
+                // Each row read as a DELETE's: its entry is one it would remove.
+                let as_delete = RowsRead {
+                    sql: String::new(),
+                    indexes: vec![ix.name.clone()],
+                    assigns: false,
+                    new_key: false,
+                };
                 for row in &rows.rows {
-                    let cols = rows.cols.as_deref().unwrap_or_default();
-                    // Read as a DELETE's row: its entry is one it would remove.
-                    let as_delete = crate::plan::indexed::RowsRead {
-                        sql: String::new(),
-                        indexes: vec![ix.name.clone()],
-                        assigns: false,
-                        new_key: false,
-                    };
                     row_changes(row, cols, &named, &as_delete, &charset, &mut held)?;
                 }
                 let removed: Vec<&Removed> = part.iter().collect();
