@@ -347,6 +347,12 @@ pub async fn last_key(c: &mut Conn, shape: &Shape) -> mysql_async::Result<Option
 /// the source, written to the target, committed there, then the source's locks let go.
 /// Returns the rows copied and the new cursor (`None`: nothing was left). A move captured
 /// from the source's binary log copies without locks instead ([`batch_ahead`]).
+///
+/// The read does not wait for a client's lock: holding the batch's rows read so far while
+/// waiting for the next one, it could close a cycle with a client's transaction that holds
+/// that row and wants one of them, and InnoDB would end the lighter side, the client's: a
+/// 1213 one MariaDB would not give it. A locked batch is tried again after a pause, halved
+/// each time; a batch of one row holds nothing else while it waits, so it simply waits.
 pub async fn batch(
     s: &mut Conn,
     t: &mut Conn,
@@ -355,7 +361,36 @@ pub async fn batch(
     last: &str,
     n: usize,
 ) -> mysql_async::Result<(usize, Option<String>)> {
-    let sql = batch_sql(shape, cursor, last, n) + " FOR UPDATE";
+    let mut n = n.max(1);
+    let mut tries = 0u32;
+    loop {
+        match batch_once(s, t, shape, cursor, last, n).await {
+            Err(mysql_async::Error::Server(e)) if e.code == LOCK_WAIT && n > 1 => {
+                tries += 1;
+                n /= 2;
+                let ms = 1u64 << tries.min(6);
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// One try of [`batch`]: `n` rows, read without waiting unless `n` is 1.
+async fn batch_once(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    cursor: Option<&str>,
+    last: &str,
+    n: usize,
+) -> mysql_async::Result<(usize, Option<String>)> {
+    let lock = if n > 1 {
+        " FOR UPDATE NOWAIT"
+    } else {
+        " FOR UPDATE"
+    };
+    let sql = batch_sql(shape, cursor, last, n) + lock;
     s.query_drop("START TRANSACTION").await?;
     let r = async {
         let rows: Vec<mysql_async::Row> = s.exec(sql, ()).await?;
@@ -466,6 +501,22 @@ pub async fn verify_chunk(
     Ok((hi, first_differed, false))
 }
 
+/// How many times a verify step meets a client's lock on the source's chunk before the
+/// move gives up (10 ms apart: about 30 s, as for the moves captured from the binary log).
+const VERIFY_TRIES: u32 = 3000;
+
+/// Whether a verify step met a client's lock on the source (to be tried again), counting
+/// the tries: past [`VERIFY_TRIES`] the error stands.
+fn locked_again<T>(r: &mysql_async::Result<T>, tries: &mut u32) -> bool {
+    match r {
+        Err(mysql_async::Error::Server(e)) if e.code == LOCK_WAIT && *tries < VERIFY_TRIES => {
+            *tries += 1;
+            true
+        }
+        _ => false,
+    }
+}
+
 /// The verify chunk after `lo`, up to the key `last`: its upper key (`None`: the last
 /// chunk) and its rows as a predicate.
 pub async fn chunk(
@@ -511,7 +562,28 @@ pub(super) fn checksum_sql(shape: &Shape, range: &str, lock: &str) -> String {
 
 /// Row count and checksum of the range on both sides, the source's rows locked meanwhile
 /// (so a write that committed there has its image on the target, or is waiting).
+///
+/// The locking read of the chunk does not wait: a read of a thousand rows that waited for
+/// a client's lock while holding the others could close a cycle with the client's
+/// transaction, and InnoDB would end the lighter side, the client's, with a 1213 one
+/// MariaDB would not give it. A chunk a client holds a row of is tried again 10 ms later.
 async fn sums_agree(
+    s: &mut Conn,
+    t: &mut Conn,
+    shape: &Shape,
+    range: &str,
+) -> mysql_async::Result<bool> {
+    let mut tries = 0;
+    loop {
+        let r = sums_agree_once(s, t, shape, range).await;
+        if !locked_again(&r, &mut tries) {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+async fn sums_agree_once(
     s: &mut Conn,
     t: &mut Conn,
     shape: &Shape,
@@ -520,7 +592,7 @@ async fn sums_agree(
     s.query_drop("START TRANSACTION").await?;
     let r = async {
         let a: Option<(u64, u64)> = s
-            .query_first(checksum_sql(shape, range, "FOR UPDATE"))
+            .query_first(checksum_sql(shape, range, "FOR UPDATE NOWAIT"))
             .await?;
         t.query_drop("START TRANSACTION").await?;
         let b: mysql_async::Result<Option<(u64, u64)>> = t
@@ -535,18 +607,24 @@ async fn sums_agree(
 }
 
 /// Copies a range again: the target's rows there replaced by the source's, under the
-/// source's locks.
+/// source's locks (taken without waiting, as in [`sums_agree`]).
 async fn copy_range(
     s: &mut Conn,
     t: &mut Conn,
     shape: &Shape,
     range: &str,
 ) -> mysql_async::Result<()> {
-    s.query_drop("START TRANSACTION").await?;
-    let r = copy_range_in(s, t, shape, range, OnLock::Wait).await;
-    let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
-    let _ = s.query_drop(end).await;
-    r
+    let mut tries = 0;
+    loop {
+        s.query_drop("START TRANSACTION").await?;
+        let r = copy_range_in(s, t, shape, range, OnLock::Wait).await;
+        let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let _ = s.query_drop(end).await;
+        if !locked_again(&r, &mut tries) {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 /// [`copy_range`] inside the source's open transaction, the target's writes meeting its
@@ -561,7 +639,7 @@ pub(super) async fn copy_range_in(
     {
         let rows: Vec<mysql_async::Row> = s
             .query(format!(
-                "SELECT * FROM {} WHERE {range} FOR UPDATE",
+                "SELECT * FROM {} WHERE {range} FOR UPDATE NOWAIT",
                 shape.table
             ))
             .await?;
