@@ -98,6 +98,10 @@ pub struct Shared {
     base_mode: std::sync::atomic::AtomicU8,
     /// Transactions' branch connections, for the detector of deadlocks across nodes.
     pub deadlocks: crate::exec::txn::branches::Registry,
+    /// Held by an autocommit write with global indexes while it runs again after a
+    /// deadlock: this proxy's retries then run one at a time and cannot meet each other in
+    /// the same deadlock again.
+    pub index_retries: Arc<tokio::sync::Mutex<()>>,
     /// Nodes where this process made sure the XA decision table exists.
     decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
@@ -395,6 +399,7 @@ impl Shared {
             xa_next: AtomicU64::new(1),
             decision_tables: Default::default(),
             deadlocks: Default::default(),
+            index_retries: Default::default(),
             sessions: Default::default(),
             logins: Default::default(),
             base_mode: Default::default(),

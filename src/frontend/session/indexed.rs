@@ -31,7 +31,7 @@ use crate::sql::write::{quoted, typed};
 pub(super) const BATCH: usize = 500;
 
 /// How often an autocommit write with indexes runs again after a deadlock.
-const DEADLOCK_RETRIES: u32 = 3;
+const DEADLOCK_RETRIES: u32 = 6;
 
 /// MySQL's ER_DUP_ENTRY.
 const ER_DUP_ENTRY: u16 = 1062;
@@ -52,6 +52,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let st = self.nodes.state();
         let implicit = st.tx.is_none() && st.autocommit && !st.ddl;
         let mut attempt = 0;
+        let mut lane = None;
         let r = loop {
             if implicit {
                 self.nodes.state_mut().begin("BEGIN");
@@ -64,13 +65,18 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // The proxy's locking reads around the write can meet another such write's
                 // in a deadlock one MariaDB would not have had: the proxy's own transaction,
                 // rolled back whole, runs again (never once its commit began).
+                // Two such writes retried at the same pace would meet again: the pause grows
+                // (up to 320 ms), and this proxy's retries take turns.
                 Err(e) if implicit && e.code == ER_LOCK_DEADLOCK && attempt < DEADLOCK_RETRIES => {
                     let _ = self.nodes.end(false).await;
                     self.nodes.settle_tx().await;
                     self.last.warn_next = None;
                     attempt += 1;
-                    let pause = rand::random::<u64>() % (10 * u64::from(attempt)) + 1;
+                    let pause = rand::random::<u64>() % (5u64 << attempt) + 1;
                     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                    if lane.is_none() {
+                        lane = Some(self.shared.index_retries.clone().lock_owned().await);
+                    }
                 }
                 Ok(ok) if implicit => break self.nodes.end(true).await.map(|_| ok),
                 Ok(ok) => break Ok(ok),
@@ -82,6 +88,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
             }
         };
+        drop(lane);
         self.nodes.settle_tx().await;
         self.release_moves();
         let ok = r?;
