@@ -698,3 +698,104 @@ async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_
         .await
         .expect("DROP GLOBAL INDEX through the metadata");
 }
+
+/// A cycle of lock waits through two proxies: an autocommit write with the index through
+/// one proxy waits on the index table's node for another proxy's transaction, which waits
+/// on the row's node for it. No proxy sees both transactions whole; before, both waited
+/// until `node_timeout_secs` and one failed with 1105. The proxy whose transaction is its
+/// own (autocommit, run again whole after a deadlock) breaks the possible cycle on its side.
+#[tokio::test]
+async fn a_lock_wait_cycle_through_two_proxies_is_broken_on_the_retryable_side() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_cycle";
+    let meta = "gsi_cycle_meta";
+    common::moves::fresh_schema_on(c, 0, meta).await;
+    let rules = common::moves::rules_on(
+        c,
+        0,
+        meta,
+        &[("ds0", 0), ("ds1", 1), ("ds2", 2)],
+        &hash_slot_table(table, "user_id", &L3),
+    );
+    let a = common::moves::watching(&dir, "a", rules.clone());
+    let b = common::moves::watching(&dir, "b", rules);
+    let mut app = a.conn().await;
+    let mut r = reference(c).await;
+    fresh(&mut app, &mut r, table).await;
+    // k1's row and the entry of the email both claim are on different nodes.
+    let (k1, k2) = (1i64, 2i64);
+    let email = (0..)
+        .map(|i| format!("e{i}@x"))
+        .find(|e| {
+            node_of(&L3, &mysql_async::Value::Bytes(e.clone().into_bytes())) != node_of_key(&L3, k1)
+        })
+        .expect("an email");
+    app.query_drop(format!(
+        "INSERT INTO {table} VALUES ({k1}, 'a1@x', 'a'), ({k2}, 'a2@x', 'b')"
+    ))
+    .await
+    .expect("load");
+    let mut ops_a = ops(a.admin_port.expect("admin")).await;
+    ops_a
+        .query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {table}"))
+        .await
+        .expect("CREATE GLOBAL INDEX");
+    let mut ops_b = ops(b.admin_port.expect("admin")).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while named_rows(&mut ops_b, "SHOW GLOBAL INDEXES")
+        .await
+        .first()
+        .is_none_or(|r| r["state"] != "public")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b never saw the index public"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B claims the email in its transaction (its entry on the entry's node, not committed).
+    let mut via_b = b.conn().await;
+    via_b.query_drop("BEGIN").await.expect("begin");
+    via_b
+        .query_drop(format!(
+            "UPDATE {table} SET email = '{email}' WHERE user_id = {k2}"
+        ))
+        .await
+        .expect("B's claim");
+    // A, autocommit, locks k1's row and waits for B's entry.
+    let p = a.pool();
+    let sql = format!("UPDATE {table} SET email = '{email}' WHERE user_id = {k1}");
+    let first = tokio::spawn(async move {
+        let mut conn = p.get_conn().await.expect("a");
+        conn.query_drop(sql).await
+    });
+    let entry_node = node_of(&L3, &mysql_async::Value::Bytes(email.clone().into_bytes()));
+    lock_wait_on(c, entry_node, "A never waited for B's entry").await;
+    // B now waits for A's row: a cycle over two nodes and two proxies.
+    via_b
+        .query_drop(format!(
+            "UPDATE {table} SET name = 'b' WHERE user_id = {k1}"
+        ))
+        .await
+        .expect("B's update of k1's row: A gave way");
+    via_b.query_drop("COMMIT").await.expect("B's commit");
+    // A, run again after B's commit, meets the email taken, as after B on one MariaDB.
+    let (code, msg) = server_error(first.await.expect("A"));
+    assert_eq!(code, 1062, "{msg}");
+    let rows: Vec<(i64, String, String)> = via_b
+        .query(format!(
+            "SELECT user_id, email, name FROM {table} ORDER BY user_id"
+        ))
+        .await
+        .expect("rows");
+    assert_eq!(
+        rows,
+        vec![
+            (k1, "a1@x".to_string(), "b".to_string()),
+            (k2, email, "b".to_string())
+        ]
+    );
+    exact(c, table, "t_cycle_email_gsi").await;
+}

@@ -11,6 +11,10 @@ pub struct Registry {
     /// (node, connection id) whose statement was killed to break a cycle: its error is
     /// the deadlock, not an interruption.
     pub(super) victims: std::sync::Mutex<HashSet<(usize, u32)>>,
+    /// Sessions whose transaction the proxy opened itself and runs again whole after a
+    /// deadlock (an autocommit write with global indexes): a wait that may close a cycle
+    /// through another proxy's transaction is broken there too.
+    pub(super) retryable: std::sync::Mutex<HashSet<u32>>,
 }
 
 impl Registry {
@@ -30,12 +34,31 @@ impl Registry {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&session);
+        self.set_retryable(session, false);
         if let Some(conns) = gone {
             let mut v = self.victims.lock().unwrap_or_else(|e| e.into_inner());
             for c in conns {
                 v.remove(&c);
             }
         }
+    }
+
+    /// The session's transaction is (or no longer is) one the proxy runs again after a
+    /// deadlock.
+    pub fn set_retryable(&self, session: u32, on: bool) {
+        let mut r = self.retryable.lock().unwrap_or_else(|e| e.into_inner());
+        if on {
+            r.insert(session);
+        } else {
+            r.remove(&session);
+        }
+    }
+
+    pub(super) fn retryable(&self) -> HashSet<u32> {
+        self.retryable
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Was the statement on this connection killed by the detector? (Once.)

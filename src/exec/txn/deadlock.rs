@@ -74,6 +74,41 @@ pub fn victims(branches: &HashMap<u32, Vec<(usize, u32)>>, waits: &[Wait]) -> Ve
     out
 }
 
+/// The waits of retryable sessions that may close a cycle through another proxy's
+/// transaction, which this proxy cannot see whole: the session waits on one node for a
+/// connection it does not know, while on another node a connection it does not know waits
+/// for one of the session's branches. Such a session's transaction, rolled back and run
+/// again, costs its client only time; a false alarm (two unrelated waits) costs the same.
+pub fn foreign_suspects(
+    branches: &HashMap<u32, Vec<(usize, u32)>>,
+    retryable: &HashSet<u32>,
+    waits: &[Wait],
+) -> Vec<Wait> {
+    let owner: HashMap<(usize, u32), u32> = branches
+        .iter()
+        .flat_map(|(s, conns)| conns.iter().map(move |c| (*c, *s)))
+        .collect();
+    let known = |node: usize, conn: u32| owner.contains_key(&(node, conn));
+    let mut out = Vec::new();
+    for w in waits {
+        let Some(s) = owner.get(&(w.node, w.waiter)) else {
+            continue;
+        };
+        if !retryable.contains(s) || known(w.node, w.holder) {
+            continue;
+        }
+        let waited_on = waits.iter().any(|o| {
+            o.node != w.node
+                && !known(o.node, o.waiter)
+                && owner.get(&(o.node, o.holder)) == Some(s)
+        });
+        if waited_on {
+            out.push(*w);
+        }
+    }
+    out
+}
+
 /// A path of waits from `at` back to `start` (each session with the wait it is in), if any.
 fn cycle_back(
     start: u32,
@@ -113,11 +148,15 @@ const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \
 /// Runs the detector until the process ends.
 pub async fn run(shared: Arc<dyn Cluster>) {
     let mut refused: HashSet<usize> = HashSet::new();
+    let mut suspects: Vec<Wait> = Vec::new();
     loop {
         tokio::time::sleep(INTERVAL).await;
         let branches = shared.deadlocks().snapshot();
-        // A cycle across nodes needs two transactions, one of them on several nodes.
-        if branches.len() < 2 || !branches.values().any(|b| b.len() > 1) {
+        let retryable = shared.deadlocks().retryable();
+        // A cycle across nodes needs two transactions, one of them on several nodes (the
+        // other may be another proxy's, seen only for a retryable session).
+        if !branches.values().any(|b| b.len() > 1) || (branches.len() < 2 && retryable.is_empty()) {
+            suspects.clear();
             continue;
         }
         let nodes: HashSet<usize> = branches.values().flatten().map(|(n, _)| *n).collect();
@@ -150,7 +189,21 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                 }
             }
         }
-        for w in victims(&branches, &waits) {
+        let mut broken = victims(&branches, &waits);
+        // A possible cycle through another proxy is broken once seen in two looks running
+        // (half a second apart): a wait that short is no cost worth a retry.
+        let seen = foreign_suspects(&branches, &retryable, &waits);
+        for w in &seen {
+            if suspects.contains(w)
+                && !broken
+                    .iter()
+                    .any(|b| b.node == w.node && b.waiter == w.waiter)
+            {
+                broken.push(*w);
+            }
+        }
+        suspects = seen;
+        for w in broken {
             shared
                 .deadlocks()
                 .victims
@@ -206,6 +259,24 @@ mod tests {
         assert!(victims(&b, &waits[..1]).is_empty());
         // Waits on connections the proxy does not know are left to the node.
         assert!(victims(&b, &[w(1, 11, 99), w(0, 99, 10)]).is_empty());
+    }
+
+    #[test]
+    fn a_retryable_session_between_two_unknown_connections_is_a_suspect() {
+        // Session 1 (retryable): 10 on node 0, 11 on node 1. Another proxy's transaction:
+        // 98 on node 0, 99 on node 1.
+        let b = HashMap::from([(1, vec![(0, 10), (1, 11)])]);
+        let r = HashSet::from([1]);
+        // 1 waits for 99 on node 1; 98 waits for 1 on node 0.
+        let waits = [w(1, 11, 99), w(0, 98, 10)];
+        assert_eq!(foreign_suspects(&b, &r, &waits), vec![w(1, 11, 99)]);
+        // Not retryable (a client's own transaction): left to the lock wait timeout.
+        assert!(foreign_suspects(&b, &HashSet::new(), &waits).is_empty());
+        // Only waiting, or only waited on: no cycle.
+        assert!(foreign_suspects(&b, &r, &waits[..1]).is_empty());
+        assert!(foreign_suspects(&b, &r, &waits[1..]).is_empty());
+        // Waited on only on the node where it waits: one node sees that cycle itself.
+        assert!(foreign_suspects(&b, &r, &[w(1, 11, 99), w(1, 98, 11)]).is_empty());
     }
 
     #[test]

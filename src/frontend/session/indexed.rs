@@ -53,6 +53,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let implicit = st.tx.is_none() && st.autocommit && !st.ddl;
         let mut attempt = 0;
         let mut lane = None;
+        if implicit {
+            self.shared.deadlocks.set_retryable(self.conn_id, true);
+        }
         let r = loop {
             if implicit {
                 self.nodes.state_mut().begin("BEGIN");
@@ -89,6 +92,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         };
         drop(lane);
+        if implicit {
+            self.shared.deadlocks.set_retryable(self.conn_id, false);
+        }
         self.nodes.settle_tx().await;
         self.release_moves();
         let ok = r?;
