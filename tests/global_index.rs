@@ -584,24 +584,44 @@ async fn a_case_insensitive_column_is_indexed_by_its_collations_weights() {
     assert!(e.to_string().contains("contraction"), "{e}");
 }
 
-#[tokio::test]
-async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_is_built() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let c = Cluster::shared(3);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let table = "t_meta";
-    let meta = "gsi_meta";
+/// `table` over the three nodes by `user_id`, in rules kept in the metadata schema `meta`
+/// (made afresh on ds0), for proxies that share them.
+async fn metadata_rules(c: &Cluster, meta: &str, table: &str) -> String {
     common::moves::fresh_schema_on(c, 0, meta).await;
-    let rules = common::moves::rules_on(
+    common::moves::rules_on(
         c,
         0,
         meta,
         &[("ds0", 0), ("ds1", 1), ("ds2", 2)],
         &hash_slot_table(table, "user_id", &L3),
     )
-    // The other proxy sees the index a second late at most: its writes in that second
-    // must not be missed by the build.
-    .replace("poll_ms = 100", "poll_ms = 1000");
+}
+
+/// Waits (10 s at most) until the proxy whose admin listens on `admin_port` uses the index.
+async fn until_public(admin_port: u16) {
+    let mut ops = ops(admin_port).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let shown = named_rows(&mut ops, "SHOW GLOBAL INDEXES").await;
+        if shown.first().is_some_and(|r| r["state"] == "public") {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_is_built() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let table = "t_meta";
+    let rules = metadata_rules(c, "gsi_meta", table)
+        .await
+        // The other proxy sees the index a second late at most: its writes in that second
+        // must not be missed by the build.
+        .replace("poll_ms = 100", "poll_ms = 1000");
     let a = common::moves::watching(&dir, "a", rules.clone());
     let b = common::moves::watching(&dir, "b", rules);
     let mut app = a.conn().await;
@@ -637,16 +657,7 @@ async fn an_index_declared_through_the_metadata_is_kept_by_every_proxy_while_it_
     assert!(errors.is_empty(), "{errors:?}");
     exact(c, table, "t_meta_email_gsi").await;
     // The other proxy has it in use too: a duplicate through it is refused.
-    let mut ops_b = common::moves::ops(b.admin_port.expect("admin")).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let shown = named_rows(&mut ops_b, "SHOW GLOBAL INDEXES").await;
-        if shown.first().is_some_and(|r| r["state"] == "public") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{shown:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_public(b.admin_port.expect("admin")).await;
     let k = (3000..)
         .find(|k| node_of_key(&L3, *k) != node_of_key(&L3, 1999))
         .expect("a key");
@@ -710,15 +721,7 @@ async fn a_lock_wait_cycle_through_two_proxies_is_broken_on_the_retryable_side()
     let c = Cluster::shared(3);
     let dir = tempfile::tempdir().expect("temp dir");
     let table = "t_cycle";
-    let meta = "gsi_cycle_meta";
-    common::moves::fresh_schema_on(c, 0, meta).await;
-    let rules = common::moves::rules_on(
-        c,
-        0,
-        meta,
-        &[("ds0", 0), ("ds1", 1), ("ds2", 2)],
-        &hash_slot_table(table, "user_id", &L3),
-    );
+    let rules = metadata_rules(c, "gsi_cycle_meta", table).await;
     let a = common::moves::watching(&dir, "a", rules.clone());
     let b = common::moves::watching(&dir, "b", rules);
     let mut app = a.conn().await;
@@ -742,19 +745,7 @@ async fn a_lock_wait_cycle_through_two_proxies_is_broken_on_the_retryable_side()
         .query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {table}"))
         .await
         .expect("CREATE GLOBAL INDEX");
-    let mut ops_b = ops(b.admin_port.expect("admin")).await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while named_rows(&mut ops_b, "SHOW GLOBAL INDEXES")
-        .await
-        .first()
-        .is_none_or(|r| r["state"] != "public")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "b never saw the index public"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_public(b.admin_port.expect("admin")).await;
     // B claims the email in its transaction (its entry on the entry's node, not committed).
     let mut via_b = b.conn().await;
     via_b.query_drop("BEGIN").await.expect("begin");
