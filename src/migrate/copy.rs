@@ -501,20 +501,15 @@ pub async fn verify_chunk(
     Ok((hi, first_differed, false))
 }
 
-/// How many times a verify step meets a client's lock on the source's chunk before the
-/// move gives up (10 ms apart: about 30 s, as for the moves captured from the binary log).
-const VERIFY_TRIES: u32 = 3000;
+/// How long a verify step keeps meeting a client's lock on the source's chunk before the
+/// move gives up (tried every 10 ms, as for the moves captured from the binary log).
+const VERIFY_GIVE_WAY: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Whether a verify step met a client's lock on the source (to be tried again), counting
-/// the tries: past [`VERIFY_TRIES`] the error stands.
-fn locked_again<T>(r: &mysql_async::Result<T>, tries: &mut u32) -> bool {
-    match r {
-        Err(mysql_async::Error::Server(e)) if e.code == LOCK_WAIT && *tries < VERIFY_TRIES => {
-            *tries += 1;
-            true
-        }
-        _ => false,
-    }
+/// Whether a verify step begun at `since` met a client's lock (to be tried again): past
+/// [`VERIFY_GIVE_WAY`] the error stands.
+fn locked_again<T>(r: &mysql_async::Result<T>, since: std::time::Instant) -> bool {
+    matches!(r, Err(mysql_async::Error::Server(e)) if e.code == LOCK_WAIT)
+        && since.elapsed() < VERIFY_GIVE_WAY
 }
 
 /// The verify chunk after `lo`, up to the key `last`: its upper key (`None`: the last
@@ -573,10 +568,10 @@ async fn sums_agree(
     shape: &Shape,
     range: &str,
 ) -> mysql_async::Result<bool> {
-    let mut tries = 0;
+    let since = std::time::Instant::now();
     loop {
         let r = sums_agree_once(s, t, shape, range).await;
-        if !locked_again(&r, &mut tries) {
+        if !locked_again(&r, since) {
             return r;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -614,13 +609,13 @@ async fn copy_range(
     shape: &Shape,
     range: &str,
 ) -> mysql_async::Result<()> {
-    let mut tries = 0;
+    let since = std::time::Instant::now();
     loop {
         s.query_drop("START TRANSACTION").await?;
         let r = copy_range_in(s, t, shape, range, OnLock::Wait).await;
         let end = if r.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let _ = s.query_drop(end).await;
-        if !locked_again(&r, &mut tries) {
+        if !locked_again(&r, since) {
             return r;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;

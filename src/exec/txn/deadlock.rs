@@ -26,8 +26,12 @@ use super::cluster::Cluster;
 /// How often waits are looked at while multi-node transactions exist.
 pub const INTERVAL: Duration = Duration::from_millis(500);
 
+/// In how many looks running a possible cycle through another proxy must be seen before it
+/// is broken ([`foreign_suspects`]).
+const SUSPECT_LOOKS: u32 = 4;
+
 /// A wait on one node: `waiter` (a connection id) waits for a lock `holder` holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Wait {
     pub node: usize,
     pub waiter: u32,
@@ -148,7 +152,8 @@ const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \
 /// Runs the detector until the process ends.
 pub async fn run(shared: Arc<dyn Cluster>) {
     let mut refused: HashSet<usize> = HashSet::new();
-    let mut suspects: Vec<Wait> = Vec::new();
+    // Possible cycles through another proxy, by how many looks running each was seen in.
+    let mut suspects: HashMap<Wait, u32> = HashMap::new();
     loop {
         tokio::time::sleep(INTERVAL).await;
         let branches = shared.deadlocks().snapshot();
@@ -190,11 +195,17 @@ pub async fn run(shared: Arc<dyn Cluster>) {
             }
         }
         let mut broken = victims(&branches, &waits);
-        // A possible cycle through another proxy is broken once seen in two looks running
-        // (half a second apart): a wait that short is no cost worth a retry.
+        // A possible cycle through another proxy is broken once seen in SUSPECT_LOOKS looks
+        // running (about 2 s): shorter waits are more likely two unrelated ones (a false
+        // alarm costs the statement a retry, and six end it with 1213), and a true cycle
+        // would otherwise wait `node_timeout_secs`.
         let seen = foreign_suspects(&branches, &retryable, &waits);
-        for w in &seen {
-            if suspects.contains(w)
+        suspects = seen
+            .into_iter()
+            .map(|w| (w, suspects.get(&w).copied().unwrap_or(0) + 1))
+            .collect();
+        for (w, looks) in &suspects {
+            if *looks >= SUSPECT_LOOKS
                 && !broken
                     .iter()
                     .any(|b| b.node == w.node && b.waiter == w.waiter)
@@ -202,7 +213,6 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                 broken.push(*w);
             }
         }
-        suspects = seen;
         for w in broken {
             shared
                 .deadlocks()
