@@ -38,13 +38,18 @@ pub struct Wait {
     pub holder: u32,
 }
 
+/// Each branch connection's session: (node, connection id) -> session.
+fn owners(branches: &HashMap<u32, Vec<(usize, u32)>>) -> HashMap<(usize, u32), u32> {
+    branches
+        .iter()
+        .flat_map(|(s, conns)| conns.iter().map(move |c| (*c, *s)))
+        .collect()
+}
+
 /// The cycles of the wait-for graph between sessions, each broken once: the victim is the
 /// youngest session of the cycle (the highest id), and the wait to kill is its own.
 pub fn victims(branches: &HashMap<u32, Vec<(usize, u32)>>, waits: &[Wait]) -> Vec<Wait> {
-    let owner: HashMap<(usize, u32), u32> = branches
-        .iter()
-        .flat_map(|(s, conns)| conns.iter().map(move |c| (*c, *s)))
-        .collect();
+    let owner = owners(branches);
     // Session -> (session it waits for, the wait).
     let mut edges: HashMap<u32, Vec<(u32, Wait)>> = HashMap::new();
     for w in waits {
@@ -88,10 +93,7 @@ pub fn foreign_suspects(
     retryable: &HashSet<u32>,
     waits: &[Wait],
 ) -> Vec<Wait> {
-    let owner: HashMap<(usize, u32), u32> = branches
-        .iter()
-        .flat_map(|(s, conns)| conns.iter().map(move |c| (*c, *s)))
-        .collect();
+    let owner = owners(branches);
     let known = |node: usize, conn: u32| owner.contains_key(&(node, conn));
     let mut out = Vec::new();
     for w in waits {
