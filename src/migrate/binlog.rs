@@ -152,6 +152,9 @@ pub async fn read(
     Ok(at)
 }
 
+/// MariaDB's `MARIA_SLAVE_CAPABILITY_GTID`: a replica that reads GTID events as they are.
+const MARIA_SLAVE_CAPABILITY_GTID: u32 = 4;
+
 fn log_err(e: mysql_async::Error) -> String {
     format!("reading the source's binary log: {e}")
 }
@@ -159,7 +162,16 @@ fn log_err(e: mysql_async::Error) -> String {
 /// A replica's request for the log from `from`: to its end and no further (`to_end`), or
 /// open, each event sent as it is written.
 async fn open(opts: &Opts, from: &Position, id: u32, to_end: bool) -> Result<BinlogStream, String> {
-    let conn = Conn::new(opts.clone()).await.map_err(log_err)?;
+    let mut conn = Conn::new(opts.clone()).await.map_err(log_err)?;
+    // A replica that does not say it knows GTIDs gets each GTID event rewritten into an
+    // older one, which MariaDB cannot do for a two-phase commit's (the proxy's XA: "Failed
+    // to replace GTID event with backwards-compatible event: corrupt event", at every try).
+    // Said, it sends MariaDB's own events, which `take` passes over.
+    conn.query_drop(format!(
+        "SET @mariadb_slave_capability = {MARIA_SLAVE_CAPABILITY_GTID}"
+    ))
+    .await
+    .map_err(log_err)?;
     let mut request = BinlogStreamRequest::new(id)
         .with_filename(from.file.as_bytes())
         .with_pos(from.pos);
@@ -184,16 +196,21 @@ fn take(
         .read_data()
         .map_err(|e| format!("a binary log event: {e}"))?;
     match data {
-        // The stream opens with an artificial one (its end position 0) naming where it
-        // starts, which is `at` already; a real one names the next file.
-        Some(EventData::RotateEvent(r)) if end > 0 => {
-            let name = r.name();
-            *at = Position {
-                file: name
+        // A real one ends a file naming the next. The stream sends an artificial one (its
+        // end position 0) where it starts, naming `at`, and where it goes on in a file that
+        // followed one without a rotate event (the server stopped: it ends in a stop
+        // event), naming that file.
+        Some(EventData::RotateEvent(r)) => {
+            let next = Position {
+                file: r
+                    .name()
                     .trim_end_matches(|c: char| !c.is_ascii_graphic())
                     .to_string(),
                 pos: r.position(),
             };
+            if end > 0 || at.before(&next) {
+                *at = next;
+            }
             return Ok(());
         }
         Some(EventData::RowsEvent(rows)) => {
