@@ -103,3 +103,55 @@ pub async fn migration_batch_read(table: &str) {
     }
     let _ = table;
 }
+
+#[cfg(feature = "test-hooks")]
+mod upserts {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    /// The table whose upserts wait after reading their rows, and how long each waits.
+    pub static HOLD: Mutex<Option<(String, std::time::Duration)>> = Mutex::new(None);
+    /// How many upserts wait there now.
+    pub static HOLDING: AtomicUsize = AtomicUsize::new(0);
+}
+
+/// From now on every upsert (REPLACE, INSERT IGNORE, ON DUPLICATE KEY UPDATE) of `table`,
+/// a table with global indexes, in this process waits `hold` once it has read its rows
+/// and before its write, so a test can run another write in that gap; `None` ends that
+/// (an upsert waiting already waits its whole time).
+pub fn hold_upserts(table: &str, hold: Option<std::time::Duration>) {
+    #[cfg(feature = "test-hooks")]
+    {
+        *batches::lock(&upserts::HOLD) = hold.map(|d| (table.to_string(), d));
+    }
+    let _ = (table, hold);
+}
+
+/// How many upserts wait between their read and their write now (never any without the
+/// `test-hooks` feature).
+pub fn upserts_held() -> usize {
+    #[cfg(feature = "test-hooks")]
+    {
+        upserts::HOLDING.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    #[cfg(not(feature = "test-hooks"))]
+    0
+}
+
+/// Where an upsert of `table` has read its rows: waits while [`hold_upserts`] asks it to.
+pub async fn upsert_read(table: &str) {
+    #[cfg(feature = "test-hooks")]
+    {
+        use std::sync::atomic::Ordering::SeqCst;
+        let hold = batches::lock(&upserts::HOLD)
+            .as_ref()
+            .filter(|(t, _)| t == table)
+            .map(|(_, d)| *d);
+        if let Some(d) = hold {
+            upserts::HOLDING.fetch_add(1, SeqCst);
+            tokio::time::sleep(d).await;
+            upserts::HOLDING.fetch_sub(1, SeqCst);
+        }
+    }
+    let _ = table;
+}

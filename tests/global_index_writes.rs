@@ -30,6 +30,7 @@ fn proxy(dir: &tempfile::TempDir, c: &Cluster) -> Proxy {
     );
     let tables = hash_slot_table("t_w", "user_id", &L3)
         + &hash_slot_table("o_w", "user_id", &L3)
+        + &hash_slot_table("t_gap", "user_id", &L3)
         + &generated;
     let path = dir.path().join("rules.toml");
     std::fs::write(&path, common::indexes::rules_with_admin(c, &tables)).expect("write the rules");
@@ -293,6 +294,137 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
     }
     all_rows(&mut app, &mut r, t).await;
     reads_by_email(&mut app, &mut r, t).await;
+    exact(c, t).await;
+}
+
+/// `node`'s count of deadlocks InnoDB found.
+async fn deadlocks_on(c: &Cluster, node: usize) -> u64 {
+    let pool = c.direct(node);
+    let mut conn = pool.get_conn().await.expect("node");
+    let row: Option<(String, u64)> = conn
+        .query_first("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+        .await
+        .expect("status");
+    drop(conn);
+    pool.disconnect().await.ok();
+    row.map_or(0, |(_, v)| v)
+}
+
+/// An autocommit REPLACE through `p`, started now: its affected rows.
+fn replace_later(p: &Proxy, sql: String) -> tokio::task::JoinHandle<u64> {
+    let pool = p.pool();
+    tokio::spawn(async move {
+        let mut conn = pool.get_conn().await.expect("conn");
+        conn.query_drop(&sql).await.expect("the held REPLACE");
+        conn.affected_rows()
+    })
+}
+
+/// Waits until `n` upserts wait between their read and their write.
+async fn until_held(n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while shardproxy::hooks::upserts_held() != n {
+        assert!(std::time::Instant::now() < deadline, "no upsert waits");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A REPLACE of a key no row holds reads that key's row first, locked, and one MariaDB
+/// locks nothing there: under REPEATABLE READ that read locked the gap where the row goes,
+/// so a second REPLACE into the same gap waited for the first, whose insert then waited
+/// for the second's gap lock: a deadlock on the node (retried unseen, after a wait). The
+/// proxy reads READ COMMITTED, and a row that arrives in the gap it no longer locks is
+/// seen in the REPLACE's affected rows: it runs again, so no entry of the replaced row is
+/// left behind.
+#[tokio::test]
+async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile() {
+    if !cfg!(feature = "test-hooks") {
+        eprintln!("ignored: needs the test-hooks feature (scripts/test.sh turns it on)");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().await;
+    let c = Cluster::shared(3);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = proxy(&dir, c);
+    let mut app = p.conn().await;
+    let t = "t_gap";
+    app.query_drop(format!("DROP TABLE IF EXISTS {t}"))
+        .await
+        .expect("drop");
+    app.query_drop(format!(
+        "CREATE TABLE {t} (user_id INT PRIMARY KEY, \
+         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
+         name VARCHAR(32), UNIQUE KEY email (email))"
+    ))
+    .await
+    .expect("create");
+    let mut ops = ops(p.admin_port.expect("admin")).await;
+    ops.query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {t}"))
+        .await
+        .expect("CREATE GLOBAL INDEX");
+    // Three keys of one node, which holds no row: one gap.
+    let node = node_of_key(&L3, 1000);
+    let keys: Vec<i64> = (1000..)
+        .filter(|k| node_of_key(&L3, *k) == node)
+        .take(3)
+        .collect();
+    let hold = |on: bool| {
+        shardproxy::hooks::hold_upserts(t, on.then(|| std::time::Duration::from_millis(1500)))
+    };
+
+    // The second REPLACE ends while the first still waits after its read.
+    let deadlocks = deadlocks_on(c, node).await;
+    hold(true);
+    let first = replace_later(
+        &p,
+        format!("REPLACE INTO {t} VALUES ({}, 'a@x', 'a')", keys[0]),
+    );
+    until_held(1).await;
+    hold(false);
+    app.query_drop(format!("REPLACE INTO {t} VALUES ({}, 'b@x', 'b')", keys[1]))
+        .await
+        .expect("the second REPLACE");
+    assert_eq!(
+        shardproxy::hooks::upserts_held(),
+        1,
+        "the second REPLACE waited for the first"
+    );
+    assert_eq!(first.await.expect("first"), 1);
+    assert_eq!(
+        deadlocks_on(c, node).await,
+        deadlocks,
+        "a deadlock on the node"
+    );
+    exact(c, t).await;
+
+    // A row of the key arrives between the REPLACE's read and its write: replaced, as
+    // one MariaDB replaces a row that came first, and its entry goes with it.
+    hold(true);
+    let first = replace_later(
+        &p,
+        format!("REPLACE INTO {t} VALUES ({}, 'a2@x', 'a')", keys[2]),
+    );
+    until_held(1).await;
+    hold(false);
+    app.query_drop(format!(
+        "INSERT INTO {t} VALUES ({}, 'came@x', 'c')",
+        keys[2]
+    ))
+    .await
+    .expect("the insert in between");
+    assert_eq!(shardproxy::hooks::upserts_held(), 1, "the insert waited");
+    assert_eq!(
+        first.await.expect("first"),
+        2,
+        "one row deleted, one inserted"
+    );
+    let rows: Vec<(i64, String)> = app
+        .query(format!(
+            "SELECT user_id, email FROM {t} WHERE email IN ('came@x', 'a2@x')"
+        ))
+        .await
+        .expect("by email");
+    assert_eq!(rows, vec![(keys[2], "a2@x".to_string())]);
     exact(c, t).await;
 }
 

@@ -102,6 +102,10 @@ pub struct Shared {
     /// deadlock: this proxy's retries then run one at a time and cannot meet each other in
     /// the same deadlock again.
     pub index_retries: Arc<tokio::sync::Mutex<()>>,
+    /// A node refused a write READ COMMITTED (its `binlog_format` is STATEMENT): one-row
+    /// upserts of tables with global indexes no longer try it first
+    /// (`frontend::session::indexed`).
+    pub statement_binlog: std::sync::atomic::AtomicBool,
     /// Nodes where this process made sure the XA decision table exists.
     decision_tables: std::sync::Mutex<std::collections::HashSet<usize>>,
 }
@@ -400,6 +404,7 @@ impl Shared {
             decision_tables: Default::default(),
             deadlocks: Default::default(),
             index_retries: Default::default(),
+            statement_binlog: Default::default(),
             sessions: Default::default(),
             logins: Default::default(),
             base_mode: Default::default(),

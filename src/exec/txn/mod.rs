@@ -169,7 +169,8 @@ pub async fn enter<D: Door>(
 /// The branch a text statement on `node` must open first, for the door to send in the same
 /// packet as the statement (`BEGIN; stmt`: one round trip fewer, and the node stops at a
 /// BEGIN that fails, so the statement never runs outside the transaction). `None`: nothing
-/// to open, or not in one packet (the first branch of several, savepoints to replay); then
+/// to open, or not in one packet (the first branch of several, savepoints to replay, a
+/// level to set: a batch of statements); then
 /// [`Door::enter`] as usual. After the BEGIN's OK, the door calls
 /// [`super::state::SessionState::began`].
 pub fn begin_ahead<D: Door>(
@@ -185,7 +186,7 @@ pub fn begin_ahead<D: Door>(
         || st
             .tx
             .as_ref()
-            .is_some_and(|t| !t.savepoints.is_empty() || t.lost)
+            .is_some_and(|t| !t.savepoints.is_empty() || t.lost || t.read_committed)
     {
         return Ok(None);
     }

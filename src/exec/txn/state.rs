@@ -26,7 +26,15 @@ pub struct Tx {
     /// To be rolled back on every node once the statement is answered: a deadlock on one of
     /// its nodes, or a write over several nodes that could not be undone on all of them.
     pub abort: bool,
+    /// Every branch opens READ COMMITTED: the proxy's own transaction around one client
+    /// statement whose locking reads must lock the rows they find and never the gaps
+    /// between them (`SessionState::read_committed`).
+    pub read_committed: bool,
 }
+
+/// What opens a branch READ COMMITTED (the next transaction only: the connection's own
+/// level is back once it ends).
+const READ_COMMITTED: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; ";
 
 /// The transaction's part on one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +161,7 @@ impl SessionState {
                 xid: None,
                 savepoints: Vec::new(),
                 abort: false,
+                read_committed: false,
             });
         }
         let Some(tx) = &mut self.tx else {
@@ -186,6 +195,9 @@ impl SessionState {
         } else {
             tx.begin.clone()
         };
+        if tx.read_committed {
+            sql.insert_str(0, READ_COMMITTED);
+        }
         for (_, sp) in &tx.savepoints {
             sql.push_str("; ");
             sql.push_str(sp);
@@ -261,6 +273,7 @@ impl SessionState {
                 xid: None,
                 savepoints: Vec::new(),
                 abort: false,
+                read_committed: false,
             });
         }
         commit_first
@@ -277,6 +290,18 @@ impl SessionState {
                 Err(lost_tx())
             }
             other => Ok(other),
+        }
+    }
+
+    /// The transaction just begun, not yet on any node, opens its branches READ COMMITTED.
+    /// `false` when there is none or it already has a branch (whose level is set).
+    pub fn read_committed(&mut self) -> bool {
+        match self.tx.as_mut().filter(|t| t.branches.is_empty()) {
+            Some(t) => {
+                t.read_committed = true;
+                true
+            }
+            None => false,
         }
     }
 
@@ -425,6 +450,40 @@ mod tests {
         assert_eq!(
             s.enter(1, true, TxMode::BestEffort, String::new, name),
             Ok(plain("BEGIN"))
+        );
+    }
+
+    #[test]
+    fn a_read_committed_transaction_opens_every_branch_so() {
+        let mut s = SessionState::default();
+        assert!(!s.read_committed(), "no transaction: nothing to set");
+        s.begin("BEGIN");
+        assert!(s.read_committed());
+        assert_eq!(
+            enter(&mut s, 0, true),
+            Ok(plain(
+                "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; BEGIN"
+            ))
+        );
+        s.began(0, false, true);
+        assert!(
+            !s.read_committed(),
+            "a branch is open: its level is set already"
+        );
+        assert_eq!(
+            enter(&mut s, 1, true),
+            Ok(Enter::Begin {
+                sql: "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; XA START 'sp:t:1',X'647330',21328".into(),
+                xa: true
+            })
+        );
+        s.began(1, true, true);
+        s.end(true).unwrap();
+        s.begin("BEGIN");
+        assert_eq!(
+            enter(&mut s, 0, true),
+            Ok(plain("BEGIN")),
+            "the next transaction has the connection's own level"
         );
     }
 

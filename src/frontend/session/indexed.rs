@@ -8,6 +8,7 @@
 //! rolled back. The client gets the write's OK once everything is done.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use mysql_common::packets::Column;
@@ -34,7 +35,18 @@ pub(super) const BATCH: usize = 500;
 const DEADLOCK_RETRIES: u32 = 6;
 
 /// MySQL's ER_DUP_ENTRY.
-const ER_DUP_ENTRY: u16 = 1062;
+pub(super) const ER_DUP_ENTRY: u16 = 1062;
+
+/// A write READ COMMITTED refused where `binlog_format` is STATEMENT.
+const ER_BINLOG_STMT_MODE_AND_ROW_ENGINE: u16 = 1665;
+
+/// How an upsert in the proxy's own transaction ended (`Session::upsert_in_tx`).
+pub(super) enum Upserted {
+    Done(OkInfo),
+    /// READ COMMITTED did not hold what it read (see `Session::indexed`): roll back and run
+    /// it again with gap locks.
+    Again,
+}
 
 /// An entry a write removes: its hash, its shard key's literal, and the value's.
 pub(super) type Removed = (Vec<u8>, String, String);
@@ -56,12 +68,44 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if implicit {
             self.shared.deadlocks.set_retryable(self.conn_id, true);
         }
+        // A one-row upsert in the proxy's own transaction runs READ COMMITTED first: its
+        // reads lock the rows they find, not the gaps where its row or value would go,
+        // which another such upsert's insert would meet in a deadlock one MariaDB never
+        // has. What a gap lock would have kept out, a row that arrived meanwhile, shows in
+        // what the write did; then it runs again as before (`Upserted::Again`).
+        let mut optimistic = implicit
+            && !w.shared_keys
+            && w.upsert
+                .as_ref()
+                .is_some_and(|u| u.keys.len() == 1 && u.rows.len() == 1)
+            && !self.shared.statement_binlog.load(Ordering::Relaxed);
         let r = loop {
             if implicit {
                 self.nodes.state_mut().begin("BEGIN");
+                if optimistic {
+                    self.nodes.state_mut().read_committed();
+                }
             }
             let r = match &w.upsert {
-                Some(u) => self.upsert_in_tx(w, u, !implicit, binary).await,
+                Some(u) => match self.upsert_in_tx(w, u, !implicit, binary, optimistic).await {
+                    Ok(Upserted::Done(ok)) => Ok(ok),
+                    Ok(Upserted::Again) => {
+                        let _ = self.nodes.end(false).await;
+                        self.nodes.settle_tx().await;
+                        self.last.warn_next = None;
+                        optimistic = false;
+                        continue;
+                    }
+                    Err(e) if optimistic && e.code == ER_BINLOG_STMT_MODE_AND_ROW_ENGINE => {
+                        self.shared.statement_binlog.store(true, Ordering::Relaxed);
+                        let _ = self.nodes.end(false).await;
+                        self.nodes.settle_tx().await;
+                        self.last.warn_next = None;
+                        optimistic = false;
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                },
                 None => self.indexed_in_tx(w, !implicit, binary).await,
             };
             match r {
@@ -441,17 +485,45 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 for h in part {
                     out.entry((p.index_table.clone(), h.clone())).or_default();
                 }
+                let key_col = rows.cols.as_ref().and_then(|c| c.get(1).cloned());
                 for row in rows.rows {
                     if let (Some(Some(Value::Bytes(h))), Some(Some(k))) = (row.first(), row.get(1))
                     {
                         out.entry((p.index_table.clone(), h.clone()))
                             .or_default()
-                            .push(k.clone());
+                            .push(as_number(k.clone(), key_col.as_ref()));
                     }
                 }
             }
         }
         Ok(out)
+    }
+}
+
+/// A key an index table's text answer gave as bytes, as the number its integer column
+/// holds: written into the proxy's own statements as `355`, never `'355'`, which
+/// compares with the shard key as a string (a scan of the node's rows, every one locked).
+fn as_number(v: Value, col: Option<&Column>) -> Value {
+    use mysql_common::constants::{ColumnFlags, ColumnType::*};
+    let (Value::Bytes(b), Some(col)) = (&v, col) else {
+        return v;
+    };
+    if !matches!(
+        col.column_type(),
+        MYSQL_TYPE_TINY
+            | MYSQL_TYPE_SHORT
+            | MYSQL_TYPE_INT24
+            | MYSQL_TYPE_LONG
+            | MYSQL_TYPE_LONGLONG
+    ) {
+        return v;
+    }
+    let text = std::str::from_utf8(b).unwrap_or_default();
+    let unsigned = col.flags().contains(ColumnFlags::UNSIGNED_FLAG);
+    match (unsigned, text.parse::<i64>(), text.parse::<u64>()) {
+        (false, Ok(i), _) => Value::Int(i),
+        (true, _, Ok(u)) => Value::UInt(u),
+        _ => v,
     }
 }
 
@@ -676,4 +748,31 @@ pub(super) fn add_sql(ix: &GlobalIndex, part: &[&Entry]) -> String {
         sql.push(')');
     }
     sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mysql_common::constants::{ColumnFlags, ColumnType};
+
+    #[test]
+    fn an_integer_key_read_as_text_is_written_as_the_number() {
+        let bigint = Column::new(ColumnType::MYSQL_TYPE_LONGLONG);
+        let unsigned =
+            Column::new(ColumnType::MYSQL_TYPE_LONGLONG).with_flags(ColumnFlags::UNSIGNED_FLAG);
+        let text = Column::new(ColumnType::MYSQL_TYPE_VAR_STRING);
+        let b = |s: &str| Value::Bytes(s.as_bytes().to_vec());
+        assert_eq!(as_number(b("355"), Some(&bigint)), Value::Int(355));
+        assert_eq!(as_number(b("-7"), Some(&bigint)), Value::Int(-7));
+        assert_eq!(
+            as_number(b("18446744073709551615"), Some(&unsigned)),
+            Value::UInt(u64::MAX)
+        );
+        assert_eq!(as_number(b("355"), Some(&text)), b("355"), "a string key");
+        assert_eq!(as_number(b("355"), None), b("355"));
+        assert_eq!(
+            crate::sql::write::literal(&as_number(b("355"), Some(&bigint)), "utf8mb4"),
+            "355"
+        );
+    }
 }

@@ -30,7 +30,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::indexed::{duplicate, remove_sql, Removed, BATCH};
+use super::indexed::{duplicate, remove_sql, Removed, Upserted, BATCH, ER_DUP_ENTRY};
 use super::Session;
 use crate::config::indexes::GlobalIndex;
 use crate::config::Topology;
@@ -52,7 +52,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         u: &Upsert,
         in_client_tx: bool,
         binary: bool,
-    ) -> Result<OkInfo, MyError> {
+        optimistic: bool,
+    ) -> Result<Upserted, MyError> {
         let topo = self.topo.clone();
         let indexes = topo.indexes_of(&w.table).unwrap_or_default().to_vec();
         let mut named: Vec<Named> = Vec::new();
@@ -74,7 +75,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             && txn::savepoint_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT)
                 .await
                 .map_err(MyError::from)?;
-        let r = self.upsert_steps(w, u, &named, &topo, binary).await;
+        let r = self
+            .upsert_steps(w, u, &named, &topo, binary, optimistic)
+            .await;
         if r.is_err() && guarded {
             txn::undo_named(&mut self.nodes, &nodes, INDEX_SAVEPOINT).await;
         }
@@ -88,13 +91,19 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         named: &[Named<'_>],
         topo: &Arc<Topology>,
         binary: bool,
-    ) -> Result<OkInfo, MyError> {
+        optimistic: bool,
+    ) -> Result<Upserted, MyError> {
         let charset = self.nodes.state().charset.clone();
         let mut keys = u.keys.clone();
         // (INSERT IGNORE changes no row there: the rows of its keys are all it may touch.)
         if u.kind != UpsertKind::Ignore {
             let indexes: Vec<GlobalIndex> = named.iter().map(|(ix, _)| (*ix).clone()).collect();
-            keys.extend(self.met_by_own_keys(w, u, &indexes, topo).await?);
+            let met = self.met_by_own_keys(w, u, &indexes, topo).await?;
+            // READ COMMITTED checks only a write that meets the rows of its own key.
+            if optimistic && !met.is_empty() {
+                return Ok(Upserted::Again);
+            }
+            keys.extend(met);
         }
         let probes: Vec<IndexProbe> = named
             .iter()
@@ -120,11 +129,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             holders.extend(held.values().flatten().map(|k| literal(k, &charset)));
             holders.sort_unstable();
             holders.dedup();
+            if optimistic && holders.iter().any(|h| !u.keys.contains(h)) {
+                return Ok(Upserted::Again);
+            }
             keys.extend(holders.iter().cloned());
         }
         keys.sort_unstable();
         keys.dedup();
-        let before = self.images(w, named, &keys, &charset).await?;
+        let (before, found) = self.images(w, named, &keys, &charset).await?;
+        crate::hooks::upsert_read(&w.table).await;
         let redirected = match self.redirect(w, u, &holders, topo).await? {
             // The row one MariaDB would update, updated by its own key on its node.
             Some(sql) => Some(self.unindexed_write(&sql, topo).await?),
@@ -134,7 +147,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(ok) => ok,
             None => self.base_write(w, &w.base, binary).await?,
         };
-        let mut after = self.images(w, named, &keys, &charset).await?;
+        if optimistic && !as_read(u.kind, found, ok.affected) {
+            return Ok(Upserted::Again);
+        }
+        let (mut after, _) = self.images(w, named, &keys, &charset).await?;
         // Rows the write left holding one unique value with another.
         let mut gone = Vec::new();
         // (A unique index being built refuses nothing yet: one MariaDB's rows per node.)
@@ -189,10 +205,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // Its entries are changed below, with the others.
                 self.unindexed_write(&sql, topo).await?;
             }
-            after = self.images(w, named, &keys, &charset).await?;
+            after = self.images(w, named, &keys, &charset).await?.0;
         }
-        self.apply_difference(named, &before, &after, topo).await?;
-        Ok(ok)
+        match self.apply_difference(named, &before, &after, topo).await {
+            // Another row took the value after it was read free.
+            Err(e) if optimistic && e.code == ER_DUP_ENTRY => Ok(Upserted::Again),
+            r => r.map(|_| Upserted::Done(ok)),
+        }
     }
 
     /// One of the proxy's own writes to the indexed table, without its index writes (the
@@ -299,19 +318,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         Ok(())
     }
 
-    /// The entries the rows of `keys` hold, read locked.
+    /// The entries the rows of `keys` hold, read locked, and how many rows there were.
     async fn images(
         &mut self,
         w: &IndexedWrite,
         named: &[Named<'_>],
         keys: &[String],
         charset: &str,
-    ) -> Result<Vec<Entry>, MyError> {
+    ) -> Result<(Vec<Entry>, u64), MyError> {
         let Some((first, _)) = named.first() else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), 0));
         };
         let topo = self.topo.clone();
         let mut out = Vec::new();
+        let mut found = 0;
         for part in keys.chunks(BATCH) {
             let mut list = vec![quoted(&first.shard_column)];
             list.extend(named.iter().map(|(ix, _)| quoted(&ix.column)));
@@ -327,8 +347,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             for row in &rows.rows {
                 entries_of(row, cols, named, charset, &mut out)?;
             }
+            found += rows.rows.len() as u64;
         }
-        Ok(out)
+        Ok((out, found))
     }
 
     /// The shard keys of rows a REPLACE or ON DUPLICATE KEY UPDATE may meet by a unique key
@@ -480,6 +501,18 @@ fn entries_of(
         });
     }
     Ok(())
+}
+
+/// Did a one-row upsert that met no row of another key (READ COMMITTED: see
+/// `Session::indexed`) change only the row of its key read before it (`found`: 0 or 1),
+/// by the rows it reports? A row of that key or of another unique value that arrived
+/// after that read counts in them: a REPLACE deleted it (one more), an ON DUPLICATE KEY
+/// UPDATE or INSERT IGNORE that should have inserted updated or skipped it (not 1).
+fn as_read(kind: UpsertKind, found: u64, affected: u64) -> bool {
+    match kind {
+        UpsertKind::Replace => affected == 1 + found,
+        UpsertKind::Update | UpsertKind::Ignore => found > 0 || affected == 1,
+    }
 }
 
 /// The text of the value `hash` stands for in `ix`, as `after` holds it.
