@@ -197,9 +197,10 @@ fn take(
         .map_err(|e| format!("a binary log event: {e}"))?;
     match data {
         // A real one ends a file naming the next. The stream sends an artificial one (its
-        // end position 0) where it starts, naming `at`, and where it goes on in a file that
-        // followed one without a rotate event (the server stopped: it ends in a stop
-        // event), naming that file.
+        // end position 0) where it starts, naming `at` (with the checksum in its name: no
+        // format is known yet), and where it goes on in a file that followed one without a
+        // rotate event (the server stopped: it ends in a stop event), naming that file's
+        // start.
         Some(EventData::RotateEvent(r)) => {
             let next = Position {
                 file: r
@@ -208,7 +209,7 @@ fn take(
                     .to_string(),
                 pos: r.position(),
             };
-            if end > 0 || at.before(&next) {
+            if end > 0 || (next.pos != at.pos && at.before(&next)) {
                 *at = next;
             }
             return Ok(());
