@@ -36,6 +36,11 @@ pub struct Wait {
     pub node: usize,
     pub waiter: u32,
     pub holder: u32,
+    /// The waiting statement's query id on that node (0: not known): the one statement a
+    /// kill must reach. A kill by connection that lands once the statement is over
+    /// interrupts the connection's next one, which may be the proxy's retry of it, or
+    /// another transaction's (the client got 1317).
+    pub query: u64,
 }
 
 /// Each branch connection's session: (node, connection id) -> session.
@@ -146,10 +151,14 @@ fn id(v: &Option<Value>) -> Option<u32> {
     crate::value::integer(v.as_ref()?)
 }
 
-const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id \
+const WAITS: &str = "SELECT r.trx_mysql_thread_id, b.trx_mysql_thread_id, p.QUERY_ID \
      FROM information_schema.INNODB_LOCK_WAITS w \
      JOIN information_schema.INNODB_TRX r ON r.trx_id = w.requesting_trx_id \
-     JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id";
+     JOIN information_schema.INNODB_TRX b ON b.trx_id = w.blocking_trx_id \
+     LEFT JOIN information_schema.PROCESSLIST p ON p.ID = r.trx_mysql_thread_id";
+
+/// MariaDB's ER_NO_SUCH_QUERY: the statement a kill by query id named is over.
+const ER_NO_SUCH_QUERY: &str = "1957";
 
 /// Runs the detector until the process ends.
 pub async fn run(shared: Arc<dyn Cluster>) {
@@ -186,6 +195,10 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                             node,
                             waiter: id(r.first()?)?,
                             holder: id(r.get(1)?)?,
+                            query: r
+                                .get(2)
+                                .and_then(|v| crate::value::integer(v.as_ref()?))
+                                .unwrap_or(0),
                         })
                     }));
                 }
@@ -228,9 +241,11 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                     .connect(w.node)
                     .await
                     .map_err(|e| e.message)?;
-                c.query_drop(&format!("KILL QUERY {}", w.waiter))
-                    .await
-                    .map_err(|e| e.to_string())
+                let kill = match w.query {
+                    0 => format!("KILL QUERY {}", w.waiter),
+                    q => format!("KILL QUERY ID {q}"),
+                };
+                c.query_drop(&kill).await.map_err(|e| e.to_string())
             }
             .await;
             match killed {
@@ -241,7 +256,10 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                 }
                 Err(e) => {
                     shared.deadlocks().take_victim(w.node, w.waiter);
-                    warn!("could not break a deadlock across nodes: {e}");
+                    // Over meanwhile (a node's own detection, a lock timeout): no cycle left.
+                    if !e.contains(ER_NO_SUCH_QUERY) {
+                        warn!("could not break a deadlock across nodes: {e}");
+                    }
                 }
             }
         }
@@ -257,6 +275,7 @@ mod tests {
             node,
             waiter,
             holder,
+            query: 0,
         }
     }
 
