@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::indexes::{both, exact_placed, exact_with, reference, same_rows, writer};
-use common::moves::ops;
+use common::moves::{deadlocks_on, ops};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -66,6 +66,20 @@ fn key_beside(from: i64, a: i64) -> i64 {
         .expect("a key")
 }
 
+/// `t` made anew through `conn`: `user_id` its key, `email` unique.
+async fn create(conn: &mut Conn, t: &str) {
+    conn.query_drop(format!("DROP TABLE IF EXISTS {t}"))
+        .await
+        .expect("drop");
+    conn.query_drop(format!(
+        "CREATE TABLE {t} (user_id INT PRIMARY KEY, \
+         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
+         name VARCHAR(32), UNIQUE KEY email (email))"
+    ))
+    .await
+    .expect("create");
+}
+
 async fn all_rows(app: &mut Conn, r: &mut Conn, table: &str) {
     same_rows(app, r, &format!("SELECT * FROM {table} ORDER BY user_id")).await;
 }
@@ -98,16 +112,7 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
     let mut r = reference(c, REFERENCE).await;
     let t = "t_w";
     for conn in [&mut app, &mut r] {
-        conn.query_drop(format!("DROP TABLE IF EXISTS {t}"))
-            .await
-            .expect("drop");
-        conn.query_drop(format!(
-            "CREATE TABLE {t} (user_id INT PRIMARY KEY, \
-             email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
-             name VARCHAR(32), UNIQUE KEY email (email))"
-        ))
-        .await
-        .expect("create");
+        create(conn, t).await;
     }
     for k in 1..=20i64 {
         both(
@@ -297,19 +302,6 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
     exact(c, t).await;
 }
 
-/// `node`'s count of deadlocks InnoDB found.
-async fn deadlocks_on(c: &Cluster, node: usize) -> u64 {
-    let pool = c.direct(node);
-    let mut conn = pool.get_conn().await.expect("node");
-    let row: Option<(String, u64)> = conn
-        .query_first("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
-        .await
-        .expect("status");
-    drop(conn);
-    pool.disconnect().await.ok();
-    row.map_or(0, |(_, v)| v)
-}
-
 /// An autocommit REPLACE through `p`, started now: its affected rows.
 fn replace_later(p: &Proxy, sql: String) -> tokio::task::JoinHandle<u64> {
     let pool = p.pool();
@@ -348,16 +340,7 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
     let p = proxy(&dir, c);
     let mut app = p.conn().await;
     let t = "t_gap";
-    app.query_drop(format!("DROP TABLE IF EXISTS {t}"))
-        .await
-        .expect("drop");
-    app.query_drop(format!(
-        "CREATE TABLE {t} (user_id INT PRIMARY KEY, \
-         email VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
-         name VARCHAR(32), UNIQUE KEY email (email))"
-    ))
-    .await
-    .expect("create");
+    create(&mut app, t).await;
     let mut ops = ops(p.admin_port.expect("admin")).await;
     ops.query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {t}"))
         .await

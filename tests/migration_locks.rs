@@ -17,15 +17,6 @@ use mysql_async::prelude::Queryable;
 
 const L2: [(u16, u16); 2] = [(0, 511), (512, 1023)];
 
-async fn deadlocks_on(c: &Cluster, n: usize) -> u64 {
-    let mut conn = c.direct(n).get_conn().await.expect("direct");
-    let row: Option<(String, u64)> = conn
-        .query_first("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
-        .await
-        .expect("status");
-    row.map(|(_, v)| v).unwrap_or(0)
-}
-
 #[tokio::test]
 async fn a_deadlock_between_two_clients_images_on_the_target_is_no_clients_error() {
     let c = Cluster::shared(4);

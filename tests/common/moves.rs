@@ -1,6 +1,6 @@
 //! What the migration tests share: a proxy over ds0-ds2 with an admin listener and a
-//! metadata schema on node 3, the operator's connection, a migration's row and its steps, and
-//! a loaded table.
+//! metadata schema on node 3, the operator's connection, a migration's row and its steps, a
+//! loaded table, and a node's count of deadlocks.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -175,4 +175,17 @@ pub async fn load_after_dropping(
         .await
         .expect("load");
     }
+}
+
+/// Node `n`'s count of deadlocks InnoDB found.
+pub async fn deadlocks_on(c: &Cluster, n: usize) -> u64 {
+    let pool = c.direct(n);
+    let mut conn = pool.get_conn().await.expect("direct");
+    let row: Option<(String, u64)> = conn
+        .query_first("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+        .await
+        .expect("status");
+    drop(conn);
+    pool.disconnect().await.ok();
+    row.map_or(0, |(_, v)| v)
 }
