@@ -349,7 +349,7 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
     let node = node_of_key(&L3, 1000);
     let keys: Vec<i64> = (1000..)
         .filter(|k| node_of_key(&L3, *k) == node)
-        .take(3)
+        .take(5)
         .collect();
     let hold = |on: bool| {
         shardproxy::hooks::hold_upserts(t, on.then(|| std::time::Duration::from_millis(1500)))
@@ -408,6 +408,31 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
         .await
         .expect("by email");
     assert_eq!(rows, vec![(keys[2], "a2@x".to_string())]);
+    exact(c, t).await;
+
+    // The same for a REPLACE of several rows (a batch of new keys): one of them arrives.
+    hold(true);
+    let first = replace_later(
+        &p,
+        format!(
+            "REPLACE INTO {t} VALUES ({}, 'a3@x', 'a'), ({}, 'a4@x', 'a')",
+            keys[3], keys[4]
+        ),
+    );
+    until_held(1).await;
+    hold(false);
+    app.query_drop(format!(
+        "INSERT INTO {t} VALUES ({}, 'came4@x', 'c')",
+        keys[4]
+    ))
+    .await
+    .expect("the insert in between");
+    assert_eq!(shardproxy::hooks::upserts_held(), 1, "the insert waited");
+    assert_eq!(
+        first.await.expect("first"),
+        3,
+        "one row deleted, two inserted"
+    );
     exact(c, t).await;
 }
 

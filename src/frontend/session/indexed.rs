@@ -68,16 +68,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         if implicit {
             self.shared.deadlocks.set_retryable(self.conn_id, true);
         }
-        // A one-row upsert in the proxy's own transaction runs READ COMMITTED first: its
-        // reads lock the rows they find, not the gaps where its row or value would go,
-        // which another such upsert's insert would meet in a deadlock one MariaDB never
-        // has. What a gap lock would have kept out, a row that arrived meanwhile, shows in
-        // what the write did; then it runs again as before (`Upserted::Again`).
+        // An upsert in the proxy's own transaction, its rows of distinct keys, runs READ
+        // COMMITTED first: its reads lock the rows they find, not the gaps where its rows
+        // or values would go, which another such upsert's insert would meet in a deadlock
+        // one MariaDB never has. What a gap lock would have kept out, a row that arrived
+        // meanwhile, shows in what the write did; then it runs again as before
+        // (`Upserted::Again`).
         let mut optimistic = implicit
             && !w.shared_keys
-            && w.upsert
-                .as_ref()
-                .is_some_and(|u| u.keys.len() == 1 && u.rows.len() == 1)
+            && w.upsert.as_ref().is_some_and(distinct_keys)
             && !self.shared.statement_binlog.load(Ordering::Relaxed);
         let r = loop {
             if implicit {
@@ -498,6 +497,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         Ok(out)
     }
+}
+
+/// Does each row of the upsert have a key of its own (one row per key: the table's shard
+/// key is its primary key)?
+fn distinct_keys(u: &crate::plan::indexed::Upsert) -> bool {
+    let mut keys: Vec<&String> = u.keys.iter().collect();
+    keys.sort_unstable();
+    keys.dedup();
+    !keys.is_empty() && keys.len() == u.keys.len() && u.keys.len() == u.rows.len()
 }
 
 /// A key an index table's text answer gave as bytes, as the number its integer column

@@ -137,6 +137,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         keys.sort_unstable();
         keys.dedup();
         let (before, found) = self.images(w, named, &keys, &charset).await?;
+        // Which of several rows updated or skipped a row it found, its count cannot tell.
+        if optimistic && found > 0 && u.rows.len() > 1 && u.kind != UpsertKind::Replace {
+            return Ok(Upserted::Again);
+        }
         crate::hooks::upsert_read(&w.table).await;
         let redirected = match self.redirect(w, u, &holders, topo).await? {
             // The row one MariaDB would update, updated by its own key on its node.
@@ -147,7 +151,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Some(ok) => ok,
             None => self.base_write(w, &w.base, binary).await?,
         };
-        if optimistic && !as_read(u.kind, found, ok.affected) {
+        if optimistic && !as_read(u.kind, u.rows.len() as u64, found, ok.affected) {
             return Ok(Upserted::Again);
         }
         let (mut after, _) = self.images(w, named, &keys, &charset).await?;
@@ -503,15 +507,18 @@ fn entries_of(
     Ok(())
 }
 
-/// Did a one-row upsert that met no row of another key (READ COMMITTED: see
-/// `Session::indexed`) change only the row of its key read before it (`found`: 0 or 1),
-/// by the rows it reports? A row of that key or of another unique value that arrived
-/// after that read counts in them: a REPLACE deleted it (one more), an ON DUPLICATE KEY
-/// UPDATE or INSERT IGNORE that should have inserted updated or skipped it (not 1).
-fn as_read(kind: UpsertKind, found: u64, affected: u64) -> bool {
+/// Did an upsert of `rows` rows of distinct keys that met no row of another key (READ
+/// COMMITTED: see `Session::indexed`) change only the rows of its keys read before it
+/// (`found` of them), by the rows it reports? A row of its keys or of another unique value
+/// that arrived after that read counts in them: a REPLACE deleted it (one more), an ON
+/// DUPLICATE KEY UPDATE or INSERT IGNORE that should have inserted updated or skipped it.
+/// (Several rows of which some were found do not get here.)
+fn as_read(kind: UpsertKind, rows: u64, found: u64, affected: u64) -> bool {
     match kind {
-        UpsertKind::Replace => affected == 1 + found,
-        UpsertKind::Update | UpsertKind::Ignore => found > 0 || affected == 1,
+        UpsertKind::Replace => affected == rows + found,
+        UpsertKind::Update | UpsertKind::Ignore => {
+            (rows == 1 && found > 0) || (found == 0 && affected == rows)
+        }
     }
 }
 
@@ -522,4 +529,32 @@ fn after_shown(after: &[Entry], ix: &GlobalIndex, hash: &[u8]) -> String {
         .find(|e| e.index == ix.name && e.hash == hash)
         .map(|e| e.shown.clone())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_upserts_count_tells_a_row_that_arrived_after_its_read() {
+        use UpsertKind::*;
+        // REPLACE: each row inserted, each row found deleted first.
+        assert!(as_read(Replace, 1, 0, 1));
+        assert!(as_read(Replace, 1, 1, 2));
+        assert!(!as_read(Replace, 1, 0, 2), "a row of its key arrived");
+        assert!(as_read(Replace, 3, 1, 4));
+        assert!(!as_read(Replace, 3, 1, 5), "another arrived");
+        // ON DUPLICATE KEY UPDATE, INSERT IGNORE: a row not found must be inserted.
+        for kind in [Update, Ignore] {
+            assert!(as_read(kind, 1, 0, 1));
+            assert!(
+                !as_read(kind, 1, 0, 2),
+                "{kind:?}: updated a row that arrived"
+            );
+            assert!(!as_read(kind, 1, 0, 0), "{kind:?}: met a row that arrived");
+            assert!(as_read(kind, 1, 1, 0), "{kind:?}: its own row, locked");
+            assert!(as_read(kind, 2, 0, 2));
+            assert!(!as_read(kind, 2, 0, 1), "{kind:?}: one of two met a row");
+        }
+    }
 }
