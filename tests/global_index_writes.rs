@@ -302,23 +302,32 @@ async fn shard_key_changes_and_upserts_keep_a_unique_index_exact() {
     exact(c, t).await;
 }
 
-/// An autocommit REPLACE through `p`, started now: its affected rows.
-fn replace_later(p: &Proxy, sql: String) -> tokio::task::JoinHandle<u64> {
+/// `held`, an autocommit upsert of `t` through `p`, held between its read and its write
+/// while `beside` runs through `app`, which must not wait for it; `held`'s affected rows.
+async fn beside_held(p: &Proxy, app: &mut Conn, t: &str, held: String, beside: String) -> u64 {
+    let hold = |on: bool| {
+        shardproxy::hooks::hold_upserts(t, on.then(|| std::time::Duration::from_millis(1500)))
+    };
+    hold(true);
     let pool = p.pool();
-    tokio::spawn(async move {
+    let first = tokio::spawn(async move {
         let mut conn = pool.get_conn().await.expect("conn");
-        conn.query_drop(&sql).await.expect("the held REPLACE");
+        conn.query_drop(&held).await.expect("the held upsert");
         conn.affected_rows()
-    })
-}
-
-/// Waits until `n` upserts wait between their read and their write.
-async fn until_held(n: usize) {
+    });
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while shardproxy::hooks::upserts_held() != n {
+    while shardproxy::hooks::upserts_held() != 1 {
         assert!(std::time::Instant::now() < deadline, "no upsert waits");
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    hold(false);
+    app.query_drop(&beside).await.expect(&beside);
+    assert_eq!(
+        shardproxy::hooks::upserts_held(),
+        1,
+        "{beside} waited for the held upsert"
+    );
+    first.await.expect("the held upsert")
 }
 
 /// A REPLACE of a key no row holds reads that key's row first, locked, and one MariaDB
@@ -345,34 +354,23 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
     ops.query_drop(format!("CREATE UNIQUE GLOBAL INDEX email ON {t}"))
         .await
         .expect("CREATE GLOBAL INDEX");
-    // Three keys of one node, which holds no row: one gap.
+    // Five keys of one node, which holds no row: one gap.
     let node = node_of_key(&L3, 1000);
     let keys: Vec<i64> = (1000..)
         .filter(|k| node_of_key(&L3, *k) == node)
         .take(5)
         .collect();
-    let hold = |on: bool| {
-        shardproxy::hooks::hold_upserts(t, on.then(|| std::time::Duration::from_millis(1500)))
-    };
-
     // The second REPLACE ends while the first still waits after its read.
     let deadlocks = deadlocks_on(c, node).await;
-    hold(true);
-    let first = replace_later(
+    let affected = beside_held(
         &p,
+        &mut app,
+        t,
         format!("REPLACE INTO {t} VALUES ({}, 'a@x', 'a')", keys[0]),
-    );
-    until_held(1).await;
-    hold(false);
-    app.query_drop(format!("REPLACE INTO {t} VALUES ({}, 'b@x', 'b')", keys[1]))
-        .await
-        .expect("the second REPLACE");
-    assert_eq!(
-        shardproxy::hooks::upserts_held(),
-        1,
-        "the second REPLACE waited for the first"
-    );
-    assert_eq!(first.await.expect("first"), 1);
+        format!("REPLACE INTO {t} VALUES ({}, 'b@x', 'b')", keys[1]),
+    )
+    .await;
+    assert_eq!(affected, 1);
     assert_eq!(
         deadlocks_on(c, node).await,
         deadlocks,
@@ -382,25 +380,15 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
 
     // A row of the key arrives between the REPLACE's read and its write: replaced, as
     // one MariaDB replaces a row that came first, and its entry goes with it.
-    hold(true);
-    let first = replace_later(
+    let affected = beside_held(
         &p,
+        &mut app,
+        t,
         format!("REPLACE INTO {t} VALUES ({}, 'a2@x', 'a')", keys[2]),
-    );
-    until_held(1).await;
-    hold(false);
-    app.query_drop(format!(
-        "INSERT INTO {t} VALUES ({}, 'came@x', 'c')",
-        keys[2]
-    ))
-    .await
-    .expect("the insert in between");
-    assert_eq!(shardproxy::hooks::upserts_held(), 1, "the insert waited");
-    assert_eq!(
-        first.await.expect("first"),
-        2,
-        "one row deleted, one inserted"
-    );
+        format!("INSERT INTO {t} VALUES ({}, 'came@x', 'c')", keys[2]),
+    )
+    .await;
+    assert_eq!(affected, 2, "one row deleted, one inserted");
     let rows: Vec<(i64, String)> = app
         .query(format!(
             "SELECT user_id, email FROM {t} WHERE email IN ('came@x', 'a2@x')"
@@ -411,28 +399,18 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
     exact(c, t).await;
 
     // The same for a REPLACE of several rows (a batch of new keys): one of them arrives.
-    hold(true);
-    let first = replace_later(
+    let affected = beside_held(
         &p,
+        &mut app,
+        t,
         format!(
             "REPLACE INTO {t} VALUES ({}, 'a3@x', 'a'), ({}, 'a4@x', 'a')",
             keys[3], keys[4]
         ),
-    );
-    until_held(1).await;
-    hold(false);
-    app.query_drop(format!(
-        "INSERT INTO {t} VALUES ({}, 'came4@x', 'c')",
-        keys[4]
-    ))
-    .await
-    .expect("the insert in between");
-    assert_eq!(shardproxy::hooks::upserts_held(), 1, "the insert waited");
-    assert_eq!(
-        first.await.expect("first"),
-        3,
-        "one row deleted, two inserted"
-    );
+        format!("INSERT INTO {t} VALUES ({}, 'came4@x', 'c')", keys[4]),
+    )
+    .await;
+    assert_eq!(affected, 3, "one row deleted, two inserted");
     exact(c, t).await;
 }
 
