@@ -147,7 +147,7 @@ fn cycle_back(
     None
 }
 
-fn id(v: &Option<Value>) -> Option<u32> {
+fn id<T: std::str::FromStr>(v: &Option<Value>) -> Option<T> {
     crate::value::integer(v.as_ref()?)
 }
 
@@ -195,10 +195,7 @@ pub async fn run(shared: Arc<dyn Cluster>) {
                             node,
                             waiter: id(r.first()?)?,
                             holder: id(r.get(1)?)?,
-                            query: r
-                                .get(2)
-                                .and_then(|v| crate::value::integer(v.as_ref()?))
-                                .unwrap_or(0),
+                            query: r.get(2).and_then(id).unwrap_or(0),
                         })
                     }));
                 }

@@ -89,17 +89,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 Some(u) => match self.upsert_in_tx(w, u, !implicit, binary, optimistic).await {
                     Ok(Upserted::Done(ok)) => Ok(ok),
                     Ok(Upserted::Again) => {
-                        let _ = self.nodes.end(false).await;
-                        self.nodes.settle_tx().await;
-                        self.last.warn_next = None;
+                        self.roll_back_own().await;
                         optimistic = false;
                         continue;
                     }
                     Err(e) if optimistic && e.code == ER_BINLOG_STMT_MODE_AND_ROW_ENGINE => {
                         self.shared.statement_binlog.store(true, Ordering::Relaxed);
-                        let _ = self.nodes.end(false).await;
-                        self.nodes.settle_tx().await;
-                        self.last.warn_next = None;
+                        self.roll_back_own().await;
                         optimistic = false;
                         continue;
                     }
@@ -114,9 +110,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // Two such writes retried at the same pace would meet again: the pause grows
                 // (up to 320 ms), and this proxy's retries take turns.
                 Err(e) if implicit && e.code == ER_LOCK_DEADLOCK && attempt < DEADLOCK_RETRIES => {
-                    let _ = self.nodes.end(false).await;
-                    self.nodes.settle_tx().await;
-                    self.last.warn_next = None;
+                    self.roll_back_own().await;
                     attempt += 1;
                     let pause = rand::random::<u64>() % (5u64 << attempt) + 1;
                     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
@@ -146,6 +140,13 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let (_, mut sink) = self.sink(binary);
         sink.ok(&ok, status, false);
         Ok(())
+    }
+
+    /// The proxy's own transaction around a write rolled back, for the write to run again.
+    async fn roll_back_own(&mut self) {
+        let _ = self.nodes.end(false).await;
+        self.nodes.settle_tx().await;
+        self.last.warn_next = None;
     }
 
     async fn indexed_in_tx(
