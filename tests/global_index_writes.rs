@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::indexes::{both, exact_placed, exact_with, reference, same_rows, writer};
-use common::moves::{deadlocks_on, ops};
+use common::moves::{deadlocks_on, global_status, ops};
 use common::*;
 use mysql_async::prelude::Queryable;
 use mysql_async::Conn;
@@ -415,18 +415,10 @@ async fn replaces_of_new_keys_lock_no_gaps_and_see_a_row_that_arrived_meanwhile(
 }
 
 /// The UPDATE statements the three nodes have run.
-async fn com_update(c: &Cluster) -> i64 {
+async fn com_update(c: &Cluster) -> u64 {
     let mut n = 0;
     for i in 0..3 {
-        let pool = c.direct(i);
-        let mut conn = pool.get_conn().await.expect("node");
-        let v: Option<(String, i64)> = conn
-            .query_first("SHOW GLOBAL STATUS LIKE 'Com_update'")
-            .await
-            .expect("status");
-        n += v.map_or(0, |(_, v)| v);
-        drop(conn);
-        pool.disconnect().await.ok();
+        n += global_status(c, i, "Com_update").await;
     }
     n
 }

@@ -1,6 +1,6 @@
 //! What the migration tests share: a proxy over ds0-ds2 with an admin listener and a
 //! metadata schema on node 3, the operator's connection, a migration's row and its steps, a
-//! loaded table, and a node's count of deadlocks.
+//! loaded table, and a node's status counters (its deadlocks).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -177,15 +177,20 @@ pub async fn load_after_dropping(
     }
 }
 
-/// Node `n`'s count of deadlocks InnoDB found.
-pub async fn deadlocks_on(c: &Cluster, n: usize) -> u64 {
+/// Node `n`'s global status counter `name` (`Innodb_deadlocks`, `Com_update`).
+pub async fn global_status(c: &Cluster, n: usize, name: &str) -> u64 {
     let pool = c.direct(n);
     let mut conn = pool.get_conn().await.expect("direct");
     let row: Option<(String, u64)> = conn
-        .query_first("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+        .query_first(format!("SHOW GLOBAL STATUS LIKE '{name}'"))
         .await
         .expect("status");
     drop(conn);
     pool.disconnect().await.ok();
     row.map_or(0, |(_, v)| v)
+}
+
+/// Node `n`'s count of deadlocks InnoDB found.
+pub async fn deadlocks_on(c: &Cluster, n: usize) -> u64 {
+    global_status(c, n, "Innodb_deadlocks").await
 }
