@@ -556,7 +556,15 @@ pub fn compare(a: &Option<Value>, b: &Option<Value>, class: Class) -> Ordering {
                 (Value::Date(..) | Value::Time(..), Value::Date(..) | Value::Time(..)) => {
                     temporal_tuple(x).cmp(&temporal_tuple(y))
                 }
-                _ => bytes_of(x).cmp(&bytes_of(y)),
+                // As text, a negative TIME or one of 100 hours and more does not order by
+                // its bytes (`-21:05:01` is less than `-15:05:01`).
+                _ => {
+                    let (p, q) = (bytes_of(x), bytes_of(y));
+                    match (temporal_key(&p), temporal_key(&q)) {
+                        (Some(a), Some(b)) => a.cmp(&b),
+                        _ => p.cmp(&q),
+                    }
+                }
             },
         },
     }
@@ -686,6 +694,16 @@ mod tests {
             c("10:00:00", "9:59:59.999999", Some(Class::Temporal)),
             Greater
         );
+    }
+
+    #[test]
+    fn times_sent_as_text_sort_by_their_value() {
+        use std::cmp::Ordering::*;
+        let c = |p: &str, q: &str| compare(&b(p), &b(q), Class::Temporal);
+        assert_eq!(c("-21:05:01.50", "-15:05:01.50"), Less);
+        assert_eq!(c("100:00:00", "99:59:59"), Greater);
+        assert_eq!(c("2024-01-02 03:04:05", "2024-01-02 03:04:05.000"), Equal);
+        assert_eq!(c("2024-01-02", "2024-01-03"), Less);
     }
 
     #[test]
