@@ -147,7 +147,7 @@ impl Metrics {
             ),
             copied_rows: counter_vec(
                 "shardproxy_copied_rows_total",
-                "Rows read through the proxy into the temporary copies of gathered statements, by how the copy was read (bound: by a join's keys; indexed: so, through a global index of the copied table; inline: bound, and carried inside the statement instead of a temporary table; whole: by the statement's own filter)",
+                "Rows read through the proxy into the temporary copies of gathered statements, by how the copy was read (bound: by a join's keys; indexed: so, through a global index of the copied table; inline: bound, and carried inside the statement instead of a temporary table; spread: an outer table's rows carried inside the statements of the nodes its join values name; whole: by the statement's own filter)",
                 &["how"],
             ),
             transactions: counter_vec(

@@ -271,6 +271,7 @@ mod tests {
             key: "id".into(),
             at: None,
             by_index: None,
+            outer: Default::default(),
         }
     }
 

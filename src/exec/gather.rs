@@ -384,7 +384,12 @@ async fn definition_and_keys<D: Door>(
 }
 
 fn show_create(s: &Ship) -> String {
-    format!("SHOW CREATE TABLE {}", quoted(&s.table))
+    show_create_of(&s.table)
+}
+
+/// The statement reading `table`'s definition.
+pub(super) fn show_create_of(table: &str) -> String {
+    format!("SHOW CREATE TABLE {}", quoted(table))
 }
 
 /// A copied table's `SHOW CREATE TABLE` text.
@@ -394,7 +399,7 @@ async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<String, NodeError
 }
 
 /// `SHOW CREATE TABLE`'s second column as text.
-fn create_text(v: Option<&Value>) -> String {
+pub(super) fn create_text(v: Option<&Value>) -> String {
     match v {
         Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
@@ -802,6 +807,7 @@ mod tests {
             key: "user_id".into(),
             at: None,
             by_index: None,
+            outer: Default::default(),
         });
         let mut sink = RecordSink::text();
         run(&mut d, &mut sink, &g, 100, Access::Read)

@@ -108,14 +108,14 @@ fn type_word(word: &str) -> (String, String) {
     (ty, base)
 }
 
-/// Does `create` (`SHOW CREATE TABLE`'s text) declare `column`, named exactly so, an
-/// integer?
+/// Does `create` (`SHOW CREATE TABLE`'s text) declare `column` (a name compares without
+/// case, as MariaDB's column names do) an integer?
 pub fn integer_column(create: &str, column: &str) -> bool {
     create
         .lines()
         .filter_map(|l| name(l.trim_start()))
         .any(|(n, rest)| {
-            n == column
+            n.eq_ignore_ascii_case(column)
                 && rest
                     .split(' ')
                     .find(|w| !w.is_empty())

@@ -34,6 +34,7 @@ fn gather() -> Gather {
                 key: "user_id".into(),
                 at,
                 by_index: None,
+                outer: Default::default(),
             }),
         }],
         sql: SQL.into(),

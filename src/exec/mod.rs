@@ -35,6 +35,7 @@ pub mod rows;
 pub mod scatter;
 pub mod sequence;
 pub mod session_op;
+pub mod spread;
 pub mod tier_page;
 pub mod tier_read;
 pub mod tier_write;
@@ -144,6 +145,7 @@ pub async fn run<D: Door, K: Sink>(
         }
         Plan::Gather(g) => gather::run(door, sink, g, cap, access).await,
         Plan::Shipped(s) => return shipped(door, sink, s, topo, access).await,
+        Plan::Spread(s) => return spread(door, sink, s, topo, access).await,
         // The session plans the read of its rows, then runs it ([`key_update::run`]).
         Plan::KeyUpdate(_) => {
             return Err(MyError::internal(
@@ -250,6 +252,37 @@ pub async fn shipped<D: Door, K: Sink>(
         .await
         .map_err(MyError::from)
         .and(r)
+}
+
+/// Runs a bound join with its outer rows carried to the inner table's nodes
+/// ([`crate::plan::spread::Spread`]), or gathered where they cannot travel so.
+pub async fn spread<D: Door, K: Sink>(
+    door: &mut D,
+    sink: &mut K,
+    s: &crate::plan::spread::Spread,
+    topo: &crate::config::Topology,
+    access: Access,
+) -> Result<(), MyError> {
+    /// A node without JSON_TABLE (MariaDB before 10.6) answers ER_PARSE_ERROR.
+    const ER_PARSE_ERROR: u16 = 1064;
+    let cap = topo.max_rows_per_statement;
+    // A binary-protocol answer comes from a statement the node prepares and keeps by its
+    // text: rows inside would make a new one at every execution.
+    let then = if sink.binary() {
+        None
+    } else {
+        spread::spread_rows(door, s, cap).await?
+    };
+    if let Some(then) = then {
+        let before = sink.written();
+        match Box::pin(run(&then, topo, access, door, sink)).await {
+            Err(e) if e.code == ER_PARSE_ERROR && sink.written() == before => {}
+            r => return r,
+        }
+    }
+    gather::run(door, sink, &s.gather, cap, access)
+        .await
+        .map_err(MyError::from)
 }
 
 /// Whether a table is one the proxy keeps for itself in the nodes' databases (a sequence's

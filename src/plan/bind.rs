@@ -63,6 +63,22 @@ pub struct Bind {
     /// shard keys: the copy is read only on the nodes of the keys the outer values' entries
     /// name.
     pub by_index: Option<ByIndex>,
+    /// The outer table's side of the join.
+    pub outer: Outer,
+}
+
+/// The outer side of a bound join: the table whose values choose the copy's rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outer {
+    /// The table, lower-cased, and as the statement writes it.
+    pub table: String,
+    pub written: String,
+    /// Its qualifier in the statement (its alias, or its name).
+    pub qualifier: String,
+    /// Its column the join binds, as the statement names it.
+    pub column: String,
+    /// Its own conjuncts, bound values written in: ` WHERE ...`, or empty.
+    pub filter: String,
 }
 
 /// A copy bound through a global index of the copied table (see [`Bind::by_index`]).
@@ -443,6 +459,13 @@ impl Planner<'_> {
             key: column,
             at: None,
             by_index,
+            outer: Outer {
+                table: ta.clone(),
+                written: written_a,
+                qualifier: qa.clone(),
+                column: outer.1.clone(),
+                filter,
+            },
         })
     }
 }
@@ -456,8 +479,10 @@ mod tests {
 
     /// The copy of `table`'s binding, in a gathered plan.
     fn bind_of<'p>(p: &'p Plan, table: &str) -> Option<&'p Bind> {
-        let Plan::Gather(g) = p else {
-            return None;
+        let g = match p {
+            Plan::Gather(g) => g,
+            Plan::Spread(s) => &s.gather,
+            _ => return None,
         };
         g.ships.iter().find(|s| s.table == table)?.bind.as_ref()
     }
@@ -549,7 +574,11 @@ mod tests {
         let p = plan_of(
             "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5",
         );
-        let Plan::Gather(g) = &p else { panic!("{p:?}") };
+        let g = match &p {
+            Plan::Gather(g) => g,
+            Plan::Spread(s) => &s.gather,
+            _ => panic!("{p:?}"),
+        };
         let at = bind_of(&p, "t_item").and_then(|b| b.at).expect("placed");
         assert_eq!(&g.sql[at.0..at.1], "`__sp_ship_0`");
         assert!(g.sql[at.1..].starts_with(" i ON"), "{}", g.sql);

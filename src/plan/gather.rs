@@ -196,13 +196,17 @@ impl Planner<'_> {
                 b.at = super::bind::named_at(&sql, &s.temp, self.parsed.mode);
             }
         }
-        Plan::Gather(Box::new(Gather {
+        let g = Gather {
             node,
             ships,
             sql,
             params: self.params.to_vec(),
             why,
-        }))
+        };
+        match self.spread(q, &g, &placed) {
+            Some(s) => Plan::Spread(Box::new(s)),
+            None => Plan::Gather(Box::new(g)),
+        }
     }
 
     /// The copies of these tables (`(table, as written, nodes holding its rows)`), each read
@@ -340,6 +344,7 @@ impl Planner<'_> {
             missing_index: Default::default(),
             missing_weights: Default::default(),
             row_keys: Default::default(),
+            spreading: self.spreading,
         };
         let plan = sub.select(q);
         if !sub.missing.borrow().is_empty() || !sub.missing_index.borrow().is_empty() {
@@ -509,7 +514,7 @@ fn has_into(q: &Query) -> bool {
 
 /// The statement's text with each reference to a copied table renamed to its copy
 /// (`super::rename::renamed`).
-fn renamed(
+pub(super) fn renamed(
     sql: &str,
     stmt: &Statement,
     renames: &[(String, String)],

@@ -20,6 +20,7 @@ mod rename;
 pub mod replica;
 mod salt;
 mod select;
+pub mod spread;
 pub mod tier;
 pub mod tree;
 mod uses;
@@ -96,6 +97,7 @@ pub fn plan_traced(
         missing_index: Default::default(),
         missing_weights: Default::default(),
         row_keys: Default::default(),
+        spreading: false,
     };
     let plan = planner.plan();
     let mut missing = planner.missing.take();
@@ -183,6 +185,9 @@ struct Planner<'a> {
     /// An INSERT's rows' shard keys as routed, generated ones included (for the entries
     /// of the table's global indexes).
     row_keys: std::cell::RefCell<Option<Vec<Value>>>,
+    /// Planning the statement over the nodes a bound join's outer rows are carried to
+    /// (`spread`): it is not gathered again.
+    spreading: bool,
 }
 
 impl<'a> Planner<'a> {
@@ -239,6 +244,7 @@ impl<'a> Planner<'a> {
                     missing_index: Default::default(),
                     missing_weights: Default::default(),
                     row_keys: Default::default(),
+                    spreading: self.spreading,
                 }
                 .plan();
                 match inner {

@@ -197,6 +197,9 @@ pub enum Plan {
     Gather(Box<gather::Gather>),
     /// Tables copied to every node a plan runs on, then the plan (reading them there).
     Shipped(Box<gather::Shipped>),
+    /// A bound join's outer rows carried to the inner table's nodes, the statement run
+    /// there and merged (the gathered plan where they cannot travel so).
+    Spread(Box<super::spread::Spread>),
     /// An INSERT ... SELECT whose rows must move: the SELECT read, its rows inserted.
     InsertSelect(Box<insert::InsertSelect>),
     /// An UPDATE of a shard key: its rows read (a read planned of its own), then moved or
@@ -396,6 +399,7 @@ impl Plan {
                 v.dedup();
                 v
             }
+            Plan::Spread(s) => s.nodes(),
             Plan::Gather(g) => {
                 let mut v = vec![g.node];
                 for s in &g.ships {
@@ -708,6 +712,28 @@ impl PlanDescription<'_> {
                     }
                 }
                 writeln!(f, "  then on {}: {}", name(g.node), g.sql)
+            }
+            Plan::Spread(s) => {
+                writeln!(
+                    f,
+                    "Spread: {} (the rows of `{}` carried to the nodes of `{}` inside the statement, the join made there)",
+                    s.gather.why, s.outer, s.inner
+                )?;
+                writeln!(f, "  the rows on {}: {}", name(s.node), s.read)?;
+                writeln!(
+                    f,
+                    "     each to the node of its `{}`'s slot, bound by {} (`{}` an integer in both tables; up to {} rows of a table without floating-point, binary, ENUM or SET columns, as a JSON_TABLE)",
+                    s.column,
+                    s.on,
+                    s.key,
+                    super::bind::INLINE_ROWS
+                )?;
+                write!(f, "  then: {}", s.then.describe(self.topo))?;
+                write!(
+                    f,
+                    "  else: {}",
+                    Plan::Gather(Box::new(s.gather.clone())).describe(self.topo)
+                )
             }
             Plan::Shipped(s) => {
                 let names: Vec<&str> = s.nodes().iter().map(|n| name(*n)).collect();

@@ -159,6 +159,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 });
             match plan {
                 crate::plan::Plan::Gather(g) => return Some(*g),
+                crate::plan::Plan::Spread(s) => return Some(s.gather),
                 // Prepared on one of its nodes against empty copies, for the metadata.
                 crate::plan::Plan::Shipped(s) => {
                     let s = *s;

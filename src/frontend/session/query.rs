@@ -811,6 +811,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             Plan::Captured { .. } => "captured",
             Plan::Gather(_) => "gather",
             Plan::Shipped(_) => "shipped",
+            Plan::Spread(_) => "spread",
             Plan::InsertSelect(_) => "insert_select",
             Plan::KeyUpdate(_) => "key_update",
             Plan::Refuse { message, .. }

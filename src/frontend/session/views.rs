@@ -270,7 +270,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .await;
         match &plan {
             Plan::Refuse { code, message } => return Err(MyError::new(*code, message.clone())),
-            Plan::Gather(_) | Plan::Shipped(_) => return Ok(()),
+            Plan::Gather(_) | Plan::Shipped(_) | Plan::Spread(_) => return Ok(()),
             _ => {}
         }
         let mut none = crate::exec::collect::Collect::new(0);

@@ -1,0 +1,392 @@
+//! A bound join's outer rows carried to the inner table's nodes ([`crate::plan::spread`]):
+//! the outer rows and both tables' definitions read at once, and each row written into the
+//! statement of the node its join value's slot names ([`super::inline`]). `super::spread`
+//! then runs the statements and merges them as planned, or, where the rows cannot travel so,
+//! the gathered plan (nothing has reached the client by then).
+
+use std::sync::Arc;
+
+use mysql_common::packets::Column;
+use mysql_common::value::Value;
+
+use super::door::{Door, NodeError, Run, Stmt};
+use super::gather::{create_text, show_create_of};
+use super::inline::{integer_column, shape, Doc};
+use crate::error::MyError;
+use crate::merge::Row;
+use crate::plan::spread::Spread;
+use crate::plan::Plan;
+
+/// What one of the first stage's reads gave: its columns and rows.
+type Read = (Option<Arc<[Column]>>, Vec<Row>);
+
+/// The outer rows read, split by the node of their join value, and written into the
+/// statements of `s.then`; `None` where they cannot travel so (the gathered plan runs).
+pub async fn spread_rows<D: Door>(
+    door: &mut D,
+    s: &Spread,
+    cap: u64,
+) -> Result<Option<Plan>, NodeError> {
+    let show_outer = show_create_of(&s.outer);
+    let show_inner = show_create_of(&s.inner);
+    let reads = [
+        (s.node, s.read.as_str()),
+        (s.definition, show_outer.as_str()),
+        (s.inner_definition, show_inner.as_str()),
+    ];
+    let [rows, outer, inner] = read_at_once(door, &reads).await?;
+    let (Some(cols), rows) = rows else {
+        return no("the outer rows' read gave no result set");
+    };
+    let definition =
+        |r: &Read| create_text(r.1.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
+    let (outer, inner) = (definition(&outer), definition(&inner));
+    let Some(shape) = shape(&outer) else {
+        return no("a column of the outer table cannot travel as text");
+    };
+    // Equal values of integer columns are equal texts: each row's slot is its value's.
+    if !integer_column(&outer, &s.column) || !integer_column(&inner, &s.key) {
+        return no("the join's columns are not integers in both tables");
+    }
+    let mut named = cols
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.name_str().eq_ignore_ascii_case(&s.column));
+    let (Some((at, _)), None) = (named.next(), named.next()) else {
+        return no("the outer rows do not name the join column once");
+    };
+    if rows.len() > crate::plan::bind::INLINE_ROWS || rows.len() as u64 > cap {
+        return no("too many outer rows");
+    }
+    let targets: Vec<usize> = match s.then.source() {
+        Plan::Route(t) => vec![t.node],
+        Plan::Scatter { targets, .. } => targets.iter().map(|t| t.node).collect(),
+        _ => return no("the statement is neither a route nor a scatter"),
+    };
+    // Each row in the share of its value's node; a NULL value joins no row: anywhere.
+    let mut shares: Vec<Vec<&Row>> = vec![Vec::new(); targets.len()];
+    let mut nulls = Vec::new();
+    for row in &rows {
+        match row.get(at) {
+            Some(None | Some(Value::NULL)) => nulls.push(row),
+            Some(Some(v)) => {
+                let Some(node) = node_of(s, v) else {
+                    return no("a join value is not an integer on one node");
+                };
+                // A node the statement's own keys leave out: the row cannot meet its WHERE.
+                if let Some(i) = targets.iter().position(|t| *t == node) {
+                    shares[i].push(row);
+                }
+            }
+            None => return no("a row is shorter than its columns"),
+        }
+    }
+    let first = shares.iter().position(|r| !r.is_empty()).unwrap_or(0);
+    shares[first].extend(nulls);
+    let mut tables: Vec<Option<String>> = Vec::with_capacity(targets.len());
+    for (i, share) in shares.iter().enumerate() {
+        if share.is_empty() && i != first {
+            tables.push(None);
+            continue;
+        }
+        let mut doc = Doc::new(&shape);
+        for row in share {
+            doc.row(row, &cols);
+        }
+        match doc.table() {
+            Some(t) => tables.push(Some(t)),
+            None => return no("the outer rows cannot travel as text"),
+        }
+    }
+    let mut then = s.then.clone();
+    let place = |t: &mut crate::plan::Target, at: (usize, usize), table: &str| {
+        super::inline::placed(&t.sql, at, table).map(|sql| t.sql = sql)
+    };
+    let placed = match then.source_mut() {
+        Plan::Route(t) => match (s.at.first(), tables.first()) {
+            (Some(at), Some(Some(table))) => place(t, *at, table),
+            _ => None,
+        },
+        Plan::Scatter { targets, .. } => {
+            // Only the nodes that got rows: another's answer is empty (or, under an
+            // aggregate, the merge's identity), and one node always runs.
+            let mut kept = Vec::new();
+            for ((mut t, at), table) in targets.drain(..).zip(&s.at).zip(&tables) {
+                if let Some(table) = table {
+                    place(&mut t, *at, table).ok_or_else(|| lost(t.node))?;
+                    kept.push(t);
+                }
+            }
+            *targets = kept;
+            Some(())
+        }
+        _ => None,
+    };
+    if placed.is_none() {
+        return Err(lost(s.node));
+    }
+    door.count_copied("spread", rows.len() as u64);
+    Ok(Some(then))
+}
+
+/// The gathered plan runs instead, for this reason.
+fn no(why: &str) -> Result<Option<Plan>, NodeError> {
+    tracing::debug!("shardproxy: outer rows not spread: {why}");
+    Ok(None)
+}
+
+/// The node of the rows of the inner table a join value equals: its slot's, as an integer
+/// key is routed; `None` where it is not an integer, or its rows are on several nodes (a
+/// salted key).
+fn node_of(s: &Spread, v: &Value) -> Option<usize> {
+    let text = match v {
+        Value::Bytes(b) => std::borrow::Cow::Borrowed(b),
+        other => std::borrow::Cow::Owned(crate::value::text_form(other)?),
+    };
+    // As the key is written: a ZEROFILL column's `007` is the key 7.
+    let n: i128 = std::str::from_utf8(&text).ok()?.parse().ok()?;
+    match s
+        .map
+        .place_text(n.to_string().as_bytes())
+        .nodes(None)
+        .as_slice()
+    {
+        [one] => Some(*one),
+        _ => None,
+    }
+}
+
+fn lost(node: usize) -> NodeError {
+    NodeError {
+        node,
+        error: MyError::internal("shardproxy: the outer rows' place in a statement is lost"),
+        broke: false,
+    }
+}
+
+/// Each statement on its node, those on distinct nodes at once, each read to its end
+/// before any error is the answer.
+async fn read_at_once<D: Door, const N: usize>(
+    door: &mut D,
+    reads: &[(usize, &str); N],
+) -> Result<[Read; N], NodeError> {
+    let mut out: [Option<Read>; N] = std::array::from_fn(|_| None);
+    let mut left: Vec<usize> = (0..N).collect();
+    while !left.is_empty() {
+        let mut round: Vec<usize> = Vec::new();
+        for &i in &left {
+            if !round.iter().any(|&j| reads[j].0 == reads[i].0) {
+                round.push(i);
+            }
+        }
+        left.retain(|i| !round.contains(i));
+        let stmts: Vec<(usize, Stmt<'_>)> = round
+            .iter()
+            .map(|&i| (reads[i].0, Stmt::new(reads[i].1, &[])))
+            .collect();
+        let results = door.start_all(&stmts, Run::TEXT_READ).await?;
+        let mut first_err = None;
+        for (&i, res) in round.iter().zip(super::scatter::started(results).await?) {
+            let cols = super::door::NodeResult::columns(&res);
+            match super::scatter::drain(res).await {
+                Ok(rows) => out[i] = Some((cols, rows)),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+    }
+    let mut done = Vec::with_capacity(N);
+    for (i, r) in out.into_iter().enumerate() {
+        done.push(r.ok_or_else(|| lost(reads[i].0))?);
+    }
+    done.try_into().map_err(|_| lost(reads[0].0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Topology;
+    use crate::exec::door::Access;
+    use crate::exec::fake::{Canned, FakeDoor, RecordSink};
+    use crate::routing::slot::slot_of;
+    use mysql_common::constants::ColumnType;
+
+    const RULES: &str = r#"
+version = 1
+default_node = "ds0"
+[server]
+listen = "127.0.0.1:3307"
+users = [{ name = "app", password = "app" }]
+[nodes]
+ds0 = "mysql://root:root@127.0.0.1:3311/shop"
+ds1 = "mysql://root:root@127.0.0.1:3312/shop"
+[tables.t_order]
+rule = "hash_slot"
+column = "user_id"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+[tables.t_item]
+rule = "hash_slot"
+column = "item_key"
+slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
+"#;
+
+    const ORDERS: &str = "CREATE TABLE `t_order` (\n  `order_id` bigint(20) NOT NULL,\n  `user_id` int(11) NOT NULL,\n  `item` int(11) DEFAULT NULL,\n  PRIMARY KEY (`order_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+    fn items(key: &str) -> String {
+        format!("CREATE TABLE `t_item` (\n  `item_key` {key} NOT NULL,\n  `x` int(11) DEFAULT NULL,\n  PRIMARY KEY (`item_key`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+    }
+
+    fn node_of(key: i64) -> usize {
+        usize::from(slot_of(&Value::Int(key)).is_some_and(|s| s >= 512))
+    }
+
+    /// A spread plan of the join, and the topology.
+    fn planned() -> (Spread, Topology) {
+        let topo = crate::config::parse(RULES, "test.toml").expect("rules");
+        let sql = "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.item_key = o.item WHERE o.user_id = 5";
+        let columns = |_: Option<&str>, _: &str| None;
+        let ctx = crate::plan::PlanCtx {
+            today: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).expect("day"),
+            lookup: &|_: &str, _: &[u8]| None,
+            next_id: &|_: &str, _: u16| Ok(1),
+            columns: &columns,
+            primary_key: &columns,
+            charset: "utf8mb4",
+            rows: &|_: &str| Some(1000),
+            statistics: true,
+            index: &|_: &str, _: &[u8]| None,
+            weights: &|_: &str| None,
+        };
+        let parsed = crate::sql::parse(sql).expect("parses");
+        match crate::plan::plan(sql, Ok(&parsed), &[], &topo, &ctx) {
+            Plan::Spread(s) => (*s, topo),
+            other => panic!("not spread: {other:?}"),
+        }
+    }
+
+    /// A door whose outer rows join items `keys` (a NULL among them), the item key `key`.
+    fn door(s: &Spread, keys: &[&str], key: &str) -> FakeDoor {
+        let mut d = FakeDoor::new(2);
+        let rows: Vec<Vec<String>> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| vec![(100 + i).to_string(), "5".into(), k.to_string()])
+            .collect();
+        let rows: Vec<Vec<&str>> = rows
+            .iter()
+            .map(|r| r.iter().map(String::as_str).collect())
+            .collect();
+        let rows: Vec<&[&str]> = rows.iter().map(Vec::as_slice).collect();
+        let int = ColumnType::MYSQL_TYPE_LONG;
+        d.answer(
+            s.node,
+            "SELECT `o`.*",
+            Canned::typed(&[("order_id", int), ("user_id", int), ("item", int)], &rows),
+        );
+        d.answer_any(
+            "SHOW CREATE TABLE `t_order`",
+            Canned::rows(&["Table", "Create Table"], &[&["t_order", ORDERS]]),
+        );
+        d.answer_any(
+            "SHOW CREATE TABLE `t_item`",
+            Canned::rows(&["Table", "Create Table"], &[&["t_item", &items(key)]]),
+        );
+        d.answer_any(
+            "JSON_TABLE",
+            Canned::rows(&["order_id", "x"], &[&["1", "2"]]),
+        );
+        d
+    }
+
+    /// The outer rows' join values each statement carried, by node.
+    fn carried(d: &FakeDoor) -> Vec<(usize, Vec<String>)> {
+        d.log()
+            .into_iter()
+            .filter(|(_, sql)| sql.contains("JSON_TABLE"))
+            .map(|(n, sql)| {
+                let hex = sql
+                    .split("X'")
+                    .nth(1)
+                    .and_then(|h| h.split('\'').next())
+                    .unwrap_or_default();
+                let bytes: Vec<u8> = (0..hex.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                    .collect();
+                let json: Vec<Vec<Option<String>>> =
+                    serde_json::from_slice(&bytes).unwrap_or_default();
+                (
+                    n,
+                    json.into_iter()
+                        .map(|r| r[2].clone().unwrap_or("NULL".into()))
+                        .collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_outer_row_goes_to_the_node_of_its_join_value_and_nowhere_else() {
+        let (s, topo) = planned();
+        let a = (1..).find(|k| node_of(*k) == 0).expect("a key on ds0");
+        let b = (1..).find(|k| node_of(*k) == 1).expect("a key on ds1");
+        let (a, b) = (a.to_string(), b.to_string());
+        // Two rows of one value, one of the other, a NULL: with the first node's rows.
+        let mut d = door(&s, &[&b, &a, "NULL", &b], "int(11)");
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(
+            carried(&d),
+            vec![
+                (0, vec![a.clone(), "NULL".into()]),
+                (1, vec![b.clone(), b.clone()])
+            ]
+        );
+        assert_eq!(sink.rows().len(), 2, "each node's answer");
+        // A zero-filled value is its key's: `007` goes where 7 does.
+        let (s7, n7) = ("7", node_of(7));
+        let mut d = door(&s, &["007", s7], "int(11)");
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(carried(&d), vec![(n7, vec!["007".into(), "7".into()])]);
+        // Only one node has rows: the other is not asked.
+        assert!(d.sql_on(1 - n7).iter().all(|q| !q.contains("JSON_TABLE")));
+        // No outer row: one node answers (an empty join, or an aggregate's identity).
+        let mut d = door(&s, &[], "int(11)");
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(carried(&d).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_inner_key_that_is_not_an_integer_runs_the_gathered_plan() {
+        // '0012' = 12 there, and lies on the slot of its own text.
+        let (s, topo) = planned();
+        let mut d = door(&s, &["12"], "varchar(10)");
+        d.answer_any("SELECT DISTINCT", Canned::rows(&["item"], &[&["12"]]));
+        d.answer_any("SELECT `i`.*", Canned::rows(&["item_key", "x"], &[]));
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        // The join made on the inner table's nodes names it; the gathered one its copy.
+        let log = d.log();
+        assert!(
+            !log.iter().any(|(_, q)| q.contains("JOIN t_item")),
+            "{log:?}"
+        );
+        assert!(
+            log.iter().any(|(_, q)| q.contains("SELECT DISTINCT")),
+            "{log:?}"
+        );
+    }
+}
