@@ -326,6 +326,12 @@ pub trait Door: Send + Sized {
     /// Counts rows read through the proxy into a gathered statement's copies (metrics), by
     /// how the copy was read: `bound` by a join's keys, `whole` as planned.
     fn count_copied(&self, how: &str, rows: u64);
+    /// A table's `SHOW CREATE TABLE` text read lately in the session's database, kept for
+    /// [`crate::shared::COLLATIONS_TTL`] and dropped by this proxy's DDL (as the merges'
+    /// collations are); `None` when not kept.
+    fn kept_definition(&self, table: &str) -> Option<Arc<str>>;
+    /// Keeps `text` as `table`'s definition (`None`: forgets it).
+    fn keep_definition(&self, table: &str, text: Option<&str>);
 }
 
 /// Where results go: the client, as MySQL packets (the frontend), or a test's record.

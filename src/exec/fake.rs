@@ -151,6 +151,8 @@ pub struct FakeDoor {
     /// the statements it was asked about.
     pub collations: Option<Arc<[u16]>>,
     pub collations_asked: Vec<(usize, String)>,
+    /// Tables' definitions kept ([`Door::kept_definition`]).
+    pub definitions: std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>,
 }
 
 impl FakeDoor {
@@ -579,6 +581,22 @@ impl Door for FakeDoor {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((how.to_string(), rows));
+    }
+
+    fn kept_definition(&self, table: &str) -> Option<Arc<str>> {
+        self.definitions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(table)
+            .cloned()
+    }
+
+    fn keep_definition(&self, table: &str, text: Option<&str>) {
+        let mut kept = self.definitions.lock().unwrap_or_else(|e| e.into_inner());
+        match text {
+            Some(t) => kept.insert(table.to_string(), t.into()),
+            None => kept.remove(table),
+        };
     }
 }
 

@@ -198,6 +198,65 @@ pub fn shape(create: &str) -> Option<Shape> {
     (!cols.is_empty()).then_some(Shape { cols })
 }
 
+impl Shape {
+    /// Do the columns a node described for a read of the table's rows (`SELECT t.*`) agree
+    /// with this definition: the same names in order, each of the type, sign and fractional
+    /// digits it declares? A definition kept a while ([`super::door::Door::kept_definition`])
+    /// that a DDL made on the nodes directly has changed is caught so, but for a changed
+    /// length or collation.
+    pub fn fits(&self, cols: &[Column]) -> bool {
+        self.cols.len() == cols.len()
+            && self
+                .cols
+                .iter()
+                .zip(cols)
+                .all(|(s, c)| c.name_str() == s.name.as_str() && declared_as(&s.decl, c))
+    }
+}
+
+/// Is `c` a column of the type `decl` (`int(11) unsigned`, `decimal(10,2)`,
+/// `datetime(3)`, `varchar(9) CHARACTER SET ...`) declares?
+fn declared_as(decl: &str, c: &Column) -> bool {
+    use mysql_common::constants::{ColumnFlags, ColumnType::*};
+    let word = decl.split(' ').next().unwrap_or_default();
+    let (base, args) = match word.split_once('(') {
+        Some((b, a)) => (b, a.trim_end_matches(')')),
+        None => (word, ""),
+    };
+    let ty = c.column_type();
+    let kind = match base {
+        "tinyint" => ty == MYSQL_TYPE_TINY,
+        "smallint" => ty == MYSQL_TYPE_SHORT,
+        "mediumint" => ty == MYSQL_TYPE_INT24,
+        "int" => ty == MYSQL_TYPE_LONG,
+        "bigint" => ty == MYSQL_TYPE_LONGLONG,
+        "decimal" => matches!(ty, MYSQL_TYPE_NEWDECIMAL | MYSQL_TYPE_DECIMAL),
+        "char" => ty == MYSQL_TYPE_STRING,
+        "varchar" => matches!(ty, MYSQL_TYPE_VAR_STRING | MYSQL_TYPE_VARCHAR),
+        "tinytext" | "text" | "mediumtext" | "longtext" => matches!(
+            ty,
+            MYSQL_TYPE_BLOB | MYSQL_TYPE_TINY_BLOB | MYSQL_TYPE_MEDIUM_BLOB | MYSQL_TYPE_LONG_BLOB
+        ),
+        "date" => matches!(ty, MYSQL_TYPE_DATE | MYSQL_TYPE_NEWDATE),
+        "datetime" => matches!(ty, MYSQL_TYPE_DATETIME | MYSQL_TYPE_DATETIME2),
+        "time" => matches!(ty, MYSQL_TYPE_TIME | MYSQL_TYPE_TIME2),
+        "timestamp" => matches!(ty, MYSQL_TYPE_TIMESTAMP | MYSQL_TYPE_TIMESTAMP2),
+        "year" => ty == MYSQL_TYPE_YEAR,
+        _ => false,
+    };
+    let unsigned = decl.split(' ').any(|w| w == "unsigned");
+    let signed_alike = unsigned == c.flags().contains(ColumnFlags::UNSIGNED_FLAG);
+    // The fractional digits: a DECIMAL's scale, a temporal type's precision.
+    let digits = match base {
+        "decimal" => args.split(',').nth(1).unwrap_or("0").parse::<u8>().ok(),
+        "datetime" | "time" | "timestamp" if args.is_empty() => Some(0),
+        "datetime" | "time" | "timestamp" => args.parse::<u8>().ok(),
+        _ => None,
+    };
+    kind && (signed_alike || !INTEGERS.contains(&base) && base != "decimal")
+        && digits.is_none_or(|d| d == c.decimals())
+}
+
 /// Is `col` (as a node described it) text in UTF-8?
 fn utf8(col: &Column) -> bool {
     let cs = crate::sql::write::column_charset(col);
@@ -390,6 +449,40 @@ mod tests {
         Column::new(ty)
             .with_name(name.as_bytes())
             .with_character_set(charset)
+    }
+
+    #[test]
+    fn a_definition_fits_the_columns_a_node_describes_of_its_type_sign_and_digits() {
+        use mysql_common::constants::ColumnFlags;
+        let s = shape(CREATE).expect("shape");
+        let typed = |name: &str, ty: ColumnType, decimals: u8, unsigned: bool| {
+            let c = Column::new(ty)
+                .with_name(name.as_bytes())
+                .with_decimals(decimals);
+            if unsigned {
+                c.with_flags(ColumnFlags::UNSIGNED_FLAG)
+            } else {
+                c
+            }
+        };
+        use ColumnType::*;
+        let cols = |price: u8, at: ColumnType, sign: bool| {
+            vec![
+                typed("product_id", MYSQL_TYPE_LONG, 0, false),
+                typed("a`b", MYSQL_TYPE_LONGLONG, 0, sign),
+                typed("name", MYSQL_TYPE_VAR_STRING, 39, false),
+                typed("code", MYSQL_TYPE_STRING, 39, false),
+                typed("price", MYSQL_TYPE_NEWDECIMAL, price, false),
+                typed("at", at, 3, false),
+                typed("v", MYSQL_TYPE_LONG, 0, false),
+            ]
+        };
+        assert!(s.fits(&cols(2, MYSQL_TYPE_DATETIME, true)));
+        // Another scale, type or sign; a column more or less.
+        assert!(!s.fits(&cols(3, MYSQL_TYPE_DATETIME, true)));
+        assert!(!s.fits(&cols(2, MYSQL_TYPE_TIMESTAMP, true)));
+        assert!(!s.fits(&cols(2, MYSQL_TYPE_DATETIME, false)));
+        assert!(!s.fits(&cols(2, MYSQL_TYPE_DATETIME, true)[1..]));
     }
 
     #[test]

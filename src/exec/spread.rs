@@ -27,26 +27,50 @@ pub async fn spread_rows<D: Door>(
     s: &Spread,
     cap: u64,
 ) -> Result<Option<Plan>, NodeError> {
+    // Definitions kept from an earlier statement decide before any read.
+    let kept_outer = door.kept_definition(&s.outer);
+    let kept_inner = door.kept_definition(&s.inner);
+    if let Some(why) = unfit(s, kept_outer.as_deref(), kept_inner.as_deref()) {
+        return no(why);
+    }
     let show_outer = show_create_of(&s.outer);
     let show_inner = show_create_of(&s.inner);
-    let reads = [
-        (s.node, s.read.as_str()),
-        (s.definition, show_outer.as_str()),
-        (s.inner_definition, show_inner.as_str()),
-    ];
-    let [rows, outer, inner] = read_at_once(door, &reads).await?;
-    let (Some(cols), rows) = rows else {
+    let mut reads = vec![(s.node, s.read.as_str())];
+    if kept_outer.is_none() {
+        reads.push((s.definition, show_outer.as_str()));
+    }
+    if kept_inner.is_none() {
+        reads.push((s.inner_definition, show_inner.as_str()));
+    }
+    let mut got = read_at_once(door, &reads).await?.into_iter();
+    let (cols, rows) = got.next().ok_or_else(|| lost(s.node))?;
+    let mut definition = |kept: Option<Arc<str>>, table: &str| -> Result<Arc<str>, NodeError> {
+        if let Some(text) = kept {
+            return Ok(text);
+        }
+        let (_, rows) = got.next().ok_or_else(|| lost(s.node))?;
+        let text = create_text(rows.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
+        if !text.is_empty() {
+            door.keep_definition(table, Some(&text));
+        }
+        Ok(text.into())
+    };
+    let fresh_outer = kept_outer.is_none();
+    let outer = definition(kept_outer, &s.outer)?;
+    let inner = definition(kept_inner, &s.inner)?;
+    if let Some(why) = unfit(s, Some(&outer), Some(&inner)) {
+        return no(why);
+    }
+    let (Some(cols), Some(shape)) = (cols, shape(&outer)) else {
         return no("the outer rows' read gave no result set");
     };
-    let definition =
-        |r: &Read| create_text(r.1.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
-    let (outer, inner) = (definition(&outer), definition(&inner));
-    let Some(shape) = shape(&outer) else {
-        return no("a column of the outer table cannot travel as text");
-    };
-    // Equal values of integer columns are equal texts: each row's slot is its value's.
-    if !integer_column(&outer, &s.column) || !integer_column(&inner, &s.key) {
-        return no("the join's columns are not integers in both tables");
+    if !shape.fits(&cols) {
+        // A definition kept from before a DDL made on the nodes directly: read again next
+        // time.
+        if !fresh_outer {
+            door.keep_definition(&s.outer, None);
+        }
+        return no("the outer rows' columns are not the table's definition");
     }
     let mut named = cols
         .iter()
@@ -129,6 +153,21 @@ pub async fn spread_rows<D: Door>(
     Ok(Some(then))
 }
 
+/// Why the definitions of the outer and the inner table (where known) keep the outer rows
+/// from travelling: a column JSON_TABLE cannot carry, or join columns that are not integers
+/// in both (an integer equals `'0012'` in a string key, whose row lies on that text's slot).
+fn unfit(s: &Spread, outer: Option<&str>, inner: Option<&str>) -> Option<&'static str> {
+    if outer.is_some_and(|o| shape(o).is_none()) {
+        return Some("a column of the outer table cannot travel as text");
+    }
+    if outer.is_some_and(|o| !integer_column(o, &s.column))
+        || inner.is_some_and(|p| !integer_column(p, &s.key))
+    {
+        return Some("the join's columns are not integers in both tables");
+    }
+    None
+}
+
 /// The gathered plan runs instead, for this reason.
 fn no(why: &str) -> Result<Option<Plan>, NodeError> {
     tracing::debug!("shardproxy: outer rows not spread: {why}");
@@ -166,12 +205,13 @@ fn lost(node: usize) -> NodeError {
 
 /// Each statement on its node, those on distinct nodes at once, each read to its end
 /// before any error is the answer.
-async fn read_at_once<D: Door, const N: usize>(
+async fn read_at_once<D: Door>(
     door: &mut D,
-    reads: &[(usize, &str); N],
-) -> Result<[Read; N], NodeError> {
-    let mut out: [Option<Read>; N] = std::array::from_fn(|_| None);
-    let mut left: Vec<usize> = (0..N).collect();
+    reads: &[(usize, &str)],
+) -> Result<Vec<Read>, NodeError> {
+    let n = reads.len();
+    let mut out: Vec<Option<Read>> = vec![None; n];
+    let mut left: Vec<usize> = (0..n).collect();
     while !left.is_empty() {
         let mut round: Vec<usize> = Vec::new();
         for &i in &left {
@@ -199,11 +239,10 @@ async fn read_at_once<D: Door, const N: usize>(
             return Err(e);
         }
     }
-    let mut done = Vec::with_capacity(N);
-    for (i, r) in out.into_iter().enumerate() {
-        done.push(r.ok_or_else(|| lost(reads[i].0))?);
-    }
-    done.try_into().map_err(|_| lost(reads[0].0))
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or_else(|| lost(reads[i].0)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -281,11 +320,11 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
             .map(|r| r.iter().map(String::as_str).collect())
             .collect();
         let rows: Vec<&[&str]> = rows.iter().map(Vec::as_slice).collect();
-        let int = ColumnType::MYSQL_TYPE_LONG;
+        let (int, big) = (ColumnType::MYSQL_TYPE_LONG, ColumnType::MYSQL_TYPE_LONGLONG);
         d.answer(
             s.node,
             "SELECT `o`.*",
-            Canned::typed(&[("order_id", int), ("user_id", int), ("item", int)], &rows),
+            Canned::typed(&[("order_id", big), ("user_id", int), ("item", int)], &rows),
         );
         d.answer_any(
             "SHOW CREATE TABLE `t_order`",
@@ -365,6 +404,61 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
             .await
             .expect("runs");
         assert_eq!(carried(&d).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn definitions_read_once_are_kept_and_one_the_rows_contradict_is_dropped() {
+        let (s, topo) = planned();
+        let shows = |d: &FakeDoor| {
+            d.log()
+                .iter()
+                .filter(|(_, q)| q.starts_with("SHOW CREATE"))
+                .count()
+        };
+        let mut d = door(&s, &["1"], "int(11)");
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        assert_eq!(shows(&d), 2);
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs again");
+        assert_eq!(shows(&d), 2, "kept: {:?}", d.log());
+        assert_eq!(carried(&d).len(), 2);
+        // A column changed on the nodes directly since: the rows say BIGINT, the kept
+        // definition INT. The gathered plan answers, and the definition is read again.
+        d.keep_definition("t_order", Some(&ORDERS.replace("bigint(20)", "int(11)")));
+        d.answer_any("SELECT DISTINCT", Canned::rows(&["item"], &[&["1"]]));
+        d.answer_any("SELECT `i`.*", Canned::rows(&["item_key", "x"], &[]));
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs gathered");
+        let spread = |d: &FakeDoor| {
+            d.log()
+                .iter()
+                .filter(|(_, q)| q.contains("JOIN t_item"))
+                .count()
+        };
+        assert_eq!(spread(&d), 2, "not spread: {:?}", d.log());
+        assert!(d.log().iter().any(|(_, q)| q.contains("SELECT DISTINCT")));
+        assert!(d.kept_definition("t_order").is_none());
+        // Known not to travel (a FLOAT): gathered without reading the rows first.
+        d.keep_definition(
+            "t_order",
+            Some(&ORDERS.replace("`item` int(11)", "`item` int(11),\n  `f` float")),
+        );
+        let before = d.log().len();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs gathered");
+        assert!(
+            !d.log()[before..]
+                .iter()
+                .any(|(_, q)| q.contains("SELECT `o`.*")),
+            "{:?}",
+            d.log()
+        );
     }
 
     #[tokio::test]

@@ -80,6 +80,10 @@ pub struct Shared {
     /// shape (`crate::exec::door::Door::collations`): kept [`COLLATIONS_TTL`], emptied by
     /// this proxy's DDL.
     pub collations: moka::sync::Cache<String, Arc<[u16]>>,
+    /// Tables' `SHOW CREATE TABLE` texts a join whose outer rows are carried to the other
+    /// table's nodes read (`crate::exec::spread`), by database and table: kept as long, and
+    /// emptied alike.
+    pub definitions: moka::sync::Cache<String, Arc<str>>,
     /// The views this proxy keeps (`crate::plan::views`), as the metadata last told.
     pub views: ArcSwap<crate::plan::views::Views>,
     /// Sequences' blocks of ids this proxy reserved, by table: (next, end).
@@ -394,6 +398,10 @@ impl Shared {
             held: std::sync::Mutex::new(HashMap::new()),
             views: Default::default(),
             collations: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(COLLATIONS_TTL)
+                .build(),
+            definitions: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(COLLATIONS_TTL)
                 .build(),

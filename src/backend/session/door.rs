@@ -649,4 +649,27 @@ impl Door for NodeSession {
             .with_label_values(&[how])
             .inc_by(rows);
     }
+
+    fn kept_definition(&self, table: &str) -> Option<Arc<str>> {
+        self.shared.definitions.get(&self.definition_key(table))
+    }
+
+    fn keep_definition(&self, table: &str, text: Option<&str>) {
+        let key = self.definition_key(table);
+        match text {
+            Some(t) => self.shared.definitions.insert(key, t.into()),
+            None => self.shared.definitions.invalidate(&key),
+        }
+    }
+}
+
+impl NodeSession {
+    /// A table's key among the kept definitions: the session's database and its name.
+    fn definition_key(&self, table: &str) -> String {
+        format!(
+            "{}\0{}",
+            self.db.as_deref().unwrap_or_default(),
+            table.to_ascii_lowercase()
+        )
+    }
 }

@@ -229,8 +229,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .await;
         self.last.warn_next = None;
         if kind == "ddl" {
-            // A column's collation may have changed.
+            // A column's collation, or a table's definition, may have changed.
             self.shared.collations.invalidate_all();
+            self.shared.definitions.invalidate_all();
         }
         let rows = self.rows_written - before;
         self.spent(&slots, rows, started.elapsed());
