@@ -146,15 +146,26 @@ impl Planner<'_> {
         let renames = [(o.table.clone(), SPREAD_NAME.to_string())];
         let mode = self.parsed.mode;
         let mut at = Vec::new();
+        let nodes = map.nodes();
+        // The targets of a scatter share one statement: renamed once.
+        let mut last: Option<(String, String, (usize, usize))> = None;
         let mut place = |t: &mut super::Target| -> Option<()> {
-            if !map.nodes().contains(&t.node) {
+            if !nodes.contains(&t.node) {
                 return None;
             }
-            let parsed = crate::sql::parse_in(&t.sql, mode).ok()?;
-            let sql = renamed(&t.sql, &parsed.stmt, &renames, &ctes, mode)?;
-            let again = crate::sql::parse_in(&sql, mode).ok()?;
-            (again.param_count() == parsed.param_count()).then_some(())?;
-            at.push(super::bind::named_at(&sql, SPREAD_NAME, mode)?);
+            let (sql, here) = match &last {
+                Some((was, sql, here)) if *was == t.sql => (sql.clone(), *here),
+                _ => {
+                    let parsed = crate::sql::parse_in(&t.sql, mode).ok()?;
+                    let sql = renamed(&t.sql, &parsed.stmt, &renames, &ctes, mode)?;
+                    let again = crate::sql::parse_in(&sql, mode).ok()?;
+                    (again.param_count() == parsed.param_count()).then_some(())?;
+                    let here = super::bind::named_at(&sql, SPREAD_NAME, mode)?;
+                    last = Some((t.sql.clone(), sql.clone(), here));
+                    (sql, here)
+                }
+            };
+            at.push(here);
             t.sql = sql;
             Some(())
         };
