@@ -143,7 +143,7 @@ i1=$(copied inline)
 s1=$(copied spread)
 w1=$(copied whole)
 awk -v d="$td" -v p="$tp" -v n="$queries" -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) -v w=$((w1 - w0)) 'BEGIN {
-    printf "per query: direct %.2f ms, proxy %.2f ms (%.2fx); rows copied per query: %.1f by keys into a table, %.1f by keys inside the statement, %.1f carried to the products, %.1f whole\n",
+    printf "per query: direct %.2f ms, proxy %.2f ms (%.2fx); rows copied per query: %.1f by keys into a table, %.1f by keys inside the statement, %.1f carried to the nodes of the joined rows, %.1f whole\n",
         1000 * d / n, 1000 * p / n, p / d, b / n, i / n, s / n, w / n
     printf "per_query_ms_direct=%.2f per_query_ms_proxy=%.2f ratio=%.2f copied_bound=%d copied_inline=%d copied_spread=%d copied_whole=%d\n",
         1000 * d / n, 1000 * p / n, p / d, b, i, s, w
