@@ -251,57 +251,21 @@ mod tests {
     use crate::config::Topology;
     use crate::exec::door::Access;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
-    use crate::routing::slot::slot_of;
+    use crate::plan::tests::node_of;
     use mysql_common::constants::ColumnType;
-
-    const RULES: &str = r#"
-version = 1
-default_node = "ds0"
-[server]
-listen = "127.0.0.1:3307"
-users = [{ name = "app", password = "app" }]
-[nodes]
-ds0 = "mysql://root:root@127.0.0.1:3311/shop"
-ds1 = "mysql://root:root@127.0.0.1:3312/shop"
-[tables.t_order]
-rule = "hash_slot"
-column = "user_id"
-slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
-[tables.t_item]
-rule = "hash_slot"
-column = "item_key"
-slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }]
-"#;
 
     const ORDERS: &str = "CREATE TABLE `t_order` (\n  `order_id` bigint(20) NOT NULL,\n  `user_id` int(11) NOT NULL,\n  `item` int(11) DEFAULT NULL,\n  PRIMARY KEY (`order_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
     fn items(key: &str) -> String {
-        format!("CREATE TABLE `t_item` (\n  `item_key` {key} NOT NULL,\n  `x` int(11) DEFAULT NULL,\n  PRIMARY KEY (`item_key`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
+        format!("CREATE TABLE `t_item` (\n  `user_id` {key} NOT NULL,\n  `x` int(11) DEFAULT NULL,\n  PRIMARY KEY (`user_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4")
     }
 
-    fn node_of(key: i64) -> usize {
-        usize::from(slot_of(&Value::Int(key)).is_some_and(|s| s >= 512))
-    }
-
-    /// A spread plan of the join, and the topology.
+    /// A spread plan of a join of the orders to the items by the items' key (the plans'
+    /// test rules: two nodes), and the topology.
     fn planned() -> (Spread, Topology) {
-        let topo = crate::config::parse(RULES, "test.toml").expect("rules");
-        let sql = "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.item_key = o.item WHERE o.user_id = 5";
-        let columns = |_: Option<&str>, _: &str| None;
-        let ctx = crate::plan::PlanCtx {
-            today: chrono::NaiveDate::from_ymd_opt(2025, 6, 30).expect("day"),
-            lookup: &|_: &str, _: &[u8]| None,
-            next_id: &|_: &str, _: u16| Ok(1),
-            columns: &columns,
-            primary_key: &columns,
-            charset: "utf8mb4",
-            rows: &|_: &str| Some(1000),
-            statistics: true,
-            index: &|_: &str, _: &[u8]| None,
-            weights: &|_: &str| None,
-        };
-        let parsed = crate::sql::parse(sql).expect("parses");
-        match crate::plan::plan(sql, Ok(&parsed), &[], &topo, &ctx) {
+        let topo = crate::plan::tests::topo();
+        let sql = "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.item WHERE o.user_id = 5";
+        match crate::plan::tests::plan_in(&topo, sql, &[]) {
             Plan::Spread(s) => (*s, topo),
             other => panic!("not spread: {other:?}"),
         }
@@ -430,7 +394,7 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
         // definition INT. The gathered plan answers, and the definition is read again.
         d.keep_definition("t_order", Some(&ORDERS.replace("bigint(20)", "int(11)")));
         d.answer_any("SELECT DISTINCT", Canned::rows(&["item"], &[&["1"]]));
-        d.answer_any("SELECT `i`.*", Canned::rows(&["item_key", "x"], &[]));
+        d.answer_any("SELECT `i`.*", Canned::rows(&["user_id", "x"], &[]));
         crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
             .await
             .expect("runs gathered");
@@ -467,7 +431,7 @@ slots = [{ slots = "0-511", node = "ds0" }, { slots = "512-1023", node = "ds1" }
         let (s, topo) = planned();
         let mut d = door(&s, &["12"], "varchar(10)");
         d.answer_any("SELECT DISTINCT", Canned::rows(&["item"], &[&["12"]]));
-        d.answer_any("SELECT `i`.*", Canned::rows(&["item_key", "x"], &[]));
+        d.answer_any("SELECT `i`.*", Canned::rows(&["user_id", "x"], &[]));
         let mut sink = RecordSink::text();
         crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
             .await

@@ -329,23 +329,7 @@ impl Planner<'_> {
         let Some((_, copies, estimate)) = best else {
             return Ok(None);
         };
-        let sub = Planner {
-            slots: Default::default(),
-            missing: Default::default(),
-            values: Default::default(),
-            moving: self.moving,
-            ctx: self.ctx,
-            sql: self.sql,
-            stmt: self.stmt,
-            parsed: self.parsed,
-            params: self.params,
-            topo: self.topo,
-            copies: copies.clone(),
-            missing_index: Default::default(),
-            missing_weights: Default::default(),
-            row_keys: Default::default(),
-            spreading: self.spreading,
-        };
+        let sub = self.again(self.topo, copies.clone(), self.spreading);
         let plan = sub.select(q);
         if !sub.missing.borrow().is_empty() || !sub.missing_index.borrow().is_empty() {
             return Ok(None);

@@ -77,7 +77,37 @@ impl Spread {
     }
 }
 
-impl Planner<'_> {
+impl<'a> Planner<'a> {
+    /// A planner of the same statement, afresh, over `topo`, reading `copies` as broadcast
+    /// tables; `spreading`: not gathered again.
+    pub(super) fn again<'b>(
+        &self,
+        topo: &'b crate::config::Topology,
+        copies: Vec<String>,
+        spreading: bool,
+    ) -> Planner<'b>
+    where
+        'a: 'b,
+    {
+        Planner {
+            slots: Default::default(),
+            missing: Default::default(),
+            values: Default::default(),
+            moving: self.moving,
+            ctx: self.ctx,
+            sql: self.sql,
+            stmt: self.stmt,
+            parsed: self.parsed,
+            params: self.params,
+            topo,
+            copies,
+            missing_index: Default::default(),
+            missing_weights: Default::default(),
+            row_keys: Default::default(),
+            spreading,
+        }
+    }
+
     /// The gathered statement `g` run where its bound copy's rows are, when it can be
     /// (module docs); `placed`: each table not on every node, with its nodes.
     pub(super) fn spread(
@@ -118,23 +148,7 @@ impl Planner<'_> {
         );
         topo.indexes.remove(&o.table);
         topo.key_generators.remove(&o.table);
-        let sub = Planner {
-            slots: Default::default(),
-            missing: Default::default(),
-            values: Default::default(),
-            moving: self.moving,
-            ctx: self.ctx,
-            sql: self.sql,
-            stmt: self.stmt,
-            parsed: self.parsed,
-            params: self.params,
-            topo: &topo,
-            copies: Vec::new(),
-            missing_index: Default::default(),
-            missing_weights: Default::default(),
-            row_keys: Default::default(),
-            spreading: true,
-        };
+        let sub = self.again(&topo, Vec::new(), true);
         let mut then = sub.select(q);
         if !sub.missing.borrow().is_empty()
             || !sub.missing_index.borrow().is_empty()
@@ -178,19 +192,28 @@ impl Planner<'_> {
             }
             _ => return None,
         }
-        // Its definition on another node that holds it, where there is one.
-        let others = |table: &str, not: &[usize]| {
-            let all = self
-                .topo
+        // Each definition on a node the statement reads anyway, beside the outer rows'
+        // read where one holds it (a node down fails only what needs it).
+        let used = then.nodes();
+        let holders = |table: &str| {
+            self.topo
                 .table(table)
-                .map_or_else(|| vec![self.topo.default_node], |r| r.all_nodes(self.topo));
-            all.iter()
+                .map_or_else(|| vec![self.topo.default_node], |r| r.all_nodes(self.topo))
+        };
+        let pick = |table: &str, not: &[usize]| {
+            let all = holders(table);
+            let used: Vec<usize> = std::iter::once(b.node)
+                .chain(used.iter().copied())
+                .filter(|n| all.contains(n))
+                .collect();
+            used.iter()
                 .copied()
                 .find(|n| !not.contains(n))
+                .or_else(|| used.first().copied())
                 .or_else(|| all.first().copied())
         };
-        let definition = others(&o.table, &[b.node])?;
-        let inner_definition = others(&inner.0, &[b.node, definition])?;
+        let definition = pick(&o.table, &[b.node])?;
+        let inner_definition = pick(&inner.0, &[b.node, definition])?;
         let read = format!(
             "SELECT {q}.* FROM {} AS {q}{} LIMIT {}",
             quoted(&o.written),

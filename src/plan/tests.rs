@@ -3,7 +3,7 @@ use super::*;
 use crate::config::parse as parse_rules;
 use crate::routing::slot::slot_of;
 
-pub(super) fn topo() -> Topology {
+pub(crate) fn topo() -> Topology {
     parse_rules(
         r#"
 version = 1
@@ -38,7 +38,7 @@ key_generator = { column = "id", kind = "sequence" }
     .unwrap()
 }
 
-pub(super) fn node_of(key: i64) -> usize {
+pub(crate) fn node_of(key: i64) -> usize {
     let slot = slot_of(&Value::Int(key)).unwrap();
     usize::from(slot >= 512)
 }
