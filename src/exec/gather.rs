@@ -634,10 +634,7 @@ pub fn temporary_definition(create: &str, temp: &str) -> Result<String, String> 
         .ok_or_else(|| "its definition is not in the form SHOW CREATE TABLE prints".to_string())?;
     let body = &body_and_tail[..close];
     // `SELECT *` leaves INVISIBLE columns out: their copies would read NULL.
-    if body
-        .split('\n')
-        .any(|l| l.trim_start().starts_with('`') && l.contains(" INVISIBLE"))
-    {
+    if super::inline::has_invisible(body) {
         return Err("it has INVISIBLE columns, which its rows are read without".into());
     }
     let mut tail = body_and_tail[close + 2..].to_string();

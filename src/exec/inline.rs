@@ -188,6 +188,10 @@ fn column(line: &str, default: &(String, Option<String>)) -> Option<Col> {
 /// inside a statement.
 pub fn shape(create: &str) -> Option<Shape> {
     let default = table_default(create)?;
+    // `SELECT *` leaves INVISIBLE columns out, and a statement may still name them.
+    if has_invisible(create) {
+        return None;
+    }
     let cols = create
         .lines()
         .skip(1)
@@ -255,6 +259,13 @@ fn declared_as(decl: &str, c: &Column) -> bool {
     };
     kind && (signed_alike || !INTEGERS.contains(&base) && base != "decimal")
         && digits.is_none_or(|d| d == c.decimals())
+}
+
+/// Does a definition (`SHOW CREATE TABLE`'s text, or its body) have INVISIBLE columns?
+pub fn has_invisible(create: &str) -> bool {
+    create
+        .lines()
+        .any(|l| l.trim_start().starts_with('`') && l.contains(" INVISIBLE"))
 }
 
 /// Is `col` (as a node described it) text in UTF-8?
@@ -436,6 +447,7 @@ mod tests {
             "`x` bit(1) DEFAULT NULL",
             "`c` varchar(3) CHARACTER SET binary DEFAULT NULL",
             "`g` point DEFAULT NULL",
+            "`h` int(11) DEFAULT NULL INVISIBLE",
         ] {
             let create = format!(
                 "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  {col},\n  PRIMARY KEY (`id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
