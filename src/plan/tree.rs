@@ -722,9 +722,10 @@ impl PlanDescription<'_> {
                 writeln!(f, "  the rows on {}: {}", name(s.node), s.read)?;
                 writeln!(
                     f,
-                    "     each to the node of its `{}`'s slot, bound by {} (`{}` an integer in both tables; up to {} rows of a table without floating-point, binary, ENUM or SET columns, as a JSON_TABLE)",
+                    "     each to the node of its `{}`'s slot, bound by {} (where `{}` and `{}` are integers and the rows are up to {} of a table without floating-point, binary, ENUM, SET or INVISIBLE columns: as a JSON_TABLE; else as below)",
                     s.column,
                     s.on,
+                    s.column,
                     s.key,
                     super::bind::INLINE_ROWS
                 )?;
