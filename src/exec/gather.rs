@@ -18,8 +18,9 @@ use crate::merge::Row;
 use crate::plan::gather::{Gather, Ship};
 use crate::sql::write::quoted;
 
-/// MySQL's ER_PARSE_ERROR.
-const ER_PARSE_ERROR: u16 = 1064;
+/// MySQL's ER_PARSE_ERROR: a node without JSON_TABLE (MariaDB before 10.6) answers it to
+/// rows carried inside a statement.
+pub(super) const ER_PARSE_ERROR: u16 = 1064;
 
 /// An INSERT of copied rows is sent once it holds this many bytes.
 const BATCH_BYTES: usize = 512 * 1024;
@@ -379,7 +380,7 @@ async fn definition_and_keys<D: Door>(
     let def = super::scatter::drain(def).await;
     let keys = super::bind::keys(keys).await;
     let rows = def?;
-    let text = create_text(rows.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
+    let text = created(&rows);
     Ok((text, Some(keys?)))
 }
 
@@ -399,11 +400,16 @@ async fn definition<D: Door>(door: &mut D, s: &Ship) -> Result<String, NodeError
 }
 
 /// `SHOW CREATE TABLE`'s second column as text.
-pub(super) fn create_text(v: Option<&Value>) -> String {
+fn create_text(v: Option<&Value>) -> String {
     match v {
         Some(Value::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
         _ => String::new(),
     }
+}
+
+/// The definition `SHOW CREATE TABLE`'s rows (as a result's rows) give.
+pub(super) fn created(rows: &[Row]) -> String {
+    create_text(rows.first().and_then(|r| r.get(1)).and_then(Option::as_ref))
 }
 
 /// The statement that makes the temporary table of `s` from its definition's `text`.

@@ -263,8 +263,6 @@ pub async fn spread<D: Door, K: Sink>(
     topo: &crate::config::Topology,
     access: Access,
 ) -> Result<(), MyError> {
-    /// A node without JSON_TABLE (MariaDB before 10.6) answers ER_PARSE_ERROR.
-    const ER_PARSE_ERROR: u16 = 1064;
     let cap = topo.max_rows_per_statement;
     // A binary-protocol answer comes from a statement the node prepares and keeps by its
     // text: rows inside would make a new one at every execution.
@@ -276,7 +274,7 @@ pub async fn spread<D: Door, K: Sink>(
     if let Some(then) = then {
         let before = sink.written();
         match Box::pin(run(&then, topo, access, door, sink)).await {
-            Err(e) if e.code == ER_PARSE_ERROR && sink.written() == before => {}
+            Err(e) if e.code == gather::ER_PARSE_ERROR && sink.written() == before => {}
             r => return r,
         }
     }

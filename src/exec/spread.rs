@@ -10,7 +10,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Door, NodeError, Run, Stmt};
-use super::gather::{create_text, show_create_of};
+use super::gather::{created, show_create_of};
 use super::inline::{integer_column, shape, Doc};
 use crate::error::MyError;
 use crate::merge::Row;
@@ -30,6 +30,10 @@ pub async fn spread_rows<D: Door>(
     // Definitions kept from an earlier statement decide before any read.
     let kept_outer = door.kept_definition(&s.outer);
     let kept_inner = door.kept_definition(&s.inner);
+    let kept_shape = match kept_outer.as_deref().map(shape) {
+        Some(None) => return no(NOT_TEXT),
+        known => known.flatten(),
+    };
     if let Some(why) = unfit(s, kept_outer.as_deref(), kept_inner.as_deref()) {
         return no(why);
     }
@@ -44,30 +48,35 @@ pub async fn spread_rows<D: Door>(
     }
     let mut got = read_at_once(door, &reads).await?.into_iter();
     let (cols, rows) = got.next().ok_or_else(|| lost(s.node))?;
-    let mut definition = |kept: Option<Arc<str>>, table: &str| -> Result<Arc<str>, NodeError> {
-        if let Some(text) = kept {
-            return Ok(text);
+    // Each definition read now, kept for the next statements.
+    let mut fresh = |kept: &Option<Arc<str>>, table: &str| -> Result<Option<String>, NodeError> {
+        if kept.is_some() {
+            return Ok(None);
         }
         let (_, rows) = got.next().ok_or_else(|| lost(s.node))?;
-        let text = create_text(rows.first().and_then(|r| r.get(1)).and_then(Option::as_ref));
+        let text = created(&rows);
         if !text.is_empty() {
             door.keep_definition(table, Some(&text));
         }
-        Ok(text.into())
+        Ok(Some(text))
     };
-    let fresh_outer = kept_outer.is_none();
-    let outer = definition(kept_outer, &s.outer)?;
-    let inner = definition(kept_inner, &s.inner)?;
-    if let Some(why) = unfit(s, Some(&outer), Some(&inner)) {
+    let fresh_outer = fresh(&kept_outer, &s.outer)?;
+    let fresh_inner = fresh(&kept_inner, &s.inner)?;
+    if let Some(why) = unfit(s, fresh_outer.as_deref(), fresh_inner.as_deref()) {
         return no(why);
     }
-    let (Some(cols), Some(shape)) = (cols, shape(&outer)) else {
+    let shape = match (kept_shape, fresh_outer.as_deref().map(shape)) {
+        (Some(kept), _) => kept,
+        (None, Some(Some(read))) => read,
+        _ => return no(NOT_TEXT),
+    };
+    let Some(cols) = cols else {
         return no("the outer rows' read gave no result set");
     };
     if !shape.fits(&cols) {
         // A definition kept from before a DDL made on the nodes directly: read again next
         // time.
-        if !fresh_outer {
+        if fresh_outer.is_none() {
             door.keep_definition(&s.outer, None);
         }
         return no("the outer rows' columns are not the table's definition");
@@ -154,12 +163,10 @@ pub async fn spread_rows<D: Door>(
 }
 
 /// Why the definitions of the outer and the inner table (where known) keep the outer rows
-/// from travelling: a column JSON_TABLE cannot carry, or join columns that are not integers
-/// in both (an integer equals `'0012'` in a string key, whose row lies on that text's slot).
+/// from travelling: join columns that are not integers in both (an integer equals `'0012'`
+/// in a string key, whose row lies on that text's slot). Whether the outer columns can
+/// travel at all is their [`shape`]'s.
 fn unfit(s: &Spread, outer: Option<&str>, inner: Option<&str>) -> Option<&'static str> {
-    if outer.is_some_and(|o| shape(o).is_none()) {
-        return Some("a column of the outer table cannot travel as text");
-    }
     if outer.is_some_and(|o| !integer_column(o, &s.column))
         || inner.is_some_and(|p| !integer_column(p, &s.key))
     {
@@ -167,6 +174,8 @@ fn unfit(s: &Spread, outer: Option<&str>, inner: Option<&str>) -> Option<&'stati
     }
     None
 }
+
+const NOT_TEXT: &str = "a column of the outer table cannot travel as text";
 
 /// The gathered plan runs instead, for this reason.
 fn no(why: &str) -> Result<Option<Plan>, NodeError> {

@@ -195,13 +195,8 @@ impl<'a> Planner<'a> {
         // Each definition on a node the statement reads anyway, beside the outer rows'
         // read where one holds it (a node down fails only what needs it).
         let used = then.nodes();
-        let holders = |table: &str| {
-            self.topo
-                .table(table)
-                .map_or_else(|| vec![self.topo.default_node], |r| r.all_nodes(self.topo))
-        };
         let pick = |table: &str, not: &[usize]| {
-            let all = holders(table);
+            let all = self.topo.holders(table);
             let used: Vec<usize> = std::iter::once(b.node)
                 .chain(used.iter().copied())
                 .filter(|n| all.contains(n))
