@@ -153,6 +153,8 @@ pub struct FakeDoor {
     pub collations_asked: Vec<(usize, String)>,
     /// Tables' definitions kept ([`Door::kept_definition`]).
     pub definitions: std::sync::Mutex<std::collections::HashMap<String, Arc<str>>>,
+    /// The bound values each statement was sent with, as [`FakeDoor::log`] lists them.
+    pub bound: Vec<Vec<Value>>,
 }
 
 impl FakeDoor {
@@ -298,6 +300,7 @@ impl FakeDoor {
 
     fn run_one(&mut self, node: usize, stmt: Stmt<'_>) -> Result<FakeRes, NodeError> {
         self.log.push((node, stmt.sql.to_string()));
+        self.bound.push(stmt.params.to_vec());
         self.check_in_session(node, stmt.sql)?;
         let canned = self.canned(node, stmt.sql);
         let results = match canned {

@@ -11,6 +11,7 @@ use mysql_common::packets::Column;
 use mysql_common::value::Value;
 
 use super::door::{Access, Door, NodeError, NodeResult, Prepared, Run, Sink, Stmt};
+use super::inline::Carry;
 use super::route;
 use super::txn::Transactions;
 use crate::error::MyError;
@@ -38,9 +39,12 @@ pub async fn run<D: Door, K: Sink>(
         warnings: 0,
     };
     // A binary-protocol answer comes from a statement prepared on the node and kept by its
-    // text: one carrying rows differs at every execution, so each would be prepared anew
-    // and kept (up to 256 a connection, each as long as its rows). Those get the tables.
-    let mut inline = !seen.binary();
+    // text: rows carried in it go as a parameter, so that text stays the same.
+    let mut inline = if seen.binary() {
+        Inline::Param
+    } else {
+        Inline::Literal
+    };
     let (r, made_temp) = loop {
         let made = copy_all(door, &g.ships, &[g.node], cap, inline).await;
         // The copies made as temporary tables (every one, when making them failed).
@@ -49,10 +53,13 @@ pub async fn run<D: Door, K: Sink>(
         let r = match made.and_then(|inlined| {
             made_temp.retain(|s| !inlined.iter().any(|c| c.temp == s.temp));
             carried = !inlined.is_empty();
-            with_inlined(g, inlined)
+            with_inlined(door, g, inlined)
         }) {
-            Ok(sql) => {
-                let stmt = Stmt::new(sql.as_deref().unwrap_or(&g.sql), &g.params);
+            Ok(carrying) => {
+                let stmt = match &carrying {
+                    Some((sql, params)) => Stmt::new(sql, params),
+                    None => Stmt::new(&g.sql, &g.params),
+                };
                 route::single(door, &mut seen, g.node, stmt, access).await
             }
             Err(e) => Err(e),
@@ -62,7 +69,7 @@ pub async fn run<D: Door, K: Sink>(
         match r {
             Err(e) if carried && e.error.code == ER_PARSE_ERROR => {
                 drop_temps(door, &made_temp, &[g.node], false).await?;
-                inline = false;
+                inline = Inline::No;
             }
             r => break (r, made_temp),
         }
@@ -79,6 +86,17 @@ pub async fn run<D: Door, K: Sink>(
         .and(r)
 }
 
+/// Whether a bound copy's few rows may travel inside the statement, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inline {
+    /// Always a temporary table.
+    No,
+    /// Written in, as a literal.
+    Literal,
+    /// As a parameter of their own (a statement the node prepares and keeps by its text).
+    Param,
+}
+
 /// A copy that travels inside the gathered statement instead of a temporary table.
 pub struct Carried {
     /// Its temporary table's name, not made.
@@ -86,26 +104,35 @@ pub struct Carried {
     /// Where the gathered statement names it ([`crate::plan::bind::Bind::at`]).
     at: (usize, usize),
     /// The derived table of its rows, to stand there.
-    table: String,
+    rows: Carry,
 }
 
-/// The gathered statement with each copy that travels inside it in its place; `None`: as
-/// planned.
-fn with_inlined(g: &Gather, mut inlined: Vec<Carried>) -> Result<Option<String>, NodeError> {
+/// The gathered statement and its parameters with each copy that travels inside it in its
+/// place; `None`: as planned.
+fn with_inlined<D: Door>(
+    door: &D,
+    g: &Gather,
+    mut inlined: Vec<Carried>,
+) -> Result<Option<(String, Vec<Value>)>, NodeError> {
     if inlined.is_empty() {
         return Ok(None);
     }
     // From the end, so that the spans before stay where they are.
     inlined.sort_by_key(|c| std::cmp::Reverse(c.at));
     let mut sql = g.sql.clone();
+    let mut params = g.params.clone();
+    let mode = door.state().mode;
     for c in &inlined {
-        sql = super::inline::placed(&sql, c.at, &c.table).ok_or_else(|| NodeError {
-            node: g.node,
-            error: MyError::internal("shardproxy: a copy's place in the statement is lost"),
-            broke: false,
-        })?;
+        sql = c
+            .rows
+            .place(&sql, &mut params, c.at, mode)
+            .ok_or_else(|| NodeError {
+                node: g.node,
+                error: MyError::internal("shardproxy: a copy's place in the statement is lost"),
+                broke: false,
+            })?;
     }
-    Ok(Some(sql))
+    Ok(Some((sql, params)))
 }
 
 /// A sink that notes the warnings of what it passes on.
@@ -181,13 +208,14 @@ const LENIENT: &str = "SET STATEMENT sql_mode = REPLACE(REPLACE(@@sql_mode, 'STR
 /// SELECT there, other nodes' read once through the proxy and inserted on each target.
 ///
 /// A copy bound by a join's keys, on one target, whose rows are few and travel as text
-/// ([`super::inline`]), when `inline`, is not made: it is returned, to be carried.
+/// ([`super::inline`]), unless `inline` is [`Inline::No`], is not made: it is returned, to
+/// be carried.
 pub async fn copy_all<D: Door>(
     door: &mut D,
     ships: &[Ship],
     targets: &[usize],
     cap: u64,
-    inline: bool,
+    inline: Inline,
 ) -> Result<Vec<Carried>, NodeError> {
     // Inside a transaction a node's own rows are read in its branch, like the others'.
     door.enter(targets, Access::Read).await?;
@@ -195,7 +223,7 @@ pub async fn copy_all<D: Door>(
     let mut inlined = Vec::new();
     for s in ships {
         let (text, keys) = definition_and_keys(door, s).await?;
-        let few = inline
+        let few = inline != Inline::No
             && keys
                 .as_ref()
                 .is_some_and(|k| k.len() <= super::inline::MAX_ROWS);
@@ -208,11 +236,12 @@ pub async fn copy_all<D: Door>(
         };
         let at = s.bind.as_ref().and_then(|b| b.at);
         if let (Some(reads), [_], Some(at), true) = (&bound, targets, at, few) {
-            if let Some(table) = carry(door, s, reads, &text, cap, &mut copied).await? {
+            let param = inline == Inline::Param;
+            if let Some(rows) = carry(door, s, reads, &text, cap, param, &mut copied).await? {
                 inlined.push(Carried {
                     temp: s.temp.clone(),
                     at,
-                    table,
+                    rows,
                 });
                 continue;
             }
@@ -282,16 +311,18 @@ pub async fn copy_all<D: Door>(
 }
 
 /// A bound copy's rows read from every node (the gathering node's too) into the derived
-/// table that stands in for the copy ([`super::inline`]); `None` when the table's columns
-/// or its rows cannot travel so, and a temporary table must be made.
+/// table that stands in for the copy ([`super::inline`]), the rows a parameter of their own
+/// when `param`; `None` when the table's columns or its rows cannot travel so, and a
+/// temporary table must be made.
 async fn carry<D: Door>(
     door: &mut D,
     s: &Ship,
     reads: &[(usize, String)],
     definition: &str,
     cap: u64,
+    param: bool,
     copied: &mut u64,
-) -> Result<Option<String>, NodeError> {
+) -> Result<Option<Carry>, NodeError> {
     let Some(shape) = super::inline::shape(definition) else {
         return Ok(None);
     };
@@ -302,7 +333,7 @@ async fn carry<D: Door>(
     let mut doc = super::inline::Doc::new(&shape);
     read_into(door, &stmts, &mut doc).await?;
     let rows = doc.rows() as u64;
-    let Some(table) = doc.table() else {
+    let Some(table) = doc.table(param) else {
         return Ok(None);
     };
     *copied += rows;

@@ -23,8 +23,10 @@
 //! temporary table as before; so do more than [`MAX_ROWS`] rows or [`MAX_BYTES`] of JSON.
 
 use mysql_common::packets::Column;
+use mysql_common::value::Value;
 
 use crate::merge::Row;
+use crate::sql::lex::{statement_tokens, Kind, Mode};
 use crate::sql::write::quoted;
 
 /// Rows above which a bound copy is made a temporary table (an indexed one).
@@ -314,12 +316,24 @@ impl<'s> Doc<'s> {
     }
 
     /// The derived table of the rows, `None` when they cannot travel in the statement.
-    pub fn table(self) -> Option<String> {
+    /// With `param` (a statement a node prepares and keeps by its text, whose text must not
+    /// change with its rows) the document is not written in: the table reads it from a `?`
+    /// and it is returned as that parameter's value, every character past ASCII written as
+    /// a `\u` escape, so that whatever character set the connection takes a string
+    /// parameter in leaves it as it is (`CONVERT(? USING utf8mb4)`: a JSON document in
+    /// latin1 cannot hold the escape of a character latin1 has not).
+    pub fn table(self, param: bool) -> Option<Carry> {
         let mut json = self.json?;
         json.push(b']');
         let mut out = String::with_capacity(json.len() * 2 + 200);
         out.push_str("(SELECT * FROM JSON_TABLE(");
-        crate::sql::write::string(&mut out, &json, "utf8mb4");
+        let param = if param {
+            out.push_str("CONVERT(? USING utf8mb4)");
+            Some(Value::Bytes(ascii(&json)?))
+        } else {
+            crate::sql::write::string(&mut out, &json, "utf8mb4");
+            None
+        };
         out.push_str(", '$[*]' COLUMNS (");
         for (i, c) in self.shape.cols.iter().enumerate() {
             if i > 0 {
@@ -334,7 +348,7 @@ impl<'s> Doc<'s> {
         }
         // The largest LIMIT: no row is left out, and the derived table is not merged.
         out.push_str(")) AS `__sp_rows` LIMIT 18446744073709551615)");
-        Some(out)
+        Some(Carry { table: out, param })
     }
 
     /// The rows added.
@@ -383,6 +397,61 @@ pub fn placed(sql: &str, at: (usize, usize), table: &str) -> Option<String> {
     let (a, b) = at;
     let (head, tail) = (sql.get(..a)?, sql.get(b..)?);
     Some(format!("{head}{table}{tail}"))
+}
+
+/// Rows carried inside a statement: the derived table that stands where it named the copy,
+/// and the value of its `?` when they travel as a parameter ([`Doc::table`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Carry {
+    pub table: String,
+    pub param: Option<Value>,
+}
+
+impl Carry {
+    /// The statement `sql` (its `?` bound to `params`) with the rows standing at `at`: the
+    /// rows' own parameter, if any, takes its place among the others by where it stands.
+    /// Placed from the statement's end: the spans before stay where they are.
+    pub fn place(
+        &self,
+        sql: &str,
+        params: &mut Vec<Value>,
+        at: (usize, usize),
+        mode: Mode,
+    ) -> Option<String> {
+        let placed = placed(sql, at, &self.table)?;
+        if let Some(v) = &self.param {
+            // A statement without bound values has no `?` of its own.
+            let before = if params.is_empty() {
+                0
+            } else {
+                statement_tokens(sql, mode)
+                    .iter()
+                    .take_while(|t| t.start < at.0)
+                    .filter(|t| t.kind == Kind::Param)
+                    .count()
+            };
+            params.insert(before.min(params.len()), v.clone());
+        }
+        Some(placed)
+    }
+}
+
+/// A JSON document (UTF-8) in ASCII: each character past it as `\u` escapes (two for one
+/// past the BMP). Outside strings a document is ASCII already.
+fn ascii(json: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(json).ok()?;
+    let mut out = Vec::with_capacity(json.len() + 16);
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c as u8);
+            continue;
+        }
+        let mut units = [0u16; 2];
+        for u in c.encode_utf16(&mut units) {
+            out.extend_from_slice(format!("\\u{u:04x}").as_bytes());
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -517,7 +586,9 @@ mod tests {
         );
         d.row(&vec![Some(Value::Bytes(b"2".to_vec())), None], &cols);
         assert_eq!(d.rows(), 2);
-        let t = d.table().expect("inline");
+        let t = d.table(false).expect("inline");
+        assert_eq!(t.param, None);
+        let t = t.table;
         let json = br#"[["1","a\"'\\"],["2",null]]"#;
         let mut hex = String::new();
         crate::sql::write::string(&mut hex, json, "utf8mb4");
@@ -526,7 +597,7 @@ mod tests {
             format!("(SELECT * FROM JSON_TABLE({hex}, '$[*]' COLUMNS (`id` int(11) PATH '$[0]' ERROR ON ERROR, `n` varchar(9) CHARACTER SET utf8mb4 PATH '$[1]' ERROR ON ERROR)) AS `__sp_rows` LIMIT 18446744073709551615)")
         );
         // No rows: an empty table.
-        assert!(Doc::new(&s).table().is_some());
+        assert!(Doc::new(&s).table(false).is_some());
     }
 
     #[test]
@@ -548,27 +619,27 @@ mod tests {
             &row(b"x"),
             &[id.clone(), col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 8)],
         );
-        assert!(d.table().is_none());
+        assert!(d.table(false).is_none());
         let mut d = Doc::new(&s);
         d.row(
             &row(b"\xff"),
             &[id.clone(), col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45)],
         );
-        assert!(d.table().is_none());
+        assert!(d.table(false).is_none());
         // Not the table's columns (an invisible one left out of `*`, or another order).
         let mut d = Doc::new(&s);
         d.row(
             &row(b"x"),
             &[col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45), id.clone()],
         );
-        assert!(d.table().is_none());
+        assert!(d.table(false).is_none());
         // Too many rows.
         let cols = [id, col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45)];
         let mut d = Doc::new(&s);
         for _ in 0..=MAX_ROWS {
             d.row(&row(b"x"), &cols);
         }
-        assert!(d.table().is_none());
+        assert!(d.table(false).is_none());
     }
 
     #[test]
@@ -583,5 +654,66 @@ mod tests {
             Some("SELECT p.name FROM `o` AS o JOIN (SELECT 1) AS p ON p.id = o.pid")
         );
         assert_eq!(placed(sql, (500, 510), "x"), None);
+    }
+
+    #[test]
+    fn rows_as_a_parameter_are_ascii_and_take_their_place_among_the_others() {
+        let s = shape(
+            "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `n` varchar(9) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+        )
+        .expect("shape");
+        let cols = [
+            col("id", ColumnType::MYSQL_TYPE_LONG, 63),
+            col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45),
+        ];
+        let mut d = Doc::new(&s);
+        d.row(
+            &vec![
+                Some(Value::Bytes(b"1".to_vec())),
+                Some(Value::Bytes("é€😀\"".as_bytes().to_vec())),
+            ],
+            &cols,
+        );
+        let rows = d.table(true).expect("inline");
+        // Past ASCII as escapes, a character past the BMP as its two halves.
+        assert_eq!(
+            rows.param,
+            Some(Value::Bytes(
+                br#"[["1","\u00e9\u20ac\ud83d\ude00\""]]"#.to_vec()
+            ))
+        );
+        assert!(rows.table.starts_with(
+            "(SELECT * FROM JSON_TABLE(CONVERT(? USING utf8mb4), '$[*]' COLUMNS (`id` int(11)"
+        ));
+        let mode = Mode::default();
+        // Among the statement's own `?` (one before it, one in a string that is none, one
+        // after), by where it stands.
+        let sql =
+            "SELECT ?, '?' FROM `o` AS o JOIN `__sp_ship_0` AS p ON p.id = o.pid WHERE o.u = ?";
+        let at = sql
+            .find("`__sp_ship_0`")
+            .map(|a| (a, a + 13))
+            .expect("named");
+        let mut params = vec![Value::Int(1), Value::Int(2)];
+        let placed = rows.place(sql, &mut params, at, mode).expect("placed");
+        assert!(placed.contains("JOIN (SELECT * FROM JSON_TABLE(CONVERT(? USING utf8mb4)"));
+        assert_eq!(params.len(), 3);
+        assert_eq!(params[0], Value::Int(1));
+        assert_eq!(Some(&params[1]), rows.param.as_ref());
+        assert_eq!(params[2], Value::Int(2));
+        // Without parameters of its own: the rows' alone.
+        let bare = "SELECT 1 FROM `o` AS o JOIN `__sp_ship_0` AS p ON p.id = o.pid";
+        let at_bare = bare
+            .find("`__sp_ship_0`")
+            .map(|a| (a, a + 13))
+            .expect("named");
+        let mut params = Vec::new();
+        assert!(rows.place(bare, &mut params, at_bare, mode).is_some());
+        assert_eq!(params.len(), 1);
+        // Written in: the parameters are left as they are.
+        let literal = Doc::new(&s).table(false).expect("inline");
+        let mut params = vec![Value::Int(1)];
+        assert!(literal.place(sql, &mut params, at, mode).is_some());
+        assert_eq!(params, vec![Value::Int(1)]);
     }
 }

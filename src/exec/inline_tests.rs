@@ -224,9 +224,9 @@ async fn the_definition_is_read_beside_the_keys_on_another_node() {
 }
 
 /// A prepared statement's answer (binary rows) comes from a statement the node prepares and
-/// keeps by its text: its copy is a temporary table, so that text stays the same.
+/// keeps by its text: its rows go as a parameter, so that text stays the same.
 #[tokio::test]
-async fn a_binary_answer_gets_a_temporary_table() {
+async fn a_binary_answer_gets_its_rows_as_a_parameter() {
     let mut d = door(CREATE);
     let mut sink = RecordSink {
         binary: true,
@@ -235,7 +235,29 @@ async fn a_binary_answer_gets_a_temporary_table() {
     run(&mut d, &mut sink, &gather(), 100, Access::Read)
         .await
         .expect("runs");
-    let on0 = d.sql_on(0);
-    made_a_temporary_table(&on0);
-    assert!(!on0.iter().any(|s| s.contains("JSON_TABLE")), "{on0:?}");
+    let on0: Vec<(usize, String)> = d.log().into_iter().filter(|(n, _)| *n == 0).collect();
+    assert_eq!(on0.len(), 2, "{on0:?}");
+    let at = d.log().len() - 1;
+    let (node, sql) = &d.log()[at];
+    assert_eq!(*node, 0);
+    assert_eq!(
+        sql.as_str(),
+        SQL.replace("`__sp_ship_0`", &carried_as_parameter())
+    );
+    assert_eq!(
+        d.bound[at],
+        vec![mysql_common::value::Value::Bytes(
+            br#"[["7","O'Brien \"x\""],["8",null]]"#.to_vec()
+        )]
+    );
+    made_no_temporary_table(&d.sql_on(0));
+}
+
+/// The derived table of `t_user`'s rows, read from a parameter.
+fn carried_as_parameter() -> String {
+    "(SELECT * FROM JSON_TABLE(CONVERT(? USING utf8mb4), '$[*]' COLUMNS (`user_id` int(11) PATH '$[0]' ERROR ON ERROR, `name` varchar(20) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci PATH '$[1]' ERROR ON ERROR)) AS `__sp_rows` LIMIT 18446744073709551615)".into()
+}
+
+fn made_no_temporary_table(on0: &[String]) {
+    assert!(!on0.iter().any(|s| s.contains("TEMPORARY")), "{on0:?}");
 }

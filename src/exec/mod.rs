@@ -239,7 +239,14 @@ pub async fn shipped<D: Door, K: Sink>(
     access: Access,
 ) -> Result<(), MyError> {
     let nodes = s.nodes();
-    let made = gather::copy_all(door, &s.ships, &nodes, topo.max_rows_per_statement, false).await;
+    let made = gather::copy_all(
+        door,
+        &s.ships,
+        &nodes,
+        topo.max_rows_per_statement,
+        gather::Inline::No,
+    )
+    .await;
     let r = match made {
         // Its copies are not bound by keys: none travels inside the statement.
         Ok(inlined) if inlined.is_empty() => Box::pin(run(&s.then, topo, access, door, sink)).await,
@@ -265,13 +272,8 @@ pub async fn spread<D: Door, K: Sink>(
 ) -> Result<(), MyError> {
     let cap = topo.max_rows_per_statement;
     // A binary-protocol answer comes from a statement the node prepares and keeps by its
-    // text: rows inside would make a new one at every execution.
-    let then = if sink.binary() {
-        None
-    } else {
-        spread::spread_rows(door, s, cap).await?
-    };
-    if let Some(then) = then {
+    // text: the rows go as a parameter, so that the text does not change with them.
+    if let Some(then) = spread::spread_rows(door, s, cap, sink.binary()).await? {
         let before = sink.written();
         match Box::pin(run(&then, topo, access, door, sink)).await {
             Err(e) if e.code == gather::ER_PARSE_ERROR && sink.written() == before => {}

@@ -11,7 +11,7 @@ use mysql_common::value::Value;
 
 use super::door::{Door, NodeError, Run, Stmt};
 use super::gather::{created, show_create_of};
-use super::inline::{integer_column, shape, Doc};
+use super::inline::{integer_column, shape, Carry, Doc};
 use crate::error::MyError;
 use crate::merge::Row;
 use crate::plan::spread::Spread;
@@ -21,11 +21,14 @@ use crate::plan::Plan;
 type Read = (Option<Arc<[Column]>>, Vec<Row>);
 
 /// The outer rows read, split by the node of their join value, and written into the
-/// statements of `s.then`; `None` where they cannot travel so (the gathered plan runs).
+/// statements of `s.then` (as a parameter of their own when `param`: a statement the node
+/// prepares and keeps by its text); `None` where they cannot travel so (the gathered plan
+/// runs).
 pub async fn spread_rows<D: Door>(
     door: &mut D,
     s: &Spread,
     cap: u64,
+    param: bool,
 ) -> Result<Option<Plan>, NodeError> {
     // Definitions kept from an earlier statement decide before any read.
     let kept_outer = door.kept_definition(&s.outer);
@@ -116,7 +119,7 @@ pub async fn spread_rows<D: Door>(
     }
     let first = shares.iter().position(|r| !r.is_empty()).unwrap_or(0);
     shares[first].extend(nulls);
-    let mut tables: Vec<Option<String>> = Vec::with_capacity(targets.len());
+    let mut tables: Vec<Option<Carry>> = Vec::with_capacity(targets.len());
     for (i, share) in shares.iter().enumerate() {
         if share.is_empty() && i != first {
             tables.push(None);
@@ -126,14 +129,16 @@ pub async fn spread_rows<D: Door>(
         for row in share {
             doc.row(row, &cols);
         }
-        match doc.table() {
+        match doc.table(param) {
             Some(t) => tables.push(Some(t)),
             None => return no("the outer rows cannot travel as text"),
         }
     }
     let mut then = s.then.clone();
-    let place = |t: &mut crate::plan::Target, at: (usize, usize), table: &str| {
-        super::inline::placed(&t.sql, at, table).map(|sql| t.sql = sql)
+    let mode = door.state().mode;
+    let place = |t: &mut crate::plan::Target, at: (usize, usize), rows: &Carry| {
+        rows.place(&t.sql, &mut t.params, at, mode)
+            .map(|sql| t.sql = sql)
     };
     let placed = match then.source_mut() {
         Plan::Route(t) => match (s.at.first(), tables.first()) {
@@ -314,20 +319,25 @@ mod tests {
         d
     }
 
-    /// The outer rows' join values each statement carried, by node.
+    /// The outer rows' join values each statement carried (written in, or as its one
+    /// parameter), by node.
     fn carried(d: &FakeDoor) -> Vec<(usize, Vec<String>)> {
         d.log()
             .into_iter()
-            .filter(|(_, sql)| sql.contains("JSON_TABLE"))
-            .map(|(n, sql)| {
+            .zip(&d.bound)
+            .filter(|((_, sql), _)| sql.contains("JSON_TABLE"))
+            .map(|((n, sql), bound)| {
                 let hex = sql
                     .split("X'")
                     .nth(1)
                     .and_then(|h| h.split('\'').next())
                     .unwrap_or_default();
-                let bytes: Vec<u8> = (0..hex.len() / 2)
-                    .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
-                    .collect();
+                let bytes: Vec<u8> = match bound.as_slice() {
+                    [Value::Bytes(json)] => json.clone(),
+                    _ => (0..hex.len() / 2)
+                        .filter_map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok())
+                        .collect(),
+                };
                 let json: Vec<Vec<Option<String>>> =
                     serde_json::from_slice(&bytes).unwrap_or_default();
                 (
@@ -377,6 +387,58 @@ mod tests {
             .await
             .expect("runs");
         assert_eq!(carried(&d).len(), 1);
+    }
+
+    /// A prepared statement's execution: the node prepares the statement and keeps it by its
+    /// text, so the rows go as its parameter and the text is the same whatever they are.
+    #[tokio::test]
+    async fn a_binary_execution_carries_the_rows_as_a_parameter() {
+        let (s, topo) = planned();
+        let a = (1..).find(|k| node_of(*k) == 0).expect("a key on ds0");
+        let b = (1..).find(|k| node_of(*k) == 1).expect("a key on ds1");
+        let (a, b) = (a.to_string(), b.to_string());
+        let mut texts = Vec::new();
+        for keys in [
+            vec![b.as_str(), a.as_str()],
+            vec![a.as_str(), b.as_str(), &b],
+        ] {
+            let mut d = door(&s, &keys, "int(11)");
+            let mut sink = RecordSink {
+                binary: true,
+                ..RecordSink::text()
+            };
+            crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+                .await
+                .expect("runs");
+            let mut got = carried(&d);
+            got.sort();
+            let mut want: Vec<(usize, Vec<String>)> = vec![
+                (
+                    0,
+                    keys.iter()
+                        .filter(|k| **k == a)
+                        .map(|k| k.to_string())
+                        .collect(),
+                ),
+                (
+                    1,
+                    keys.iter()
+                        .filter(|k| **k == b)
+                        .map(|k| k.to_string())
+                        .collect(),
+                ),
+            ];
+            want.sort();
+            assert_eq!(got, want);
+            let joins: Vec<(usize, String)> = d
+                .log()
+                .into_iter()
+                .filter(|(_, q)| q.contains("JSON_TABLE(CONVERT(? USING utf8mb4)"))
+                .collect();
+            assert_eq!(joins.len(), 2, "{:?}", d.log());
+            texts.push(joins);
+        }
+        assert_eq!(texts[0], texts[1], "the same statements whatever the rows");
     }
 
     #[tokio::test]

@@ -17,8 +17,8 @@
 //!
 //! At run time, where the rows cannot travel so (a join value that is not an integer in
 //! both tables, a column type JSON_TABLE cannot carry, more than
-//! [`super::bind::INLINE_ROWS`] rows, a binary-protocol execution), the gathered plan runs
-//! instead (`crate::exec::spread`).
+//! [`super::bind::INLINE_ROWS`] rows), the gathered plan runs instead
+//! (`crate::exec::spread`).
 
 use sqlparser::ast::Query;
 
