@@ -13,9 +13,13 @@
 #
 # JOIN=lines joins each user's orders to their order lines instead (LINES per order, default
 # 5, `order_lines` sharded by order_id): a join whose inner rows outnumber the outer ones.
+# PROTOCOL=prepared runs the queries as one prepared statement (`?` for the user) through
+# Node's mysql2 (`bench/prepared.js`; `tests/clients/install.sh` installs it) instead of the
+# mariadb client's text queries.
 #
 # Environment: ORDERS (default 100000), PRODUCTS (default 200000), USERS (default 5000),
-# QUERIES (default 200), JOIN (products or lines), LINES (default 5), BIN a shardproxy binary instead of building this checkout,
+# QUERIES (default 200), JOIN (products or lines), LINES (default 5), PROTOCOL (text or
+# prepared), BIN a shardproxy binary instead of building this checkout,
 # CARGO_TARGET_DIR honoured. Ports: shard nodes 3731-3734, direct node 3735, proxy 3737,
 # metrics 3738. The last line:
 #   per_query_ms_direct=F per_query_ms_proxy=F ratio=R copied_bound=N copied_inline=N copied_spread=N copied_whole=N
@@ -31,6 +35,7 @@ readonly users=${USERS:-5000}
 readonly queries=${QUERIES:-200}
 readonly join=${JOIN:-products}
 readonly lines=${LINES:-5}
+readonly protocol=${PROTOCOL:-text}
 readonly base_port=3731
 readonly shard_count=4
 readonly direct_port=$((base_port + shard_count))
@@ -43,6 +48,10 @@ die() {
 }
 
 [[ $join == products || $join == lines ]] || die "JOIN must be products or lines, got '$join'"
+[[ $protocol == text || $protocol == prepared ]] || die "PROTOCOL must be text or prepared, got '$protocol'"
+if [[ $protocol == prepared ]] && ! { command -v node >/dev/null 2>&1 && [[ -d $repo/tests/clients/node/node_modules/mysql2 ]]; }; then
+    die "PROTOCOL=prepared needs Node and mysql2: run tests/clients/install.sh"
+fi
 for v in orders products users queries lines; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
@@ -120,6 +129,12 @@ run() {
         client=(mariadb -h127.0.0.1 -P"$direct_port" -uroot -proot)
     else
         client=(mariadb -h127.0.0.1 -P"$proxy_port" -uapp -papp)
+    fi
+    if [[ $protocol == prepared ]]; then
+        # The mariadb client's arguments, taken back: port, user, password.
+        node "$repo/bench/prepared.js" "${client[2]#-P}" "${client[3]#-u}" "${client[4]#-p}" \
+            "$q ? $order" "$users" "$queries" "$work/out.$1" || die "the queries failed on $1"
+        return
     fi
     t0=$(date +%s.%N)
     "${client[@]}" --batch --skip-column-names shop <"$work/queries.sql" >"$work/out.$1" ||

@@ -340,9 +340,8 @@ impl Door for NodeSession {
     }
 
     async fn collations(&mut self, node: usize, sql: &str) -> Option<Arc<[u16]>> {
-        let shape = crate::sql::digest::digest(sql).map_or_else(|| sql.to_string(), |d| d.text);
-        let key = format!("{}\0{shape}", self.db.as_deref().unwrap_or_default());
-        if let Some(ids) = self.shared.collations.get(&key) {
+        let key = collations_key(self.db.as_deref().unwrap_or_default(), sql);
+        if let Some(ids) = key.as_ref().and_then(|k| self.shared.collations.get(k)) {
             return Some(ids);
         }
         let probe = format!("SET STATEMENT character_set_results = NULL FOR {sql}");
@@ -359,7 +358,9 @@ impl Door for NodeSession {
             return None;
         }
         let ids: Arc<[u16]> = cols.iter().map(|c| c.character_set()).collect();
-        self.shared.collations.insert(key, ids.clone());
+        if let Some(key) = key {
+            self.shared.collations.insert(key, ids.clone());
+        }
         Some(ids)
     }
 
@@ -671,5 +672,45 @@ impl NodeSession {
             self.db.as_deref().unwrap_or_default(),
             table.to_ascii_lowercase()
         )
+    }
+}
+
+/// What a statement's result collations are kept by: its database and shape, its literals
+/// and `?` alike (a prepared statement's node statement has its values written in and its
+/// carried rows as a `?`: one shape for every execution). A statement with no shape (past
+/// the digest's length) is kept by its text only when that is no longer: rows carried inside
+/// a statement would make a key of up to their 256 KiB at every execution.
+fn collations_key(db: &str, sql: &str) -> Option<String> {
+    let shape = match crate::sql::digest::digest_prepared(sql) {
+        Some(d) => d.text,
+        None if sql.len() <= crate::sql::digest::MAX_LEN => sql.to_string(),
+        None => return None,
+    };
+    Some(format!("{db}\0{shape}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collations_key;
+
+    #[test]
+    fn collations_are_kept_by_the_statements_shape_and_never_by_a_long_text() {
+        let node_sql = |user: u32| {
+            format!("SELECT o.id FROM (SELECT * FROM JSON_TABLE(CONVERT(? USING utf8mb4), '$[*]' COLUMNS (`id` int(11) PATH '$[0]' ERROR ON ERROR)) AS `__sp_rows` LIMIT 18446744073709551615) o WHERE o.u = {user} ORDER BY o.id")
+        };
+        let key = collations_key("shop", &node_sql(37));
+        assert!(key.is_some());
+        assert_eq!(key, collations_key("shop", &node_sql(74)));
+        assert_ne!(key, collations_key("other", &node_sql(37)));
+        // Text statements: by their literals' shape, as before.
+        assert_eq!(
+            collations_key("shop", "SELECT a FROM t WHERE b = 'x' ORDER BY a"),
+            collations_key("shop", "SELECT a FROM t WHERE b = 'yy' ORDER BY a"),
+        );
+        // No shape, and longer than one: not kept.
+        let long = format!("SELECT {} FROM t ORDER BY a", "a, ".repeat(2_000) + "a");
+        assert_eq!(collations_key("shop", &long), None);
+        let unterminated = "SELECT 'a FROM t ORDER BY a";
+        assert!(collations_key("shop", unterminated).is_some());
     }
 }
