@@ -3,6 +3,7 @@
 
 mod appended;
 pub(crate) use appended::needs_merge;
+mod aggs;
 pub mod bind;
 pub mod cache;
 pub mod cached;

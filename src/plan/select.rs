@@ -4,11 +4,11 @@
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    BinaryOperator, Distinct, DuplicateTreatment, Expr, Function, FunctionArg, FunctionArgExpr,
-    FunctionArguments, GroupByExpr, Ident, LimitClause, OrderByKind, OrderBySort, Query, Select,
-    SelectItem, SetExpr, UnaryOperator, Value as SqlValue,
+    BinaryOperator, Distinct, Expr, GroupByExpr, LimitClause, OrderByKind, OrderBySort, Query,
+    Select, SelectItem, SetExpr, UnaryOperator, Value as SqlValue,
 };
 
+use super::aggs::{agg_call, call, contains_agg, divides};
 use super::Plan;
 use crate::merge::value::{Dec, Num};
 use crate::merge::{
@@ -102,28 +102,6 @@ impl MergeSpec {
     }
 }
 
-const AGGS: &[&str] = &["COUNT", "SUM", "MIN", "MAX", "AVG"];
-const OTHER_AGGS: &[&str] = &[
-    "GROUP_CONCAT",
-    "BIT_AND",
-    "BIT_OR",
-    "BIT_XOR",
-    "STD",
-    "STDDEV",
-    "STDDEV_POP",
-    "STDDEV_SAMP",
-    "VARIANCE",
-    "VAR_POP",
-    "VAR_SAMP",
-    "JSON_ARRAYAGG",
-    "JSON_OBJECTAGG",
-];
-
-fn func_name(f: &Function) -> String {
-    crate::sql::table_name(&f.name).to_ascii_uppercase()
-}
-
-/// Normalised text of an expression, to find "the same expression" in two places.
 /// An expression that MariaDB reads as a column position in GROUP BY: a number, signed or
 /// in brackets.
 /// A `?` is written in as its value, so one bound to a number is like one.
@@ -152,113 +130,9 @@ fn position_like(e: &Expr, base: &Base<'_>) -> bool {
     }
 }
 
+/// Normalised text of an expression, to find "the same expression" in two places.
 fn norm(e: &Expr) -> String {
     e.to_string().replace('`', "").to_ascii_lowercase()
-}
-
-/// A plain `COUNT(*)`, `COUNT(x)`, `SUM(x)`, `MIN(x)`, `MAX(x)` or `AVG(x)` call: its name
-/// and argument (`None` for `*`); `COUNT/SUM/AVG(DISTINCT x)` are named `COUNT DISTINCT` etc.
-fn agg_call(e: &Expr) -> Result<Option<(String, Option<Expr>)>, String> {
-    let Expr::Function(f) = e else {
-        return Ok(None);
-    };
-    let name = func_name(f);
-    if f.over.is_some() {
-        return Err(format!("window function {name}() over several nodes"));
-    }
-    if OTHER_AGGS.contains(&name.as_str()) {
-        return Err(format!("{name}() over several nodes"));
-    }
-    if !AGGS.contains(&name.as_str()) {
-        return Ok(None);
-    }
-    let FunctionArguments::List(list) = &f.args else {
-        return Err(format!("{name}() with this argument form"));
-    };
-    // MIN/MAX (DISTINCT x) equal MIN/MAX (x).
-    let name = if matches!(list.duplicate_treatment, Some(DuplicateTreatment::Distinct))
-        && matches!(name.as_str(), "COUNT" | "SUM" | "AVG")
-    {
-        format!("{name} DISTINCT")
-    } else {
-        name
-    };
-    // COUNT(DISTINCT a, b, ...): its arguments as one tuple.
-    if name == "COUNT DISTINCT"
-        && f.filter.is_none()
-        && list.clauses.is_empty()
-        && list.args.len() > 1
-    {
-        let mut items = Vec::with_capacity(list.args.len());
-        for a in &list.args {
-            match a {
-                FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) if !contains_agg(e) => {
-                    items.push(e.clone())
-                }
-                _ => return Err(format!("{name}() with this argument form")),
-            }
-        }
-        return Ok(Some((name, Some(Expr::Tuple(items)))));
-    }
-    if f.filter.is_some() || !list.clauses.is_empty() || list.args.len() != 1 {
-        return Err(format!("{name}() with this argument form"));
-    }
-    match &list.args[0] {
-        FunctionArg::Unnamed(FunctionArgExpr::Wildcard) if name == "COUNT" => {
-            Ok(Some((name, None)))
-        }
-        FunctionArg::Unnamed(FunctionArgExpr::Expr(a)) => {
-            if contains_agg(a) {
-                return Err("nested aggregate functions".into());
-            }
-            Ok(Some((name, Some(a.clone()))))
-        }
-        _ => Err(format!("{name}() with this argument form")),
-    }
-}
-
-/// Does the expression call an aggregate or a window function (outside subqueries)?
-pub(super) fn contains_agg(e: &Expr) -> bool {
-    let mut depth = 0usize;
-    let mut found = false;
-    struct V<'a> {
-        depth: &'a mut usize,
-        found: &'a mut bool,
-    }
-    impl sqlparser::ast::Visitor for V<'_> {
-        type Break = ();
-        fn pre_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
-            *self.depth += 1;
-            std::ops::ControlFlow::Continue(())
-        }
-        fn post_visit_query(&mut self, _q: &Query) -> std::ops::ControlFlow<()> {
-            *self.depth -= 1;
-            std::ops::ControlFlow::Continue(())
-        }
-        fn pre_visit_expr(&mut self, e: &Expr) -> std::ops::ControlFlow<()> {
-            if *self.depth == 0 {
-                if let Expr::Function(f) = e {
-                    let n = func_name(f);
-                    if f.over.is_some()
-                        || AGGS.contains(&n.as_str())
-                        || OTHER_AGGS.contains(&n.as_str())
-                    {
-                        *self.found = true;
-                        return std::ops::ControlFlow::Break(());
-                    }
-                }
-            }
-            std::ops::ControlFlow::Continue(())
-        }
-    }
-    let _ = sqlparser::ast::Visit::visit(
-        e,
-        &mut V {
-            depth: &mut depth,
-            found: &mut found,
-        },
-    );
-    found
 }
 
 /// How a hidden column's text is written: the client's own expression, copied from its
@@ -270,27 +144,6 @@ enum Written {
     /// `CAST(SUM(arg) AS DECIMAL(65,18))`: a sum at the precision MariaDB keeps inside SUM
     /// (a quotient's digits past its shown scale: `AggFn::SumExact`).
     ExactSum(Box<Expr>),
-}
-
-/// Does `e` divide (`/`)? MariaDB shows a quotient at its scale plus
-/// `div_precision_increment` but sums it at nine digits more: partial sums rounded to the
-/// shown scale would add up to another total.
-fn divides(e: &Expr) -> bool {
-    let mut found = false;
-    let _ = sqlparser::ast::visit_expressions(e, |x| {
-        if matches!(
-            x,
-            Expr::BinaryOp {
-                op: BinaryOperator::Divide,
-                ..
-            }
-        ) {
-            found = true;
-            return std::ops::ControlFlow::Break(());
-        }
-        std::ops::ControlFlow::Continue(())
-    });
-    found
 }
 
 struct Builder<'a> {
@@ -560,23 +413,6 @@ fn unresolved_in_having(
         std::ops::ControlFlow::Continue(())
     });
     found
-}
-
-fn call(name: &str, arg: Expr) -> Expr {
-    Expr::Function(Function {
-        name: sqlparser::ast::ObjectName::from(vec![Ident::new(name)]),
-        uses_odbc_syntax: false,
-        parameters: FunctionArguments::None,
-        args: FunctionArguments::List(sqlparser::ast::FunctionArgumentList {
-            duplicate_treatment: None,
-            args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))],
-            clauses: vec![],
-        }),
-        filter: None,
-        null_treatment: None,
-        over: None,
-        within_group: vec![],
-    })
 }
 
 fn count_value(e: &Expr, parsed: &Parsed, params: &[Value]) -> Result<u64, String> {

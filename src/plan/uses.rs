@@ -331,7 +331,7 @@ pub fn without_first(mut uses: Vec<Use>, table: &str) -> Vec<Use> {
 pub fn has_aggregate(projection: &[SelectItem]) -> bool {
     projection.iter().any(|item| match item {
         SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
-            super::select::contains_agg(e)
+            super::aggs::contains_agg(e)
         }
         _ => false,
     })
