@@ -244,3 +244,35 @@ fn wildcard_positions_are_columns_of_the_nodes_rows() {
     let (_, m) = merged("SELECT DISTINCT * FROM t_order ORDER BY order_id");
     assert!(m.distinct && m.from_end);
 }
+
+#[test]
+fn items_beside_a_wildcard_are_compared_by_hidden_columns_at_the_end() {
+    // An alias is its item's expression, hidden; a position counts in the expanded list.
+    let (sql, m) =
+        merged("SELECT o.*, o.user_id * 2 AS dbl FROM t_order o ORDER BY dbl DESC, 1 LIMIT 3");
+    assert_eq!(
+        sql,
+        "SELECT o.*, o.user_id * 2 AS dbl, o.user_id * 2 AS __sp_h0 FROM t_order o ORDER BY dbl DESC, 1 LIMIT 3"
+    );
+    assert!(m.from_end);
+    assert_eq!(m.hidden, 1);
+    let r = crate::merge::resolve_keys(&m.order, 5 - m.hidden);
+    assert_eq!((r[0].index, r[0].desc, r[1].index), (4, true, 0));
+    // Over a join on equal shard keys: qualified names merge; a bare one, which MariaDB
+    // looks up among the wildcard's columns first (`o.*`: o's status), is not a hidden
+    // column's to resolve.
+    let (sql, _) = merged(
+        "SELECT o.*, i.order_id AS item FROM t_order o JOIN t_item i ON i.user_id = o.user_id ORDER BY o.status",
+    );
+    assert!(sql.ends_with("o.status AS __sp_h0 FROM t_order o JOIN t_item i ON i.user_id = o.user_id ORDER BY o.status"), "{sql}");
+    let p = plan_of(
+        "SELECT o.*, i.order_id AS item FROM t_order o JOIN t_item i ON i.user_id = o.user_id ORDER BY status",
+    );
+    assert!(!is_merged(&p), "{p:?}");
+    // One table: a bare name is its own.
+    let (sql, _) = merged("SELECT *, 1 AS one FROM t_order ORDER BY status");
+    assert_eq!(
+        sql,
+        "SELECT *, 1 AS one, status AS __sp_h0 FROM t_order ORDER BY status"
+    );
+}

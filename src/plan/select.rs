@@ -157,6 +157,11 @@ struct Builder<'a> {
     columns: Vec<AggFn>,
     grouping: bool,
     wildcard: bool,
+    /// Beside a wildcard, the aliased items (whose positions the nodes' answer does not
+    /// tell): an alias the merge compares by is its expression, a hidden column.
+    aliased: Vec<(String, Expr)>,
+    /// The FROM names one table: a bare column is that table's, wherever a wildcard puts it.
+    one_table: bool,
     /// Arguments of DISTINCT aggregates: the nodes also group by them.
     distinct_args: Vec<Expr>,
 }
@@ -187,7 +192,26 @@ impl Builder<'_> {
             }) {
                 return Ok(i);
             }
+            if let Some((_, x)) = self
+                .aliased
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(&id.value))
+            {
+                return self.column_of_expr(&x.clone());
+            }
+            // MariaDB looks a bare name up among the wildcard's columns first (`a.*` over a
+            // join: `ORDER BY id` is a.id); as a hidden column of its own the nodes would
+            // look it up among every table's, ambiguous where two have it.
+            if self.wildcard && !self.one_table {
+                return Err("a bare column name beside a table's * over a join".into());
+            }
         }
+        self.column_of_expr(e)
+    }
+
+    /// The column of an expression: the same expression as a select item, or a hidden
+    /// column.
+    fn column_of_expr(&mut self, e: &Expr) -> Result<usize, String> {
         let n = norm(e);
         if let Some(i) = self
             .items
@@ -478,6 +502,8 @@ pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
         columns: Vec::new(),
         grouping: false,
         wildcard: false,
+        aliased: Vec::new(),
+        one_table: s.from.len() == 1 && s.from.iter().all(|t| t.joins.is_empty()),
         distinct_args: Vec::new(),
     };
     // Select items: which are aggregates.
@@ -511,13 +537,16 @@ pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
     if b.wildcard && (b.grouping || s.having.is_some()) {
         return Err("SELECT * with GROUP BY or aggregates over several nodes".into());
     }
-    // Wildcards alone (`*`, `o.*, i.*`) are fine: the nodes' answer tells how many columns
-    // they expand to. An explicit item beside them would have no known position.
-    if b.wildcard && b.items.iter().any(|(e, _)| e.is_some()) {
-        return Err("SELECT * mixed with other select items over several nodes".into());
-    }
     if b.wildcard {
-        // Column count unknown until the nodes answer: hidden columns are counted from the end.
+        // Wildcards (`*`, `o.*, i.*`) and the items beside them: the nodes' answer tells how
+        // many columns the wildcards expand to, not where an item stands. Hidden columns are
+        // counted from the end, and what the merge compares is one of them (an alias, its
+        // item's expression); a position counts in the expanded list.
+        b.aliased = b
+            .items
+            .iter()
+            .filter_map(|(e, a)| Some((a.clone()?, e.clone()?)))
+            .collect();
         b.items.clear();
     }
     b.columns = vec![AggFn::First; b.items.len()];
