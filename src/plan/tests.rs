@@ -200,7 +200,6 @@ fn scans_fan_out_and_what_cannot_merge_is_gathered() {
         ("SELECT GROUP_CONCAT(status) FROM t_order", "GROUP_CONCAT"),
         ("SELECT status, ROW_NUMBER() OVER () FROM t_order", "window"),
         ("SELECT * FROM t_order GROUP BY status", "SELECT *"),
-        ("SELECT *, status FROM t_order ORDER BY 1", "mixed"),
     ] {
         let p = plan_of(sql);
         assert!(gathered(&p).contains(why), "{sql}: {p:?}");
