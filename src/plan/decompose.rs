@@ -8,7 +8,8 @@
 //! NULL-extends every broadcast row its own shard has no match for), in a derived table that
 //! groups, limits or deduplicates (each node groups its own rows), in a WITH, or in a UNION.
 //! Sharded tables read in subqueries are fine when the planner's links tie them to a top-level
-//! one by equal shard keys (the rows they need sit on the same node); the planner checks that.
+//! one by equal shard keys (an equality, or `key IN (SELECT key ...)` as a conjunct of a
+//! WHERE: the rows they need sit on the same node); the planner checks that.
 
 use std::ops::ControlFlow;
 

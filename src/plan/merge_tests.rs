@@ -168,6 +168,24 @@ fn joins_on_equal_shard_keys_of_tables_sharded_alike_run_on_each_node() {
         "SELECT o.order_id FROM t_order o WHERE EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.user_id) ORDER BY o.order_id LIMIT 3",
     );
     assert!(is_merged(&p), "{p:?}");
+    // A semi-join by the shard keys: each node's rows of a key are all of that key's.
+    let p = plan_of(
+        "SELECT o.order_id FROM t_order o WHERE o.user_id IN (SELECT i.user_id FROM t_item i WHERE i.qty > 2) ORDER BY o.order_id",
+    );
+    assert!(is_merged(&p), "{p:?}");
+    for sql in [
+        // NOT IN: a NULL key on another node makes a miss NULL, which NOT turns to NULL.
+        "SELECT o.order_id FROM t_order o WHERE o.user_id NOT IN (SELECT i.user_id FROM t_item i)",
+        // Outside a conjunct of the WHERE, a miss's NULL and false differ.
+        "SELECT o.order_id FROM t_order o WHERE o.status = 'x' OR o.user_id IN (SELECT i.user_id FROM t_item i)",
+        "SELECT o.user_id IN (SELECT i.user_id FROM t_item i) FROM t_order o",
+        // Groups of another column span the nodes.
+        "SELECT o.order_id FROM t_order o WHERE o.user_id IN (SELECT i.user_id FROM t_item i GROUP BY i.qty)",
+        // Another column than the key.
+        "SELECT o.order_id FROM t_order o WHERE o.user_id IN (SELECT i.order_id FROM t_item i)",
+    ] {
+        assert!(gathered(&plan_of(sql)).contains("different nodes"), "{sql}");
+    }
     // Not on the shard keys: gathered.
     let p = plan_of("SELECT * FROM t_order o JOIN t_item i ON o.order_id = i.order_id");
     assert!(gathered(&p).contains("different nodes"));

@@ -290,6 +290,7 @@ mod tests {
         for sql in [
             "SELECT o.order_id FROM t_order o LEFT JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5",
             "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND EXISTS (SELECT 1 FROM t_item i WHERE i.user_id = o.order_id)",
+            "SELECT o.order_id FROM t_order o WHERE o.user_id = 5 AND o.order_id IN (SELECT i.user_id FROM t_item i WHERE i.x > 2)",
         ] {
             assert_eq!(leaf(&spread_of(sql).then).len(), 2, "{sql}");
         }

@@ -4,8 +4,8 @@ use std::ops::ControlFlow;
 
 use mysql_common::value::Value;
 use sqlparser::ast::{
-    BinaryOperator, Expr, JoinConstraint, JoinOperator, ObjectName, Select, SelectItem, Statement,
-    TableFactor, Visit, Visitor,
+    BinaryOperator, Expr, GroupByExpr, InTarget, JoinConstraint, JoinOperator, ObjectName, Query,
+    Select, SelectItem, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
 use super::Planner;
@@ -59,6 +59,9 @@ struct Collector<'p, 'a> {
     /// The SELECTs being visited, outermost first: the range of `keyed` their FROM holds,
     /// and whether it also holds something else (a derived table: columns not known).
     scopes: Vec<(std::ops::Range<usize>, bool)>,
+    /// `o.key IN (SELECT p.key ...)` conjuncts seen: the outer use, and the subquery's
+    /// SELECT (compared by address, when the visit reaches it).
+    semi: Vec<(usize, *const Select)>,
 }
 
 impl Collector<'_, '_> {
@@ -118,6 +121,52 @@ fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
         | StraightJoin(c) => Some(c),
         _ => None,
     }
+}
+
+/// The `x IN (SELECT ...)` conjuncts of a WHERE's AND tree (not NOT IN). Each node answers
+/// such a conjunct over its own rows: where the subquery selects a key sharded alike with
+/// `x`'s, the rows equal to `x` are on `x`'s node, and a row missing elsewhere (a NULL key on
+/// another node, which would make a miss NULL instead of false) only matters outside a
+/// conjunct of the WHERE, where false and NULL drop the row alike.
+fn semi_joins(e: &Expr) -> Vec<(&Expr, &Query)> {
+    let mut out = Vec::new();
+    let mut stack = vec![e];
+    while let Some(e) = stack.pop() {
+        match e {
+            Expr::Nested(x) => stack.push(x),
+            Expr::BinaryOp {
+                left,
+                op: BinaryOperator::And,
+                right,
+            } => {
+                stack.push(left);
+                stack.push(right);
+            }
+            Expr::In {
+                expr,
+                target: InTarget::Subquery(subquery),
+                negated: false,
+                ..
+            } => out.push((expr.as_ref(), subquery.as_ref())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A subquery's SELECT when its rows are its table's own, whatever else each node holds: no
+/// grouping (groups of another column span nodes), HAVING, LIMIT or WITH, one select item.
+fn plain_select(q: &Query) -> Option<&Select> {
+    if q.with.is_some() || q.limit_clause.is_some() || q.fetch.is_some() {
+        return None;
+    }
+    let SetExpr::Select(s) = q.body.as_ref() else {
+        return None;
+    };
+    let grouped =
+        !matches!(&s.group_by, GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
+    (!grouped && s.having.is_none() && s.top.is_none() && s.projection.len() == 1)
+        .then_some(s.as_ref())
 }
 
 /// The `a = b` conjuncts of an AND tree.
@@ -224,6 +273,30 @@ impl Visitor for Collector<'_, '_> {
                 }
             }
         }
+        // The subquery of an outer `key IN (SELECT key ...)`: its own use of the key.
+        let mine = first..self.keyed.len();
+        let of_outer: Vec<usize> = self
+            .semi
+            .iter()
+            .filter(|(_, at)| std::ptr::eq(*at, select))
+            .map(|(a, _)| *a)
+            .collect();
+        if let (false, [SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }]) =
+            (of_outer.is_empty(), select.projection.as_slice())
+        {
+            if let Some(b) = self.key_use(e).filter(|b| mine.contains(b)) {
+                for a in of_outer {
+                    self.links.push((a, b));
+                }
+            }
+        }
+        if let Some(w) = &select.selection {
+            for (e, q) in semi_joins(w) {
+                if let (Some(a), Some(inner)) = (self.key_use(e), plain_select(q)) {
+                    self.semi.push((a, inner as *const Select));
+                }
+            }
+        }
         // JOIN ... USING (shard_key): the joined table with the tables before it.
         for twj in &select.from {
             let mut before: Vec<usize> = Vec::new();
@@ -279,6 +352,7 @@ pub fn collect_linked(stmt: &Statement, planner: &Planner<'_>) -> (Vec<Use>, Vec
         links: Vec::new(),
         all: Vec::new(),
         scopes: Vec::new(),
+        semi: Vec::new(),
     };
     let _ = stmt.visit(&mut c);
     let mut uses = c.keyed;

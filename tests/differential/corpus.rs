@@ -256,6 +256,12 @@ const CROSS_NODE: &[(&str, Compare, &str)] = &[
     ("left-join-single", Compare::Ordered, "SELECT u.user_id, COUNT(o.order_id) AS n FROM t_user u LEFT JOIN t_order o ON o.user_id = u.user_id AND o.status = 'init' GROUP BY u.user_id ORDER BY u.user_id"),
     ("not-on-shard-key", Compare::Ordered, "SELECT o.status, SUM(i.quantity), COUNT(*) FROM t_order o JOIN t_order_item i ON i.order_id = o.order_id GROUP BY o.status ORDER BY o.status"),
     ("scalar-from-single", Compare::Ordered, "SELECT order_id FROM t_order WHERE user_id = (SELECT MAX(user_id) FROM t_user) ORDER BY order_id"),
+    // Semi-joins of the tables sharded alike by their key: answered on each node; NOT IN
+    // and a grouped subquery gathered.
+    ("in-colocated", Compare::Ordered, "SELECT o.order_id, o.status FROM t_order o WHERE o.user_id IN (SELECT i.user_id FROM t_order_item i WHERE i.order_id % 3 = 0 AND i.user_id < 15) ORDER BY o.order_id"),
+    ("in-colocated-count", Compare::Ordered, "SELECT COUNT(*), MAX(order_id) FROM t_order WHERE status = 'init' AND user_id IN (SELECT user_id FROM t_order_item)"),
+    ("not-in-colocated", Compare::Ordered, "SELECT o.order_id FROM t_order o WHERE o.user_id NOT IN (SELECT i.user_id FROM t_order_item i WHERE i.order_id % 3 = 0 AND i.user_id < 15) ORDER BY o.order_id"),
+    ("in-colocated-grouped", Compare::Ordered, "SELECT o.order_id FROM t_order o WHERE o.user_id IN (SELECT MIN(i.user_id) FROM t_order_item i GROUP BY i.product_id) ORDER BY o.order_id"),
     ("in-single", Compare::Ordered, "SELECT COUNT(*) FROM t_order WHERE merchant_id IN (SELECT merchant_id FROM t_merchant WHERE country_id = 1)"),
     ("correlated", Compare::Ordered, "SELECT m.merchant_id, (SELECT COUNT(*) FROM t_order o WHERE o.merchant_id = m.merchant_id) AS n FROM t_merchant m ORDER BY m.merchant_id"),
     ("three-placements", Compare::Ordered, "SELECT p.product_name, d.description, SUM(i.quantity) q FROM t_order_item i JOIN t_product p ON p.product_id = i.product_id JOIN t_product_detail d ON d.product_id = p.product_id GROUP BY p.product_name, d.description ORDER BY q DESC, p.product_name, d.description"),
