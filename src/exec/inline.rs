@@ -566,8 +566,8 @@ mod tests {
         assert!(!s.fits(&cols(2, MYSQL_TYPE_DATETIME, true)[1..]));
     }
 
-    #[test]
-    fn rows_become_a_json_table_of_strings_and_nulls() {
+    /// A table of an integer and a utf8mb4 text, and the columns a node describes it by.
+    fn id_and_name() -> (Shape, [Column; 2]) {
         let s = shape(
             "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `n` varchar(9) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
         )
@@ -576,6 +576,12 @@ mod tests {
             col("id", ColumnType::MYSQL_TYPE_LONG, 63),
             col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45),
         ];
+        (s, cols)
+    }
+
+    #[test]
+    fn rows_become_a_json_table_of_strings_and_nulls() {
+        let (s, cols) = id_and_name();
         let mut d = Doc::new(&s);
         d.row(
             &vec![
@@ -658,14 +664,7 @@ mod tests {
 
     #[test]
     fn rows_as_a_parameter_are_ascii_and_take_their_place_among_the_others() {
-        let s = shape(
-            "CREATE TABLE `t` (\n  `id` int(11) NOT NULL,\n  `n` varchar(9) DEFAULT NULL\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
-        )
-        .expect("shape");
-        let cols = [
-            col("id", ColumnType::MYSQL_TYPE_LONG, 63),
-            col("n", ColumnType::MYSQL_TYPE_VAR_STRING, 45),
-        ];
+        let (s, cols) = id_and_name();
         let mut d = Doc::new(&s);
         d.row(
             &vec![

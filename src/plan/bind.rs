@@ -24,7 +24,8 @@ use sqlparser::ast::{
 
 use std::sync::Arc;
 
-use super::gather::{and_parts, last_part, qualifier_of, quoted, select_filter, Pushdown};
+use super::gather::{last_part, qualifier_of, quoted, select_filter, Pushdown};
+use super::uses::and_parts;
 use super::Planner;
 use crate::config::indexes::GlobalIndex;
 use crate::routing::slot::SlotMap;

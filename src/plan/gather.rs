@@ -19,7 +19,7 @@ use sqlparser::ast::{
     Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
-use super::uses::{Placement, Use};
+use super::uses::{and_parts, Placement, Use};
 
 use super::{refuse, Plan, Planner, Target};
 use crate::routing::TableRule;
@@ -735,32 +735,6 @@ fn conjuncts_of(
                 out.push(format!("({c})"));
             }
         }
-    }
-}
-
-/// The AND conjuncts of `e` (through parentheses).
-pub(super) fn and_parts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
-    match e {
-        Expr::BinaryOp {
-            left,
-            op: BinaryOperator::And,
-            right,
-        } => {
-            and_parts(left, out);
-            and_parts(right, out);
-        }
-        Expr::Nested(x)
-            if matches!(
-                x.as_ref(),
-                Expr::BinaryOp {
-                    op: BinaryOperator::And,
-                    ..
-                }
-            ) =>
-        {
-            and_parts(x, out)
-        }
-        e => out.push(e),
     }
 }
 

@@ -129,29 +129,18 @@ fn join_constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
 /// another node, which would make a miss NULL instead of false) only matters outside a
 /// conjunct of the WHERE, where false and NULL drop the row alike.
 fn semi_joins(e: &Expr) -> Vec<(&Expr, &Query)> {
-    let mut out = Vec::new();
-    let mut stack = vec![e];
-    while let Some(e) = stack.pop() {
-        match e {
-            Expr::Nested(x) => stack.push(x),
-            Expr::BinaryOp {
-                left,
-                op: BinaryOperator::And,
-                right,
-            } => {
-                stack.push(left);
-                stack.push(right);
-            }
+    conjuncts(e)
+        .into_iter()
+        .filter_map(|c| match c {
             Expr::In {
                 expr,
                 target: InTarget::Subquery(subquery),
                 negated: false,
                 ..
-            } => out.push((expr.as_ref(), subquery.as_ref())),
-            _ => {}
-        }
-    }
-    out
+            } => Some((expr.as_ref(), subquery.as_ref())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A subquery's SELECT when its rows are its table's own, whatever else each node holds: no
@@ -171,24 +160,57 @@ fn plain_select(q: &Query) -> Option<&Select> {
 
 /// The `a = b` conjuncts of an AND tree.
 fn equalities<'e>(e: &'e Expr, out: &mut Vec<(&'e Expr, &'e Expr)>) {
+    for c in conjuncts(e) {
+        if let Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } = c
+        {
+            out.push((left, right));
+        }
+    }
+}
+
+/// The conjuncts of an AND tree, their parentheses taken off (`((a AND b))` too).
+fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    let mut out = Vec::new();
+    split_and(e, true, &mut out);
+    out
+}
+
+/// The AND conjuncts of `e` (through parentheses).
+pub(super) fn and_parts<'e>(e: &'e Expr, out: &mut Vec<&'e Expr>) {
+    split_and(e, false, out)
+}
+
+/// The AND conjuncts of `e`, in order, through the parentheses around an AND (and around
+/// anything, with `any_parens`). A loop, not recursion: a WHERE may nest thousands deep.
+fn split_and<'e>(e: &'e Expr, any_parens: bool, out: &mut Vec<&'e Expr>) {
     let mut stack = vec![e];
     while let Some(e) = stack.pop() {
         match e {
-            Expr::Nested(x) => stack.push(x),
             Expr::BinaryOp {
                 left,
                 op: BinaryOperator::And,
                 right,
             } => {
-                stack.push(left);
                 stack.push(right);
+                stack.push(left);
             }
-            Expr::BinaryOp {
-                left,
-                op: BinaryOperator::Eq,
-                right,
-            } => out.push((left, right)),
-            _ => {}
+            Expr::Nested(x)
+                if any_parens
+                    || matches!(
+                        x.as_ref(),
+                        Expr::BinaryOp {
+                            op: BinaryOperator::And,
+                            ..
+                        }
+                    ) =>
+            {
+                stack.push(x)
+            }
+            e => out.push(e),
         }
     }
 }
