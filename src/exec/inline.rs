@@ -410,7 +410,8 @@ pub struct Carry {
 impl Carry {
     /// The statement `sql` (its `?` bound to `params`) with the rows standing at `at`: the
     /// rows' own parameter, if any, takes its place among the others by where it stands.
-    /// Placed from the statement's end: the spans before stay where they are.
+    /// Several copies are placed from the statement's end, so that the spans before stay
+    /// where they are.
     pub fn place(
         &self,
         sql: &str,
