@@ -658,14 +658,7 @@ impl<'a> Planner<'a> {
             }
         }
         let scatter = Plan::Scatter {
-            targets: nodes
-                .iter()
-                .map(|&node| Target {
-                    node,
-                    sql: rewrite.node_sql.clone(),
-                    params: Vec::new(),
-                })
-                .collect(),
+            targets: rewrite.targets(&nodes, self.params),
             ok: OkMerge::Sum,
         };
         rewrite.merge.tree(scatter)

@@ -20,9 +20,38 @@ use crate::sql::{literal, Parsed};
 /// The node query and the merge, or why it cannot be merged correctly.
 pub struct Rewrite {
     pub node_sql: String,
+    /// For a statement with bound values: the node query with the statement's `?` kept, and
+    /// the index of each among its values, in order. A prepared statement's execution runs
+    /// it so: the node prepares one statement for every execution, not one for each one's
+    /// values.
+    pub node_kept: Option<(String, Vec<usize>)>,
     pub merge: MergeSpec,
     /// The texts of a page found by its key, when the merge can be one (`super::key_page`).
     pub page: Option<(super::key_page::PageTexts, String)>,
+}
+
+impl Rewrite {
+    /// The scatter's statement on each of `nodes`. A prepared statement's nodes get its `?`
+    /// with their values (`params`), not the values written in: each node prepares one
+    /// statement for every execution.
+    pub fn targets(&self, nodes: &[usize], params: &[Value]) -> Vec<super::Target> {
+        let kept = self.node_kept.as_ref().and_then(|(sql, bound)| {
+            let values = bound
+                .iter()
+                .map(|i| params.get(*i).cloned())
+                .collect::<Option<Vec<Value>>>()?;
+            Some((sql, values))
+        });
+        let (sql, values) = kept.unwrap_or((&self.node_sql, Vec::new()));
+        nodes
+            .iter()
+            .map(|&node| super::Target {
+                node,
+                sql: sql.clone(),
+                params: values.clone(),
+            })
+            .collect()
+    }
 }
 
 /// What the merge does after the nodes answered, as the rewrite finds it; [`MergeSpec::tree`]
@@ -668,15 +697,23 @@ pub fn rewrite(q: &Query, base: &Base<'_>) -> Result<Rewrite, String> {
         limit,
     };
     base.agrees(s)?;
-    let node_sql = node_query(base, &b, &merge)?;
+    let node_sql = node_query(base, &b, &merge, false)?.0;
+    let node_kept = if base.params.values.is_empty() {
+        None
+    } else {
+        Some(node_query(base, &b, &merge, true)?)
+    };
     let page = match q.order_by.as_ref().map(|o| &o.kind) {
         Some(OrderByKind::Expressions(items)) if items.len() == 1 => {
-            super::key_page::texts(base, &merge, &items[0].expr, |x, m| node_query(x, &b, m))
+            super::key_page::texts(base, &merge, &items[0].expr, |x, m| {
+                node_query(x, &b, m, false).map(|(sql, _)| sql)
+            })
         }
         _ => None,
     };
     Ok(Rewrite {
         node_sql,
+        node_kept,
         merge,
         page,
     })
@@ -734,6 +771,23 @@ impl<'a> Base<'a> {
     /// The client's text of `e`, its `?` written as their values: its extent in the text,
     /// or the GROUP BY / ORDER BY item it is.
     fn own(&self, e: &Expr) -> Result<String, String> {
+        let (a, b) = self.own_range(e)?;
+        self.text.render(a, b, self.params)
+    }
+
+    /// [`Base::own`] with its `?` kept, their indices among the bound values noted in
+    /// `bound` (`None`: written as their values).
+    fn own_noting(&self, e: &Expr, bound: Option<&mut Vec<usize>>) -> Result<String, String> {
+        match bound {
+            Some(bound) => {
+                let (a, b) = self.own_range(e)?;
+                Ok(self.text.render_kept(a, b, bound))
+            }
+            None => self.own(e),
+        }
+    }
+
+    fn own_range(&self, e: &Expr) -> Result<(usize, usize), String> {
         let t = self.text;
         let range = t.extent(e).or_else(|| {
             [self.clauses.group_by, self.clauses.order_by]
@@ -743,39 +797,46 @@ impl<'a> Base<'a> {
                 .map(|(a, b)| t.without_direction(a, b))
                 .find(|(a, b)| t.parses_as(&t.sql[*a..*b], e))
         });
-        let (a, b) = range.ok_or_else(|| format!("`{e}`, whose text shardproxy cannot place"))?;
-        t.render(a, b, self.params)
+        range.ok_or_else(|| format!("`{e}`, whose text shardproxy cannot place"))
     }
 }
 
 /// The SQL each node runs: the client's SELECT text with the hidden columns appended,
 /// HAVING made `TRUE OR (...)` when groups are merged (removed if it has a subquery), the DISTINCT aggregates' arguments grouped, and
 /// ORDER BY / LIMIT as the merge needs them (LIMIT covering offset + count, no offset);
-/// every other byte as the client sent it, the `?` written as their values.
-fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String, String> {
+/// every other byte as the client sent it, the `?` written as their values, or (`keep`)
+/// kept, with the index of each among the bound values.
+fn node_query(
+    base: &Base<'_>,
+    b: &Builder<'_>,
+    m: &MergeSpec,
+    keep: bool,
+) -> Result<(String, Vec<usize>), String> {
     let c = &base.clauses;
     let mut e = base.edits.clone();
     let mut add = String::new();
+    let mut bound = Vec::new();
+    let own = |x: &Expr, bound: &mut Vec<usize>| base.own_noting(x, keep.then_some(bound));
     for (i, (expr, written)) in b.hidden.iter().enumerate() {
         add.push_str(", ");
         match written {
-            Written::Own => add.push_str(&base.own(expr)?),
+            Written::Own => add.push_str(&own(expr, &mut bound)?),
             Written::Call(f, arg) => {
                 add.push_str(f);
                 add.push('(');
-                add.push_str(&base.own(arg)?);
+                add.push_str(&own(arg, &mut bound)?);
                 add.push(')');
             }
             Written::ExactSum(arg) => {
                 add.push_str("CAST(SUM(");
-                add.push_str(&base.own(arg)?);
+                add.push_str(&own(arg, &mut bound)?);
                 add.push_str(") AS DECIMAL(65,18))");
             }
         }
         add.push_str(&format!(" AS __sp_h{i}"));
     }
     if !add.is_empty() {
-        e.insert(c.projection.1, add);
+        e.insert_kept(c.projection.1, add, std::mem::take(&mut bound));
     }
     if m.group.is_some() {
         if let Some(h) = c.having {
@@ -801,7 +862,7 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
     if !b.distinct_args.is_empty() {
         let mut parts = Vec::with_capacity(b.distinct_args.len());
         for d in &b.distinct_args {
-            let own = base.own(d)?;
+            let own = own(d, &mut bound)?;
             // A number written alone (`76`, `(76)`, `- 8`) would group by that column
             // position; `+ 0` makes it the constant it is in the aggregate.
             parts.push(if position_like(d, base) {
@@ -811,11 +872,13 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
             });
         }
         let list = parts.join(", ");
+        let args = std::mem::take(&mut bound);
         match c.group_by {
-            Some(g) => e.insert(g.body.1, format!(", {list}")),
-            None => e.insert(
+            Some(g) => e.insert_kept(g.body.1, format!(", {list}"), args),
+            None => e.insert_kept(
                 c.group_at(),
                 c.spaced(c.group_at(), &format!("GROUP BY {list}")),
+                args,
             ),
         }
     }
@@ -851,5 +914,9 @@ fn node_query(base: &Base<'_>, b: &Builder<'_>, m: &MergeSpec) -> Result<String,
     } else {
         remove(&mut e, c.limit);
     }
-    e.apply(base.text, base.params)
+    if keep {
+        e.apply_kept(base.text)
+    } else {
+        Ok((e.apply(base.text, base.params)?, Vec::new()))
+    }
 }

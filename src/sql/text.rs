@@ -410,6 +410,27 @@ impl<'s> Text<'s> {
         }
     }
 
+    /// The text from byte `a` to `b` as written, its `?` kept: the index of each among the
+    /// statement's bound values appended to `bound`, in order.
+    pub fn render_kept(&self, a: usize, b: usize, bound: &mut Vec<usize>) -> String {
+        self.note_params(a, b, bound);
+        self.sql[a..b.max(a)].to_string()
+    }
+
+    /// Appends the index of each `?` from byte `a` to `b` among the statement's.
+    fn note_params(&self, a: usize, b: usize, bound: &mut Vec<usize>) {
+        let before = self.toks[..self.first_from(a)]
+            .iter()
+            .filter(|t| t.kind == Kind::Param)
+            .count();
+        let within = self.toks[self.first_from(a)..]
+            .iter()
+            .take_while(|t| t.start < b)
+            .filter(|t| t.kind == Kind::Param)
+            .count();
+        bound.extend(before..before + within);
+    }
+
     /// The text from byte `a` to `b` with each `?` in it written as its bound value.
     pub fn render(&self, a: usize, b: usize, params: Params<'_>) -> Result<String, String> {
         let mut out = String::with_capacity(b.saturating_sub(a) + 16);
@@ -466,6 +487,9 @@ impl<'s> Text<'s> {
 #[derive(Debug, Default, Clone)]
 pub struct Edits {
     list: Vec<(usize, usize, String)>,
+    /// For an edit whose text keeps the statement's `?` ([`Edits::insert_kept`]): their
+    /// indices among its bound values, by the edit's place in `list`.
+    kept: Vec<(usize, Vec<usize>)>,
 }
 
 impl Edits {
@@ -479,6 +503,13 @@ impl Edits {
 
     pub fn insert(&mut self, at: usize, text: impl Into<String>) {
         self.list.push((at, at, text.into()));
+    }
+
+    /// [`Edits::insert`] of a text that keeps `?` of the statement's, whose indices among its
+    /// bound values are `bound`, in order ([`Text::render_kept`]).
+    pub fn insert_kept(&mut self, at: usize, text: impl Into<String>, bound: Vec<usize>) {
+        self.kept.push((self.list.len(), bound));
+        self.insert(at, text);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -517,6 +548,16 @@ impl Edits {
         Ok(s)
     }
 
+    /// The text with these edits, its `?` kept, and the index among the statement's bound
+    /// values of each `?` it holds, in order: those of the text it keeps and of the edits'
+    /// texts ([`Edits::insert_kept`]), none of what an edit replaced.
+    pub fn apply_kept(&self, text: &Text<'_>) -> Result<(String, Vec<usize>), String> {
+        let mut bound = Vec::new();
+        let mut s = self.edit_noting(text, 0, text.sql.len(), None, Some(&mut bound))?;
+        s.truncate(s.trim_end().len());
+        Ok((s, bound))
+    }
+
     /// [`Edits::apply`] to the text from byte `from` to `to` only: the edits inside it
     /// (an insertion at either end included), none crossing its ends.
     pub fn apply_within(
@@ -536,6 +577,18 @@ impl Edits {
         to: usize,
         params: Option<Params<'_>>,
     ) -> Result<String, String> {
+        self.edit_noting(text, from, to, params, None)
+    }
+
+    /// [`Edits::edit`], noting in `bound` the index of each `?` kept.
+    fn edit_noting(
+        &self,
+        text: &Text<'_>,
+        from: usize,
+        to: usize,
+        params: Option<Params<'_>>,
+        mut bound: Option<&mut Vec<usize>>,
+    ) -> Result<String, String> {
         let mut order: Vec<usize> = (0..self.list.len())
             .filter(|&i| {
                 let (a, b, _) = &self.list[i];
@@ -552,9 +605,18 @@ impl Edits {
             }
             text.copy(&mut out, at, a, params)?;
             out.push_str(s);
+            if let Some(bound) = bound.as_deref_mut() {
+                text.note_params(at, a, bound);
+                if let Some((_, of)) = self.kept.iter().find(|(k, _)| *k == i) {
+                    bound.extend(of);
+                }
+            }
             at = b;
         }
         text.copy(&mut out, at, to, params)?;
+        if let Some(bound) = bound {
+            text.note_params(at, to, bound);
+        }
         Ok(out)
     }
 }
