@@ -107,33 +107,33 @@ fn ordered_merges_push_offset_plus_count_to_the_nodes() {
     );
     // The nodes get the statement's `?` with their values (one statement each node prepares
     // for every execution); the LIMIT's are the merge's own number.
-    match p.source() {
-        Plan::Scatter { targets, .. } => {
-            assert_eq!(
-                targets[0].sql,
-                "SELECT order_id FROM t_order WHERE status = ? ORDER BY order_id LIMIT 3"
-            );
-            assert_eq!(targets[0].params, vec![Value::Bytes(b"a\\b".to_vec())]);
-        }
-        other => panic!("{other:?}"),
-    }
+    let t = first_target(&p);
+    assert_eq!(
+        t.sql,
+        "SELECT order_id FROM t_order WHERE status = ? ORDER BY order_id LIMIT 3"
+    );
+    assert_eq!(t.params, vec![Value::Bytes(b"a\\b".to_vec())]);
     // A `?` copied into a hidden column takes its place among the others, in order.
     let p = plan_with(
         "SELECT order_id FROM t_order WHERE status = ? ORDER BY user_id + ?, order_id LIMIT ?",
         &[Value::Bytes(b"s".to_vec()), Value::Int(7), Value::Int(2)],
     );
+    let t = first_target(&p);
+    assert_eq!(
+        t.sql,
+        "SELECT order_id, user_id + ? AS __sp_h0 FROM t_order WHERE status = ? ORDER BY user_id + ?, order_id LIMIT 2"
+    );
+    assert_eq!(
+        t.params,
+        vec![Value::Int(7), Value::Bytes(b"s".to_vec()), Value::Int(7)]
+    );
+}
+
+/// The first node's statement of a scatter.
+fn first_target(p: &Plan) -> &Target {
     match p.source() {
-        Plan::Scatter { targets, .. } => {
-            assert_eq!(
-                targets[0].sql,
-                "SELECT order_id, user_id + ? AS __sp_h0 FROM t_order WHERE status = ? ORDER BY user_id + ?, order_id LIMIT 2"
-            );
-            assert_eq!(
-                targets[0].params,
-                vec![Value::Int(7), Value::Bytes(b"s".to_vec()), Value::Int(7)]
-            );
-        }
-        other => panic!("{other:?}"),
+        Plan::Scatter { targets, .. } => &targets[0],
+        other => panic!("not a scatter: {other:?}"),
     }
 }
 

@@ -536,14 +536,14 @@ impl Edits {
     /// end (before a clause removed there) are cut: outside a string, which cannot be open
     /// at the end, they mean nothing.
     pub fn apply(&self, text: &Text<'_>, params: Params<'_>) -> Result<String, String> {
-        let mut s = self.edit(text, 0, text.sql.len(), Some(params))?;
+        let mut s = self.edit(text, 0, text.sql.len(), Some(params), None)?;
         s.truncate(s.trim_end().len());
         Ok(s)
     }
 
     /// The text with these edits, its `?` kept (the statement runs with its parameters).
     pub fn apply_keeping_params(&self, text: &Text<'_>) -> Result<String, String> {
-        let mut s = self.edit(text, 0, text.sql.len(), None)?;
+        let mut s = self.edit(text, 0, text.sql.len(), None, None)?;
         s.truncate(s.trim_end().len());
         Ok(s)
     }
@@ -553,7 +553,7 @@ impl Edits {
     /// texts ([`Edits::insert_kept`]), none of what an edit replaced.
     pub fn apply_kept(&self, text: &Text<'_>) -> Result<(String, Vec<usize>), String> {
         let mut bound = Vec::new();
-        let mut s = self.edit_noting(text, 0, text.sql.len(), None, Some(&mut bound))?;
+        let mut s = self.edit(text, 0, text.sql.len(), None, Some(&mut bound))?;
         s.truncate(s.trim_end().len());
         Ok((s, bound))
     }
@@ -567,21 +567,12 @@ impl Edits {
         to: usize,
         params: Params<'_>,
     ) -> Result<String, String> {
-        self.edit(text, from, to, Some(params))
+        self.edit(text, from, to, Some(params), None)
     }
 
+    /// The text from `from` to `to` with the edits, its `?` written as `params` or kept
+    /// (noting in `bound` the index of each kept, if asked).
     fn edit(
-        &self,
-        text: &Text<'_>,
-        from: usize,
-        to: usize,
-        params: Option<Params<'_>>,
-    ) -> Result<String, String> {
-        self.edit_noting(text, from, to, params, None)
-    }
-
-    /// [`Edits::edit`], noting in `bound` the index of each `?` kept.
-    fn edit_noting(
         &self,
         text: &Text<'_>,
         from: usize,
