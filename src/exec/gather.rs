@@ -17,6 +17,7 @@ use super::txn::Transactions;
 use crate::error::MyError;
 use crate::merge::Row;
 use crate::plan::gather::{Gather, Ship};
+use crate::sql::lex::Mode;
 use crate::sql::write::quoted;
 
 /// MySQL's ER_PARSE_ERROR: a node without JSON_TABLE (MariaDB before 10.6) answers it to
@@ -53,7 +54,7 @@ pub async fn run<D: Door, K: Sink>(
         let r = match made.and_then(|inlined| {
             made_temp.retain(|s| !inlined.iter().any(|c| c.temp == s.temp));
             carried = !inlined.is_empty();
-            with_inlined(door, g, inlined)
+            with_inlined(g, inlined, door.state().mode)
         }) {
             Ok(carrying) => {
                 let stmt = match &carrying {
@@ -109,10 +110,10 @@ pub struct Carried {
 
 /// The gathered statement and its parameters with each copy that travels inside it in its
 /// place; `None`: as planned.
-fn with_inlined<D: Door>(
-    door: &D,
+fn with_inlined(
     g: &Gather,
     mut inlined: Vec<Carried>,
+    mode: Mode,
 ) -> Result<Option<(String, Vec<Value>)>, NodeError> {
     if inlined.is_empty() {
         return Ok(None);
@@ -121,7 +122,6 @@ fn with_inlined<D: Door>(
     inlined.sort_by_key(|c| std::cmp::Reverse(c.at));
     let mut sql = g.sql.clone();
     let mut params = g.params.clone();
-    let mode = door.state().mode;
     for c in &inlined {
         sql = c
             .rows

@@ -265,7 +265,7 @@ mod tests {
     use crate::config::Topology;
     use crate::exec::door::Access;
     use crate::exec::fake::{Canned, FakeDoor, RecordSink};
-    use crate::plan::tests::node_of;
+    use crate::plan::tests::{keys_on_both, node_of};
     use mysql_common::constants::ColumnType;
 
     const ORDERS: &str = "CREATE TABLE `t_order` (\n  `order_id` bigint(20) NOT NULL,\n  `user_id` int(11) NOT NULL,\n  `item` int(11) DEFAULT NULL,\n  PRIMARY KEY (`order_id`)\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
@@ -353,8 +353,7 @@ mod tests {
     #[tokio::test]
     async fn each_outer_row_goes_to_the_node_of_its_join_value_and_nowhere_else() {
         let (s, topo) = planned();
-        let a = (1..).find(|k| node_of(*k) == 0).expect("a key on ds0");
-        let b = (1..).find(|k| node_of(*k) == 1).expect("a key on ds1");
+        let (a, b) = keys_on_both();
         let (a, b) = (a.to_string(), b.to_string());
         // Two rows of one value, one of the other, a NULL: with the first node's rows.
         let mut d = door(&s, &[&b, &a, "NULL", &b], "int(11)");
@@ -394,8 +393,7 @@ mod tests {
     #[tokio::test]
     async fn a_binary_execution_carries_the_rows_as_a_parameter() {
         let (s, topo) = planned();
-        let a = (1..).find(|k| node_of(*k) == 0).expect("a key on ds0");
-        let b = (1..).find(|k| node_of(*k) == 1).expect("a key on ds1");
+        let (a, b) = keys_on_both();
         let (a, b) = (a.to_string(), b.to_string());
         let mut texts = Vec::new();
         for keys in [

@@ -44,7 +44,7 @@ pub(crate) fn node_of(key: i64) -> usize {
 }
 
 /// Two keys that land on different nodes.
-pub(super) fn keys_on_both() -> (i64, i64) {
+pub(crate) fn keys_on_both() -> (i64, i64) {
     let a = (1..).find(|k| node_of(*k) == 0).unwrap();
     let b = (1..).find(|k| node_of(*k) == 1).unwrap();
     (a, b)
