@@ -72,7 +72,11 @@ fn with_ctx<R>(f: impl FnOnce(&PlanCtx<'_>) -> R) -> R {
         primary_key: &primary_key,
         charset: "utf8mb4",
         // Both choices reachable: a small table among large ones.
-        rows: &|t: &str| Some(if t == "t_seq" { 100 } else { 1_000_000 }),
+        rows: &|t: &str| {
+            Some(shardproxy::plan::estimate::TableStats::rows(
+                if t == "t_seq" { 100 } else { 1_000_000 },
+            ))
+        },
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
         weights: &|_: &str| None,

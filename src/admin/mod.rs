@@ -202,6 +202,25 @@ fn rule_summary(t: &Topology, rule: &TableRule) -> (String, String, String) {
 }
 
 /// Runs one admin statement.
+/// A table's statistics read from its nodes (in their URLs' databases), for PREVIEW.
+async fn preview_stats(
+    shared: &Shared,
+    t: &Topology,
+    table: &str,
+) -> Option<crate::plan::estimate::TableStats> {
+    let sql = crate::exec::columns::Stats::sql(table);
+    let mut all = crate::exec::columns::Stats::default();
+    for node in t.holders(table) {
+        let mut c = shared.backends.connect(node).await.ok()?;
+        let rows = c.query_rows(&sql).await.ok()?;
+        all.add(rows.into_iter().map(|r| {
+            let mut r = r.into_iter();
+            (r.next().flatten(), r.next().flatten())
+        }));
+    }
+    Some(all.done())
+}
+
 pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Result<Answer, MyError> {
     let t = shared.topology();
     let w = sql::leading_words(text, 12);
@@ -434,9 +453,22 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             return Err(unsupported("PREVIEW needs a statement"));
         }
         let parsed = sql::parse(stmt);
-        let p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
+        let mut p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
             crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
         });
+        // The statistics a choice weighs, read as a session would (a few tables at most).
+        for _ in 0..8 {
+            let crate::plan::Plan::NeedRows { table } = &p else {
+                break;
+            };
+            let Some(stats) = preview_stats(shared, &t, table).await else {
+                break;
+            };
+            shared.rows_store(None, table, stats);
+            p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
+                crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
+            });
+        }
         let mut text = format!(
             "{}{}",
             p.describe(&t),

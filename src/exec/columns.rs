@@ -10,6 +10,7 @@ use mysql_common::value::Value;
 use super::door::Door;
 use crate::config::Topology;
 use crate::error::MyError;
+use crate::plan::estimate::TableStats;
 
 /// MySQL's ER_NO_SUCH_TABLE.
 const ER_NO_SUCH_TABLE: u16 = 1146;
@@ -155,28 +156,90 @@ pub async fn read_unique_keys<D: Door>(
     Ok(keys.into_iter().map(|(_, cols)| cols).collect())
 }
 
-/// `table`'s rows over every node of its rule, as the nodes' statistics estimate them
-/// (`information_schema.TABLES.TABLE_ROWS`: InnoDB's estimate, no scan). A node without the
-/// table counts none.
-pub async fn rows<D: Door>(door: &mut D, topo: &Topology, table: &str) -> Result<u64, MyError> {
-    let sql = format!(
-        "SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
-         AND LOWER(TABLE_NAME) = LOWER({})",
-        quote(table)
-    );
-    let mut sum = 0u64;
+/// `table`'s statistics over every node of its rule ([`Stats`]). A node without the table
+/// counts none.
+pub async fn stats<D: Door>(
+    door: &mut D,
+    topo: &Topology,
+    table: &str,
+) -> Result<TableStats, MyError> {
+    let sql = Stats::sql(table);
+    let mut all = Stats::default();
     for node in topo.holders(table) {
         let rows = door.fetch(node, &sql).await?;
-        let n = rows
-            .into_iter()
-            .filter_map(|r| r.into_iter().next())
-            .filter_map(|v| crate::value::text_form(&v))
-            .filter_map(|t| String::from_utf8_lossy(&t).trim().parse::<u64>().ok())
-            .next()
-            .unwrap_or(0);
-        sum = sum.saturating_add(n);
+        all.add(rows.into_iter().map(|r| {
+            let mut r = r.into_iter();
+            (r.next(), r.next())
+        }));
     }
-    Ok(sum)
+    Ok(all.done())
+}
+
+/// A table's statistics added up over its nodes: its rows
+/// (`information_schema.TABLES.TABLE_ROWS`, InnoDB's estimate, no scan) and, for each column
+/// that leads an index, the rows per distinct value (`information_schema.STATISTICS`'s
+/// CARDINALITY, over the nodes that report one).
+#[derive(Debug, Default)]
+pub struct Stats {
+    rows: u64,
+    /// Per column: the rows of the nodes that gave a cardinality, and those cardinalities.
+    columns: Vec<(String, u64, u64)>,
+}
+
+impl Stats {
+    /// What a node is asked: `(NULL, rows)`, then `(column, cardinality)` for each column.
+    pub fn sql(table: &str) -> String {
+        let name = quote(table);
+        format!(
+            "SELECT NULL, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
+             AND LOWER(TABLE_NAME) = LOWER({name}) UNION ALL \
+             SELECT LOWER(COLUMN_NAME), MAX(CARDINALITY) FROM information_schema.STATISTICS \
+             WHERE TABLE_SCHEMA = DATABASE() AND LOWER(TABLE_NAME) = LOWER({name}) \
+             AND SEQ_IN_INDEX = 1 GROUP BY LOWER(COLUMN_NAME)"
+        )
+    }
+
+    /// One node's answer to [`Stats::sql`].
+    pub fn add(&mut self, answer: impl IntoIterator<Item = (Option<Value>, Option<Value>)>) {
+        let number = |v: Option<Value>| -> Option<u64> {
+            let t = crate::value::text_form(&v?)?;
+            String::from_utf8_lossy(&t).trim().parse::<u64>().ok()
+        };
+        let mut here = 0u64;
+        let mut cards: Vec<(String, u64)> = Vec::new();
+        for (column, n) in answer {
+            match column.and_then(|c| crate::value::text_form(&c)) {
+                None => here = number(n).unwrap_or(0),
+                Some(c) => {
+                    if let Some(n) = number(n).filter(|n| *n > 0) {
+                        cards.push((String::from_utf8_lossy(&c).into_owned(), n));
+                    }
+                }
+            }
+        }
+        self.rows = self.rows.saturating_add(here);
+        for (c, n) in cards {
+            match self.columns.iter_mut().find(|(name, _, _)| *name == c) {
+                Some((_, r, k)) => {
+                    *r = r.saturating_add(here);
+                    *k = k.saturating_add(n);
+                }
+                None => self.columns.push((c, here, n)),
+            }
+        }
+    }
+
+    pub fn done(self) -> TableStats {
+        let per_value = self
+            .columns
+            .into_iter()
+            .map(|(c, r, k)| (c, (r / k.max(1)).max(1)))
+            .collect();
+        TableStats {
+            rows: self.rows,
+            per_value,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,6 +261,34 @@ mod tests {
         let rows: Vec<Vec<&str>> = names.iter().map(|n| vec![*n]).collect();
         let rows: Vec<&[&str]> = rows.iter().map(Vec::as_slice).collect();
         Canned::rows(&["COLUMN_NAME"], &rows)
+    }
+
+    #[tokio::test]
+    async fn statistics_add_up_over_the_nodes() {
+        let t = topo();
+        let mut door = FakeDoor::new(3);
+        let on = |rows: &str, user: &str| {
+            Canned::rows(
+                &["NULL", "TABLE_ROWS"],
+                &[
+                    &["NULL", rows],
+                    &["user_id", user],
+                    &["order_id", rows],
+                    &["k", "0"],
+                ],
+            )
+        };
+        door.answer(0, "information_schema.STATISTICS", on("3000", "100"));
+        door.answer(2, "information_schema.STATISTICS", on("1000", "100"));
+        let got = stats(&mut door, &t, "t").await.unwrap();
+        assert_eq!(got.rows, 4000);
+        // 4,000 rows over 200 users, 4,000 orders; no cardinality known for `k`.
+        assert_eq!(got.per_value("user_id"), Some(20));
+        assert_eq!(got.per_value("order_id"), Some(1));
+        assert_eq!(got.per_value("k"), None);
+        let asked: Vec<usize> = door.log().iter().map(|(n, _)| *n).collect();
+        assert_eq!(asked, vec![0, 2]);
+        assert!(door.log()[0].1.contains("TABLE_SCHEMA = DATABASE()"));
     }
 
     #[tokio::test]

@@ -20,6 +20,7 @@ fn gather() -> Gather {
                 (0, "SELECT * FROM `t_user`".into()),
             ],
             bind: None,
+            estimate: None,
         }],
         sql: "SELECT * FROM t_order o JOIN `__sp_ship_0` AS t_user ON o.u = t_user.user_id".into(),
         params: Vec::new(),

@@ -36,6 +36,7 @@ fn gather() -> Gather {
                 by_index: None,
                 outer: Default::default(),
             }),
+            estimate: None,
         }],
         sql: SQL.into(),
         params: vec![],

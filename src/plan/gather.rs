@@ -19,6 +19,7 @@ use sqlparser::ast::{
     Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
+use super::estimate::kept;
 use super::uses::{and_parts, Placement, Use};
 
 use super::{refuse, Plan, Planner, Target};
@@ -53,6 +54,8 @@ pub struct Ship {
     pub reads: Vec<(usize, String)>,
     /// Where a join's keys choose its rows: read by them instead, when they allow.
     pub bind: Option<super::bind::Bind>,
+    /// What binding it was estimated to read (kept where the estimate chose not to bind).
+    pub estimate: Option<super::estimate::BindEstimate>,
 }
 
 /// What the names of the copies begin with.
@@ -161,8 +164,18 @@ impl Planner<'_> {
                     Ok(s) => s,
                     Err(wait) => return *wait,
                 };
-                for (s, (t, written, _)) in ships.iter_mut().zip(copied.iter().map(|c| &**c)) {
+                for (s, (t, written, nodes)) in ships.iter_mut().zip(copied.iter().map(|c| &**c)) {
                     s.bind = self.bind(q, t, written, node, &placed);
+                    let Some(b) = &s.bind else { continue };
+                    s.estimate = match self.bind_estimate(q, b, t, nodes.len()) {
+                        Ok(e) => e,
+                        Err(wait) => return *wait,
+                    };
+                    // Estimated past its values: the run would read them only to copy the
+                    // table whole.
+                    if s.estimate.is_some_and(|e| e.past_values()) {
+                        s.bind = None;
+                    }
                 }
                 Some((node, ships))
             }
@@ -258,6 +271,7 @@ impl Planner<'_> {
                 definition,
                 reads: nodes.iter().map(|&n| (n, select.clone())).collect(),
                 bind: None,
+                estimate: None,
             });
         }
         Ok(ships)
@@ -303,18 +317,23 @@ impl Planner<'_> {
                 continue;
             }
             // A table on one node (a lookup table) is copied to every node of the anchor
-            // whatever its size. A sharded one only when the nodes' statistics say its copies
-            // hold fewer rows than gathering everything on one node would move.
-            let sharded_copy = placed
-                .iter()
-                .any(|(name, _, nodes)| copies.contains(name) && nodes.len() > 1);
+            // whatever its size. A sharded one (even where the statement pins it to one
+            // node: one tenant's rows may be many) only when the nodes' statistics say its
+            // copies hold fewer rows than gathering everything on one node would move.
+            let sharded_copy = placed.iter().any(|(name, _, nodes)| {
+                copies.contains(name)
+                    && (nodes.len() > 1
+                        || self.topo.table(name).is_some_and(|r| {
+                            matches!(r, TableRule::HashSlot { .. } | TableRule::Range { .. })
+                        }))
+            });
             let mut estimate = None;
             if sharded_copy {
                 let targets = placed
                     .iter()
                     .find(|(name, _, _)| *name == t)
                     .map_or(1, |(_, _, n)| n.len());
-                let Some(e) = self.weigh(placed, &copies, targets)? else {
+                let Some(e) = self.weigh(q, placed, &copies, targets)? else {
                     continue;
                 };
                 if e.ship >= e.gather {
@@ -379,6 +398,7 @@ impl Planner<'_> {
     /// where none can be read (offline).
     fn weigh(
         &self,
+        q: &Query,
         placed: &[(String, String, Vec<usize>)],
         copies: &[String],
         targets: usize,
@@ -386,19 +406,28 @@ impl Planner<'_> {
         let gathering = gathering_node(placed);
         let mut e = Estimate::default();
         for (t, _, nodes) in placed {
-            let Some(rows) = (self.ctx.rows)(t) else {
-                if !self.ctx.statistics {
-                    return Ok(None);
-                }
-                return Err(Box::new(Plan::NeedRows { table: t.clone() }));
+            let Some(stats) = self.stats(t)? else {
+                return Ok(None);
             };
-            let all = self
-                .topo
-                .table(t)
-                .map_or(1, |r| r.all_nodes(self.topo).len())
-                .max(1) as u64;
-            // Rows on the nodes this statement reads it from.
-            let read = rows.saturating_mul(nodes.len() as u64) / all;
+            let on_one = self.per_node(t, &stats);
+            // Rows on the nodes this statement reads it from, its own conjuncts in the
+            // outermost SELECT weighed (as its copy's read filters them).
+            let conds = match q.body.as_ref() {
+                SetExpr::Select(s) => {
+                    match own_conjuncts(s, t, (self.ctx.columns)(None, t).as_deref()) {
+                        Some(Some((_, c))) => c,
+                        _ => Vec::new(),
+                    }
+                }
+                _ => Vec::new(),
+            };
+            let read = kept(
+                &stats,
+                on_one.saturating_mul(nodes.len() as u64),
+                on_one,
+                &conds,
+            )
+            .rows;
             let per_node = read / (nodes.len().max(1) as u64);
             if copies.contains(t) {
                 e.ship = e.ship.saturating_add(read.saturating_mul(targets as u64));
@@ -624,7 +653,8 @@ pub(super) fn pushdown(
 }
 
 /// The use of `table` in this SELECT's FROM (not inside a nested join), its qualifier, and
-/// the conjuncts that filter its rows alone.
+/// the conjuncts that filter its rows alone, each as the client wrote it, its `?` written as
+/// their values (a conjunct whose text cannot be placed is left out).
 /// `Some(None)`: it is alone in its FROM and its columns are not known.
 pub(super) fn select_filter(
     s: &Select,
@@ -633,6 +663,24 @@ pub(super) fn select_filter(
     text: &Text<'_>,
     params: Params<'_>,
 ) -> Option<Option<(String, Vec<String>)>> {
+    Some(own_conjuncts(s, table, columns)?.map(|(qualifier, conds)| {
+        let conds = conds
+            .into_iter()
+            .filter_map(|e| {
+                let (a, b) = text.extent(e)?;
+                text.render(a, b, params).ok().map(|c| format!("({c})"))
+            })
+            .collect();
+        (qualifier, conds)
+    }))
+}
+
+/// [`select_filter`]'s conjuncts, as expressions.
+pub(super) fn own_conjuncts<'s>(
+    s: &'s Select,
+    table: &str,
+    columns: Option<&[String]>,
+) -> Option<Option<(String, Vec<&'s Expr>)>> {
     for twj in &s.from {
         let factors = std::iter::once((&twj.relation, None)).chain(
             twj.joins
@@ -669,14 +717,14 @@ pub(super) fn select_filter(
             }
             let own: &[String] = columns.unwrap_or_default();
             let mut conds = Vec::new();
-            let own_on = |op: Option<&JoinOperator>| -> Option<Expr> {
+            let own_on = |op: Option<&'s JoinOperator>| -> Option<&'s Expr> {
                 use JoinOperator::*;
                 match op? {
                     Join(JoinConstraint::On(e))
                     | Inner(JoinConstraint::On(e))
                     | Left(JoinConstraint::On(e))
                     | LeftOuter(JoinConstraint::On(e))
-                    | StraightJoin(JoinConstraint::On(e)) => Some(e.clone()),
+                    | StraightJoin(JoinConstraint::On(e)) => Some(e),
                     _ => None,
                 }
             };
@@ -692,7 +740,7 @@ pub(super) fn select_filter(
             );
             if !nullable_later && !outer_right {
                 if let Some(w) = &s.selection {
-                    conjuncts_of(text, params, w, &qualifier, own, &mut conds);
+                    conjuncts_of(w, &qualifier, own, &mut conds);
                 }
             }
             if !matches!(
@@ -704,7 +752,7 @@ pub(super) fn select_filter(
                 )
             ) {
                 if let Some(on) = own_on(op) {
-                    conjuncts_of(text, params, &on, &qualifier, &[], &mut conds);
+                    conjuncts_of(on, &qualifier, &[], &mut conds);
                 }
             }
             return Some(Some((qualifier, conds)));
@@ -713,29 +761,16 @@ pub(super) fn select_filter(
     None
 }
 
-/// The AND conjuncts of `e` that read only columns qualified by `qualifier`, with literals
-/// and bound values: each as the client wrote it, its `?` written as their values (a
-/// conjunct whose text cannot be placed, or whose values are not bound yet, is left out).
-fn conjuncts_of(
-    text: &Text<'_>,
-    params: Params<'_>,
-    e: &Expr,
-    qualifier: &str,
-    own: &[String],
-    out: &mut Vec<String>,
-) {
+/// The AND conjuncts of `e` that read only columns qualified by `qualifier` (or its `own`
+/// unqualified ones), with literals and bound values.
+fn conjuncts_of<'s>(e: &'s Expr, qualifier: &str, own: &[String], out: &mut Vec<&'s Expr>) {
     let mut parts = Vec::new();
     and_parts(e, &mut parts);
-    for e in parts {
-        if alone(e, &Scope { qualifier, own }) && names_a_column(e) {
-            if let Some(c) = text
-                .extent(e)
-                .and_then(|(a, b)| text.render(a, b, params).ok())
-            {
-                out.push(format!("({c})"));
-            }
-        }
-    }
+    out.extend(
+        parts
+            .into_iter()
+            .filter(|e| alone(e, &Scope { qualifier, own }) && names_a_column(e)),
+    );
 }
 
 fn names_a_column(e: &Expr) -> bool {

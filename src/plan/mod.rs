@@ -10,6 +10,7 @@ pub mod cached;
 mod captured;
 pub mod catalog;
 pub mod decompose;
+pub mod estimate;
 pub mod gather;
 pub mod indexed;
 pub mod insert;
@@ -983,6 +984,8 @@ mod range_move_tests;
 pub(crate) mod rules_tests;
 #[cfg(test)]
 mod salt_tests;
+#[cfg(test)]
+mod session_tests;
 #[cfg(test)]
 mod ship_tests;
 #[cfg(test)]

@@ -121,6 +121,10 @@ impl<'a> Planner<'a> {
         }
         let ship = &g.ships[0];
         let b = ship.bind.as_ref()?;
+        // More rows than travel inside a statement, by the estimate: gathered.
+        if ship.estimate.is_some_and(|e| e.past_carrying()) {
+            return None;
+        }
         if b.by_index.is_some() || b.at.is_none() || placed.len() != 2 {
             return None;
         }

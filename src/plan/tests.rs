@@ -59,6 +59,23 @@ pub(super) fn plan_with(sql: &str, params: &[Value]) -> Plan {
     plan_in(&t, sql, params)
 }
 
+thread_local! {
+    /// Tables' statistics [`plan_in`] gives (else a million rows, t_seq's 100; no index).
+    static STATS: std::cell::RefCell<Vec<(String, estimate::TableStats)>> = Default::default();
+}
+
+/// `f` planned with these tables' statistics.
+pub(super) fn with_stats<R>(stats: &[(&str, estimate::TableStats)], f: impl FnOnce() -> R) -> R {
+    let given = stats
+        .iter()
+        .map(|(t, s)| (t.to_string(), s.clone()))
+        .collect();
+    STATS.with(|s| *s.borrow_mut() = given);
+    let r = f();
+    STATS.with(|s| s.borrow_mut().clear());
+    r
+}
+
 /// Plans on 2025-06-30 with lookup entries `7 -> ds1`, `8` absent, ids counting from 1000,
 /// and the columns of `t_order` known (`order_id, user_id, status`; in schema `shop` too).
 pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
@@ -109,9 +126,12 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         columns: &columns,
         primary_key: &primary_key,
         charset: "utf8mb4",
-        rows: &|t: &str| match t {
-            "t_seq" => Some(100),
-            _ => Some(1_000_000),
+        rows: &|t: &str| {
+            let given = STATS.with(|s| s.borrow().iter().find(|(n, _)| n == t).cloned());
+            Some(given.map_or_else(
+                || estimate::TableStats::rows(if t == "t_seq" { 100 } else { 1_000_000 }),
+                |(_, s)| std::sync::Arc::new(s),
+            ))
         },
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
@@ -614,111 +634,6 @@ fn table_locks_and_key_toggles_go_where_the_tables_are() {
         panic!()
     };
     assert_eq!(targets.iter().map(|t| t.node).collect::<Vec<_>>(), vec![1]);
-}
-
-#[test]
-fn session_statements() {
-    assert_eq!(
-        plan_of("BEGIN"),
-        Plan::Session(SessionOp::Begin("BEGIN".into()))
-    );
-    // Written again by the proxy, never sent as the client's text.
-    for (sql, begin) in [
-        ("start transaction", "START TRANSACTION"),
-        ("BEGIN WORK;", "BEGIN"),
-        (
-            "START TRANSACTION read only, WITH consistent SNAPSHOT",
-            "START TRANSACTION READ ONLY, WITH CONSISTENT SNAPSHOT",
-        ),
-    ] {
-        assert_eq!(
-            plan_of(sql),
-            Plan::Session(SessionOp::Begin(begin.into())),
-            "{sql}"
-        );
-    }
-    for bad in [
-        "START TRANSACTION foo",
-        "START TRANSACTION READ ONLY READ WRITE",
-        "BEGIN WORK 1",
-    ] {
-        assert!(
-            matches!(plan_of(bad), Plan::Refuse { code: 1064, .. }),
-            "{bad}"
-        );
-    }
-    assert_eq!(plan_of("COMMIT"), Plan::Session(SessionOp::Commit));
-    assert_eq!(plan_of("rollback"), Plan::Session(SessionOp::Rollback));
-    for (sql, id, query_only) in [
-        ("KILL 12", 12, false),
-        ("kill connection 12;", 12, false),
-        ("KILL QUERY 7", 7, true),
-        ("KILL HARD QUERY 7", 7, true),
-    ] {
-        assert_eq!(
-            plan_of(sql),
-            Plan::Session(SessionOp::Kill { id, query_only }),
-            "{sql}"
-        );
-    }
-    assert!(matches!(plan_of("KILL USER app"), Plan::Refuse { .. }));
-    assert!(matches!(plan_of("KILL QUERY ID 5"), Plan::Refuse { .. }));
-    for (sql, name, kind) in [
-        ("SAVEPOINT s1", "s1", SavepointKind::Set),
-        ("savepoint `Django_1`;", "django_1", SavepointKind::Set),
-        ("ROLLBACK TO SAVEPOINT s1", "s1", SavepointKind::RollbackTo),
-        ("ROLLBACK WORK TO s1", "s1", SavepointKind::RollbackTo),
-        ("RELEASE SAVEPOINT s1", "s1", SavepointKind::Release),
-    ] {
-        assert_eq!(
-            plan_of(sql),
-            Plan::Session(SessionOp::Savepoint {
-                sql: sql.trim_end_matches(';').into(),
-                name: name.into(),
-                kind
-            }),
-            "{sql}"
-        );
-    }
-    assert_eq!(
-        plan_of("SET autocommit=0"),
-        Plan::Session(SessionOp::SetAutocommit(false))
-    );
-    assert_eq!(
-        plan_of("set @@session.autocommit = ON"),
-        Plan::Session(SessionOp::SetAutocommit(true))
-    );
-    assert_eq!(
-        plan_of("SET NAMES utf8mb4"),
-        Plan::Session(SessionOp::Set("SET NAMES utf8mb4".into()))
-    );
-    assert_eq!(
-        plan_of("USE `shop`"),
-        Plan::Session(SessionOp::Use("shop".into()))
-    );
-    assert!(refused(&plan_of("SET GLOBAL max_connections = 10")).contains("GLOBAL"));
-    assert!(matches!(plan_of("SELECT @@version"), Plan::Sticky { .. }));
-    assert!(matches!(
-        plan_of("SELECT LAST_INSERT_ID()"),
-        Plan::Sticky { .. }
-    ));
-}
-
-#[test]
-fn unparsable_statements() {
-    // Names no configured table: the node answers (with its own error if it is one).
-    assert!(matches!(plan_of("SELEC 1"), Plan::Sticky { .. }));
-    match plan_of("SELEC * FROM t_order") {
-        Plan::Unroutable { node, reason, .. } => {
-            assert_eq!(node, 0);
-            assert!(reason.contains("cannot parse"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
-    assert_eq!(
-        plan_of("SELECT * FROM t_merchant LOCK IN SHARE MODE").nodes(),
-        vec![1]
-    );
 }
 
 /// Runs `f` where the stack is as small as a runtime worker's.

@@ -249,8 +249,9 @@ pub struct PlanCtx<'a> {
     pub primary_key: &'a ColumnsFn<'a>,
     /// The session's `character_set_client`: bound strings are written in it.
     pub charset: &'a str,
-    /// A table's rows over all its nodes as their statistics estimate them, if known.
-    pub rows: &'a dyn Fn(&str) -> Option<u64>,
+    /// A table's statistics over all its nodes (rows, distinct values of indexed columns),
+    /// if known.
+    pub rows: &'a dyn Fn(&str) -> Option<std::sync::Arc<super::estimate::TableStats>>,
     /// Unknown rows can be read from the nodes (`Plan::NeedRows`); offline they cannot,
     /// and a sharded table is never copied to every node of another.
     pub statistics: bool,
@@ -670,6 +671,14 @@ impl PlanDescription<'_> {
                 )?;
                 for s in &g.ships {
                     writeln!(f, "  copy `{}` into temporary table {}:", s.table, s.temp)?;
+                    if let (None, Some(e)) = (&s.bind, &s.estimate) {
+                        writeln!(
+                            f,
+                            "     not bound by its join's values: {} value(s) estimated, over {}",
+                            e.keys,
+                            super::bind::MAX_VALUES
+                        )?;
+                    }
                     if let Some(b) = &s.bind {
                         writeln!(
                             f,
@@ -699,6 +708,14 @@ impl PlanDescription<'_> {
                             "     (over {} values, or floating-point ones: read as planned)",
                             super::bind::MAX_VALUES
                         )?;
+                        match &s.estimate {
+                            Some(e) => writeln!(
+                                f,
+                                "     {}",
+                                e.describe(&b.outer.written, &b.outer.column, &s.table)
+                            )?,
+                            None => writeln!(f, "     (no estimate: the nodes' statistics are read by a running proxy)")?,
+                        }
                         if b.at.is_some() {
                             writeln!(
                                 f,
@@ -720,6 +737,14 @@ impl PlanDescription<'_> {
                     s.gather.why, s.outer, s.inner
                 )?;
                 writeln!(f, "  the rows on {}: {}", name(s.node), s.read)?;
+                if let Some(e) = s.gather.ships.first().and_then(|sh| sh.estimate) {
+                    writeln!(
+                        f,
+                        "     {} (carried while at most {})",
+                        e.describe(&s.outer, &s.column, &s.inner),
+                        super::bind::INLINE_ROWS
+                    )?;
+                }
                 writeln!(
                     f,
                     "     each to the node of its `{}`'s slot, bound by {} (where `{}` and `{}` are integers and the rows are up to {} of a table without floating-point, binary, ENUM, SET or INVISIBLE columns: as a JSON_TABLE; else as below)",

@@ -61,7 +61,7 @@ pub struct Shared {
     pub unique_keys: ColumnCache,
     /// Tables' rows over their nodes, as the nodes' statistics estimate them (to weigh
     /// copying a table to every node of another against gathering both on one).
-    pub table_rows: moka::sync::Cache<(String, String), u64>,
+    pub table_rows: moka::sync::Cache<(String, String), Arc<crate::plan::estimate::TableStats>>,
     /// This proxy's part in slot migrations: its heartbeat, fence and counters.
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
@@ -347,10 +347,16 @@ impl Shared {
         w
     }
 
-    /// Remembers a table's estimated rows (read from its nodes' statistics), for a session
-    /// whose current database is `db`.
-    pub fn rows_store(&self, db: Option<&str>, table: &str, rows: u64) {
-        self.table_rows.insert(column_key(db, table), rows);
+    /// Remembers a table's statistics (read from its nodes), for a session whose current
+    /// database is `db`.
+    pub fn rows_store(
+        &self,
+        db: Option<&str>,
+        table: &str,
+        stats: crate::plan::estimate::TableStats,
+    ) {
+        self.table_rows
+            .insert(column_key(db, table), Arc::new(stats));
     }
 
     /// Remembers a table's columns (read from its nodes).

@@ -180,7 +180,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                         .columns_store(schema.or(db.as_deref()), &table, cols);
                 }
                 crate::plan::Plan::NeedRows { table } => {
-                    let n = crate::exec::columns::rows(&mut self.nodes, topo, &table)
+                    let n = crate::exec::columns::stats(&mut self.nodes, topo, &table)
                         .await
                         .ok()?;
                     self.shared.rows_store(db.as_deref(), &table, n);

@@ -698,7 +698,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 // Which copies a read across placements makes, weighed by the tables' rows.
                 Plan::NeedRows { table } if rows_read < 12 => {
                     rows_read += 1;
-                    crate::exec::columns::rows(&mut self.nodes, topo, &table)
+                    crate::exec::columns::stats(&mut self.nodes, topo, &table)
                         .await
                         .map(|n| self.shared.rows_store(db.as_deref(), &table, n))
                 }
