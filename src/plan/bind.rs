@@ -307,25 +307,43 @@ fn bare(stmt: &Statement, table: &str) -> bool {
     stmt.visit(&mut Refs { table }).is_continue()
 }
 
-/// Where the gathered statement `sql` (read in `mode`) names the copy `temp`, when it does
-/// so exactly once, as a quoted name.
-pub(super) fn named_at(
-    sql: &str,
-    temp: &str,
-    mode: crate::sql::lex::Mode,
-) -> Option<(usize, usize)> {
-    let name = quoted(temp);
-    let lexed = crate::sql::lex::lex(sql, mode);
-    if lexed.error.is_some() {
-        return None;
+/// A statement renamed to read copies, lexed once: checked and searched without parsing it
+/// again (it is made at every execution of a gathered or spread statement).
+pub(super) struct Renamed {
+    pub sql: String,
+    toks: Vec<crate::sql::lex::Tok>,
+}
+
+impl Renamed {
+    /// `sql`, when it lexes and holds `params` placeholders, as the statement it was renamed
+    /// from did (token spans replaced by quoted names and aliases keep both).
+    pub(super) fn check(sql: String, mode: crate::sql::lex::Mode, params: usize) -> Option<Self> {
+        let lexed = crate::sql::lex::lex(&sql, mode);
+        if lexed.error.is_some() {
+            return None;
+        }
+        let placeholders = lexed
+            .toks
+            .iter()
+            .filter(|t| t.kind == crate::sql::lex::Kind::Param)
+            .count();
+        (placeholders == params).then_some(Renamed {
+            sql,
+            toks: lexed.toks,
+        })
     }
-    let mut at = lexed
-        .toks
-        .iter()
-        .filter(|t| t.kind == crate::sql::lex::Kind::Quoted && t.text(sql) == name)
-        .map(|t| (t.start, t.end));
-    let first = at.next()?;
-    at.next().is_none().then_some(first)
+
+    /// Where it names the copy `temp`, when it does so exactly once, as a quoted name.
+    pub(super) fn named_at(&self, temp: &str) -> Option<(usize, usize)> {
+        let name = quoted(temp);
+        let mut at = self
+            .toks
+            .iter()
+            .filter(|t| t.kind == crate::sql::lex::Kind::Quoted && t.text(&self.sql) == name)
+            .map(|t| (t.start, t.end));
+        let first = at.next()?;
+        at.next().is_none().then_some(first)
+    }
 }
 
 impl Planner<'_> {
@@ -592,6 +610,25 @@ mod tests {
             let b = bind_of(&p, "t_item").unwrap_or_else(|| panic!("{sql}: not bound: {p:?}"));
             assert_eq!(b.at, None, "{sql}");
         }
+    }
+
+    #[test]
+    fn a_renamed_statement_is_checked_by_its_tokens() {
+        let mode = crate::sql::lex::Mode::default();
+        let r = Renamed::check(
+            "SELECT '?' FROM `__sp_ship_0` o WHERE o.a = ? /* ? */".into(),
+            mode,
+            1,
+        )
+        .expect("one placeholder, outside the string and the comment");
+        assert_eq!(r.named_at("__sp_ship_0"), Some((16, 29)));
+        assert_eq!(r.named_at("__sp_ship_1"), None);
+        // Named twice: no one place to carry rows into.
+        let r = Renamed::check("SELECT * FROM `x` JOIN `x` y".into(), mode, 0).unwrap();
+        assert_eq!(r.named_at("x"), None);
+        // A placeholder lost or gained, or a quote left open.
+        assert!(Renamed::check("SELECT ? FROM t".into(), mode, 2).is_none());
+        assert!(Renamed::check("SELECT 'a FROM t".into(), mode, 0).is_none());
     }
 
     #[test]

@@ -19,6 +19,7 @@ use sqlparser::ast::{
     Query, Select, SetExpr, Statement, TableFactor, Visit, Visitor,
 };
 
+use super::bind::Renamed;
 use super::estimate::kept;
 use super::uses::{and_parts, Placement, Use};
 
@@ -198,17 +199,18 @@ impl Planner<'_> {
         let Some(sql) = renamed(self.sql, self.stmt, &renames, &ctes, self.parsed.mode) else {
             return no("where the table names cannot be located in the statement's text");
         };
-        match crate::sql::parse_in(&sql, self.parsed.mode) {
-            Ok(p) if p.param_count() == self.parsed.param_count() => {}
-            _ => return no("where renaming its tables changed the statement"),
-        }
+        let mode = self.parsed.mode;
+        let Some(sql) = Renamed::check(sql, mode, self.parsed.param_count()) else {
+            return no("where renaming its tables changed the statement");
+        };
         let mut ships = ships;
         for s in &mut ships {
             let bare = self.bare(&s.table.to_ascii_lowercase());
             if let Some(b) = s.bind.as_mut().filter(|_| bare) {
-                b.at = super::bind::named_at(&sql, &s.temp, self.parsed.mode);
+                b.at = sql.named_at(&s.temp);
             }
         }
+        let sql = sql.sql;
         let g = Gather {
             node,
             ships,

@@ -22,6 +22,7 @@
 
 use sqlparser::ast::Query;
 
+use super::bind::Renamed;
 use super::gather::{cte_names, quoted, renamed, Gather};
 use super::{Plan, Planner};
 use crate::routing::slot::SlotMap;
@@ -174,13 +175,19 @@ impl<'a> Planner<'a> {
             let (sql, here) = match &last {
                 Some((was, sql, here)) if *was == t.sql => (sql.clone(), *here),
                 _ => {
-                    let parsed = crate::sql::parse_in(&t.sql, mode).ok()?;
-                    let sql = renamed(&t.sql, &parsed.stmt, &renames, &ctes, mode)?;
-                    let again = crate::sql::parse_in(&sql, mode).ok()?;
-                    (again.param_count() == parsed.param_count()).then_some(())?;
-                    let here = super::bind::named_at(&sql, SPREAD_NAME, mode)?;
-                    last = Some((t.sql.clone(), sql.clone(), here));
-                    (sql, here)
+                    // The client's statement as it was (a route) is parsed already.
+                    let parsed;
+                    let (stmt, params) = if t.sql == self.sql {
+                        (self.stmt, self.parsed.param_count())
+                    } else {
+                        parsed = crate::sql::parse_in(&t.sql, mode).ok()?;
+                        (&parsed.stmt, parsed.param_count())
+                    };
+                    let sql = renamed(&t.sql, stmt, &renames, &ctes, mode)?;
+                    let sql = Renamed::check(sql, mode, params)?;
+                    let here = sql.named_at(SPREAD_NAME)?;
+                    last = Some((t.sql.clone(), sql.sql.clone(), here));
+                    (sql.sql, here)
                 }
             };
             at.push(here);
