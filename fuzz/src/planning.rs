@@ -77,6 +77,7 @@ fn with_ctx<R>(f: impl FnOnce(&PlanCtx<'_>) -> R) -> R {
                 if t == "t_seq" { 100 } else { 1_000_000 },
             ))
         },
+        overflowed: &|_: &str| false,
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
         weights: &|_: &str| None,

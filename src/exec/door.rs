@@ -326,6 +326,10 @@ pub trait Door: Send + Sized {
     /// Counts rows read through the proxy into a gathered statement's copies (metrics), by
     /// how the copy was read: `bound` by a join's keys, `whole` as planned.
     fn count_copied(&self, how: &str, rows: u64);
+    /// The outer read `read` of a bound join (its keys' query, or a spread's rows) returned
+    /// more than its plan takes: remembered a while, so that the next plans of that read do
+    /// not try again ([`crate::plan::PlanCtx::overflowed`]).
+    fn overflowed(&self, read: &str);
     /// A table's `SHOW CREATE TABLE` text read lately in the session's database, kept for
     /// [`crate::shared::COLLATIONS_TTL`] and dropped by this proxy's DDL (as the merges'
     /// collations are); `None` when not kept.

@@ -143,6 +143,8 @@ pub struct FakeDoor {
     pub tx_counts: std::sync::Mutex<Vec<String>>,
     /// Rows copied into gathered statements' copies, by how they were read.
     pub copied: std::sync::Mutex<Vec<(String, u64)>>,
+    /// Outer reads reported as past their plan's limit ([`Door::overflowed`]).
+    pub overflowed: std::sync::Mutex<Vec<String>>,
     /// Nodes where a migration's row images could not be written.
     pub shadow_failures: std::sync::Mutex<Vec<usize>>,
     /// Nodes whose connection the session holds (`Door::holds`).
@@ -578,6 +580,13 @@ impl Door for FakeDoor {
     fn count_tier(&self, _mode: &str) {}
 
     fn count_lookups(&self, _outcome: &str, _n: u64) {}
+
+    fn overflowed(&self, read: &str) {
+        self.overflowed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(read.to_string());
+    }
 
     fn count_copied(&self, how: &str, rows: u64) {
         self.copied

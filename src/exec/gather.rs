@@ -227,6 +227,11 @@ pub async fn copy_all<D: Door>(
             && keys
                 .as_ref()
                 .is_some_and(|k| k.len() <= super::inline::MAX_ROWS);
+        if let (Some(b), Some(k)) = (&s.bind, &keys) {
+            if k.len() > crate::plan::bind::MAX_VALUES {
+                door.overflowed(&b.keys);
+            }
+        }
         let bound = match (&s.bind, keys) {
             (Some(b), Some(keys)) => match &b.by_index {
                 Some(ix) => super::bind::index_reads(door, b, ix, keys).await?,

@@ -21,6 +21,7 @@ fn gather() -> Gather {
             ],
             bind: None,
             estimate: None,
+            unbound: None,
         }],
         sql: "SELECT * FROM t_order o JOIN `__sp_ship_0` AS t_user ON o.u = t_user.user_id".into(),
         params: Vec::new(),

@@ -37,6 +37,7 @@ fn gather() -> Gather {
                 outer: Default::default(),
             }),
             estimate: None,
+            unbound: None,
         }],
         sql: SQL.into(),
         params: vec![],

@@ -92,6 +92,7 @@ pub async fn spread_rows<D: Door>(
         return no("the outer rows do not name the join column once");
     };
     if rows.len() > crate::plan::bind::INLINE_ROWS || rows.len() as u64 > cap {
+        door.overflowed(&s.read);
         return no("too many outer rows");
     }
     let targets: Vec<usize> = match s.then.source() {
@@ -515,5 +516,36 @@ mod tests {
             log.iter().any(|(_, q)| q.contains("SELECT DISTINCT")),
             "{log:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn outer_rows_and_values_past_their_plans_limits_are_reported() {
+        let (s, topo) = planned();
+        let many: Vec<String> = (0..=crate::plan::bind::MAX_VALUES)
+            .map(|i| i.to_string())
+            .collect();
+        let keys: Vec<&str> = many[..=crate::plan::bind::INLINE_ROWS]
+            .iter()
+            .map(String::as_str)
+            .collect();
+        let mut d = door(&s, &keys, "int(11)");
+        let values: Vec<[&str; 1]> = many.iter().map(|v| [v.as_str()]).collect();
+        let values: Vec<&[&str]> = values.iter().map(|v| v.as_slice()).collect();
+        d.answer_any("SELECT DISTINCT", Canned::rows(&["item"], &values));
+        d.answer_any(
+            "SELECT * FROM `t_item`",
+            Canned::rows(&["user_id", "x"], &[]),
+        );
+        d.answer_any("__sp_ship_0", Canned::rows(&["order_id", "x"], &[]));
+        let mut sink = RecordSink::text();
+        crate::exec::spread(&mut d, &mut sink, &s, &topo, Access::Read)
+            .await
+            .expect("runs");
+        // The rows could not travel, the values could not bind: the table read whole, and
+        // both reads reported, so that the next plans do not try them.
+        let bind = s.gather.ships[0].bind.as_ref().expect("bound");
+        let reported = d.overflowed.lock().unwrap().clone();
+        assert_eq!(reported, vec![s.read.clone(), bind.keys.clone()]);
+        assert!(d.log().iter().any(|(_, q)| q == "SELECT * FROM `t_item`"));
     }
 }

@@ -387,4 +387,29 @@ mod tests {
         let shown = p.describe(&super::super::tests::topo()).to_string();
         assert!(shown.contains("(at most: a conjunct"), "{shown}");
     }
+
+    #[test]
+    fn reads_seen_past_their_limits_are_not_tried_again() {
+        let sql = "SELECT o.order_id, i.item_id FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5";
+        let Plan::Spread(s) = super::super::tests::plan_of(sql) else {
+            panic!("not spread")
+        };
+        let keys = s.gather.ships[0].bind.as_ref().expect("bound").keys.clone();
+        let plan = |seen: &[String]| {
+            super::super::tests::with_overflowed(seen, || super::super::tests::plan_of(sql))
+        };
+        // The rows seen past what travels: gathered, still bound.
+        let p = plan(std::slice::from_ref(&s.read));
+        assert!(
+            matches!(&p, Plan::Gather(g) if g.ships[0].bind.is_some()),
+            "{p:?}"
+        );
+        // The values seen past a read by keys: not bound either.
+        let p = plan(&[s.read.clone(), keys]);
+        let shown = p.describe(&super::super::tests::topo()).to_string();
+        assert!(
+            shown.contains("not bound by its join's values: its values' read returned more than 10000 at a recent execution"),
+            "{shown}"
+        );
+    }
 }

@@ -57,6 +57,8 @@ pub struct Ship {
     pub bind: Option<super::bind::Bind>,
     /// What binding it was estimated to read (kept where the estimate chose not to bind).
     pub estimate: Option<super::estimate::BindEstimate>,
+    /// Why it is not read by its join's values although the join allows it.
+    pub unbound: Option<String>,
 }
 
 /// What the names of the copies begin with.
@@ -172,9 +174,23 @@ impl Planner<'_> {
                         Ok(e) => e,
                         Err(wait) => return *wait,
                     };
-                    // Estimated past its values: the run would read them only to copy the
-                    // table whole.
-                    if s.estimate.is_some_and(|e| e.past_values()) {
+                    // Past its values, estimated or seen lately: the run would read them
+                    // only to copy the table whole.
+                    s.unbound = if (self.ctx.overflowed)(&b.keys) {
+                        Some(format!(
+                            "its values' read returned more than {} at a recent execution",
+                            super::bind::MAX_VALUES
+                        ))
+                    } else {
+                        s.estimate.filter(|e| e.past_values()).map(|e| {
+                            format!(
+                                "{} value(s) estimated, over {}",
+                                e.keys,
+                                super::bind::MAX_VALUES
+                            )
+                        })
+                    };
+                    if s.unbound.is_some() {
                         s.bind = None;
                     }
                 }
@@ -274,6 +290,7 @@ impl Planner<'_> {
                 reads: nodes.iter().map(|&n| (n, select.clone())).collect(),
                 bind: None,
                 estimate: None,
+                unbound: None,
             });
         }
         Ok(ships)

@@ -130,6 +130,17 @@ impl<'a> Planner<'a> {
             return None;
         }
         let o = &b.outer;
+        let read = format!(
+            "SELECT {q}.* FROM {} AS {q}{} LIMIT {}",
+            quoted(&o.written),
+            o.filter,
+            super::bind::INLINE_ROWS + 1,
+            q = quoted(&o.qualifier),
+        );
+        // Those rows read lately were more than travel inside the statements.
+        if (self.ctx.overflowed)(&read) {
+            return None;
+        }
         let inner = placed.iter().find(|(t, _, _)| *t != o.table)?;
         if !placed
             .iter()
@@ -220,13 +231,6 @@ impl<'a> Planner<'a> {
         };
         let definition = pick(&o.table, &[b.node])?;
         let inner_definition = pick(&inner.0, &[b.node, definition])?;
-        let read = format!(
-            "SELECT {q}.* FROM {} AS {q}{} LIMIT {}",
-            quoted(&o.written),
-            o.filter,
-            super::bind::INLINE_ROWS + 1,
-            q = quoted(&o.qualifier),
-        );
         Some(Spread {
             gather: g.clone(),
             outer: o.written.clone(),

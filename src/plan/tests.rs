@@ -62,6 +62,16 @@ pub(super) fn plan_with(sql: &str, params: &[Value]) -> Plan {
 thread_local! {
     /// Tables' statistics [`plan_in`] gives (else a million rows, t_seq's 100; no index).
     static STATS: std::cell::RefCell<Vec<(String, estimate::TableStats)>> = Default::default();
+    /// Outer reads [`plan_in`] says returned more than their plans took.
+    static OVERFLOWED: std::cell::RefCell<Vec<String>> = Default::default();
+}
+
+/// `f` planned with these outer reads known to return more than their plans take.
+pub(super) fn with_overflowed<R>(reads: &[String], f: impl FnOnce() -> R) -> R {
+    OVERFLOWED.with(|o| *o.borrow_mut() = reads.to_vec());
+    let r = f();
+    OVERFLOWED.with(|o| o.borrow_mut().clear());
+    r
 }
 
 /// `f` planned with these tables' statistics.
@@ -133,6 +143,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
                 |(_, s)| std::sync::Arc::new(s),
             ))
         },
+        overflowed: &|read: &str| OVERFLOWED.with(|o| o.borrow().iter().any(|r| r == read)),
         statistics: true,
         index: &|_: &str, _: &[u8]| None,
         weights: &|_: &str| None,

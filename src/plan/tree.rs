@@ -252,6 +252,9 @@ pub struct PlanCtx<'a> {
     /// A table's statistics over all its nodes (rows, distinct values of indexed columns),
     /// if known.
     pub rows: &'a dyn Fn(&str) -> Option<std::sync::Arc<super::estimate::TableStats>>,
+    /// An outer read of a bound join (its keys' query, or a spread's rows) that returned
+    /// more than its plan takes lately: planned without that stage.
+    pub overflowed: &'a dyn Fn(&str) -> bool,
     /// Unknown rows can be read from the nodes (`Plan::NeedRows`); offline they cannot,
     /// and a sharded table is never copied to every node of another.
     pub statistics: bool,
@@ -308,6 +311,7 @@ pub fn with_offline_ctx<R>(
         primary_key: &columns,
         charset: "utf8mb4",
         rows: &|_: &str| None,
+        overflowed: &|_: &str| false,
         statistics: false,
         index: &|_: &str, _: &[u8]| None,
         weights: &|_: &str| None,
@@ -671,13 +675,8 @@ impl PlanDescription<'_> {
                 )?;
                 for s in &g.ships {
                     writeln!(f, "  copy `{}` into temporary table {}:", s.table, s.temp)?;
-                    if let (None, Some(e)) = (&s.bind, &s.estimate) {
-                        writeln!(
-                            f,
-                            "     not bound by its join's values: {} value(s) estimated, over {}",
-                            e.keys,
-                            super::bind::MAX_VALUES
-                        )?;
+                    if let Some(why) = &s.unbound {
+                        writeln!(f, "     not bound by its join's values: {why}")?;
                     }
                     if let Some(b) = &s.bind {
                         writeln!(

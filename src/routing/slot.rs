@@ -387,15 +387,33 @@ impl SlotMap {
 
     /// The nodes that hold at least one slot's rows (moving ranges: both ends), in node order.
     pub fn nodes(&self) -> Vec<usize> {
-        let mut v: Vec<usize> = self.nodes.iter().map(|n| usize::from(*n)).collect();
-        v.extend(self.moves.iter().flat_map(|m| [m.from, m.to]));
-        v.extend(self.keys.values().copied());
-        v.extend(self.key_moves.iter().flat_map(|m| [m.from, m.to]));
-        v.extend(self.salted.values().flat_map(|b| b.0.iter().copied()));
-        v.extend(self.salt_moves.iter().flat_map(|m| [m.from, m.to]));
-        v.sort_unstable();
-        v.dedup();
-        v
+        // Marked by index, not sorted: planning asks this several times a statement.
+        let mut seen: Vec<bool> = Vec::new();
+        let mut mark = |n: usize| {
+            if n >= seen.len() {
+                seen.resize(n + 1, false);
+            }
+            seen[n] = true;
+        };
+        for n in self.nodes.iter() {
+            mark(usize::from(*n));
+        }
+        let ends = self.moves.iter().map(|m| (m.from, m.to));
+        let ends = ends.chain(self.key_moves.iter().map(|m| (m.from, m.to)));
+        for (from, to) in ends.chain(self.salt_moves.iter().map(|m| (m.from, m.to))) {
+            mark(from);
+            mark(to);
+        }
+        for n in self.keys.values() {
+            mark(*n);
+        }
+        for n in self.salted.values().flat_map(|b| b.0.iter()) {
+            mark(*n);
+        }
+        seen.iter()
+            .enumerate()
+            .filter_map(|(n, s)| s.then_some(n))
+            .collect()
     }
 
     /// The same map with node indexes renumbered.

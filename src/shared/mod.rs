@@ -62,6 +62,9 @@ pub struct Shared {
     /// Tables' rows over their nodes, as the nodes' statistics estimate them (to weigh
     /// copying a table to every node of another against gathering both on one).
     pub table_rows: moka::sync::Cache<(String, String), Arc<crate::plan::estimate::TableStats>>,
+    /// Outer reads of bound joins that returned more than their plan takes, by database
+    /// (`crate::exec::door::Door::overflowed`): kept as long as the statistics.
+    pub overflowed: moka::sync::Cache<(String, String), ()>,
     /// This proxy's part in slot migrations: its heartbeat, fence and counters.
     pub migration: migration::Local,
     /// The admin statements' kept connections to the metadata schema.
@@ -315,6 +318,7 @@ impl Shared {
         let primary_key =
             |schema: Option<&str>, t: &str| self.primary_keys.get(&column_key(schema.or(db), t));
         let rows = |t: &str| self.table_rows.get(&column_key(db, t));
+        let overflowed = |read: &str| self.overflowed.contains_key(&column_key(db, read));
         let ctx = crate::plan::PlanCtx {
             today: self.clock.today(),
             lookup: &lookup,
@@ -323,6 +327,7 @@ impl Shared {
             primary_key: &primary_key,
             charset,
             rows: &rows,
+            overflowed: &overflowed,
             statistics: true,
             index: &index,
             weights: &weights,
@@ -357,6 +362,13 @@ impl Shared {
     ) {
         self.table_rows
             .insert(column_key(db, table), Arc::new(stats));
+    }
+
+    /// Remembers an outer read that returned more rows than its plan takes.
+    pub fn overflowed_store(&self, db: Option<&str>, read: &str) {
+        if read.len() <= crate::sql::digest::MAX_LEN {
+            self.overflowed.insert(column_key(db, read), ());
+        }
     }
 
     /// Remembers a table's columns (read from its nodes).
@@ -394,6 +406,10 @@ impl Shared {
             primary_keys: column_cache(),
             unique_keys: column_cache(),
             table_rows: moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(ROWS_TTL)
+                .build(),
+            overflowed: moka::sync::Cache::builder()
                 .max_capacity(10_000)
                 .time_to_live(ROWS_TTL)
                 .build(),
@@ -507,6 +523,7 @@ impl Shared {
         self.primary_keys.invalidate_all();
         self.unique_keys.invalidate_all();
         self.table_rows.invalidate_all();
+        self.overflowed.invalidate_all();
         self.reloads_applied.fetch_add(1, Ordering::Relaxed);
         self.metrics.reloads.with_label_values(&["applied"]).inc();
         self.metrics

@@ -25,6 +25,7 @@
 mod common;
 mod corpus;
 mod defects;
+mod estimates;
 mod generated;
 mod joins;
 mod judge;

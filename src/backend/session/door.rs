@@ -643,6 +643,10 @@ impl Door for NodeSession {
             .inc_by(n);
     }
 
+    fn overflowed(&self, read: &str) {
+        self.shared.overflowed_store(self.db(), read);
+    }
+
     fn count_copied(&self, how: &str, rows: u64) {
         self.shared
             .metrics
