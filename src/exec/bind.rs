@@ -54,9 +54,17 @@ fn class(c: &Column) -> Option<Class> {
 pub struct Keys {
     col: Option<Column>,
     values: Vec<Vec<u8>>,
+    /// The rows read, a NULL's too: the read stops one past [`MAX_VALUES`], and a NULL
+    /// among those rows leaves fewer values than there are.
+    rows: usize,
 }
 
 impl Keys {
+    /// More values than a read by keys takes (the read stopped before the last).
+    pub fn past_limit(&self) -> bool {
+        self.rows > MAX_VALUES
+    }
+
     /// How many distinct values (NULLs left out).
     pub fn len(&self) -> usize {
         self.values.len()
@@ -70,8 +78,9 @@ impl Keys {
 /// Reads the keys' query (`Bind::keys`) to its end from its started result.
 pub async fn keys<R: NodeResult>(res: R) -> Result<Keys, NodeError> {
     let col = res.columns().and_then(|c| c.first().cloned());
-    let values = super::scatter::drain(res)
-        .await?
+    let rows = super::scatter::drain(res).await?;
+    let read = rows.len();
+    let values = rows
         .into_iter()
         // A NULL equals nothing: no row of the copy joins it.
         .filter_map(|row| match row.into_iter().next() {
@@ -79,7 +88,11 @@ pub async fn keys<R: NodeResult>(res: R) -> Result<Keys, NodeError> {
             _ => None,
         })
         .collect();
-    Ok(Keys { col, values })
+    Ok(Keys {
+        col,
+        values,
+        rows: read,
+    })
 }
 
 /// The keys' query run on its node.
@@ -95,7 +108,10 @@ pub async fn read_keys<D: Door>(door: &mut D, b: &Bind) -> Result<Keys, NodeErro
 /// node only when the table's key is an integer column too: a string key `'0012'` equals
 /// `12` and lies on the slot of its own text.
 pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, String)>> {
-    let Keys { col, values } = keys;
+    if keys.past_limit() {
+        return None;
+    }
+    let Keys { col, values, .. } = keys;
     let how = match col.as_ref().and_then(class) {
         Some(Class::Routed) if !integer_column(definition, &b.key) => Some(Class::Everywhere),
         how => how,
@@ -103,9 +119,6 @@ pub fn reads_of(b: &Bind, keys: Keys, definition: &str) -> Option<Vec<(usize, St
     let (Some(col), Some(how)) = (col, how) else {
         return None;
     };
-    if values.len() > MAX_VALUES {
-        return None;
-    }
     let mut by_node: BTreeMap<usize, Vec<String>> = BTreeMap::new();
     for v in values {
         let mut lit = String::new();
@@ -145,13 +158,13 @@ pub async fn index_reads<D: Door>(
     ix: &ByIndex,
     keys: Keys,
 ) -> Result<Option<Vec<(usize, String)>>, NodeError> {
-    let Keys { col, values } = keys;
+    if keys.past_limit() {
+        return Ok(None);
+    }
+    let Keys { col, values, .. } = keys;
     let Some(col) = col else {
         return Ok(None);
     };
-    if values.len() > MAX_VALUES {
-        return Ok(None);
-    }
     // A string column's own collation: the result's metadata gives the connection's.
     let collation = match ix.index.kind {
         IndexKind::Integer => None,
@@ -287,6 +300,24 @@ mod tests {
     }
 
     /// An integer value against a string key: every node, not the value's slot.
+    #[tokio::test]
+    async fn a_null_among_the_values_read_does_not_hide_the_values_past_the_limit() {
+        // The read stops one row past the limit: with a NULL among those rows, the values
+        // are exactly the limit, and more were left unread.
+        let mut rows: Vec<String> = (1..=MAX_VALUES).map(|v| v.to_string()).collect();
+        rows.insert(7, "NULL".into());
+        let rows: Vec<[&str; 1]> = rows.iter().map(|r| [r.as_str()]).collect();
+        let rows: Vec<&[&str]> = rows.iter().map(|r| r.as_slice()).collect();
+        let mut door = FakeDoor::new(2);
+        door.answer(
+            0,
+            "SELECT DISTINCT",
+            Canned::typed(&[("pid", ColumnType::MYSQL_TYPE_LONG)], &rows),
+        );
+        let got = reads(&mut door, &bind(), DEF).await.unwrap();
+        assert_eq!(got, None, "read as planned");
+    }
+
     #[tokio::test]
     async fn integer_values_for_a_string_key_go_to_every_node() {
         let mut door = FakeDoor::new(2);

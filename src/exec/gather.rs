@@ -228,7 +228,7 @@ pub async fn copy_all<D: Door>(
                 .as_ref()
                 .is_some_and(|k| k.len() <= super::inline::MAX_ROWS);
         if let (Some(b), Some(k)) = (&s.bind, &keys) {
-            if k.len() > crate::plan::bind::MAX_VALUES {
+            if k.past_limit() {
                 door.overflowed(&b.keys);
             }
         }
