@@ -201,7 +201,6 @@ fn rule_summary(t: &Topology, rule: &TableRule) -> (String, String, String) {
     }
 }
 
-/// Runs one admin statement.
 /// A table's statistics read from its nodes (in their URLs' databases), for PREVIEW.
 async fn preview_stats(
     shared: &Shared,
@@ -221,6 +220,7 @@ async fn preview_stats(
     Some(all.done())
 }
 
+/// Runs one admin statement.
 pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Result<Answer, MyError> {
     let t = shared.topology();
     let w = sql::leading_words(text, 12);

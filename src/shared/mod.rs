@@ -364,10 +364,12 @@ impl Shared {
             .insert(column_key(db, table), Arc::new(stats));
     }
 
-    /// Remembers an outer read that returned more rows than its plan takes.
+    /// Remembers an outer read that returned more rows than its plan takes, in the
+    /// session's database and under none (where PREVIEW, which has none, finds it).
     pub fn overflowed_store(&self, db: Option<&str>, read: &str) {
         if read.len() <= crate::sql::digest::MAX_LEN {
             self.overflowed.insert(column_key(db, read), ());
+            self.overflowed.insert(column_key(None, read), ());
         }
     }
 
