@@ -214,7 +214,7 @@ async fn preview_stats(
         let rows = c.query_rows(&sql).await.ok()?;
         all.add(rows.into_iter().map(|r| {
             let mut r = r.into_iter();
-            (r.next().flatten(), r.next().flatten())
+            (r.next().flatten(), r.next().flatten(), r.next().flatten())
         }));
     }
     Some(all.done())

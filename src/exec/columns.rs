@@ -169,7 +169,7 @@ pub async fn stats<D: Door>(
         let rows = door.fetch(node, &sql).await?;
         all.add(rows.into_iter().map(|r| {
             let mut r = r.into_iter();
-            (r.next(), r.next())
+            (r.next(), r.next(), r.next())
         }));
     }
     Ok(all.done())
@@ -178,53 +178,64 @@ pub async fn stats<D: Door>(
 /// A table's statistics added up over its nodes: its rows
 /// (`information_schema.TABLES.TABLE_ROWS`, InnoDB's estimate, no scan) and, for each column
 /// that leads an index, the rows per distinct value (`information_schema.STATISTICS`'s
-/// CARDINALITY, over the nodes that report one).
+/// CARDINALITY, over the nodes that report one; 1 for a column that is a unique index of its
+/// own, whatever a stale cardinality says).
 #[derive(Debug, Default)]
 pub struct Stats {
     rows: u64,
-    /// Per column: the rows of the nodes that gave a cardinality, and those cardinalities.
-    columns: Vec<(String, u64, u64)>,
+    /// Per column: the rows of the nodes that gave a cardinality, those cardinalities, and
+    /// whether it is unique.
+    columns: Vec<(String, u64, u64, bool)>,
 }
 
 impl Stats {
-    /// What a node is asked: `(NULL, rows)`, then `(column, cardinality)` for each column.
+    /// What a node is asked: `(NULL, rows, NULL)`, then `(column, cardinality, 0 when a
+    /// unique index is that column alone)` for each column that leads an index.
     pub fn sql(table: &str) -> String {
         let name = quote(table);
         format!(
-            "SELECT NULL, TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
-             AND LOWER(TABLE_NAME) = LOWER({name}) UNION ALL \
-             SELECT LOWER(COLUMN_NAME), MAX(CARDINALITY) FROM information_schema.STATISTICS \
-             WHERE TABLE_SCHEMA = DATABASE() AND LOWER(TABLE_NAME) = LOWER({name}) \
-             AND SEQ_IN_INDEX = 1 GROUP BY LOWER(COLUMN_NAME)"
+            "SELECT NULL, TABLE_ROWS, NULL FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND LOWER(TABLE_NAME) = LOWER({name}) UNION ALL \
+             SELECT LOWER(s.COLUMN_NAME), MAX(s.CARDINALITY), MIN(s.NON_UNIQUE OR EXISTS \
+             (SELECT 1 FROM information_schema.STATISTICS n WHERE n.TABLE_SCHEMA = s.TABLE_SCHEMA \
+             AND n.TABLE_NAME = s.TABLE_NAME AND n.INDEX_NAME = s.INDEX_NAME AND n.SEQ_IN_INDEX = 2)) \
+             FROM information_schema.STATISTICS s WHERE s.TABLE_SCHEMA = DATABASE() \
+             AND LOWER(s.TABLE_NAME) = LOWER({name}) AND s.SEQ_IN_INDEX = 1 \
+             GROUP BY LOWER(s.COLUMN_NAME)"
         )
     }
 
     /// One node's answer to [`Stats::sql`].
-    pub fn add(&mut self, answer: impl IntoIterator<Item = (Option<Value>, Option<Value>)>) {
+    pub fn add(
+        &mut self,
+        answer: impl IntoIterator<Item = (Option<Value>, Option<Value>, Option<Value>)>,
+    ) {
         let number = |v: Option<Value>| -> Option<u64> {
             let t = crate::value::text_form(&v?)?;
             String::from_utf8_lossy(&t).trim().parse::<u64>().ok()
         };
         let mut here = 0u64;
-        let mut cards: Vec<(String, u64)> = Vec::new();
-        for (column, n) in answer {
+        let mut cards: Vec<(String, u64, bool)> = Vec::new();
+        for (column, n, non_unique) in answer {
             match column.and_then(|c| crate::value::text_form(&c)) {
                 None => here = number(n).unwrap_or(0),
                 Some(c) => {
-                    if let Some(n) = number(n).filter(|n| *n > 0) {
-                        cards.push((String::from_utf8_lossy(&c).into_owned(), n));
+                    let unique = number(non_unique) == Some(0);
+                    if let Some(n) = number(n).filter(|n| *n > 0 || unique) {
+                        cards.push((String::from_utf8_lossy(&c).into_owned(), n, unique));
                     }
                 }
             }
         }
         self.rows = self.rows.saturating_add(here);
-        for (c, n) in cards {
-            match self.columns.iter_mut().find(|(name, _, _)| *name == c) {
-                Some((_, r, k)) => {
+        for (c, n, unique) in cards {
+            match self.columns.iter_mut().find(|(name, ..)| *name == c) {
+                Some((_, r, k, u)) => {
                     *r = r.saturating_add(here);
                     *k = k.saturating_add(n);
+                    *u = *u || unique;
                 }
-                None => self.columns.push((c, here, n)),
+                None => self.columns.push((c, here, n, unique)),
             }
         }
     }
@@ -233,7 +244,10 @@ impl Stats {
         let per_value = self
             .columns
             .into_iter()
-            .map(|(c, r, k)| (c, (r / k.max(1)).max(1)))
+            .map(|(c, r, k, unique)| {
+                let v = if unique { 1 } else { (r / k.max(1)).max(1) };
+                (c, v)
+            })
             .collect();
         TableStats {
             rows: self.rows,
@@ -282,7 +296,8 @@ mod tests {
         door.answer(2, "information_schema.STATISTICS", on("1000", "100"));
         let got = stats(&mut door, &t, "t").await.unwrap();
         assert_eq!(got.rows, 4000);
-        // 4,000 rows over 200 users, 4,000 orders; no cardinality known for `k`.
+        // 4,000 rows over 200 users; order_id unique whatever its stale cardinality says;
+        // no cardinality known for `k`.
         assert_eq!(got.per_value("user_id"), Some(20));
         assert_eq!(got.per_value("order_id"), Some(1));
         assert_eq!(got.per_value("k"), None);
