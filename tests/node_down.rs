@@ -34,7 +34,7 @@ async fn a_stopped_node_fails_only_its_statements() {
     let proxy = start_proxy(
         c,
         &format!(
-            "{}\n[tables.t_nd_b]\nrule = \"broadcast\"\n",
+            "{}\n[tables.t_nd_b]\nrule = \"broadcast\"\n\n[tables.t_nd_r]\nrule = \"single\"\nnode = \"ds0\"\n",
             hash_slot_table("t_nd", "user_id", &L3)
         ),
     );
@@ -54,6 +54,13 @@ async fn a_stopped_node_fails_only_its_statements() {
         .expect("INSERT");
     }
     let down_key = keys[DOWN][0];
+    // A lookup table on ds0 whose row names a key on ds1: its join needs ds0 and ds1 only.
+    conn.query_drop("CREATE TABLE t_nd_r (id INT PRIMARY KEY, owner BIGINT NOT NULL)")
+        .await
+        .expect("CREATE TABLE t_nd_r");
+    conn.query_drop(format!("INSERT INTO t_nd_r VALUES (1, {})", keys[1][0]))
+        .await
+        .expect("INSERT INTO t_nd_r");
     // A second session that has used every node (its node connections, idle in the pools
     // between statements, are as dead as the node once it stops).
     let mut warm = proxy.conn().await;
@@ -75,6 +82,17 @@ async fn a_stopped_node_fails_only_its_statements() {
                 });
             assert_eq!(v, Some(format!("n{n}")), "{name}");
         }
+        // A join by the other table's key that needs only live nodes, though its plan
+        // weighs the statistics of every node of that table.
+        let joined: Vec<(i64, String)> = bounded(
+            "join on live nodes",
+            s.query(
+                "SELECT r.id, n.v FROM t_nd_r r JOIN t_nd n ON n.user_id = r.owner WHERE r.id = 1",
+            ),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: a join on ds0 and ds1 while ds{DOWN} is down: {e}"));
+        assert_eq!(joined, vec![(1, "n1".to_string())], "{name}");
         let k = if name == "new session" {
             keys[1][1]
         } else {
