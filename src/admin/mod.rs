@@ -458,9 +458,12 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             return Err(unsupported("PREVIEW needs a statement"));
         }
         let parsed = sql::parse(stmt);
-        let mut p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
-            crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
-        });
+        let plan = || {
+            shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
+                crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
+            })
+        };
+        let mut p = plan();
         // The statistics a choice weighs, read as a session would (a few tables at most).
         for _ in 0..8 {
             let crate::plan::Plan::NeedRows { table } = &p else {
@@ -468,9 +471,7 @@ pub async fn execute(text: &str, shared: &Shared, rules: Option<&Path>) -> Resul
             };
             let stats = preview_stats(shared, &t, table).await;
             shared.rows_store(None, table, stats);
-            p = shared.with_plan_ctx(&t, None, "utf8mb4", |ctx| {
-                crate::plan::plan(stmt, parsed.as_ref().map_err(String::as_str), &[], &t, ctx)
-            });
+            p = plan();
         }
         let mut text = format!(
             "{}{}",

@@ -14,8 +14,7 @@
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    visit_relations, GroupByExpr, JoinOperator, Query, Select, SetExpr, TableFactor,
-    TableWithJoins, Visit,
+    visit_relations, JoinOperator, Query, Select, SetExpr, TableFactor, TableWithJoins, Visit,
 };
 
 use crate::sql::table_name;
@@ -183,18 +182,8 @@ fn factor_anchors(
 /// A subquery whose rows are the union of what each node computes over its own rows: a
 /// single SELECT without grouping, aggregates, DISTINCT, LIMIT or WITH.
 fn plain(q: &Query) -> bool {
-    if q.with.is_some() || q.limit_clause.is_some() || q.fetch.is_some() {
-        return false;
-    }
-    let SetExpr::Select(s) = q.body.as_ref() else {
-        return false;
-    };
-    let grouped =
-        !matches!(&s.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
-    s.distinct.is_none()
-        && !grouped
-        && s.having.is_none()
-        && !super::uses::has_aggregate(&s.projection)
+    super::uses::ungrouped_select(q)
+        .is_some_and(|s| s.distinct.is_none() && !super::uses::has_aggregate(&s.projection))
 }
 
 #[cfg(test)]

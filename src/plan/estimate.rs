@@ -324,6 +324,11 @@ mod tests {
         super::super::tests::with_stats(&given, || super::super::tests::plan_of(&sql))
     }
 
+    /// The plan as `route` and PREVIEW show it.
+    fn described(p: &Plan) -> String {
+        p.describe(&super::super::tests::topo()).to_string()
+    }
+
     fn copy_of(p: &Plan) -> &super::super::gather::Ship {
         match p {
             Plan::Gather(g) => &g.ships[0],
@@ -348,7 +353,7 @@ mod tests {
                 whole: 1_000_000,
             }
         );
-        let shown = p.describe(&super::super::tests::topo()).to_string();
+        let shown = described(&p);
         assert!(
             shown.contains("estimated by the nodes' statistics: 20 row(s) of `t_order` holding 20 value(s) of `order_id`, then 60 row(s) of `t_item` by them, of 1000000 on its nodes"),
             "{shown}"
@@ -373,7 +378,7 @@ mod tests {
         // Where no copy to each node is cheaper, gathered on one node, unbound.
         let p = join(400_000, "o.user_id = 5");
         assert!(copy_of(&p).bind.is_none(), "{p:?}");
-        let shown = p.describe(&super::super::tests::topo()).to_string();
+        let shown = described(&p);
         assert!(
             shown.contains("not bound by its join's values: 400000 value(s) estimated, over 10000"),
             "{shown}"
@@ -384,7 +389,7 @@ mod tests {
         assert!(matches!(p, Plan::Spread(_)), "{p:?}");
         let e = copy_of(&p).estimate.expect("estimated");
         assert!(!e.weighed && e.outer == 50_000, "{e:?}");
-        let shown = p.describe(&super::super::tests::topo()).to_string();
+        let shown = described(&p);
         assert!(shown.contains("(at most: a conjunct"), "{shown}");
     }
 
@@ -406,7 +411,7 @@ mod tests {
         );
         // The values seen past a read by keys: not bound either.
         let p = plan(&[s.read.clone(), keys]);
-        let shown = p.describe(&super::super::tests::topo()).to_string();
+        let shown = described(&p);
         assert!(
             shown.contains("not bound by its join's values: its values' read returned more than 10000 at a recent execution"),
             "{shown}"

@@ -130,17 +130,6 @@ impl<'a> Planner<'a> {
             return None;
         }
         let o = &b.outer;
-        let read = format!(
-            "SELECT {q}.* FROM {} AS {q}{} LIMIT {}",
-            quoted(&o.written),
-            o.filter,
-            super::bind::INLINE_ROWS + 1,
-            q = quoted(&o.qualifier),
-        );
-        // Those rows read lately were more than travel inside the statements.
-        if (self.ctx.overflowed)(&read) {
-            return None;
-        }
         let inner = placed.iter().find(|(t, _, _)| *t != o.table)?;
         if !placed
             .iter()
@@ -152,6 +141,17 @@ impl<'a> Planner<'a> {
         let Some(TableRule::HashSlot { map, .. }) = self.topo.table(&inner.0) else {
             return None;
         };
+        let read = format!(
+            "SELECT {q}.* FROM {} AS {q}{} LIMIT {}",
+            quoted(&o.written),
+            o.filter,
+            super::bind::INLINE_ROWS + 1,
+            q = quoted(&o.qualifier),
+        );
+        // Those rows read lately were more than travel inside the statements.
+        if (self.ctx.overflowed)(&read) {
+            return None;
+        }
         // The world in which the outer table is sharded like the inner one by its join
         // column: what its rows are once each is carried to its value's node.
         let mut topo = self.topo.clone();

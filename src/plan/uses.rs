@@ -146,6 +146,12 @@ fn semi_joins(e: &Expr) -> Vec<(&Expr, &Query)> {
 /// A subquery's SELECT when its rows are its table's own, whatever else each node holds: no
 /// grouping (groups of another column span nodes), HAVING, LIMIT or WITH, one select item.
 fn plain_select(q: &Query) -> Option<&Select> {
+    ungrouped_select(q).filter(|s| s.top.is_none() && s.projection.len() == 1)
+}
+
+/// A query that is one SELECT without WITH, LIMIT, GROUP BY or HAVING: each node's rows of
+/// it are its own rows' (before what its select list computes).
+pub(super) fn ungrouped_select(q: &Query) -> Option<&Select> {
     if q.with.is_some() || q.limit_clause.is_some() || q.fetch.is_some() {
         return None;
     }
@@ -154,8 +160,7 @@ fn plain_select(q: &Query) -> Option<&Select> {
     };
     let grouped =
         !matches!(&s.group_by, GroupByExpr::Expressions(g, m) if g.is_empty() && m.is_empty());
-    (!grouped && s.having.is_none() && s.top.is_none() && s.projection.len() == 1)
-        .then_some(s.as_ref())
+    (!grouped && s.having.is_none()).then_some(s.as_ref())
 }
 
 /// The `a = b` conjuncts of an AND tree.
