@@ -26,6 +26,7 @@ mod diagnostics;
 mod handshake;
 mod indexed;
 mod indexed_upsert;
+mod kept;
 mod key_update;
 mod maintenance;
 mod moves;

@@ -57,6 +57,90 @@ pub struct Entry {
     pub rows: AtomicU64,
     pub errors: AtomicU64,
     pub micros: AtomicU64,
+    /// The shape's join plans kept for its executions' signatures (newest last), and whether
+    /// its plans were found not to be kept so (their markers did not give the plan back).
+    pub kept: std::sync::Mutex<Vec<Arc<Kept>>>,
+    pub unkept: std::sync::atomic::AtomicBool,
+}
+
+/// How many signatures of one shape keep a plan (the oldest dropped past them).
+pub const KEPT_PER_SHAPE: usize = 16;
+/// How long a kept join plan serves: the nodes' statistics that weighed it are read again
+/// after as long (`crate::shared::Shared::table_rows`), and the plan is made afresh.
+pub const KEPT_FOR: Duration = Duration::from_secs(60);
+
+/// A join plan kept for a shape, with what it was planned under.
+#[derive(Debug)]
+pub struct Kept {
+    pub template: super::template::Template,
+    /// The rules' version, the session's database and character set, and the cache's
+    /// epoch (a DDL starts a new one) it was planned under, and when.
+    pub version: u64,
+    pub db: Option<String>,
+    pub charset: String,
+    pub epoch: u64,
+    pub made: std::time::Instant,
+    /// The hash_slot tables its signature reads nodes from.
+    pub tables: Vec<String>,
+}
+
+impl Entry {
+    /// The plan kept for an execution under these, if any.
+    pub fn kept_for(
+        &self,
+        version: u64,
+        db: Option<&str>,
+        charset: &str,
+        epoch: u64,
+        sig: impl Fn(&[String]) -> Option<Vec<super::template::Sig>>,
+    ) -> Option<Arc<Kept>> {
+        if self.unkept.load(Relaxed) {
+            return None;
+        }
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sigs: Vec<(&[String], Option<Vec<super::template::Sig>>)> = Vec::new();
+        for k in kept.iter().rev() {
+            if k.version != version
+                || k.db.as_deref() != db
+                || k.charset != charset
+                || k.epoch != epoch
+                || k.made.elapsed() > KEPT_FOR
+            {
+                continue;
+            }
+            let i = match sigs.iter().position(|(t, _)| *t == k.tables.as_slice()) {
+                Some(i) => i,
+                None => {
+                    sigs.push((&k.tables, sig(&k.tables)));
+                    sigs.len() - 1
+                }
+            };
+            if sigs[i].1.as_ref() == Some(&k.template.sig) {
+                return Some(k.clone());
+            }
+        }
+        None
+    }
+
+    /// Keeps a plan (`None`: this shape's plans are not kept so).
+    pub fn keep(&self, k: Option<Kept>) {
+        let Some(k) = k else {
+            self.unkept.store(true, Relaxed);
+            return;
+        };
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|o| {
+            o.made.elapsed() <= KEPT_FOR
+                && !(o.template.sig == k.template.sig
+                    && o.db == k.db
+                    && o.charset == k.charset
+                    && o.tables == k.tables)
+        });
+        if kept.len() >= KEPT_PER_SHAPE {
+            kept.remove(0);
+        }
+        kept.push(Arc::new(k));
+    }
 }
 
 impl Entry {
@@ -87,7 +171,12 @@ impl Entry {
             Some(TextPlan::Key { route, .. }) => format!("cached: {}", route.describe()),
             _ => {
                 let r = self.route.lock().unwrap_or_else(|e| e.into_inner());
-                format!("{r} (planned per execution)")
+                let kept = self.kept.lock().map(|k| k.len()).unwrap_or(0);
+                if kept > 0 {
+                    format!("{r} (join plans kept for {kept} signature(s) of its literals)")
+                } else {
+                    format!("{r} (planned per execution)")
+                }
             }
         }
     }
@@ -95,17 +184,30 @@ impl Entry {
 
 pub struct PlanCache {
     entries: moka::sync::Cache<String, Arc<Entry>>,
+    /// Moved on by a DDL: the join plans kept before it are not used.
+    epoch: AtomicU64,
 }
 
 impl Default for PlanCache {
     fn default() -> Self {
         PlanCache {
             entries: moka::sync::Cache::builder().max_capacity(CAPACITY).build(),
+            epoch: AtomicU64::new(0),
         }
     }
 }
 
 impl PlanCache {
+    /// The epoch kept join plans must have been made in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Relaxed)
+    }
+
+    /// After a DDL: a table's columns or indexes may have changed under the kept plans.
+    pub fn forget_kept(&self) {
+        self.epoch.fetch_add(1, Relaxed);
+    }
+
     /// The entry of a shape, made on first sight; `None` for a shape longer than
     /// [`MAX_DIGEST`].
     pub fn entry(&self, digest: &str) -> Option<Arc<Entry>> {
@@ -126,6 +228,8 @@ impl PlanCache {
                 rows: AtomicU64::new(0),
                 errors: AtomicU64::new(0),
                 micros: AtomicU64::new(0),
+                kept: std::sync::Mutex::new(Vec::new()),
+                unkept: std::sync::atomic::AtomicBool::new(false),
             })
         });
         Some(e)
@@ -190,6 +294,20 @@ pub fn describe(sql: &str, plan: &Plan, topo: &Topology) -> String {
             d.text,
             route.describe().replace("parameter", "literal")
         ),
+        Some(TextPlan::Full) if super::template::kept_kind(plan) => {
+            let kept = crate::sql::parse(sql)
+                .ok()
+                .and_then(|p| super::template::tables(&p.stmt, topo))
+                .is_some();
+            if kept {
+                format!(
+                    "plan cache: shape `{}` planned once for each signature of its literals (the nodes of their slots), kept a minute",
+                    d.text
+                )
+            } else {
+                format!("plan cache: shape `{}` planned at every execution (a range, directory or time-tier table, a global index, or a slot move)", d.text)
+            }
+        }
         Some(TextPlan::Full) => {
             format!("plan cache: shape `{}` planned at every execution", d.text)
         }

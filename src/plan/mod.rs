@@ -23,6 +23,7 @@ pub mod replica;
 mod salt;
 mod select;
 pub mod spread;
+pub mod template;
 pub mod tier;
 pub mod tree;
 mod uses;
@@ -990,5 +991,7 @@ mod session_tests;
 mod ship_tests;
 #[cfg(test)]
 mod split_tests;
+#[cfg(test)]
+mod template_tests;
 #[cfg(test)]
 pub(crate) mod tests;

@@ -89,6 +89,11 @@ pub(super) fn with_stats<R>(stats: &[(&str, estimate::TableStats)], f: impl FnOn
 /// Plans on 2025-06-30 with lookup entries `7 -> ds1`, `8` absent, ids counting from 1000,
 /// and the columns of `t_order` known (`order_id, user_id, status`; in schema `shop` too).
 pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
+    plan_traced_in(t, sql, params).0
+}
+
+/// [`plan_in`], with the slots the statement was routed to by key.
+pub(crate) fn plan_traced_in(t: &Topology, sql: &str, params: &[Value]) -> (Plan, Vec<Traced>) {
     let parsed = crate::sql::parse(sql);
     let lookup = |_: &str, k: &[u8]| match k {
         b"7" => Some(Some(1)),
@@ -148,7 +153,7 @@ pub(crate) fn plan_in(t: &Topology, sql: &str, params: &[Value]) -> Plan {
         index: &|_: &str, _: &[u8]| None,
         weights: &|_: &str| None,
     };
-    plan(
+    plan_traced(
         sql,
         parsed.as_ref().map_err(String::as_str),
         params,

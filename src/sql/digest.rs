@@ -35,6 +35,8 @@ impl Literal {
 pub struct Digest {
     pub text: String,
     pub literals: Vec<Literal>,
+    /// Where each literal is in the statement's text (byte offsets, its quotes included).
+    pub spans: Vec<(usize, usize)>,
 }
 
 /// The longest digest made: a longer shape (a dump's multi-row INSERT) is no point
@@ -57,6 +59,7 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
     let b = sql.as_bytes();
     let mut text = String::with_capacity(sql.len().min(MAX_LEN + 64));
     let mut literals = Vec::new();
+    let mut spans = Vec::new();
     let mut i = 0;
     let mut space = false;
     // The previous byte written belongs to a word (an identifier or keyword).
@@ -81,6 +84,7 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
                 let (end, content) = quoted(b, i)?;
                 text.push('?');
                 literals.push(Literal::Str(content));
+                spans.push((i, end));
                 i = end;
                 in_word = false;
             }
@@ -129,6 +133,7 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
                 }
                 text.push('?');
                 literals.push(Literal::Number(n.to_string()));
+                spans.push((i, end));
                 i = end;
                 in_word = false;
             }
@@ -136,6 +141,7 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
                 let end = number_end(b, i);
                 text.push('?');
                 literals.push(Literal::Number(sql[i..end].to_string()));
+                spans.push((i, end));
                 i = end;
                 in_word = false;
             }
@@ -152,7 +158,11 @@ fn lex(sql: &str, placeholders: bool) -> Option<Digest> {
             }
         }
     }
-    Some(Digest { text, literals })
+    Some(Digest {
+        text,
+        literals,
+        spans,
+    })
 }
 
 fn word_end(b: &[u8], mut i: usize) -> usize {

@@ -194,10 +194,29 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 }
             }
         }
+        // A join's plan kept for this execution's signature: not parsed nor planned.
+        if let (Some(d), Some(e)) = (&digest, &entry) {
+            if let Some((plan, slots)) = self.kept_plan(e, d, sql, &topo) {
+                debug!(conn = self.conn_id, sql = %sql::redacted(sql), "query (kept join plan)");
+                let route = self.account(&plan, "select", sql.len(), &slots);
+                e.set_route(route);
+                let before = self.rows_written;
+                let out = self
+                    .run_statement(&plan, false, true, "select", Some(sql))
+                    .await;
+                let rows = self.rows_written - before;
+                self.spent(&slots, rows, started.elapsed());
+                e.count(rows, out.is_err(), started.elapsed(), true);
+                return out;
+            }
+        }
         let parsed = sql::parse_in(sql, self.mode());
         let (plan, slots) = self
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
+        if let (Some(d), Some(e), Ok(p)) = (&digest, &entry, &parsed) {
+            self.keep_plan(e, d, sql, p, &plan, &slots, &topo);
+        }
         let read = is_read(parsed.as_ref().ok(), sql);
         if tracing::enabled!(tracing::Level::DEBUG) {
             let shown = sql::redacted(sql);
@@ -232,6 +251,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             // A column's collation, or a table's definition, may have changed.
             self.shared.collations.invalidate_all();
             self.shared.definitions.invalidate_all();
+            self.shared.plans.forget_kept();
         }
         let rows = self.rows_written - before;
         self.spent(&slots, rows, started.elapsed());
