@@ -65,9 +65,10 @@ pub struct Entry {
 
 /// How many signatures of one shape keep a plan (the oldest dropped past them).
 pub const KEPT_PER_SHAPE: usize = 16;
-/// How long a kept join plan serves: the nodes' statistics that weighed it are read again
-/// after as long (`crate::shared::Shared::table_rows`), and the plan is made afresh.
-pub const KEPT_FOR: Duration = Duration::from_secs(60);
+/// How long a kept join plan serves before it is made afresh: the nodes' statistics and the
+/// column lists that weighed it are read again a minute apart, so what it was planned by is
+/// at most a minute and a half old.
+pub const KEPT_FOR: Duration = Duration::from_secs(30);
 
 /// A join plan kept for a shape, with what it was planned under.
 #[derive(Debug)]

@@ -491,3 +491,115 @@ async fn rows_carried_inside_the_statement_keep_their_columns_types_and_collatio
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// A join's plan kept for its shape (`plan/template.rs`): the same shapes for every user,
+/// whose orders are on either node, answer like one MariaDB; most executions take the kept
+/// plan (neither parsed nor planned); a DDL through the proxy leaves none to a stale plan.
+#[tokio::test]
+async fn joins_repeated_with_other_literals_take_their_kept_plans_and_answer_like_one_mariadb() {
+    let rules = hash_slot_table("k_orders", "user_id", &L)
+        + &hash_slot_table("k_products", "product_id", &L);
+    let mut setup = vec![
+        "DROP TABLE IF EXISTS k_orders".to_string(),
+        "DROP TABLE IF EXISTS k_products".to_string(),
+        "CREATE TABLE k_orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, \
+         product_id INT, qty INT NOT NULL, code VARCHAR(8))"
+            .into(),
+        "CREATE TABLE k_products (product_id INT PRIMARY KEY, name VARCHAR(20), \
+         price DECIMAL(8,2))"
+            .into(),
+    ];
+    let orders: Vec<String> = (1..=600)
+        .map(|i: i64| {
+            let product = if i % 13 == 0 {
+                "NULL".to_string()
+            } else {
+                (1 + (i * 7) % 150).to_string()
+            };
+            let code = ["ab", "AB", "cd", "x"][(i % 4) as usize];
+            format!("({i}, {}, {product}, {}, '{code}')", 1 + i % 30, 1 + i % 5)
+        })
+        .collect();
+    setup.push(format!("INSERT INTO k_orders VALUES {}", orders.join(", ")));
+    let products: Vec<String> = (1..=140)
+        .map(|p: i64| format!("({p}, 'p{}', {}.{:02})", p % 50, p % 40, p % 100))
+        .collect();
+    setup.push(format!(
+        "INSERT INTO k_products VALUES {}",
+        products.join(", ")
+    ));
+    let proxy = start_proxy_on(cluster(), &SHARDS, &rules);
+    let mut pair = set_up(&proxy, &setup).await;
+    const SHAPES: &[&str] = &[
+        "SELECT o.order_id, p.name, p.price * o.qty FROM k_orders o JOIN k_products p \
+         ON p.product_id = o.product_id WHERE o.user_id = {u} ORDER BY o.order_id",
+        "SELECT o.*, p.name FROM k_orders o JOIN k_products p ON p.product_id = o.product_id \
+         WHERE o.user_id = {u} AND o.code = 'ab' ORDER BY o.order_id",
+        "SELECT o.order_id, p.name FROM k_orders o LEFT JOIN k_products p \
+         ON p.product_id = o.product_id WHERE o.user_id = {u} ORDER BY o.order_id LIMIT 3",
+        "SELECT p.name, SUM(o.qty), COUNT(*) FROM k_orders o JOIN k_products p \
+         ON o.product_id = p.product_id WHERE o.user_id IN ({u}, {v}) GROUP BY p.name \
+         ORDER BY p.name",
+    ];
+    let mut wrong = Vec::new();
+    let mut queries = Vec::new();
+    for shape in SHAPES {
+        for u in 1..=31 {
+            let v = 1 + (u * 11) % 31;
+            queries.push(
+                shape
+                    .replace("{u}", &u.to_string())
+                    .replace("{v}", &v.to_string()),
+            );
+        }
+    }
+    for sql in queries {
+        let (want, got) = pair.both(&sql, false).await;
+        match judge(&want, &got, &Check::exact(Compare::Ordered)) {
+            Outcome::Matched => {}
+            other => wrong.push(format!("{sql}: {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // Each shape was planned once for each signature of its literals (the nodes of their
+    // slots: 31 executions of one literal have few, of two literals more), and kept for the
+    // rest.
+    let entries = proxy.shared.plans.top(100);
+    for shape in SHAPES {
+        let head = &shape[..30];
+        let e = entries
+            .iter()
+            .find(|e| e.digest.starts_with(head) && e.digest.contains("k_products"))
+            .unwrap_or_else(|| panic!("no entry for {shape}"));
+        let cached = e
+            .cached_executions
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let least = if shape.contains("{v}") { 10 } else { 20 };
+        assert!(
+            cached >= least,
+            "{}: {cached} executions of 31 on a kept plan",
+            e.digest
+        );
+    }
+    // A DDL through the proxy: the next executions are planned afresh, and still right.
+    for sql in [
+        "ALTER TABLE k_orders ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'n'",
+        "ALTER TABLE k_products DROP COLUMN price",
+    ] {
+        must(&mut pair.p, sql, "the proxy").await;
+        must(&mut pair.r, sql, "the reference").await;
+    }
+    for u in [3, 4, 5, 6] {
+        let sql = format!(
+            "SELECT o.*, p.name FROM k_orders o JOIN k_products p ON p.product_id = \
+             o.product_id WHERE o.user_id = {u} AND o.code = 'ab' ORDER BY o.order_id"
+        );
+        let (want, got) = pair.both(&sql, false).await;
+        match judge(&want, &got, &Check::exact(Compare::Ordered)) {
+            Outcome::Matched => {}
+            other => wrong.push(format!("after the DDL, {sql}: {other:?}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    pair.p.disconnect().await.ok();
+}
