@@ -83,12 +83,15 @@ pub struct Kept {
     pub made: std::time::Instant,
     /// The hash_slot tables its signature reads nodes from.
     pub tables: Vec<String>,
+    /// Made for the shape's prepared statements (their plans hold `?` and bound values).
+    pub prepared: bool,
 }
 
 impl Entry {
     /// The plan kept for an execution under these, if any.
     pub fn kept_for(
         &self,
+        prepared: bool,
         version: u64,
         db: Option<&str>,
         charset: &str,
@@ -101,7 +104,8 @@ impl Entry {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         let mut sigs: Vec<(&[String], Option<Vec<super::template::Sig>>)> = Vec::new();
         for k in kept.iter().rev() {
-            if k.version != version
+            if k.prepared != prepared
+                || k.version != version
                 || k.db.as_deref() != db
                 || k.charset != charset
                 || k.epoch != epoch
@@ -133,6 +137,7 @@ impl Entry {
         kept.retain(|o| {
             o.made.elapsed() <= KEPT_FOR
                 && !(o.template.sig == k.template.sig
+                    && o.prepared == k.prepared
                     && o.db == k.db
                     && o.charset == k.charset
                     && o.tables == k.tables)

@@ -25,7 +25,7 @@ use mysql_common::value::Value;
 use super::gather::{Gather, Ship};
 use super::{Plan, Traced};
 use crate::config::Topology;
-use crate::routing::slot::{slot_of, slot_of_text};
+use crate::routing::slot::slot_of;
 use crate::routing::TableRule;
 use crate::sql::digest::{Digest, Literal};
 
@@ -38,23 +38,118 @@ type Each<'a> = dyn FnMut(&mut String, &mut [&mut (usize, usize)]) + 'a;
 /// How one literal takes part in a kept plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sig {
-    /// Served only as written.
+    /// Served only as written (a bound value: as it was bound).
     Exact(String),
-    /// A plain integer or string, replaced by a marker: any one of its kind whose slot is on
-    /// these nodes (one per table of the statement sharded by slot) takes the same plan.
-    Slot { string: bool, nodes: Vec<usize> },
+    /// Replaced by a marker: any value of its kind whose slot is on these nodes (one per
+    /// table of the statement sharded by slot) takes the same plan.
+    Slot { kind: Kind, nodes: Vec<usize> },
 }
 
-/// A shape's plan with markers, for the executions of one signature.
-#[derive(Debug, Clone)]
-pub struct Template {
-    pub sig: Vec<Sig>,
-    plan: Plan,
-    /// Each literal's marker (`None`: served as written).
-    markers: Vec<Option<String>>,
-    /// The slots it was routed to by key: the table, and the literal whose value it was (or
-    /// the value itself, where no marker was it).
-    traced: Vec<(String, TracedKey)>,
+/// The kinds of values a marker stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    UInt,
+    /// A whole double below 10^15 (what a driver binds a number as), keyed by its integer.
+    Double,
+    /// A string that is not an integer's other text (`'012'` is keyed as 12).
+    Str,
+}
+
+/// One execution's literals (a text statement's) or bound values (a prepared one's).
+#[derive(Debug)]
+pub struct Lits<'a> {
+    /// Where each stands in the statement (a prepared one's: its `?`).
+    spans: Vec<(usize, usize)>,
+    /// Its value, where it can be told without the parser.
+    values: Vec<Option<Value>>,
+    /// Its text as a plan holds it: a literal's as the client wrote it (a string's content
+    /// between its quotes), a bound value's as the literal writer writes it.
+    texts: Vec<std::borrow::Cow<'a, str>>,
+    /// Bound values, each of a kind (a text literal's kind is its text's).
+    bound: bool,
+}
+
+impl<'a> Lits<'a> {
+    /// A text statement's literals, as its digest found them.
+    pub fn of_text(sql: &'a str, d: &Digest) -> Option<Lits<'a>> {
+        let mut texts = Vec::with_capacity(d.spans.len());
+        for &(a, b) in &d.spans {
+            let quoted = sql.as_bytes().get(a) == Some(&b'\'');
+            let (a, b) = if quoted { (a + 1, b - 1) } else { (a, b) };
+            texts.push(std::borrow::Cow::Borrowed(sql.get(a..b)?));
+        }
+        let values = d
+            .literals
+            .iter()
+            .map(|l| match l {
+                Literal::Number(n) if n.bytes().all(|b| b.is_ascii_digit()) => l.value(),
+                Literal::Number(_) => None,
+                Literal::Str(_) => l.value(),
+            })
+            .collect();
+        Some(Lits {
+            spans: d.spans.clone(),
+            values,
+            texts,
+            bound: false,
+        })
+    }
+
+    /// A prepared statement's bound values (`sql` lexed in `mode`; the literal writer's
+    /// character set `charset`).
+    pub fn of_params(
+        sql: &str,
+        mode: crate::sql::lex::Mode,
+        params: &[Value],
+        charset: &str,
+    ) -> Option<Lits<'static>> {
+        let spans: Vec<(usize, usize)> = crate::sql::lex::statement_tokens(sql, mode)
+            .iter()
+            .filter(|t| t.kind == crate::sql::lex::Kind::Param)
+            .map(|t| (t.start, t.end))
+            .collect();
+        if spans.len() != params.len() {
+            return None;
+        }
+        let texts = params
+            .iter()
+            .map(|v| {
+                let mut out = String::new();
+                crate::sql::write::value(&mut out, v, charset);
+                std::borrow::Cow::Owned(out)
+            })
+            .collect();
+        Some(Lits {
+            spans,
+            values: params.iter().cloned().map(Some).collect(),
+            texts,
+            bound: true,
+        })
+    }
+
+    /// The kind of the `i`-th value a marker can stand for, if any.
+    fn kind(&self, i: usize) -> Option<Kind> {
+        let v = self.values.get(i)?.as_ref()?;
+        match v {
+            Value::Int(_) => Some(Kind::Int),
+            Value::UInt(_) if self.bound => Some(Kind::UInt),
+            Value::Double(d) if self.bound && d.fract() == 0.0 && d.abs() < 1e15 => {
+                Some(Kind::Double)
+            }
+            Value::Bytes(_) if crate::value::integer_alias(v).is_none() => Some(Kind::Str),
+            _ => None,
+        }
+    }
+
+    /// The `i`-th value's part in a signature, without its nodes.
+    fn exact(&self, i: usize) -> String {
+        if self.bound {
+            format!("{:?}", self.values.get(i))
+        } else {
+            self.texts.get(i).map(|t| t.to_string()).unwrap_or_default()
+        }
+    }
 }
 
 /// The statement's tables sharded by slot, when every table it names can have its plan
@@ -90,9 +185,12 @@ pub fn tables(stmt: &sqlparser::ast::Statement, topo: &Topology) -> Option<Vec<S
 /// Does the literal at `span` read as itself only (after LIMIT or OFFSET, a sign, a type
 /// word or an introducer)?
 fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) -> bool {
-    let before = sql[..span.0].trim_end();
+    let Some(head) = sql.get(..span.0) else {
+        return true;
+    };
+    let before = head.trim_end();
     // `_utf8mb4'x'`, `X'41'`, `N'x'`: a word glued to the literal.
-    if sql[..span.0]
+    if head
         .bytes()
         .last()
         .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -116,15 +214,22 @@ fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) 
     // `LIMIT 10, 20`: the count after the offset.
     if let (Some(rest), Some(p)) = (before.strip_suffix(','), prev) {
         if rest.trim_end().len() == p.1 {
-            return word_before(sql[..p.0].trim_end()) == "LIMIT";
+            return sql
+                .get(..p.0)
+                .is_none_or(|h| word_before(h.trim_end()) == "LIMIT");
         }
     }
     false
 }
 
 /// The signature of an execution: each literal's part, by the nodes of its slot in each of
-/// `tables` (`None` where a literal's value cannot be told without the parser).
-pub fn signature(sql: &str, d: &Digest, topo: &Topology, tables: &[String]) -> Option<Vec<Sig>> {
+/// `tables`.
+pub fn signature(
+    sql: &str,
+    lits: &Lits<'_>,
+    topo: &Topology,
+    tables: &[String],
+) -> Option<Vec<Sig>> {
     let maps: Vec<_> = tables
         .iter()
         .map(|t| match topo.table(t) {
@@ -132,100 +237,119 @@ pub fn signature(sql: &str, d: &Digest, topo: &Topology, tables: &[String]) -> O
             _ => None,
         })
         .collect::<Option<_>>()?;
-    let mut sig = Vec::with_capacity(d.literals.len());
-    for (i, (lit, span)) in d.literals.iter().zip(&d.spans).enumerate() {
-        let text = sql.get(span.0..span.1)?;
-        let prev = i.checked_sub(1).and_then(|p| d.spans.get(p)).copied();
-        let markable = match lit {
-            Literal::Number(n) => n.bytes().all(|b| b.is_ascii_digit()),
-            Literal::Str(s) => s.is_some(),
-        };
-        if !markable || exact_context(sql, *span, prev) {
-            sig.push(Sig::Exact(text.to_string()));
-            continue;
+    let mut sig = Vec::with_capacity(lits.spans.len());
+    for (i, span) in lits.spans.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| lits.spans.get(p)).copied();
+        let kind = lits.kind(i).filter(|_| !exact_context(sql, *span, prev));
+        let slot = lits.values[i].as_ref().and_then(slot_of);
+        match (kind, slot) {
+            (Some(kind), Some(slot)) => sig.push(Sig::Slot {
+                kind,
+                nodes: maps.iter().map(|m| m.node_of_slot(slot)).collect(),
+            }),
+            _ => sig.push(Sig::Exact(lits.exact(i))),
         }
-        let slot = slot_of(&lit.value()?)?;
-        sig.push(Sig::Slot {
-            string: matches!(lit, Literal::Str(_)),
-            nodes: maps.iter().map(|m| m.node_of_slot(slot)).collect(),
-        });
     }
     Some(sig)
 }
 
-/// The markers for the first execution's literals (in their slots), and its text with them
-/// in place of the literals.
-pub fn marked(sql: &str, d: &Digest, sig: &[Sig]) -> Option<(String, Vec<Option<String>>)> {
-    let mut out = String::with_capacity(sql.len() + 16 * sig.len());
-    let mut markers = Vec::with_capacity(sig.len());
-    let mut at = 0;
-    for (i, ((lit, span), s)) in d.literals.iter().zip(&d.spans).zip(sig).enumerate() {
-        let Sig::Slot { string, .. } = s else {
-            markers.push(None);
+/// The markers of an execution of signature `sig`: for each marked literal, a value of its
+/// kind in its slot, and the text a plan holds it as.
+pub fn markers(lits: &Lits<'_>, sig: &[Sig], charset: &str) -> Option<Markers> {
+    let mut m = Markers::default();
+    for (i, s) in sig.iter().enumerate() {
+        let Sig::Slot { kind, .. } = s else {
+            m.values.push(None);
+            m.texts.push(None);
             continue;
         };
-        let slot = slot_of(&lit.value()?)?;
-        let marker = marker(i, *string, slot)?;
-        out.push_str(sql.get(at..span.0)?);
-        if *string {
-            out.push('\'');
-            out.push_str(&marker);
-            out.push('\'');
+        let slot = slot_of(lits.values.get(i)?.as_ref()?)?;
+        let v = marker(i, *kind, slot)?;
+        let text = if lits.bound {
+            let mut out = String::new();
+            crate::sql::write::value(&mut out, &v, charset);
+            out
         } else {
-            out.push_str(&marker);
-        }
-        at = span.1;
-        markers.push(Some(marker));
+            String::from_utf8(crate::value::text_form(&v)?).ok()?
+        };
+        m.values.push(Some(v));
+        m.texts.push(Some(text));
     }
-    out.push_str(sql.get(at..)?);
-    Some((out, markers))
+    Some(m)
 }
 
-/// A marker of the `i`-th literal in `slot`: a 19-digit integer or a string no statement
-/// writes by chance.
-fn marker(i: usize, string: bool, slot: u16) -> Option<String> {
+/// Each literal's marker, as a value and as the text a plan holds it as.
+#[derive(Debug, Clone, Default)]
+pub struct Markers {
+    pub values: Vec<Option<Value>>,
+    texts: Vec<Option<String>>,
+}
+
+impl Markers {
+    /// A text statement with its marked literals replaced by their markers.
+    pub fn marked_text(&self, sql: &str, lits: &Lits<'_>) -> Option<String> {
+        let mut out = String::with_capacity(sql.len() + 16 * self.texts.len());
+        let mut at = 0;
+        for (span, (t, v)) in lits.spans.iter().zip(self.texts.iter().zip(&self.values)) {
+            let Some(t) = t else { continue };
+            out.push_str(sql.get(at..span.0)?);
+            if matches!(v, Some(Value::Bytes(_))) {
+                out.push('\'');
+                out.push_str(t);
+                out.push('\'');
+            } else {
+                out.push_str(t);
+            }
+            at = span.1;
+        }
+        out.push_str(sql.get(at..)?);
+        Some(out)
+    }
+
+    /// A prepared statement's values with its marked ones replaced by their markers.
+    pub fn marked_params(&self, params: &[Value]) -> Vec<Value> {
+        params
+            .iter()
+            .zip(&self.values)
+            .map(|(p, m)| m.clone().unwrap_or_else(|| p.clone()))
+            .collect()
+    }
+}
+
+/// A marker of the `i`-th literal in `slot`: a number or a string no statement writes by
+/// chance.
+fn marker(i: usize, kind: Kind, slot: u16) -> Option<Value> {
     let i = u64::try_from(i).ok()?;
     (0..100_000u64)
-        .map(|n| {
-            if string {
-                format!("shardproxy_marker_{i}_{n}_")
-            } else {
-                (8_100_000_000_000_000_000u64 + i * 10_000_000_000 + n).to_string()
-            }
+        .map(|n| match kind {
+            Kind::Int => i64::try_from(8_100_000_000_000_000_000u64 + i * 10_000_000_000 + n)
+                .map_or(Value::NULL, Value::Int),
+            Kind::UInt => Value::UInt(8_100_000_000_000_000_000u64 + i * 10_000_000_000 + n),
+            Kind::Double => Value::Double((410_000_000_000_000 + i * 1_000_000_000 + n) as f64),
+            Kind::Str => Value::Bytes(format!("shardproxy_marker_{i}_{n}_").into_bytes()),
         })
-        .find(|m| slot_of_text(m.as_bytes()) == slot)
+        .find(|m| slot_of(m) == Some(slot))
 }
 
-/// What replaces each marker in an execution: the literal's text, as the client wrote it.
-fn replacements<'a>(
-    sql: &'a str,
-    d: &Digest,
-    markers: &'a [Option<String>],
-) -> Option<Vec<(&'a str, &'a str)>> {
-    markers
-        .iter()
-        .zip(&d.spans)
-        .filter_map(|(m, span)| {
-            let m = m.as_deref()?;
-            // A string's marker stands inside its quotes, as the literal's content does.
-            let span = if sql.as_bytes().get(span.0) == Some(&b'\'') {
-                (span.0 + 1, span.1 - 1)
-            } else {
-                *span
-            };
-            Some(sql.get(span.0..span.1).map(|t| (m, t)))
-        })
-        .collect()
+/// A shape's plan with markers, for the executions of one signature.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub sig: Vec<Sig>,
+    plan: Plan,
+    /// Each literal's marker (`None`: served as written).
+    markers: Markers,
+    /// The slots it was routed to by key: the table, and the literal whose value it was (or
+    /// the slot and value as planned, where no marker was it).
+    traced: Vec<(String, TracedKey)>,
 }
 
 impl Template {
-    /// The template of `marked_plan` (made from the first execution's text with `markers`),
-    /// if it gives back exactly `plan` and `traced` for that execution.
+    /// The template of `marked_plan` (planned with `markers` in place of the first
+    /// execution's `lits`), if it gives back exactly `plan` and `traced` for that execution.
     pub fn agreed(
-        sql: &str,
-        d: &Digest,
+        lits: &Lits<'_>,
         sig: Vec<Sig>,
-        markers: Vec<Option<String>>,
+        markers: Markers,
         (marked_plan, marked_traced): (Plan, Vec<Traced>),
         (plan, traced): (&Plan, &[Traced]),
     ) -> Option<Template> {
@@ -235,10 +359,10 @@ impl Template {
         let marked_traced = marked_traced
             .into_iter()
             .map(|t| {
-                let key = crate::value::text_form(&t.key);
                 let lit = markers
+                    .values
                     .iter()
-                    .position(|m| m.as_deref().map(str::as_bytes) == key.as_deref());
+                    .position(|m| m.as_ref() == Some(&t.key));
                 (t.table, lit.ok_or((t.slot, t.key)))
             })
             .collect();
@@ -248,7 +372,7 @@ impl Template {
             markers,
             traced: marked_traced,
         };
-        let (again, again_traced) = t.instantiate(sql, d)?;
+        let (again, again_traced) = t.instantiate(lits)?;
         let same_traced = again_traced.len() == traced.len()
             && again_traced
                 .iter()
@@ -258,15 +382,37 @@ impl Template {
     }
 
     /// The plan of an execution of the same signature, and the slots it is routed to by key.
-    pub fn instantiate(&self, sql: &str, d: &Digest) -> Option<(Plan, Vec<Traced>)> {
-        let subs = replacements(sql, d, &self.markers)?;
+    pub fn instantiate(&self, lits: &Lits<'_>) -> Option<(Plan, Vec<Traced>)> {
+        let mut subs = Vec::new();
+        let mut values = Vec::new();
+        for (i, (t, v)) in self
+            .markers
+            .texts
+            .iter()
+            .zip(&self.markers.values)
+            .enumerate()
+        {
+            if let (Some(t), Some(v)) = (t, v) {
+                subs.push((t.as_str(), lits.texts.get(i)?.as_ref()));
+                values.push((v, lits.values.get(i)?.as_ref()?));
+            }
+        }
         let mut plan = self.plan.clone();
         texts(&mut plan, &mut |s, at| replace(s, &subs, at));
+        if lits.bound {
+            bound_values(&mut plan, &mut |params| {
+                for p in params.iter_mut() {
+                    if let Some((_, v)) = values.iter().find(|(m, _)| *m == p) {
+                        *p = (*v).clone();
+                    }
+                }
+            });
+        }
         let mut traced = Vec::with_capacity(self.traced.len());
         for (table, key) in &self.traced {
             let (slot, key) = match key {
                 Ok(i) => {
-                    let v = d.literals.get(*i)?.value()?;
+                    let v = lits.values.get(*i)?.clone()?;
                     (slot_of(&v)?, v)
                 }
                 Err((slot, v)) => (*slot, v.clone()),
@@ -384,6 +530,30 @@ fn texts(plan: &mut Plan, f: &mut Each<'_>) {
                 }
                 _ => {}
             }
+        }
+        _ => {}
+    }
+}
+
+/// Every list of bound values of a plan of reads across placements.
+fn bound_values(plan: &mut Plan, f: &mut dyn FnMut(&mut Vec<Value>)) {
+    match plan {
+        Plan::Route(t) => f(&mut t.params),
+        Plan::Scatter { targets, .. } => {
+            for t in targets {
+                f(&mut t.params);
+            }
+        }
+        Plan::Project { input, .. }
+        | Plan::Limit { input, .. }
+        | Plan::Aggregate { input, .. }
+        | Plan::MergeSort { input, .. }
+        | Plan::ValuesOrder { input, .. } => bound_values(input, f),
+        Plan::Gather(g) => f(&mut g.params),
+        Plan::Shipped(s) => bound_values(&mut s.then, f),
+        Plan::Spread(s) => {
+            f(&mut s.gather.params);
+            bound_values(&mut s.then, f);
         }
         _ => {}
     }

@@ -1,22 +1,38 @@
 //! Kept join plans (`template`): a plan kept from one execution, given another's literals of
 //! the same signature, is exactly the plan the planner makes for them.
 
-use super::template::{marked, signature, tables, Sig, Template};
+use super::template::{markers, signature, tables, Kind, Lits, Sig, Template};
 use super::tests::{keys_on_both, node_of, plan_traced_in, topo};
 use super::Plan;
 use crate::sql::digest::digest;
+use mysql_common::value::Value;
 
 /// The template of `sql`'s plan (its first execution), if one is kept.
 fn kept(sql: &str) -> Option<Template> {
     let t = topo();
     let d = digest(sql)?;
+    let lits = Lits::of_text(sql, &d)?;
     let parsed = crate::sql::parse(sql).ok()?;
     let tables = tables(&parsed.stmt, &t)?;
-    let sig = signature(sql, &d, &t, &tables)?;
-    let (text, markers) = marked(sql, &d, &sig)?;
+    let sig = signature(sql, &lits, &t, &tables)?;
+    let m = markers(&lits, &sig, "utf8mb4")?;
+    let text = m.marked_text(sql, &lits)?;
     let first = plan_traced_in(&t, sql, &[]);
     let made = plan_traced_in(&t, &text, &[]);
-    Template::agreed(sql, &d, sig, markers, made, (&first.0, &first.1))
+    Template::agreed(&lits, sig, m, made, (&first.0, &first.1))
+}
+
+/// The template of a prepared `sql`'s plan for `params`, if one is kept.
+fn kept_prepared(sql: &str, params: &[Value]) -> Option<Template> {
+    let t = topo();
+    let lits = Lits::of_params(sql, crate::sql::lex::Mode::default(), params, "utf8mb4")?;
+    let parsed = crate::sql::parse(sql).ok()?;
+    let tables = tables(&parsed.stmt, &t)?;
+    let sig = signature(sql, &lits, &t, &tables)?;
+    let m = markers(&lits, &sig, "utf8mb4")?;
+    let first = plan_traced_in(&t, sql, params);
+    let made = plan_traced_in(&t, sql, &m.marked_params(params));
+    Template::agreed(&lits, sig, m, made, (&first.0, &first.1))
 }
 
 /// For each of `shapes` (a statement of `{a}` and `{b}`), kept from a first execution, every
@@ -41,11 +57,12 @@ fn holds(shape: &str) -> usize {
             for b in [1, 2, 5, 9, 33] {
                 let sql = fill(a, b);
                 let d = digest(&sql).unwrap();
-                if signature(&sql, &d, &t, &tables).as_ref() != Some(&template.sig) {
+                let lits = Lits::of_text(&sql, &d).unwrap();
+                if signature(&sql, &lits, &t, &tables).as_ref() != Some(&template.sig) {
                     continue;
                 }
                 served += 1;
-                let (plan, traced) = template.instantiate(&sql, &d).unwrap();
+                let (plan, traced) = template.instantiate(&lits).unwrap();
                 let (want, want_traced) = plan_traced_in(&t, &sql, &[]);
                 assert_eq!(plan, want, "{sql}, kept from {first}");
                 assert_eq!(traced.len(), want_traced.len(), "{sql}");
@@ -85,7 +102,8 @@ fn literals_that_decide_more_than_a_node_are_served_as_written() {
     let t = topo();
     let sql = "SELECT o.order_id FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5 AND o.status = -3 AND i.x = 1.5 ORDER BY o.order_id LIMIT 10, 20";
     let d = digest(sql).unwrap();
-    let sig = signature(sql, &d, &t, &["t_order".to_string()]).unwrap();
+    let lits = Lits::of_text(sql, &d).unwrap();
+    let sig = signature(sql, &lits, &t, &["t_order".to_string()]).unwrap();
     let exact: Vec<_> = sig
         .iter()
         .filter_map(|s| match s {
@@ -97,18 +115,30 @@ fn literals_that_decide_more_than_a_node_are_served_as_written() {
     assert_eq!(
         sig[0],
         Sig::Slot {
-            string: false,
+            kind: Kind::Int,
             nodes: vec![node_of(5)]
         }
     );
     // The markers are in the literals' slots, so the marked statement routes alike.
-    let (text, markers) = marked(sql, &d, &sig).unwrap();
-    let m = markers[0].as_deref().unwrap();
-    assert!(text.contains(&format!("o.user_id = {m} AND")), "{text}");
-    assert_eq!(
-        crate::routing::slot::slot_of_text(m.as_bytes()),
-        crate::routing::slot::slot_of_text(b"5")
+    let m = markers(&lits, &sig, "utf8mb4").unwrap();
+    let text = m.marked_text(sql, &lits).unwrap();
+    let Some(Some(marker)) = m.values.first() else {
+        panic!("no marker: {m:?}")
+    };
+    assert!(
+        text.contains(&format!("o.user_id = {} AND", marker.as_sql(false))),
+        "{text}"
     );
+    assert_eq!(
+        crate::routing::slot::slot_of(marker),
+        crate::routing::slot::slot_of(&Value::Int(5))
+    );
+    // A string that is an integer's other text is keyed as the integer: served as written.
+    let sql = "SELECT o.order_id FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = '012'";
+    let d = digest(sql).unwrap();
+    let lits = Lits::of_text(sql, &d).unwrap();
+    let sig = signature(sql, &lits, &t, &["t_order".to_string()]).unwrap();
+    assert_eq!(sig, [Sig::Exact("012".into())]);
     assert!(text.ends_with("LIMIT 10, 20"), "{text}");
 }
 
@@ -139,7 +169,50 @@ fn a_plan_the_markers_do_not_give_back_is_not_kept() {
     let sql = "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5";
     let t = kept(sql).unwrap();
     let d = digest(sql).unwrap();
-    let (p, _) = t.instantiate(sql, &d).unwrap();
+    let (p, _) = t.instantiate(&Lits::of_text(sql, &d).unwrap()).unwrap();
     assert!(matches!(p, Plan::Spread(_)), "{p:?}");
     assert_eq!(p, plan_traced_in(&topo(), sql, &[]).0);
+}
+
+#[test]
+fn a_kept_prepared_join_plan_is_the_plan_of_every_execution_of_its_signature() {
+    let t = topo();
+    let (x, y) = keys_on_both();
+    for sql in [
+        "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = ? ORDER BY o.order_id",
+        "SELECT o.order_id, m.name FROM t_order o JOIN t_merchant m ON m.id = o.status WHERE o.user_id IN (?, ?) AND m.kind = ? ORDER BY o.order_id LIMIT ?",
+    ] {
+        let n = sql.matches('?').count();
+        let mut served = 0;
+        // Bound as integers, as strings, as doubles (what a JavaScript driver binds).
+        let bind = |vals: &[i64], how: usize| -> Vec<Value> {
+            vals.iter()
+                .map(|v| match how {
+                    0 => Value::Int(*v),
+                    1 => Value::Bytes(v.to_string().into_bytes()),
+                    _ => Value::Double(*v as f64),
+                })
+                .collect()
+        };
+        for how in 0..3 {
+            let first = bind(&[x, y, y, 3][..n], how);
+            let Some(template) = kept_prepared(sql, &first) else {
+                panic!("not kept: {sql} {first:?}");
+            };
+            let tables = tables(&crate::sql::parse(sql).unwrap().stmt, &t).unwrap();
+            for a in 1..200 {
+                let params = bind(&[a, a * 7 + 1, a * 13 + 2, 3][..n], how);
+                let lits =
+                    Lits::of_params(sql, crate::sql::lex::Mode::default(), &params, "utf8mb4")
+                        .unwrap();
+                if signature(sql, &lits, &t, &tables).as_ref() != Some(&template.sig) {
+                    continue;
+                }
+                served += 1;
+                let (plan, _) = template.instantiate(&lits).unwrap();
+                assert_eq!(plan, plan_traced_in(&t, sql, &params).0, "{sql} {params:?}");
+            }
+        }
+        assert!(served > 15, "{sql}: {served} executions of its signatures");
+    }
 }

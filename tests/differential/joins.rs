@@ -581,6 +581,36 @@ async fn joins_repeated_with_other_literals_take_their_kept_plans_and_answer_lik
             e.digest
         );
     }
+    // The first shape prepared (its rows carried as a parameter), by the binary protocol.
+    let count = |e: &std::sync::Arc<shardproxy::plan::cache::Entry>| {
+        e.cached_executions
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let head = "SELECT o.order_id, p.name, p.price * o.qty FROM k_orders";
+    let entry = || {
+        proxy
+            .shared
+            .plans
+            .top(100)
+            .into_iter()
+            .find(|e| e.digest.starts_with(head))
+            .expect("the first shape's entry")
+    };
+    let before = count(&entry());
+    let sql = SHAPES[0].replace("{u}", "?");
+    type Row = (i64, Option<String>, Option<String>);
+    for u in 1..=31 {
+        let got: Vec<Row> = pair.p.exec(&sql, (u,)).await.expect("proxy, prepared");
+        let want: Vec<Row> = pair.r.exec(&sql, (u,)).await.expect("reference, prepared");
+        if got != want {
+            wrong.push(format!("prepared, user {u}: {got:?} against {want:?}"));
+        }
+    }
+    let prepared_kept = count(&entry()) - before;
+    assert!(
+        prepared_kept >= 20,
+        "{prepared_kept} prepared executions of 31 on a kept plan"
+    );
     // A DDL through the proxy: the next executions are planned afresh, and still right.
     for sql in [
         "ALTER TABLE k_orders ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'n'",

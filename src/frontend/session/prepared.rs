@@ -358,14 +358,33 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 "prepared statement vanished",
             ));
         };
-        let (plan, slots) = self
-            .plan_with_lookups(
-                &prep.sql,
-                prep.parsed.as_ref().map_err(String::as_str),
-                &params,
-                &topo,
-            )
-            .await;
+        // A join's plan kept for this execution's signature (the shapes of MariaDB's default
+        // mode, as for text statements).
+        let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
+        let execution = Some(&prep)
+            .filter(|_| mode.is_default())
+            .and_then(|p| super::kept::Execution::prepared(&p.sql, mode, &params, &charset));
+        let kept = match (&prep.entry, &execution) {
+            (Some(e), Some(x)) => self.kept_plan(e, x, &topo),
+            _ => None,
+        };
+        let was_kept = kept.is_some();
+        let (plan, slots) = match kept {
+            Some(k) => k,
+            None => {
+                self.plan_with_lookups(
+                    &prep.sql,
+                    prep.parsed.as_ref().map_err(String::as_str),
+                    &params,
+                    &topo,
+                )
+                .await
+            }
+        };
+        if let (false, Some(e), Some(x), Ok(p)) = (was_kept, &prep.entry, &execution, &prep.parsed)
+        {
+            self.keep_plan(e, x, p, (&plan, &slots), &topo);
+        }
         if !prep.trusted {
             // The first execution whose key has a node proves the plan made at PREPARE, or
             // drops it (a NULL key says nothing either way).
@@ -394,7 +413,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 self.rows_written - before,
                 out.is_err(),
                 started.elapsed(),
-                false,
+                was_kept,
             );
         }
         out

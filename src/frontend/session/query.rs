@@ -196,7 +196,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         }
         // A join's plan kept for this execution's signature: not parsed nor planned.
         if let (Some(d), Some(e)) = (&digest, &entry) {
-            if let Some((plan, slots)) = self.kept_plan(e, d, sql, &topo) {
+            let kept =
+                super::kept::Execution::text(sql, d).and_then(|x| self.kept_plan(e, &x, &topo));
+            if let Some((plan, slots)) = kept {
                 debug!(conn = self.conn_id, sql = %sql::redacted(sql), "query (kept join plan)");
                 let route = self.account(&plan, "select", sql.len(), &slots);
                 e.set_route(route);
@@ -215,7 +217,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
         if let (Some(d), Some(e), Ok(p)) = (&digest, &entry, &parsed) {
-            self.keep_plan(e, d, sql, p, &plan, &slots, &topo);
+            if let Some(x) = super::kept::Execution::text(sql, d) {
+                self.keep_plan(e, &x, p, (&plan, &slots), &topo);
+            }
         }
         let read = is_read(parsed.as_ref().ok(), sql);
         if tracing::enabled!(tracing::Level::DEBUG) {
