@@ -60,11 +60,39 @@ pub struct Entry {
     /// The shape's join plans kept for its executions' signatures (newest last), and whether
     /// its plans were found not to be kept so (their markers did not give the plan back).
     pub kept: std::sync::Mutex<Vec<Arc<Kept>>>,
-    pub unkept: std::sync::atomic::AtomicBool,
+    unkept: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 /// How many signatures of one shape keep a plan (the oldest dropped past them).
 pub const KEPT_PER_SHAPE: usize = 16;
+/// How many join plans are kept in all (a spread plan holds two slot maps: some kB each).
+pub const KEPT_TOTAL: usize = 2_000;
+
+/// The join plans kept in the process.
+static KEPT_NOW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One kept plan in [`KEPT_NOW`], from its making to its drop.
+#[derive(Debug)]
+pub struct Counted(());
+
+impl Counted {
+    pub fn new() -> Counted {
+        KEPT_NOW.fetch_add(1, Relaxed);
+        Counted(())
+    }
+}
+
+impl Default for Counted {
+    fn default() -> Self {
+        Counted::new()
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        KEPT_NOW.fetch_sub(1, Relaxed);
+    }
+}
 /// How long a kept join plan serves before it is made afresh: the nodes' statistics and the
 /// column lists that weighed it are read again a minute apart, so what it was planned by is
 /// at most a minute and a half old.
@@ -85,6 +113,7 @@ pub struct Kept {
     pub tables: Vec<String>,
     /// Made for the shape's prepared statements (their plans hold `?` and bound values).
     pub prepared: bool,
+    pub counted: Counted,
 }
 
 impl Entry {
@@ -98,7 +127,7 @@ impl Entry {
         epoch: u64,
         sig: impl Fn(&[String]) -> Option<Vec<super::template::Sig>>,
     ) -> Option<Arc<Kept>> {
-        if self.unkept.load(Relaxed) {
+        if self.unkept() {
             return None;
         }
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
@@ -127,12 +156,24 @@ impl Entry {
         None
     }
 
-    /// Keeps a plan (`None`: this shape's plans are not kept so).
+    /// Were this shape's plans found lately not to be kept (their markers did not give
+    /// the plan back)? Tried again after [`KEPT_FOR`].
+    pub fn unkept(&self) -> bool {
+        let at = self.unkept.lock().unwrap_or_else(|e| e.into_inner());
+        at.is_some_and(|t| t.elapsed() <= KEPT_FOR)
+    }
+
+    /// Keeps a plan (`None`: this shape's plans are not kept so, for a while); none past
+    /// [`KEPT_TOTAL`] in all.
     pub fn keep(&self, k: Option<Kept>) {
         let Some(k) = k else {
-            self.unkept.store(true, Relaxed);
+            *self.unkept.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(std::time::Instant::now());
             return;
         };
+        if KEPT_NOW.load(Relaxed) > KEPT_TOTAL {
+            return;
+        }
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|o| {
             o.made.elapsed() <= KEPT_FOR
@@ -235,7 +276,7 @@ impl PlanCache {
                 errors: AtomicU64::new(0),
                 micros: AtomicU64::new(0),
                 kept: std::sync::Mutex::new(Vec::new()),
-                unkept: std::sync::atomic::AtomicBool::new(false),
+                unkept: std::sync::Mutex::new(None),
             })
         });
         Some(e)
@@ -307,7 +348,7 @@ pub fn describe(sql: &str, plan: &Plan, topo: &Topology) -> String {
                 .is_some();
             if kept {
                 format!(
-                    "plan cache: shape `{}` planned once for each signature of its literals (the nodes of their slots), kept a minute",
+                    "plan cache: shape `{}` planned once for each signature of its literals (the nodes of their slots), kept half a minute",
                     d.text
                 )
             } else {
@@ -327,6 +368,23 @@ pub fn describe(sql: &str, plan: &Plan, topo: &Topology) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shape_whose_plans_were_not_kept_is_tried_again_later() {
+        let c = PlanCache::default();
+        let e = c.entry("SELECT o.a FROM o JOIN p ON p.k = o.k").unwrap();
+        assert!(!e.unkept());
+        e.keep(None);
+        assert!(e.unkept());
+        let long_ago = std::time::Instant::now().checked_sub(KEPT_FOR + Duration::from_secs(1));
+        *e.unkept.lock().unwrap() = long_ago;
+        assert!(!e.unkept(), "still not kept after {KEPT_FOR:?}");
+        // Kept plans are counted while they live.
+        let before = KEPT_NOW.load(Relaxed);
+        let one = Counted::new();
+        assert!(KEPT_NOW.load(Relaxed) > before);
+        drop(one);
+    }
 
     #[test]
     fn a_text_shape_is_decided_by_an_execution_whose_key_has_a_node() {

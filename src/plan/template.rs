@@ -16,6 +16,11 @@
 //! integers or plain strings, or that stand after LIMIT, OFFSET, a sign or a type word, are
 //! not marked: the kept plan serves only their own text.
 //!
+//! A prepared statement's bound values are taken alike ([`Lits::of_params`]): an integer, a
+//! whole double (a JavaScript driver's number) or a string is marked by a value of its kind,
+//! found in the plan's lists of bound values and, written by the literal writer, where the
+//! plan writes values in (the outer rows' read); any other value is served only as bound.
+//!
 //! Only statements of tables sharded by slot without keys placed apart or salted, broadcast
 //! and single tables: a range, directory or time-tier table is routed by comparing values,
 //! not by a slot.
@@ -183,7 +188,7 @@ pub fn tables(stmt: &sqlparser::ast::Statement, topo: &Topology) -> Option<Vec<S
 }
 
 /// Does the literal at `span` read as itself only (after LIMIT or OFFSET, a sign, a type
-/// word or an introducer)?
+/// word or an introducer, or `ORDER BY 2`'s column number)?
 fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) -> bool {
     let Some(head) = sql.get(..span.0) else {
         return true;
@@ -207,7 +212,15 @@ fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) 
     let word = word_before(before);
     if matches!(
         word.as_str(),
-        "LIMIT" | "OFFSET" | "DATE" | "TIME" | "TIMESTAMP" | "INTERVAL" | "BINARY" | "COLLATE"
+        "LIMIT"
+            | "OFFSET"
+            | "BY"
+            | "DATE"
+            | "TIME"
+            | "TIMESTAMP"
+            | "INTERVAL"
+            | "BINARY"
+            | "COLLATE"
     ) {
         return true;
     }

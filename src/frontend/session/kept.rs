@@ -86,7 +86,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         (plan, traced): (&Plan, &[Traced]),
         topo: &Arc<Topology>,
     ) {
-        if e.unkept.load(std::sync::atomic::Ordering::Relaxed) || !template::kept_kind(plan) {
+        if e.unkept() || !template::kept_kind(plan) {
             return;
         }
         let sqlparser::ast::Statement::Query(q) = &parsed.stmt else {
@@ -149,6 +149,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             made: std::time::Instant::now(),
             tables,
             prepared: x.prepared,
+            counted: crate::plan::cache::Counted::new(),
         }));
     }
 }
