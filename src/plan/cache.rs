@@ -93,6 +93,7 @@ impl Drop for Counted {
         KEPT_NOW.fetch_sub(1, Relaxed);
     }
 }
+
 /// How long a kept join plan serves before it is made afresh: the nodes' statistics and the
 /// column lists that weighed it are read again a minute apart, so what it was planned by is
 /// at most a minute and a half old.
@@ -154,6 +155,15 @@ impl Entry {
             }
         }
         None
+    }
+
+    /// Does the shape keep any join plan (cheaper to ask than the signature)?
+    pub fn keeps_any(&self) -> bool {
+        !self
+            .kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
     }
 
     /// Were this shape's plans found lately not to be kept (their markers did not give

@@ -142,6 +142,22 @@ async fn set_up<'p>(proxy: &'p Proxy, setup: &[String]) -> Pair<'p> {
     pair
 }
 
+/// `<prefix>_orders` and `<prefix>_products` made afresh.
+fn orders_and_products(prefix: &str) -> Vec<String> {
+    vec![
+        format!("DROP TABLE IF EXISTS {prefix}_orders"),
+        format!("DROP TABLE IF EXISTS {prefix}_products"),
+        format!(
+            "CREATE TABLE {prefix}_orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, \
+             product_id INT, qty INT NOT NULL, code VARCHAR(8))"
+        ),
+        format!(
+            "CREATE TABLE {prefix}_products (product_id INT PRIMARY KEY, name VARCHAR(20), \
+             price DECIMAL(8,2))"
+        ),
+    ]
+}
+
 /// The rows the proxy's copies read so far, by how (`shardproxy_copied_rows_total`).
 fn copied(proxy: &Proxy, how: &str) -> u64 {
     proxy
@@ -158,20 +174,13 @@ async fn joins_by_the_other_tables_key_copy_only_the_rows_they_join_and_answer_l
         + &hash_slot_table("j_products", "product_id", &L)
         + &hash_slot_table("j_codes", "code", &L)
         + &hash_slot_table("j_skus", "sku", &L);
-    let mut setup = vec![
-        "DROP TABLE IF EXISTS j_orders".to_string(),
-        "DROP TABLE IF EXISTS j_products".to_string(),
+    let mut setup = orders_and_products("j");
+    setup.extend([
         "DROP TABLE IF EXISTS j_codes".to_string(),
         "DROP TABLE IF EXISTS j_skus".to_string(),
         "CREATE TABLE j_skus (sku VARCHAR(8) PRIMARY KEY)".into(),
-        "CREATE TABLE j_orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, \
-         product_id INT, qty INT NOT NULL, code VARCHAR(8))"
-            .into(),
-        "CREATE TABLE j_products (product_id INT PRIMARY KEY, name VARCHAR(20), \
-         price DECIMAL(8,2))"
-            .into(),
         "CREATE TABLE j_codes (code VARCHAR(8) PRIMARY KEY, label VARCHAR(20))".into(),
-    ];
+    ]);
     // Orders: users 1-40, products 1-250 (some with no product row, several orders of one
     // product), user 40's orders without a product.
     let orders: Vec<String> = (1..=800)
@@ -499,16 +508,7 @@ async fn rows_carried_inside_the_statement_keep_their_columns_types_and_collatio
 async fn joins_repeated_with_other_literals_take_their_kept_plans_and_answer_like_one_mariadb() {
     let rules = hash_slot_table("k_orders", "user_id", &L)
         + &hash_slot_table("k_products", "product_id", &L);
-    let mut setup = vec![
-        "DROP TABLE IF EXISTS k_orders".to_string(),
-        "DROP TABLE IF EXISTS k_products".to_string(),
-        "CREATE TABLE k_orders (order_id BIGINT PRIMARY KEY, user_id INT NOT NULL, \
-         product_id INT, qty INT NOT NULL, code VARCHAR(8))"
-            .into(),
-        "CREATE TABLE k_products (product_id INT PRIMARY KEY, name VARCHAR(20), \
-         price DECIMAL(8,2))"
-            .into(),
-    ];
+    let mut setup = orders_and_products("k");
     let orders: Vec<String> = (1..=600)
         .map(|i: i64| {
             let product = if i % 13 == 0 {

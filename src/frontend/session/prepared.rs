@@ -359,13 +359,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             ));
         };
         // A join's plan kept for this execution's signature (the shapes of MariaDB's default
-        // mode, as for text statements).
+        // mode, as for text statements). Its values are looked at only for a shape that
+        // keeps plans, or for a plan to keep.
         let charset = crate::exec::door::Door::state(&self.nodes).charset.clone();
-        let execution = Some(&prep)
-            .filter(|_| mode.is_default())
-            .and_then(|p| super::kept::Execution::prepared(&p.sql, mode, &params, &charset));
-        let kept = match (&prep.entry, &execution) {
-            (Some(e), Some(x)) => self.kept_plan(e, x, &topo),
+        let default_mode = mode.is_default();
+        let kept = match &prep.entry {
+            Some(e) if default_mode && e.keeps_any() => {
+                super::kept::Execution::prepared(&prep.sql, mode, &params, &charset)
+                    .and_then(|x| self.kept_plan(e, &x, &topo))
+            }
             _ => None,
         };
         let was_kept = kept.is_some();
@@ -381,9 +383,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 .await
             }
         };
-        if let (false, Some(e), Some(x), Ok(p)) = (was_kept, &prep.entry, &execution, &prep.parsed)
-        {
-            self.keep_plan(e, x, p, (&plan, &slots), &topo);
+        if default_mode && !was_kept && crate::plan::template::kept_kind(&plan) {
+            let x = super::kept::Execution::prepared(&prep.sql, mode, &params, &charset);
+            if let (Some(e), Ok(p), Some(x)) = (&prep.entry, &prep.parsed, x) {
+                self.keep_plan(e, &x, p, (&plan, &slots), &topo);
+            }
         }
         if !prep.trusted {
             // The first execution whose key has a node proves the plan made at PREPARE, or

@@ -195,7 +195,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             }
         }
         // A join's plan kept for this execution's signature: not parsed nor planned.
-        if let (Some(d), Some(e)) = (&digest, &entry) {
+        if let (Some(d), Some(e)) = (&digest, entry.as_ref().filter(|e| e.keeps_any())) {
             let kept =
                 super::kept::Execution::text(sql, d).and_then(|x| self.kept_plan(e, &x, &topo));
             if let Some((plan, slots)) = kept {
@@ -216,7 +216,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         let (plan, slots) = self
             .plan_with_lookups(sql, parsed.as_ref().map_err(String::as_str), &[], &topo)
             .await;
-        if let (Some(d), Some(e), Ok(p)) = (&digest, &entry, &parsed) {
+        if let (Some(d), Some(e), Ok(p), true) = (
+            &digest,
+            &entry,
+            &parsed,
+            crate::plan::template::kept_kind(&plan),
+        ) {
             if let Some(x) = super::kept::Execution::text(sql, d) {
                 self.keep_plan(e, &x, p, (&plan, &slots), &topo);
             }
