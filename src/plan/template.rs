@@ -71,6 +71,9 @@ pub struct Lits<'a> {
     /// Its text as a plan holds it: a literal's as the client wrote it (a string's content
     /// between its quotes), a bound value's as the literal writer writes it.
     texts: Vec<std::borrow::Cow<'a, str>>,
+    /// A text statement's literals as written, quotes and all (what a literal served as
+    /// written is told by: `1.5` and `'1.5'` share a shape).
+    written: Vec<&'a str>,
     /// Bound values, each of a kind (a text literal's kind is its text's).
     bound: bool,
 }
@@ -79,7 +82,9 @@ impl<'a> Lits<'a> {
     /// A text statement's literals, as its digest found them.
     pub fn of_text(sql: &'a str, d: &Digest) -> Option<Lits<'a>> {
         let mut texts = Vec::with_capacity(d.spans.len());
+        let mut written = Vec::with_capacity(d.spans.len());
         for &(a, b) in &d.spans {
+            written.push(sql.get(a..b)?);
             let quoted = sql.as_bytes().get(a) == Some(&b'\'');
             let (a, b) = if quoted { (a + 1, b - 1) } else { (a, b) };
             texts.push(std::borrow::Cow::Borrowed(sql.get(a..b)?));
@@ -97,6 +102,7 @@ impl<'a> Lits<'a> {
             spans: d.spans.clone(),
             values,
             texts,
+            written,
             bound: false,
         })
     }
@@ -129,6 +135,7 @@ impl<'a> Lits<'a> {
             spans,
             values: params.iter().cloned().map(Some).collect(),
             texts,
+            written: Vec::new(),
             bound: true,
         })
     }
@@ -152,7 +159,10 @@ impl<'a> Lits<'a> {
         if self.bound {
             format!("{:?}", self.values.get(i))
         } else {
-            self.texts.get(i).map(|t| t.to_string()).unwrap_or_default()
+            self.written
+                .get(i)
+                .map(|t| t.to_string())
+                .unwrap_or_default()
         }
     }
 }

@@ -138,7 +138,16 @@ fn literals_that_decide_more_than_a_node_are_served_as_written() {
     let d = digest(sql).unwrap();
     let lits = Lits::of_text(sql, &d).unwrap();
     let sig = signature(sql, &lits, &t, &["t_order".to_string()]).unwrap();
-    assert_eq!(sig, [Sig::Exact("012".into())]);
+    assert_eq!(sig, [Sig::Exact("'012'".into())]);
+    // A number and a string written alike are not one signature.
+    let of = |sql: &str| {
+        let d = digest(sql).unwrap();
+        signature(sql, &Lits::of_text(sql, &d).unwrap(), &t, &[]).unwrap()
+    };
+    assert_ne!(
+        of("SELECT o.order_id FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.status = 1.5"),
+        of("SELECT o.order_id FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.status = '1.5'"),
+    );
     assert!(text.ends_with("LIMIT 10, 20"), "{text}");
 }
 
