@@ -173,17 +173,20 @@ impl Entry {
         at.is_some_and(|t| t.elapsed() <= KEPT_FOR)
     }
 
-    /// Keeps a plan (`None`: this shape's plans are not kept so, for a while); none past
-    /// [`KEPT_TOTAL`] in all.
-    pub fn keep(&self, k: Option<Kept>) {
+    /// Drops the plans that have served their time.
+    fn prune(&self) {
+        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|k| k.made.elapsed() <= KEPT_FOR);
+    }
+
+    /// Keeps a plan (`None`: this shape's plans are not kept so, for a while); see
+    /// [`PlanCache::keep`].
+    fn keep(&self, k: Option<Kept>) {
         let Some(k) = k else {
             *self.unkept.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some(std::time::Instant::now());
             return;
         };
-        if KEPT_NOW.load(Relaxed) > KEPT_TOTAL {
-            return;
-        }
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|o| {
             o.made.elapsed() <= KEPT_FOR
@@ -243,6 +246,8 @@ pub struct PlanCache {
     entries: moka::sync::Cache<String, Arc<Entry>>,
     /// Moved on by a DDL: the join plans kept before it are not used.
     epoch: AtomicU64,
+    /// When the kept plans of every shape were last pruned ([`PlanCache::room`]).
+    pruned: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Default for PlanCache {
@@ -250,6 +255,7 @@ impl Default for PlanCache {
         PlanCache {
             entries: moka::sync::Cache::builder().max_capacity(CAPACITY).build(),
             epoch: AtomicU64::new(0),
+            pruned: std::sync::Mutex::new(None),
         }
     }
 }
@@ -263,6 +269,33 @@ impl PlanCache {
     /// After a DDL: a table's columns or indexes may have changed under the kept plans.
     pub fn forget_kept(&self) {
         self.epoch.fetch_add(1, Relaxed);
+    }
+
+    /// Is there room for one more kept join plan? Past [`KEPT_TOTAL`] in all, those of
+    /// every shape that served their time are dropped (a shape no longer run holds its
+    /// plans until then), at most once per [`KEPT_FOR`]; a statement finding no room is not
+    /// planned again with markers.
+    pub fn room(&self) -> bool {
+        if KEPT_NOW.load(Relaxed) < KEPT_TOTAL {
+            return true;
+        }
+        {
+            let mut last = self.pruned.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|t| t.elapsed() < KEPT_FOR) {
+                return false;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        for (_, e) in self.entries.iter() {
+            e.prune();
+        }
+        KEPT_NOW.load(Relaxed) < KEPT_TOTAL
+    }
+
+    /// Keeps a join plan in a shape's entry (`None`: the shape's plans are not kept so, for
+    /// a while).
+    pub fn keep(&self, e: &Entry, k: Option<Kept>) {
+        e.keep(k);
     }
 
     /// The entry of a shape, made on first sight; `None` for a shape longer than
@@ -384,7 +417,7 @@ mod tests {
         let c = PlanCache::default();
         let e = c.entry("SELECT o.a FROM o JOIN p ON p.k = o.k").unwrap();
         assert!(!e.unkept());
-        e.keep(None);
+        c.keep(&e, None);
         assert!(e.unkept());
         let long_ago = std::time::Instant::now().checked_sub(KEPT_FOR + Duration::from_secs(1));
         *e.unkept.lock().unwrap() = long_ago;

@@ -86,7 +86,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
         (plan, traced): (&Plan, &[Traced]),
         topo: &Arc<Topology>,
     ) {
-        if e.unkept() || !template::kept_kind(plan) {
+        if e.unkept() || !template::kept_kind(plan) || !self.shared.plans.room() {
             return;
         }
         let sqlparser::ast::Statement::Query(q) = &parsed.stmt else {
@@ -118,7 +118,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 return;
             };
             let Ok(marked) = crate::sql::parse_in(&text, self.mode()) else {
-                e.keep(None);
+                self.shared.plans.keep(e, None);
                 return;
             };
             self.shared
@@ -140,16 +140,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return;
         }
         let t = Template::agreed(&x.lits, sig, markers, made, (plan, traced));
-        e.keep(t.map(|template| Kept {
-            template,
-            version: topo.version,
-            db,
-            charset,
-            epoch: self.shared.plans.epoch(),
-            made: std::time::Instant::now(),
-            tables,
-            prepared: x.prepared,
-            counted: crate::plan::cache::Counted::new(),
-        }));
+        let plans = &self.shared.plans;
+        plans.keep(
+            e,
+            t.map(|template| Kept {
+                template,
+                version: topo.version,
+                db,
+                charset,
+                epoch: self.shared.plans.epoch(),
+                made: std::time::Instant::now(),
+                tables,
+                prepared: x.prepared,
+                counted: crate::plan::cache::Counted::new(),
+            }),
+        );
     }
 }
