@@ -225,3 +225,65 @@ fn a_kept_prepared_join_plan_is_the_plan_of_every_execution_of_its_signature() {
         assert!(served > 15, "{sql}: {served} executions of its signatures");
     }
 }
+
+#[test]
+fn a_kept_plan_serves_its_signature_until_its_time_is_up() {
+    use super::cache::{Counted, Kept, PlanCache, KEPT_FOR};
+    let sql = "SELECT o.order_id, i.x FROM t_order o JOIN t_item i ON i.user_id = o.order_id WHERE o.user_id = 5";
+    let t = topo();
+    let d = digest(sql).unwrap();
+    let lits = Lits::of_text(sql, &d).unwrap();
+    let template = kept(sql).unwrap();
+    let tables = vec!["t_order".to_string(), "t_item".to_string()];
+    let cache = PlanCache::default();
+    let e = cache.entry(&d.text).unwrap();
+    let keep = |made| {
+        cache.keep(
+            &e,
+            Some(Kept {
+                template: template.clone(),
+                version: t.version,
+                db: None,
+                charset: "utf8mb4".into(),
+                epoch: cache.epoch(),
+                made,
+                tables: tables.clone(),
+                prepared: false,
+                counted: Counted::new(),
+            }),
+        )
+    };
+    let find = |epoch| {
+        e.kept_for(false, t.version, None, "utf8mb4", epoch, |tables| {
+            signature(sql, &lits, &t, tables)
+        })
+    };
+    keep(std::time::Instant::now());
+    assert!(find(cache.epoch()).is_some());
+    // Not for a prepared statement, another database's session, or after a DDL.
+    assert!(e
+        .kept_for(true, t.version, None, "utf8mb4", cache.epoch(), |tables| {
+            signature(sql, &lits, &t, tables)
+        })
+        .is_none());
+    assert!(e
+        .kept_for(
+            false,
+            t.version,
+            Some("other"),
+            "utf8mb4",
+            cache.epoch(),
+            |tables| { signature(sql, &lits, &t, tables) }
+        )
+        .is_none());
+    cache.forget_kept();
+    assert!(find(cache.epoch()).is_none());
+    // Past its time it serves no more, and is dropped.
+    let past = std::time::Instant::now()
+        .checked_sub(KEPT_FOR + std::time::Duration::from_secs(1))
+        .unwrap();
+    keep(past);
+    assert!(e.keeps_any());
+    e.prune();
+    assert!(!e.keeps_any());
+}
