@@ -179,9 +179,9 @@ impl Entry {
         kept.retain(|k| k.made.elapsed() <= KEPT_FOR);
     }
 
-    /// Keeps a plan (`None`: this shape's plans are not kept so, for a while); see
-    /// [`PlanCache::keep`].
-    fn keep(&self, k: Option<Kept>) {
+    /// Keeps a join plan (`None`: this shape's plans are not kept so, for a while); the
+    /// caller asks [`PlanCache::room`] first.
+    pub fn keep(&self, k: Option<Kept>) {
         let Some(k) = k else {
             *self.unkept.lock().unwrap_or_else(|e| e.into_inner()) =
                 Some(std::time::Instant::now());
@@ -290,12 +290,6 @@ impl PlanCache {
             e.prune();
         }
         KEPT_NOW.load(Relaxed) < KEPT_TOTAL
-    }
-
-    /// Keeps a join plan in a shape's entry (`None`: the shape's plans are not kept so, for
-    /// a while).
-    pub fn keep(&self, e: &Entry, k: Option<Kept>) {
-        e.keep(k);
     }
 
     /// The entry of a shape, made on first sight; `None` for a shape longer than
@@ -417,7 +411,7 @@ mod tests {
         let c = PlanCache::default();
         let e = c.entry("SELECT o.a FROM o JOIN p ON p.k = o.k").unwrap();
         assert!(!e.unkept());
-        c.keep(&e, None);
+        e.keep(None);
         assert!(e.unkept());
         let long_ago = std::time::Instant::now().checked_sub(KEPT_FOR + Duration::from_secs(1));
         *e.unkept.lock().unwrap() = long_ago;

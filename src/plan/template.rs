@@ -197,6 +197,12 @@ pub fn tables(stmt: &sqlparser::ast::Statement, topo: &Topology) -> Option<Vec<S
     fit.then_some(names)
 }
 
+/// The word that ends `text` (empty if none).
+fn word_before(text: &str) -> &str {
+    let mut words = text.rsplit(|c: char| !c.is_ascii_alphanumeric() && c != '_');
+    words.next().unwrap_or("")
+}
+
 /// Does the literal at `span` read as itself only (after LIMIT or OFFSET, a sign, a type
 /// word or an introducer, or `ORDER BY 2`'s column number)?
 fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) -> bool {
@@ -215,23 +221,19 @@ fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) 
     if before.ends_with(['-', '+', '~']) {
         return true;
     }
-    let word_before = |text: &str| {
-        let w = text.rsplit(|c: char| !c.is_ascii_alphanumeric() && c != '_');
-        w.into_iter().next().unwrap_or("").to_ascii_uppercase()
-    };
     let word = word_before(before);
-    if matches!(
-        word.as_str(),
-        "LIMIT"
-            | "OFFSET"
-            | "BY"
-            | "DATE"
-            | "TIME"
-            | "TIMESTAMP"
-            | "INTERVAL"
-            | "BINARY"
-            | "COLLATE"
-    ) {
+    let exact_after = [
+        "LIMIT",
+        "OFFSET",
+        "BY",
+        "DATE",
+        "TIME",
+        "TIMESTAMP",
+        "INTERVAL",
+        "BINARY",
+        "COLLATE",
+    ];
+    if exact_after.iter().any(|w| w.eq_ignore_ascii_case(word)) {
         return true;
     }
     // `LIMIT 10, 20`: the count after the offset.
@@ -239,7 +241,7 @@ fn exact_context(sql: &str, span: (usize, usize), prev: Option<(usize, usize)>) 
         if rest.trim_end().len() == p.1 {
             return sql
                 .get(..p.0)
-                .is_none_or(|h| word_before(h.trim_end()) == "LIMIT");
+                .is_none_or(|h| word_before(h.trim_end()).eq_ignore_ascii_case("LIMIT"));
         }
     }
     false

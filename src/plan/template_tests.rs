@@ -238,20 +238,17 @@ fn a_kept_plan_serves_its_signature_until_its_time_is_up() {
     let cache = PlanCache::default();
     let e = cache.entry(&d.text).unwrap();
     let keep = |made| {
-        cache.keep(
-            &e,
-            Some(Kept {
-                template: template.clone(),
-                version: t.version,
-                db: None,
-                charset: "utf8mb4".into(),
-                epoch: cache.epoch(),
-                made,
-                tables: tables.clone(),
-                prepared: false,
-                counted: Counted::new(),
-            }),
-        )
+        e.keep(Some(Kept {
+            template: template.clone(),
+            version: t.version,
+            db: None,
+            charset: "utf8mb4".into(),
+            epoch: cache.epoch(),
+            made,
+            tables: tables.clone(),
+            prepared: false,
+            counted: Counted::new(),
+        }))
     };
     let find = |epoch| {
         e.kept_for(false, t.version, None, "utf8mb4", epoch, |tables| {

@@ -118,7 +118,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
                 return;
             };
             let Ok(marked) = crate::sql::parse_in(&text, self.mode()) else {
-                self.shared.plans.keep(e, None);
+                e.keep(None);
                 return;
             };
             self.shared
@@ -140,20 +140,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send> Session<S> {
             return;
         }
         let t = Template::agreed(&x.lits, sig, markers, made, (plan, traced));
-        let plans = &self.shared.plans;
-        plans.keep(
-            e,
-            t.map(|template| Kept {
-                template,
-                version: topo.version,
-                db,
-                charset,
-                epoch: self.shared.plans.epoch(),
-                made: std::time::Instant::now(),
-                tables,
-                prepared: x.prepared,
-                counted: crate::plan::cache::Counted::new(),
-            }),
-        );
+        e.keep(t.map(|template| Kept {
+            template,
+            version: topo.version,
+            db,
+            charset,
+            epoch: self.shared.plans.epoch(),
+            made: std::time::Instant::now(),
+            tables,
+            prepared: x.prepared,
+            counted: crate::plan::cache::Counted::new(),
+        }));
     }
 }
